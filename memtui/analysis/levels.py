@@ -1,0 +1,83 @@
+"""Memory levels over time for one device: the series every screen and ``summary`` share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from memtui.model import MemoryTrace
+
+#: The profiler curve that stands for "allocated" where a source reports curves.
+PROFILER_ALLOCATED = "Operators Allocated"
+PROFILER_RESERVED = "Operators Reserved"
+
+
+@dataclass(frozen=True)
+class Level:
+    """A step function: ``values[i]`` holds from ``t[i]`` until ``t[i + 1]``.
+
+    ``t[0]`` is the start of the trace, where ``values[0]`` is the level before the first
+    event (walked back from the final state), so the peak counts the start level too.
+    """
+
+    t: np.ndarray
+    values: np.ndarray
+
+    def peak(self) -> tuple[int, int]:
+        """(peak value, index of its first occurrence); (0, -1) for an empty level."""
+        if self.values.size == 0:
+            return 0, -1
+        index = int(np.argmax(self.values))
+        return int(self.values[index]), index
+
+
+def allocated_level(trace: MemoryTrace, device: str) -> Level:
+    """allocated(t) of DESIGN.md section 3 for ``device``."""
+    curve = _curve(trace, device, PROFILER_ALLOCATED)
+    if curve is not None:
+        return curve
+    info = trace.meta.device(device)
+    events = trace.device_events(device).filter(pl.col("allocated").is_not_null())
+    t = events["t"].to_numpy()
+    values = events["allocated"].to_numpy()
+    start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
+    return Level(
+        t=np.concatenate([start_t, t]).astype(np.int64),
+        values=np.concatenate([[info.start_allocated], values]).astype(np.int64),
+    )
+
+
+def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
+    """reserved(t) for ``device``, or None where the source knows no reserved memory."""
+    curve = _curve(trace, device, PROFILER_RESERVED)
+    if curve is not None:
+        return curve
+    info = trace.meta.device(device)
+    events = trace.device_events(device).filter(pl.col("reserved").is_not_null())
+    if events.is_empty() and info.start_reserved is None:
+        return None
+    t = events["t"].to_numpy()
+    values = events["reserved"].to_numpy()
+    start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
+    start = info.start_reserved if info.start_reserved is not None else (
+        values[0] if values.size else 0)
+    return Level(
+        t=np.concatenate([start_t, t]).astype(np.int64),
+        values=np.concatenate([[start], values]).astype(np.int64),
+    )
+
+
+def _curve(trace: MemoryTrace, device: str, series: str) -> Level | None:
+    curves = trace.curves
+    if curves.is_empty():
+        return None
+    rows = curves.filter(
+        (pl.col("device") == device) & (pl.col("series") == series)
+        & pl.col("component").is_null() & pl.col("stream").is_null()
+    ).sort("t")
+    if rows.is_empty():
+        return None
+    return Level(t=rows["t"].to_numpy().astype(np.int64),
+                 values=rows["bytes"].to_numpy().astype(np.int64))

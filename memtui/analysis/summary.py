@@ -1,0 +1,89 @@
+"""The per-device figures of ``memtui summary`` (DESIGN.md section 3 definitions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memtui.analysis.levels import allocated_level, reserved_level
+from memtui.model import MemoryTrace
+
+
+def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
+    """One device's entry of the summary object."""
+    info = trace.meta.device(device)
+    blocks = trace.device_blocks(device)
+    allocated = allocated_level(trace, device)
+    peak, peak_index = allocated.peak()
+    peak_time = None
+    if trace.meta.time_unit == "ns" and peak_index >= 0 and trace.device_events(device).height:
+        peak_time = int(allocated.t[peak_index])
+    if info.allocated_at_end is not None:
+        allocated_at_end = info.allocated_at_end
+    else:
+        allocated_at_end = int(allocated.values[-1]) if allocated.values.size else 0
+    reserved_at_end = info.reserved_at_end
+    if reserved_at_end is None:
+        reserved = reserved_level(trace, device)
+        if reserved is not None and reserved.values.size:
+            reserved_at_end = int(reserved.values[-1])
+    return {
+        "device": device,
+        "events": trace.device_events(device).height,
+        "segments": info.segments_at_end if info.has_segments else None,
+        "blocks": blocks.height,
+        "ghost_blocks": int(blocks["ghost"].fill_null(False).sum()),
+        "peak_allocated_bytes": peak,
+        "peak_time_ns": peak_time,
+        "allocated_at_end_bytes": allocated_at_end,
+        "reserved_at_end_bytes": reserved_at_end,
+    }
+
+
+def summary(trace: MemoryTrace) -> dict[str, Any]:
+    """The whole ``memtui summary --json`` object."""
+    return {
+        "source": trace.meta.source,
+        "path": trace.meta.path,
+        "devices": [device_summary(trace, name) for name in trace.meta.device_names],
+        "warnings": list(trace.meta.warnings),
+    }
+
+
+def format_bytes(n: int | None) -> str:
+    """Human bytes in binary units, as memory_viz prints them (``1.5 GiB``)."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def format_summary(data: dict[str, Any], time_unit: str) -> str:
+    """The short human summary printed by ``memtui summary`` without ``--json``."""
+    lines = [f"{data['path']}  ({data['source']})"]
+    for d in data["devices"]:
+        at = d["peak_time_ns"]
+        when = f" at t={at / 1e9:.6f}s" if at is not None else ""
+        segments = "" if d["segments"] is None else f", {d['segments']} segments"
+        lines.append(
+            f"  {d['device']}: {d['events']} events, {d['blocks']} blocks "
+            f"({d['ghost_blocks']} ghost){segments}"
+        )
+        lines.append(
+            f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}; at end: "
+            f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
+            f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
+        )
+    if not data["devices"]:
+        lines.append("  no device has events or segments")
+    if time_unit == "event":
+        lines.append("  (no clock in this capture: times are event numbers)")
+    for warning in data["warnings"]:
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
+
+__all__ = ["device_summary", "format_bytes", "format_summary", "summary"]

@@ -1,0 +1,293 @@
+"""The canonical data model every source produces and every analysis and screen reads.
+
+A :class:`MemoryTrace` is a handful of polars frames plus :class:`TraceMeta`.  The column
+names and dtypes in the ``*_SCHEMA`` dicts below are the contract of DESIGN.md section 3;
+sources build their frames loosely and pass them through :func:`conform`, which adds the
+columns a source lacks as nulls and casts the rest, and tests call :func:`validate`.
+
+Conventions shared by every source:
+
+* time ``t`` is int64 nanoseconds; where a capture has no clock (PyTorch snapshots before
+  2.2) it is the event index and ``meta.time_unit`` is ``"event"``;
+* sizes are int64 bytes, addresses uint64;
+* ``allocated``/``active``/``reserved`` on an event are the device's levels *after* it;
+* a *ghost* block was allocated before the capture began (freed without its alloc, or
+  alive at the end without one): it counts as alive from the start of the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+#: Event actions of the canonical model.  Sources map their own names onto these.
+ACTIONS = (
+    "alloc",
+    "free_requested",
+    "free",
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+    "oom",
+    "access",
+    "snapshot",
+    "workspace",
+    "annotate",
+)
+ACTION_DTYPE = pl.Enum(ACTIONS)
+
+#: Bits of ``blocks.flags`` (MindStudio Insight's inefficient-block kinds).
+FLAG_EARLY_ALLOCATION = 1
+FLAG_LATE_DEALLOCATION = 2
+FLAG_TEMPORARY_IDLENESS = 4
+FLAG_NAMES = {
+    FLAG_EARLY_ALLOCATION: "early_allocation",
+    FLAG_LATE_DEALLOCATION: "late_deallocation",
+    FLAG_TEMPORARY_IDLENESS: "temporary_idleness",
+}
+
+EVENTS_SCHEMA: dict[str, pl.DataType] = {
+    "t": pl.Int64(),
+    "seq": pl.Int64(),
+    "device": pl.String(),
+    "action": ACTION_DTYPE,
+    "addr": pl.UInt64(),
+    "size": pl.Int64(),
+    "stream": pl.Int64(),
+    "pool": pl.String(),
+    "block_id": pl.Int64(),
+    "stack_id": pl.Int32(),
+    "owner": pl.String(),
+    "allocated": pl.Int64(),
+    "active": pl.Int64(),
+    "reserved": pl.Int64(),
+}
+
+BLOCKS_SCHEMA: dict[str, pl.DataType] = {
+    "block_id": pl.Int64(),
+    "device": pl.String(),
+    "addr": pl.UInt64(),
+    "size": pl.Int64(),
+    "requested_size": pl.Int64(),
+    "t_alloc": pl.Int64(),
+    "t_free": pl.Int64(),
+    "stack_id": pl.Int32(),
+    "owner": pl.String(),
+    "pool": pl.String(),
+    "stream": pl.Int64(),
+    "ghost": pl.Boolean(),
+    "first_access": pl.Int64(),
+    "last_access": pl.Int64(),
+    "max_access_gap": pl.Int64(),
+    "flags": pl.UInt8(),
+    # Extensions beyond DESIGN.md: the event order of the alloc and the free (exact
+    # state at an event when several share a timestamp), and when a free was requested
+    # (PyTorch "pending free": between free_requested and free_completed).
+    "seq_alloc": pl.Int64(),
+    "seq_free": pl.Int64(),
+    "t_free_requested": pl.Int64(),
+}
+
+SEGMENTS_SCHEMA: dict[str, pl.DataType] = {
+    "segment_id": pl.Int64(),
+    "device": pl.String(),
+    "addr": pl.UInt64(),
+    "size": pl.Int64(),
+    "t_alloc": pl.Int64(),
+    "t_free": pl.Int64(),
+    "stream": pl.Int64(),
+    "pool_id": pl.String(),
+    "kind": pl.String(),
+    # Extensions: event order of the segment's alloc and free, and whether it existed
+    # before the trace began.
+    "seq_alloc": pl.Int64(),
+    "seq_free": pl.Int64(),
+    "ghost": pl.Boolean(),
+}
+
+FRAMES_SCHEMA: dict[str, pl.DataType] = {
+    "frame_id": pl.Int32(),
+    "filename": pl.String(),
+    "line": pl.Int64(),
+    "name": pl.String(),
+}
+
+STACKS_SCHEMA: dict[str, pl.DataType] = {
+    "stack_id": pl.Int32(),
+    "frame_ids": pl.List(pl.Int32()),
+}
+
+CALLS_SCHEMA: dict[str, pl.DataType] = {
+    "device": pl.String(),
+    "thread": pl.String(),
+    "t_start": pl.Int64(),
+    "t_end": pl.Int64(),
+    "depth": pl.Int32(),
+    "name": pl.String(),
+}
+
+CURVES_SCHEMA: dict[str, pl.DataType] = {
+    "t": pl.Int64(),
+    "device": pl.String(),
+    "series": pl.String(),
+    "component": pl.String(),
+    "stream": pl.Int64(),
+    "bytes": pl.Int64(),
+}
+
+MARKERS_SCHEMA: dict[str, pl.DataType] = {
+    "t": pl.Int64(),
+    "t_end": pl.Int64(),
+    "device": pl.String(),
+    "kind": pl.String(),
+    "name": pl.String(),
+}
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "events": EVENTS_SCHEMA,
+    "blocks": BLOCKS_SCHEMA,
+    "segments": SEGMENTS_SCHEMA,
+    "frames": FRAMES_SCHEMA,
+    "stacks": STACKS_SCHEMA,
+    "calls": CALLS_SCHEMA,
+    "curves": CURVES_SCHEMA,
+    "markers": MARKERS_SCHEMA,
+}
+
+
+@dataclass
+class DeviceInfo:
+    """What is known of one device (or rank) beyond its rows.
+
+    ``has_segments`` says whether the source knows pool segments at all (summary prints
+    ``null`` for them otherwise).  ``start_allocated``/``start_reserved`` are the levels
+    before the first event, found by walking back from the final state.  The ``*_at_end``
+    figures are the source's own end-of-capture numbers where it has them (a snapshot's
+    final state); where they are ``None`` the summary takes the last level of the trace.
+    """
+
+    name: str
+    kind: str = ""
+    rank: int | None = None
+    host: str | None = None
+    has_segments: bool = False
+    start_allocated: int = 0
+    start_reserved: int | None = None
+    allocated_at_end: int | None = None
+    reserved_at_end: int | None = None
+    segments_at_end: int | None = None
+
+
+@dataclass
+class TraceMeta:
+    """Everything about a capture that is not a row: where it came from and what went wrong."""
+
+    source: str
+    path: str
+    devices: list[DeviceInfo] = field(default_factory=list)
+    time_unit: str = "ns"  # "ns", or "event" where the capture has no clock
+    host: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def device(self, name: str) -> DeviceInfo:
+        for info in self.devices:
+            if info.name == name:
+                return info
+        raise KeyError(name)
+
+    @property
+    def device_names(self) -> list[str]:
+        return [info.name for info in self.devices]
+
+
+def empty_frame(name: str) -> pl.DataFrame:
+    """An empty frame with the columns of table ``name``."""
+    return pl.DataFrame(schema=SCHEMAS[name])
+
+
+def conform(df: pl.DataFrame | None, name: str) -> pl.DataFrame:
+    """Return ``df`` with exactly the columns of table ``name``, in order, cast to its dtypes.
+
+    Columns the frame lacks are added as nulls; columns it has beyond the contract are
+    kept after the contract's own (sources may carry extras such as a call stack string).
+    """
+    schema = SCHEMAS[name]
+    if df is None:
+        return empty_frame(name)
+    exprs = []
+    for column, dtype in schema.items():
+        if column in df.columns:
+            exprs.append(pl.col(column).cast(dtype))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(column))
+    extras = [pl.col(c) for c in df.columns if c not in schema]
+    return df.select(exprs + extras)
+
+
+@dataclass
+class MemoryTrace:
+    """One capture in the canonical model (see the module docstring)."""
+
+    meta: TraceMeta
+    events: pl.DataFrame = field(default_factory=lambda: empty_frame("events"))
+    blocks: pl.DataFrame = field(default_factory=lambda: empty_frame("blocks"))
+    segments: pl.DataFrame = field(default_factory=lambda: empty_frame("segments"))
+    frames: pl.DataFrame = field(default_factory=lambda: empty_frame("frames"))
+    stacks: pl.DataFrame = field(default_factory=lambda: empty_frame("stacks"))
+    calls: pl.DataFrame = field(default_factory=lambda: empty_frame("calls"))
+    curves: pl.DataFrame = field(default_factory=lambda: empty_frame("curves"))
+    markers: pl.DataFrame = field(default_factory=lambda: empty_frame("markers"))
+
+    def frame(self, name: str) -> pl.DataFrame:
+        return getattr(self, name)
+
+    def device_events(self, device: str) -> pl.DataFrame:
+        return self.events.filter(pl.col("device") == device)
+
+    def device_blocks(self, device: str) -> pl.DataFrame:
+        return self.blocks.filter(pl.col("device") == device)
+
+    def device_segments(self, device: str) -> pl.DataFrame:
+        return self.segments.filter(pl.col("device") == device)
+
+
+class ModelError(ValueError):
+    """A MemoryTrace breaks the contract (a bug in a source, never bad user input)."""
+
+
+def validate(trace: MemoryTrace) -> None:
+    """Check every frame against the contract; raise :class:`ModelError` on the first breach.
+
+    Checks: the contract's columns exist in order with their dtypes; events are sorted by
+    ``t``; every device named in a frame is listed in ``meta.devices``; ids are unique.
+    """
+    for name, schema in SCHEMAS.items():
+        df = trace.frame(name)
+        got = list(df.schema.items())[: len(schema)]
+        want = list(schema.items())
+        if [c for c, _ in got] != [c for c, _ in want]:
+            raise ModelError(f"{name}: columns {[c for c, _ in got]} != {[c for c, _ in want]}")
+        for (column, dtype), (_, expected) in zip(got, want, strict=True):
+            if dtype != expected:
+                raise ModelError(f"{name}.{column}: dtype {dtype} != {expected}")
+    events = trace.events
+    if events.height and not events["t"].is_sorted():
+        raise ModelError("events are not sorted by t")
+    known = set(trace.meta.device_names)
+    for name in ("events", "blocks", "segments", "curves"):
+        df = trace.frame(name)
+        if df.height:
+            unknown = set(df["device"].drop_nulls().unique().to_list()) - known
+            if unknown:
+                raise ModelError(f"{name}: devices {sorted(unknown)} missing from meta.devices")
+    for name, key in (("blocks", "block_id"), ("segments", "segment_id"),
+                      ("frames", "frame_id"), ("stacks", "stack_id")):
+        column = trace.frame(name)[key]
+        if column.null_count() or column.n_unique() != column.len():
+            raise ModelError(f"{name}.{key} must be unique and non-null")
+    if trace.meta.time_unit not in ("ns", "event"):
+        raise ModelError(f"meta.time_unit {trace.meta.time_unit!r} is not 'ns' or 'event'")

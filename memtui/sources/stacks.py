@@ -1,0 +1,85 @@
+"""Interning call stacks into the ``frames`` and ``stacks`` tables.
+
+Captures repeat the same frames and stacks millions of times (a PyTorch pickle shares the
+very same list objects through its memo), so each distinct stack is turned into frame ids
+once: first by object identity, then by content.  Sources hand over one list of stacks
+per batch of events and get a column of ``stack_id`` back (null for an empty stack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import polars as pl
+
+from memtui.model import conform
+
+FrameKey = tuple[str, int, str]  # (filename, line, name)
+
+
+class StackInterner:
+    """Accumulates distinct frames and stacks; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._frame_ids: dict[FrameKey, int] = {}
+        self._stack_ids: dict[tuple[int, ...], int] = {}
+        self._by_object: dict[int, int | None] = {}
+        self._alive: list[Any] = []  # keeps interned objects alive so their ids stay unique
+
+    def frame_id(self, key: FrameKey) -> int:
+        frame_id = self._frame_ids.get(key)
+        if frame_id is None:
+            frame_id = self._frame_ids[key] = len(self._frame_ids)
+        return frame_id
+
+    def stack_id_of_keys(self, keys: Iterable[FrameKey]) -> int | None:
+        """Stack id of frames given as (filename, line, name), innermost first."""
+        ids = tuple(self.frame_id(key) for key in keys)
+        if not ids:
+            return None
+        stack_id = self._stack_ids.get(ids)
+        if stack_id is None:
+            stack_id = self._stack_ids[ids] = len(self._stack_ids)
+        return stack_id
+
+    def _stack_id_of_dicts(self, frames: Sequence[dict] | None) -> int | None:
+        if not frames:
+            return None
+        return self.stack_id_of_keys(
+            (str(f.get("filename", "")), int(f.get("line") or 0), str(f.get("name", "")))
+            for f in frames
+        )
+
+    def stack_ids(self, stacks: list[Sequence[dict] | None]) -> pl.Series:
+        """``stack_id`` for each stack of frame dicts (PyTorch form), interning new ones."""
+        object_ids = list(map(id, stacks))
+        for object_id, frames in dict(zip(object_ids, stacks, strict=True)).items():
+            if object_id not in self._by_object:
+                self._by_object[object_id] = self._stack_id_of_dicts(frames)
+                self._alive.append(frames)
+        keys = pl.Series(object_ids, dtype=pl.UInt64)
+        lookup = self._by_object
+        return keys.replace_strict(
+            list(lookup.keys()), list(lookup.values()), default=None, return_dtype=pl.Int32
+        ).alias("stack_id")
+
+    def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The ``frames`` and ``stacks`` tables of everything interned so far."""
+        keys = list(self._frame_ids)
+        frames = pl.DataFrame(
+            {
+                "frame_id": list(range(len(keys))),
+                "filename": [k[0] for k in keys],
+                "line": [k[1] for k in keys],
+                "name": [k[2] for k in keys],
+            }
+        )
+        stacks = pl.DataFrame(
+            {
+                "stack_id": list(self._stack_ids.values()),
+                "frame_ids": [list(ids) for ids in self._stack_ids],
+            },
+            schema={"stack_id": pl.Int32, "frame_ids": pl.List(pl.Int32)},
+        )
+        return conform(frames, "frames"), conform(stacks, "stacks")

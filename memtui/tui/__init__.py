@@ -1,0 +1,1 @@
+"""The Textual app (screens, widgets, the shared cursor). Never parses a file."""

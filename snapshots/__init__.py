@@ -1,0 +1,1 @@
+"""Demo captures written by benchmarks/generate.py (installed as memtui.snapshots)."""
