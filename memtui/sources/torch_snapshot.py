@@ -328,15 +328,21 @@ class _SnapshotBuilder:
             "device", "addr", "gen", "size", "requested_size", "stream", "stack_id",
             "t_free_requested", t_alloc=pl.col("start").fill_null(0), ghost=pl.lit(True),
         )
-        requested = final.select("device", "addr", requested=pl.col("requested_size"))
+        # Trace entries carry the requested size; the allocator's (rounded) block size is
+        # only known for the blocks still alive at the dump, from the final state.
+        final_size = final.select("device", "addr", final_size=pl.col("size"),
+                                  final_requested=pl.col("requested_size"))
         traced = traced.join(starts, on="device", how="left").join(
-            requested, on=["device", "addr"], how="left"
+            final_size, on=["device", "addr"], how="left"
         ).select(
             "device", "addr", "gen", "seq_alloc", "seq_free", "t_free", "t_free_requested",
             ghost=pl.col("seq_alloc").is_null(),
             t_alloc=pl.col("t_alloc").fill_null(pl.col("start")),
-            size=pl.col("size").fill_null(pl.col("free_size")),
-            requested_size=pl.when(pl.col("t_free").is_null()).then(pl.col("requested")),
+            size=pl.when(pl.col("t_free").is_null() & pl.col("final_size").is_not_null())
+            .then(pl.col("final_size"))
+            .otherwise(pl.col("size").fill_null(pl.col("free_size"))),
+            requested_size=pl.col("size").fill_null(pl.col("free_size"))
+            .fill_null(pl.col("final_requested")),
             stack_id=pl.col("stack_id").fill_null(pl.col("free_stack_id")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
         )

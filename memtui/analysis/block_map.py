@@ -1,0 +1,202 @@
+"""The block-lifetime map: blocks stacked over time, rasterised into half-block cells.
+
+Stacking follows memory_viz's Active Memory Timeline: the blocks alive before the trace
+(ghosts) lie at the bottom, those alive at the dump lowest, then those freed latest;
+above them every allocation goes on top of the stack in the order it happened, and when
+a block is freed everything above it slides down.  So at any time a live block's
+offset is the sum of the live blocks below it in that order.
+
+:func:`rasterise` draws a view ``[t0, t1]`` into ``width`` columns and ``2 * height``
+pixel rows (a terminal cell holds two pixels with ``▀``).  Each column shows the stack at
+one moment: the time of its highest allocated level, so peaks are never lost between
+columns.  The ``detail`` largest blocks seen in the view get their own band; the rest
+are summed into one band on top (memory_viz's "summarized" band).  Everything is numpy:
+one interval query per column, one sort and one ``searchsorted`` for all the pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.analysis.intervals import INT64_MAX
+from memtui.analysis.levels import Level
+from memtui.analysis.live import DeviceIndex
+
+EMPTY = -1
+SUMMARIZED = -2
+
+#: Kinds of band, for colouring.
+KIND_NORMAL, KIND_GHOST, KIND_NEVER_FREED, KIND_SUMMARIZED = 0, 1, 2, 3
+
+
+def stack_rank(index: DeviceIndex) -> np.ndarray:
+    """Position of each block in memory_viz's stacking order (lower = nearer the bottom)."""
+    ghost = index.ghost
+    # ghosts: alive at the dump first, then by free time, latest first; others by alloc
+    primary = np.where(ghost, 0, 1)
+    secondary = np.where(ghost, -np.minimum(index.t_free, INT64_MAX - 1), index.t_alloc)
+    order = np.lexsort((index.block_id, secondary, primary))
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank
+
+
+def block_kinds(index: DeviceIndex) -> np.ndarray:
+    """Per block: ghost, never freed (alive at the end of the trace) or normal."""
+    kinds = np.full(index.block_id.size, KIND_NORMAL, dtype=np.int8)
+    kinds[index.t_free == INT64_MAX] = KIND_NEVER_FREED
+    kinds[index.ghost] = KIND_GHOST
+    return kinds
+
+
+class PeakFinder:
+    """Where a level is highest within any range of its steps, fast for long ranges:
+    the maxima of buckets of :data:`BUCKET` steps are computed once."""
+
+    BUCKET = 1024
+
+    def __init__(self, level: Level) -> None:
+        self.level = level
+        values = level.values
+        n = values.size // self.BUCKET * self.BUCKET
+        body = values[:n].reshape(-1, self.BUCKET)
+        self.bucket_max = body.max(axis=1) if n else np.zeros(0, dtype=values.dtype)
+        self.bucket_arg = body.argmax(axis=1) if n else np.zeros(0, dtype=np.int64)
+
+    def argmax(self, a: int, b: int) -> int:
+        """Index of the first maximum of ``values[a:b]`` (``a < b``)."""
+        values, bucket = self.level.values, self.BUCKET
+        if b - a <= 4 * bucket:
+            return a + int(np.argmax(values[a:b]))
+        first, last = -(-a // bucket), b // bucket  # the whole buckets [first, last)
+        candidates = [a + int(np.argmax(values[a:first * bucket]))] if a < first * bucket else []
+        mid = first + int(np.argmax(self.bucket_max[first:last]))
+        candidates.append(mid * bucket + int(self.bucket_arg[mid]))
+        if last * bucket < b:
+            candidates.append(last * bucket + int(np.argmax(values[last * bucket:b])))
+        return max(candidates, key=lambda i: (values[i], -i))
+
+    def column_times(self, t0: int, t1: int, width: int) -> np.ndarray:
+        """For each of ``width`` columns over ``[t0, t1]``: the time of its highest level.
+
+        A column with no event inside shows the level in force at its start.
+        """
+        level = self.level
+        edges = t0 + np.arange(width + 1, dtype=np.float64) * ((t1 - t0) / max(width, 1))
+        edges = np.floor(edges).astype(np.int64)
+        edges[-1] = t1 + 1
+        times = edges[:-1].copy()
+        if level.t.size == 0:
+            return times
+        lo = np.maximum(np.searchsorted(level.t, edges[:-1], side="right") - 1, 0)
+        hi = np.searchsorted(level.t, edges[1:], side="left")
+        for c in np.flatnonzero(hi > lo + 1):
+            best = self.argmax(int(lo[c]), int(hi[c]))
+            times[c] = max(int(level.t[best]), int(edges[c]))
+        return times
+
+
+@dataclass(frozen=True)
+class BlockRaster:
+    """A rasterised view.  ``pixels[y, x]`` (row 0 at the top) is a block row of the
+    :class:`DeviceIndex`, :data:`SUMMARIZED` or :data:`EMPTY`."""
+
+    t0: int
+    t1: int
+    times: np.ndarray  # per column: the moment it shows
+    pixels: np.ndarray  # (2 * height, width) int64
+    ymax: int  # bytes at the top of the map
+    totals: np.ndarray  # per column: bytes stacked (drawn + summarized)
+    drawn: np.ndarray  # block rows with their own band
+    candidates: int  # blocks seen in the view (drawn + summarized)
+
+    @property
+    def width(self) -> int:
+        return int(self.pixels.shape[1])
+
+    def column_of(self, t: int) -> int | None:
+        """The column whose time span holds ``t`` (None outside the view)."""
+        if not self.t0 <= t <= self.t1 or self.width == 0:
+            return None
+        span = (self.t1 - self.t0) / self.width
+        return min(int((t - self.t0) / span) if span > 0 else 0, self.width - 1)
+
+    def band_at(self, x: int, y: int) -> int:
+        if 0 <= x < self.width and 0 <= y < self.pixels.shape[0]:
+            return int(self.pixels[y, x])
+        return EMPTY
+
+
+def rasterise(
+    index: DeviceIndex, rank: np.ndarray, peaks: PeakFinder, t0: int, t1: int,
+    width: int, height: int, detail: int, ymax: int | None = None,
+) -> BlockRaster:
+    """Draw ``[t0, t1]`` into ``width`` x ``2 * height`` pixels (see the module docstring)."""
+    width, pixel_rows = max(int(width), 1), max(int(height), 1) * 2
+    times = peaks.column_times(t0, t1, width)
+    live = [index.blocks_at(int(t)) for t in times]
+    counts = np.array([rows.size for rows in live], dtype=np.int64)
+    rows = np.concatenate(live) if live else np.zeros(0, dtype=np.int64)
+    column = np.repeat(np.arange(width, dtype=np.int64), counts)
+    seen = np.unique(rows)
+    if seen.size > detail:
+        keep = np.argpartition(-index.size[seen], detail - 1)[:detail] if detail > 0 else []
+        drawn = np.sort(seen[keep])
+    else:
+        drawn = seen
+    is_drawn = np.zeros(index.block_id.size, dtype=bool)
+    is_drawn[drawn] = True
+    sizes = index.size[rows]
+    own = is_drawn[rows]
+    summarized = np.bincount(column[~own], weights=sizes[~own], minlength=width)
+    # bands of each column bottom-up: the drawn blocks by rank, then the summarized band
+    band_rows = np.concatenate([rows[own], np.full(width, SUMMARIZED, dtype=np.int64)])
+    band_col = np.concatenate([column[own], np.arange(width, dtype=np.int64)])
+    band_rank = np.concatenate([rank[rows[own]], np.full(width, rank.size, dtype=np.int64)])
+    band_size = np.concatenate([sizes[own].astype(np.float64), summarized])
+    order = np.lexsort((band_rank, band_col))
+    band_rows, band_col, band_size = band_rows[order], band_col[order], band_size[order]
+    tops = _segmented_cumsum(band_size, band_col)
+    totals = np.bincount(band_col, weights=band_size, minlength=width)
+    top = int(ymax if ymax is not None else max(totals.max() if totals.size else 0, 1))
+    pixels = _pixels(band_rows, band_col, tops, totals, top, width, pixel_rows)
+    return BlockRaster(t0=t0, t1=t1, times=times, pixels=pixels, ymax=top,
+                       totals=totals.astype(np.int64), drawn=drawn, candidates=int(seen.size))
+
+
+def _segmented_cumsum(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Cumulative sum of ``values`` restarting at each new ``group`` (sorted groups)."""
+    total = np.cumsum(values)
+    if values.size == 0:
+        return total
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    before = np.repeat(total[starts] - values[starts], np.diff(np.r_[starts, values.size]))
+    return total - before
+
+
+def _pixels(band_rows, band_col, tops, totals, ymax, width, pixel_rows) -> np.ndarray:
+    """Which band covers the centre of each pixel: one searchsorted for all columns."""
+    # lift each column's tops by a per-column offset above every value, so one sorted
+    # array answers every column: band = first band whose top is above the pixel centre
+    lift = float(max(ymax, float(totals.max()) if totals.size else 0.0)) * 2 + 1
+    keys = tops + band_col * lift
+    centres = (np.arange(pixel_rows, dtype=np.float64)[::-1] + 0.5) * (ymax / pixel_rows)
+    queries = centres[:, None] + np.arange(width, dtype=np.float64)[None, :] * lift
+    found = np.searchsorted(keys, queries.ravel(), side="right").reshape(pixel_rows, width)
+    inside = (found < keys.size) & (centres[:, None] < totals[None, :])
+    found = np.minimum(found, max(keys.size - 1, 0))
+    same_column = band_col[found] == np.arange(width)[None, :] if keys.size else inside
+    result = np.where(inside & same_column, band_rows[found] if keys.size else EMPTY, EMPTY)
+    return result.astype(np.int64)
+
+
+def bands_at(
+    index: DeviceIndex, rank: np.ndarray, t: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks alive at ``t`` in stacking order (bottom first), and their bottoms."""
+    rows = index.blocks_at(t)
+    rows = rows[np.argsort(rank[rows], kind="stable")]
+    sizes = index.size[rows]
+    return rows, np.cumsum(sizes) - sizes

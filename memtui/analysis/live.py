@@ -1,0 +1,139 @@
+"""One device's blocks and segments as numpy arrays, indexed for "alive at t" queries.
+
+:class:`DeviceIndex` is what the block map, the pool map and the stack tree share: the
+device's rows of ``blocks`` and ``segments`` as arrays (addresses as int64: device
+addresses fit in 48 bits), with :class:`~memtui.analysis.intervals.IntervalIndex` over
+their lifetimes on the time axis and, built on first use, on the event axis (``seq``).
+
+A ghost lives from before the trace; a block or segment with no ``t_free`` lives past
+its end.  Alive at ``t`` means: allocated at or before ``t`` and not freed by ``t``
+(every event at ``t`` has happened).  :func:`device_index` caches one index per trace
+and device, so screens that ask again get the same object.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
+from memtui.model import MemoryTrace
+
+
+def _ints(df: pl.DataFrame, column: str, fill: int) -> np.ndarray:
+    return df[column].cast(pl.Int64).fill_null(fill).to_numpy().astype(np.int64, copy=False)
+
+
+def _lifetime(df: pl.DataFrame, start: str, end: str) -> tuple[np.ndarray, np.ndarray]:
+    ghost = df["ghost"].fill_null(False).to_numpy()
+    begin = np.where(ghost, INT64_MIN, _ints(df, start, INT64_MIN))
+    return begin.astype(np.int64), _ints(df, end, INT64_MAX)
+
+
+@dataclass
+class DeviceIndex:
+    """Arrays and lifetime indexes of one device (see the module docstring)."""
+
+    device: str
+    blocks: pl.DataFrame  # the device's rows of trace.blocks, in block_id order
+    segments: pl.DataFrame  # the device's rows of trace.segments, in segment_id order
+    t_start: int  # first and last event time of the device (0, 0 without events)
+    t_end: int
+    # blocks
+    block_id: np.ndarray = field(init=False)
+    addr: np.ndarray = field(init=False)
+    size: np.ndarray = field(init=False)
+    requested: np.ndarray = field(init=False)
+    t_alloc: np.ndarray = field(init=False)
+    t_free: np.ndarray = field(init=False)
+    t_free_requested: np.ndarray = field(init=False)
+    ghost: np.ndarray = field(init=False)
+    stack_id: np.ndarray = field(init=False)
+    # segments
+    seg_id: np.ndarray = field(init=False)
+    seg_addr: np.ndarray = field(init=False)
+    seg_size: np.ndarray = field(init=False)
+    seg_stream: np.ndarray = field(init=False)
+    seg_t_alloc: np.ndarray = field(init=False)
+    seg_t_free: np.ndarray = field(init=False)
+    seg_ghost: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        b, s = self.blocks, self.segments
+        self.block_id = _ints(b, "block_id", -1)
+        self.addr = _ints(b, "addr", 0)
+        self.size = _ints(b, "size", 0)
+        self.requested = np.where(b["requested_size"].is_null().to_numpy(), self.size,
+                                  _ints(b, "requested_size", 0))
+        self.t_alloc, self.t_free = _lifetime(b, "t_alloc", "t_free")
+        self.t_free_requested = _ints(b, "t_free_requested", INT64_MAX)
+        self.ghost = b["ghost"].fill_null(False).to_numpy()
+        self.stack_id = _ints(b, "stack_id", -1)
+        self.seg_id = _ints(s, "segment_id", -1)
+        self.seg_addr = _ints(s, "addr", 0)
+        self.seg_size = _ints(s, "size", 0)
+        self.seg_stream = _ints(s, "stream", 0)
+        self.seg_t_alloc, self.seg_t_free = _lifetime(s, "t_alloc", "t_free")
+        self.seg_ghost = s["ghost"].fill_null(False).to_numpy()
+        self.block_life = IntervalIndex(self.t_alloc, self.t_free)
+        self.segment_life = IntervalIndex(self.seg_t_alloc, self.seg_t_free)
+        self._seq_lives: tuple[IntervalIndex, IntervalIndex] | None = None
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def row_of_block(self, block_id: int | None) -> int | None:
+        """Row of ``block_id`` in this device's arrays (None if it is not on this device)."""
+        return _row_of(self.block_id, block_id)
+
+    def row_of_segment(self, segment_id: int | None) -> int | None:
+        return _row_of(self.seg_id, segment_id)
+
+    def blocks_at(self, t: int) -> np.ndarray:
+        """Rows of the blocks alive at ``t``, in order of allocation."""
+        return self.block_life.at(t)
+
+    def segments_at(self, t: int) -> np.ndarray:
+        return self.segment_life.at(t)
+
+    def seq_lives(self) -> tuple[IntervalIndex, IntervalIndex]:
+        """Lifetime indexes on the event axis (``seq_alloc``/``seq_free``), built once."""
+        if self._seq_lives is None:
+            b0, b1 = _lifetime(self.blocks, "seq_alloc", "seq_free")
+            s0, s1 = _lifetime(self.segments, "seq_alloc", "seq_free")
+            self._seq_lives = (IntervalIndex(b0, b1), IntervalIndex(s0, s1))
+        return self._seq_lives
+
+
+def _row_of(ids: np.ndarray, wanted: int | None) -> int | None:
+    """Row of ``wanted`` in the sorted id array ``ids``."""
+    if wanted is None or ids.size == 0:
+        return None
+    row = int(np.searchsorted(ids, wanted))
+    return row if row < ids.size and ids[row] == wanted else None
+
+
+_CACHE: dict[tuple[int, str], tuple[weakref.ref, DeviceIndex]] = {}
+
+
+def device_index(trace: MemoryTrace, device: str) -> DeviceIndex:
+    """The (cached) :class:`DeviceIndex` of ``device`` in ``trace``."""
+    key = (id(trace), device)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is trace:
+        return hit[1]
+    events = trace.device_events(device)
+    t = events["t"]
+    index = DeviceIndex(
+        device=device,
+        blocks=trace.device_blocks(device).sort("block_id"),
+        segments=trace.device_segments(device).sort("segment_id"),
+        t_start=int(t.min()) if t.len() else 0,
+        t_end=int(t.max()) if t.len() else 0,
+    )
+    for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[stale]
+    _CACHE[key] = (weakref.ref(trace), index)
+    return index

@@ -1,0 +1,301 @@
+"""The allocator's pool at any moment: segments, their blocks, free gaps, fragmentation.
+
+memory_viz's Allocator State History replays the trace backwards from the dump on every
+click.  Here the state at ``t`` comes straight from the lifetimes: the segments and
+blocks alive at ``t`` (:mod:`memtui.analysis.live`), each block placed in the segment
+that holds its address, then sorted by address to find the gaps between them.  Every
+step is numpy over the live rows only.
+
+A live block is *allocated*, or *pending free* between its ``free_requested`` and its
+``free_completed`` (PyTorch waits for the streams that used it).  The rest of a segment
+is *free*, as gaps.  Fragmentation is ``1 - largest free gap / free`` (0 with nothing
+free): 0 when all free bytes are one gap, near 1 when they are crumbs.
+
+:func:`explain_oom` reads the state at an ``oom`` event: the request against the
+largest gap the allocator could have used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from memtui.analysis.live import DeviceIndex, device_index
+from memtui.model import MemoryTrace
+
+#: PyTorch's caching allocator serves requests up to 1 MiB from "small" segments.
+SMALL_REQUEST = 1 << 20
+
+
+def fragmentation(largest_gap: np.ndarray | int, free: np.ndarray | int) -> np.ndarray | float:
+    """``1 - largest_gap / free``, 0 where nothing is free."""
+    largest = np.asarray(largest_gap, dtype=np.float64)
+    free_ = np.asarray(free, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.where(free_ > 0, 1.0 - largest / np.where(free_ > 0, free_, 1.0), 0.0)
+    return float(value) if value.ndim == 0 else value
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """The pool of one device at ``t``.  Arrays are per live segment (``seg_*``, sorted
+    by address), per live block (``blk_*``, sorted by address) and per free gap
+    (``gap_*``).  ``seg_row``/``blk_row`` are rows of the :class:`DeviceIndex` arrays.
+    """
+
+    t: int
+    seg_row: np.ndarray
+    seg_id: np.ndarray
+    seg_addr: np.ndarray
+    seg_size: np.ndarray
+    seg_allocated: np.ndarray
+    seg_pending: np.ndarray
+    seg_requested: np.ndarray
+    seg_free: np.ndarray
+    seg_largest_gap: np.ndarray
+    seg_blocks: np.ndarray
+    blk_row: np.ndarray
+    blk_id: np.ndarray
+    blk_addr: np.ndarray
+    blk_size: np.ndarray
+    blk_pending: np.ndarray
+    blk_segment: np.ndarray  # index into seg_* (-1: in no live segment)
+    gap_segment: np.ndarray
+    gap_addr: np.ndarray
+    gap_size: np.ndarray
+
+    @property
+    def seg_fragmentation(self) -> np.ndarray:
+        return fragmentation(self.seg_largest_gap, self.seg_free)
+
+    @property
+    def reserved(self) -> int:
+        return int(self.seg_size.sum())
+
+    @property
+    def allocated(self) -> int:
+        """Bytes in allocated blocks (pending frees not included)."""
+        return int(self.blk_size[~self.blk_pending].sum())
+
+    @property
+    def pending(self) -> int:
+        return int(self.blk_size[self.blk_pending].sum())
+
+    @property
+    def free(self) -> int:
+        return int(self.seg_free.sum())
+
+    @property
+    def largest_gap(self) -> int:
+        return int(self.gap_size.max()) if self.gap_size.size else 0
+
+    @property
+    def total_fragmentation(self) -> float:
+        return fragmentation(self.largest_gap, self.free)
+
+    @property
+    def orphans(self) -> int:
+        """Live blocks in no live segment (a source without segments, or a broken trace)."""
+        return int((self.blk_segment < 0).sum())
+
+    def segment_of_block(self, block_id: int) -> int | None:
+        """Index (into ``seg_*``) of the segment holding live block ``block_id``."""
+        hits = np.flatnonzero(self.blk_id == block_id)
+        if not hits.size or self.blk_segment[hits[0]] < 0:
+            return None
+        return int(self.blk_segment[hits[0]])
+
+    def blocks_of_segment(self, index: int) -> np.ndarray:
+        """Indices (into ``blk_*``) of the blocks in segment ``index``, by address."""
+        lo = int(np.searchsorted(self.blk_segment, index, side="left"))
+        hi = int(np.searchsorted(self.blk_segment, index, side="right"))
+        return np.arange(lo, hi)
+
+    def gaps_of_segment(self, index: int) -> np.ndarray:
+        lo = int(np.searchsorted(self.gap_segment, index, side="left"))
+        hi = int(np.searchsorted(self.gap_segment, index, side="right"))
+        return np.arange(lo, hi)
+
+    def segment_at_address(self, addr: int) -> int | None:
+        """Index of the live segment whose range holds ``addr``."""
+        i = int(np.searchsorted(self.seg_addr, addr, side="right")) - 1
+        if i >= 0 and addr < self.seg_addr[i] + self.seg_size[i]:
+            return i
+        return None
+
+
+def state_at(trace: MemoryTrace, device: str, t: int) -> PoolState:
+    """The pool of ``device`` once every event at or before ``t`` has happened."""
+    index = device_index(trace, device)
+    return pool_state(index, index.segments_at(t), index.blocks_at(t), t)
+
+
+def state_at_seq(trace: MemoryTrace, device: str, seq: int) -> PoolState:
+    """The pool just after the device's event number ``seq`` (its order in the source).
+
+    Blocks whose free was requested by the time of that event count as pending.
+    """
+    index = device_index(trace, device)
+    block_life, segment_life = index.seq_lives()
+    events = trace.device_events(device).filter(pl.col("seq") <= seq)
+    t = int(events["t"].max()) if events.height else index.t_start
+    return pool_state(index, segment_life.at(seq), block_life.at(seq), t)
+
+
+def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t: int) -> PoolState:
+    """Lay the live ``blk_rows`` into the live ``seg_rows`` and measure the gaps."""
+    seg_rows = seg_rows[np.argsort(index.seg_addr[seg_rows], kind="stable")]
+    seg_addr = index.seg_addr[seg_rows]
+    seg_size = index.seg_size[seg_rows]
+    seg_end = seg_addr + seg_size
+    blk_addr = index.addr[blk_rows]
+    # place each block in the segment that holds its address, then sort by (segment, addr)
+    where = np.searchsorted(seg_addr, blk_addr, side="right") - 1
+    inside = where >= 0
+    inside[inside] = blk_addr[inside] < seg_end[where[inside]]
+    where = np.where(inside, where, -1)
+    order = np.lexsort((blk_addr, where))
+    blk_rows, where, blk_addr = blk_rows[order], where[order], blk_addr[order]
+    blk_size = index.size[blk_rows]
+    pending = index.t_free_requested[blk_rows] <= t
+    n_seg = seg_rows.size
+
+    def per_segment(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        keep = mask & (where >= 0)
+        return np.bincount(where[keep], weights=values[keep], minlength=n_seg).astype(np.int64)
+
+    everything = np.ones(blk_rows.size, dtype=bool)
+    allocated = per_segment(blk_size, ~pending)
+    pending_bytes = per_segment(blk_size, pending)
+    requested = per_segment(index.requested[blk_rows], everything)
+    counts = np.bincount(where[where >= 0], minlength=n_seg).astype(np.int64)
+    gap_seg, gap_addr, gap_size = _gaps(where, blk_addr, blk_addr + blk_size, seg_addr, seg_end)
+    largest = np.zeros(n_seg, dtype=np.int64)
+    np.maximum.at(largest, gap_seg, gap_size)
+    free = np.bincount(gap_seg, weights=gap_size, minlength=n_seg).astype(np.int64)
+    return PoolState(
+        t=t, seg_row=seg_rows, seg_id=index.seg_id[seg_rows], seg_addr=seg_addr,
+        seg_size=seg_size, seg_allocated=allocated, seg_pending=pending_bytes,
+        seg_requested=requested, seg_free=free, seg_largest_gap=largest, seg_blocks=counts,
+        blk_row=blk_rows, blk_id=index.block_id[blk_rows], blk_addr=blk_addr,
+        blk_size=blk_size, blk_pending=pending, blk_segment=where,
+        gap_segment=gap_seg, gap_addr=gap_addr, gap_size=gap_size,
+    )
+
+
+def _gaps(
+    where: np.ndarray, start: np.ndarray, end: np.ndarray, seg_addr: np.ndarray,
+    seg_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Free ranges of every segment: before each block, and after the last one.
+
+    ``where``/``start``/``end`` are the blocks sorted by (segment, address); blocks in no
+    segment (``where == -1``) are skipped.  Overlapping blocks (a broken trace) leave no
+    gap between them.
+    """
+    keep = where >= 0
+    where, start, end = where[keep], start[keep], end[keep]
+    first_in_segment = np.ones(where.size, dtype=bool)
+    first_in_segment[1:] = where[1:] != where[:-1]
+    # the end of what precedes each block: the segment start, or the furthest end so far
+    prev_end = np.empty(where.size, dtype=np.int64)
+    if where.size:
+        running = _running_end(where, end, seg_addr)
+        prev_end[1:] = running[:-1]
+        prev_end[first_in_segment] = seg_addr[where[first_in_segment]]
+    before = start - prev_end
+    # after the last block of each segment (or the whole of a segment with no block)
+    tail_end = np.maximum(seg_addr, _last_end_per_segment(where, end, seg_addr.size))
+    after = seg_end - tail_end
+    gap_seg = np.concatenate([where, np.arange(seg_addr.size)])
+    gap_addr = np.concatenate([prev_end, tail_end])
+    gap_size = np.concatenate([before, after])
+    positive = gap_size > 0
+    order = np.lexsort((gap_addr[positive], gap_seg[positive]))
+    return (gap_seg[positive][order], gap_addr[positive][order],
+            gap_size[positive][order].astype(np.int64))
+
+
+def _running_end(where: np.ndarray, end: np.ndarray, seg_addr: np.ndarray) -> np.ndarray:
+    """The furthest block end so far within each segment (blocks sorted by segment).
+
+    One ``maximum.accumulate`` over ``segment * 2**bits + offset in segment``: the
+    segment number dominates, so the maximum never leaks from one segment to the next.
+    """
+    offset = end - seg_addr[where]
+    bits = max(int(offset.max()).bit_length(), 1)
+    if (int(where.max()) + 1).bit_length() + bits < 63:
+        key = (where.astype(np.int64) << bits) + offset
+        return (np.maximum.accumulate(key) & ((1 << bits) - 1)) + seg_addr[where]
+    out = end.copy()  # pragma: no cover - segments too many and too large to pack
+    for part in np.split(np.arange(end.size), np.flatnonzero(np.diff(where)) + 1):
+        out[part] = np.maximum.accumulate(end[part])
+    return out
+
+
+def _last_end_per_segment(where: np.ndarray, end: np.ndarray, n_seg: int) -> np.ndarray:
+    last = np.full(n_seg, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, where, end)
+    return last
+
+
+@dataclass(frozen=True)
+class OomExplanation:
+    """Why an allocation failed, from the pool at the ``oom`` event."""
+
+    t: int
+    requested: int
+    stream: int | None
+    reserved: int
+    free: int
+    largest_gap: int  # over every live segment
+    largest_usable_gap: int  # over segments of the request's stream and size class
+    message: str  # the source's own words (marker name), if any
+
+    @property
+    def verdict(self) -> str:
+        from memtui.analysis.summary import format_bytes as fb
+
+        if self.requested > self.free:
+            return (f"the pool had only {fb(self.free)} free of {fb(self.reserved)} reserved: "
+                    f"the request of {fb(self.requested)} needed a new segment, and the device "
+                    "could not provide one")
+        if self.requested > self.largest_usable_gap:
+            return (f"fragmentation: {fb(self.free)} free in the pool, but the largest usable "
+                    f"free gap is {fb(self.largest_usable_gap)}, smaller than the request of "
+                    f"{fb(self.requested)}")
+        return (f"a free gap of {fb(self.largest_usable_gap)} could hold the request of "
+                f"{fb(self.requested)}: the device itself ran out (another process, or memory "
+                "outside this allocator)")
+
+
+def oom_events(trace: MemoryTrace, device: str) -> pl.DataFrame:
+    """The device's ``oom`` events (t, seq, size, stream), in order."""
+    return trace.device_events(device).filter(pl.col("action") == "oom").select(
+        "t", "seq", "size", "stream")
+
+
+def explain_oom(trace: MemoryTrace, device: str, seq: int) -> OomExplanation:
+    """The pool at the ``oom`` event ``seq`` of ``device``, against its request."""
+    index = device_index(trace, device)
+    event = trace.device_events(device).filter(pl.col("seq") == seq).row(0, named=True)
+    state = state_at_seq(trace, device, seq)
+    requested = int(event["size"] or 0)
+    stream = event["stream"]
+    usable = np.ones(state.seg_id.size, dtype=bool)
+    if stream is not None:
+        usable &= index.seg_stream[state.seg_row] == stream
+    kinds = index.segments["kind"].to_numpy()[state.seg_row] if state.seg_row.size else []
+    small = np.array([k == "small" for k in kinds], dtype=bool)
+    usable &= small if requested <= SMALL_REQUEST else ~small
+    largest_usable = int(state.seg_largest_gap[usable].max()) if usable.any() else 0
+    markers = trace.markers.filter(
+        (pl.col("device") == device) & (pl.col("kind") == "oom") & (pl.col("t") == event["t"])
+    )
+    return OomExplanation(
+        t=int(event["t"]), requested=requested, stream=stream, reserved=state.reserved,
+        free=state.free, largest_gap=state.largest_gap, largest_usable_gap=largest_usable,
+        message=markers["name"][0] if markers.height else "",
+    )
