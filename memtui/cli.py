@@ -56,7 +56,7 @@ def run_summary(argv: Sequence[str]) -> int:
     if args.json:
         print(json.dumps(data))
     else:
-        print(format_summary(data, trace.meta.time_unit))
+        print(format_summary(data, trace))
     return 0
 
 
