@@ -23,8 +23,8 @@ def pair_by_address(
     """Group ``ops`` into lifetimes.
 
     ``ops`` needs ``device, addr, seq, t, action, size, stack_id, stream``.  Returns
-    ``(lifetimes, ops_with_gen)``: one lifetime per (device, addr, gen) with ``seq_alloc,
-    t_alloc, size, stack_id, stream`` from its open event (null for a ghost), ``seq_free,
+    ``(lifetimes, ops_with_gen)``: one lifetime per (device, addr, gen) with ``open_action,
+    seq_alloc, t_alloc, size, stack_id, stream`` from its open event (null for a ghost), ``seq_free,
     t_free, free_size, free_stack_id, free_stream`` from its first close (null while
     alive), ``t_free_requested`` from its first request event, and ``extra_closes``
     (closes beyond the first: a broken trace); and the input with its ``gen`` column, for
@@ -38,6 +38,7 @@ def pair_by_address(
         gen=is_open.cast(pl.Int64).cum_sum().over("device", "addr")
     )
     lifetimes = ops.group_by("device", "addr", "gen", maintain_order=True).agg(
+        open_action=action.filter(is_open).first(),
         seq_alloc=pl.col("seq").filter(is_open).first(),
         t_alloc=pl.col("t").filter(is_open).first(),
         size=pl.col("size").filter(is_open).first(),

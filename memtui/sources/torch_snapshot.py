@@ -316,7 +316,8 @@ class _SnapshotBuilder:
         broken = int(lifetimes["extra_closes"].sum() or 0)
         if broken:
             self.warnings.append(f"{broken} frees of an address already freed were ignored")
-        traced = lifetimes.filter(pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
+        traced = lifetimes.filter(
+            pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
         pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
         # Final blocks: requested size for the traced ones still alive, ghosts for the rest.
@@ -343,15 +344,18 @@ class _SnapshotBuilder:
         missing = alive.join(final_blocks, on=["device", "addr"], how="anti").height
         if missing and not final_blocks.is_empty():
             self.warnings.append(
-                f"{missing} blocks allocated in the trace and never freed are not in the final state"
+                f"{missing} blocks allocated in the trace and never freed are not in the "
+                "final state"
             )
         blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
             "device", "t_alloc", "seq_alloc", nulls_last=False
         ).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("gen").is_not_null()).select("device", "addr", "gen", "block_id")
-        ops = ops.join(ids, on=["device", "addr", "gen"], how="left").select("device", "seq", "block_id")
+        ids = blocks.filter(pl.col("gen").is_not_null()).select(
+            "device", "addr", "gen", "block_id")
+        ops = ops.join(ids, on=["device", "addr", "gen"], how="left").select(
+            "device", "seq", "block_id")
         events = events.join(ops, on=["device", "seq"], how="left")
         return blocks.drop("gen"), events
 
@@ -394,7 +398,9 @@ class _SnapshotBuilder:
             size=pl.col("size").fill_null(pl.col("free_size")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
             ghost=pl.col("seq_alloc").is_null(),
-            kind=pl.col("kind").fill_null(pl.lit(None, pl.String)),
+            kind=pl.col("kind").fill_null(
+                pl.when(pl.col("open_action") == "segment_map").then(pl.lit("expandable"))
+            ),
         )
         return pl.concat([traced, ghosts], how="diagonal_relaxed").sort(
             "device", "t_alloc", "addr"
