@@ -159,6 +159,12 @@ class _SnapshotBuilder:
                 "stack_id": self.interner.stack_ids(frames),
             }
         )
+        for key in ("action", "size"):
+            missing = df[key].null_count()
+            if missing:
+                raise CaptureError(
+                    self.path, f"malformed PyTorch memory snapshot: {missing} trace entries of "
+                    f"{device} have no '{key}'")
         df = df.with_columns(pl.col("action").replace(_ACTION_NAMES))
         unknown = df.filter(~pl.col("action").is_in(ACTIONS))
         if unknown.height:
