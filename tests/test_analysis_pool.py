@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ui2_traces import SNAPSHOTS, reference_replay, us, write_hand_snapshot
+from tests.ui2_traces import SNAPSHOTS, reference_replay, us, write_hand_snapshot
 
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
 from memtui.analysis.live import device_index
