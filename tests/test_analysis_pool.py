@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.ui2_traces import SNAPSHOTS, reference_replay, us, write_hand_snapshot
 
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
 from memtui.analysis.live import device_index
@@ -25,6 +24,7 @@ from memtui.analysis.pool_state import (
 )
 from memtui.sources import open_capture
 from memtui.sources.safe_pickle import load_pickle
+from tests.ui2_traces import SNAPSHOTS, reference_replay, us, write_hand_snapshot
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ class StackTree:
     # -- building ---------------------------------------------------------------------------
 
     def _build(self, stacks: pl.DataFrame, frames: pl.DataFrame) -> None:
-        hidden = frames.filter(pl.Series(~frame_keep_mask(frames)))["frame_id"]
+        hidden = frames.filter(pl.Series(~frame_keep_mask(frames)))["frame_id"].to_list()
         steps = (
             stacks.select("stack_id", "frame_ids")
             .with_columns(pl.col("frame_ids").list.reverse())
