@@ -18,6 +18,7 @@ from memtui.analysis.block_map import (
     KIND_NEVER_FREED,
     KIND_NORMAL,
     SUMMARIZED,
+    BlockMapData,
     PeakFinder,
     bands_at,
     block_kinds,
@@ -50,7 +51,7 @@ def index():
 
 def _raster(trace, index, detail):
     peaks = PeakFinder(allocated_level(trace, "cuda:0"))
-    return rasterise(index, stack_rank(index), peaks, 0, 10, width=5, height=5, detail=detail)
+    return rasterise(BlockMapData(index), peaks, 0, 10, width=5, height=5, detail=detail)
 
 
 def _column(raster, x):
@@ -89,6 +90,16 @@ def test_small_blocks_are_summed_on_top(index):
     assert raster.totals.tolist() == [250, 450, 500, 300, 150]
 
 
+def test_live_bytes_and_largest_in_a_window(index):
+    _, ix = index
+    data = BlockMapData(ix)
+    assert data.live_bytes(np.array([0, 2, 4, 6, 8, 100])).tolist() == [
+        250, 450, 500, 300, 150, 150]
+    assert data.count_overlapping(6, 7) == 3  # G, b1, b3
+    assert data.largest_overlapping(6, 7, 2).tolist() == [B1, G]
+    assert data.largest_overlapping(0, 10, 1).tolist() == [B2]
+
+
 def test_hit_testing_and_columns(index):
     trace, ix = index
     raster = _raster(trace, ix, detail=10)
@@ -108,7 +119,7 @@ def test_bands_at_a_time(index):
 def test_fixed_scale(index):
     trace, ix = index
     peaks = PeakFinder(allocated_level(trace, "cuda:0"))
-    raster = rasterise(ix, stack_rank(ix), peaks, 0, 10, 5, 5, 10, ymax=1000)
+    raster = rasterise(BlockMapData(ix), peaks, 0, 10, 5, 5, 10, ymax=1000)
     # 100 bytes a pixel: G [0, 100) and b1 [100, 250) hold the centres 50 and 150 only
     assert _column(raster, 0)[:4] == [G, B1, EMPTY, EMPTY]
 
@@ -144,10 +155,13 @@ def test_real_columns_stack_the_live_bytes(path):
     device = trace.meta.device_names[0]
     ix = device_index(trace, device)
     peaks = PeakFinder(allocated_level(trace, device))
-    raster = rasterise(ix, stack_rank(ix), peaks, ix.t_start, ix.t_end, 60, 12, detail=50)
+    raster = rasterise(BlockMapData(ix), peaks, ix.t_start, ix.t_end, 60, 12, detail=50)
     for x, t in enumerate(raster.times.tolist()):
         assert raster.totals[x] == ix.size[ix.blocks_at(t)].sum()
     assert raster.drawn.size == 50
+    assert raster.candidates == ix.block_id.size  # the whole trace is in view
+    # the drawn blocks are the largest ones
+    assert ix.size[raster.drawn].min() >= np.sort(ix.size)[-50]
     assert set(np.unique(raster.pixels)) <= set(raster.drawn.tolist()) | {EMPTY, SUMMARIZED}
     # the tallest column fills the map
     tallest = int(np.argmax(raster.totals))

@@ -9,9 +9,11 @@ offset is the sum of the live blocks below it in that order.
 :func:`rasterise` draws a view ``[t0, t1]`` into ``width`` columns and ``2 * height``
 pixel rows (a terminal cell holds two pixels with ``▀``).  Each column shows the stack at
 one moment: the time of its highest allocated level, so peaks are never lost between
-columns.  The ``detail`` largest blocks seen in the view get their own band; the rest
-are summed into one band on top (memory_viz's "summarized" band).  Everything is numpy:
-one interval query per column, one sort and one ``searchsorted`` for all the pixels.
+columns.  The ``detail`` largest blocks alive in the view get their own band; the rest
+are summed into one band on top (memory_viz's "summarized" band).  Everything is numpy
+and independent of how many blocks are alive: a ``detail`` x ``width`` matrix of which
+drawn block is alive in which column, cumulative sums of sizes for the rest, and one
+``searchsorted`` for all the pixels.
 """
 
 from __future__ import annotations
@@ -129,67 +131,91 @@ class BlockRaster:
         return EMPTY
 
 
+class BlockMapData:
+    """What the map of one device needs whatever the view: stacking ranks, blocks by
+    size, and running sums of sizes by allocation and by free time."""
+
+    def __init__(self, index: DeviceIndex) -> None:
+        self.index = index
+        self.rank = stack_rank(index)
+        self.kinds = block_kinds(index)
+        self.by_size = np.argsort(-index.size, kind="stable")
+        life = index.block_life
+        self.starts = life.start
+        self.start_bytes = np.concatenate([[0], np.cumsum(index.size[life.order])])
+        by_end = np.argsort(index.t_free, kind="stable")
+        self.ends = index.t_free[by_end]
+        self.end_bytes = np.concatenate([[0], np.cumsum(index.size[by_end])])
+
+    def live_bytes(self, times: np.ndarray) -> np.ndarray:
+        """Bytes in blocks alive at each of ``times``."""
+        allocated = self.start_bytes[np.searchsorted(self.starts, times, side="right")]
+        freed = self.end_bytes[np.searchsorted(self.ends, times, side="right")]
+        return allocated - freed
+
+    def count_overlapping(self, t0: int, t1: int) -> int:
+        """Blocks alive at some moment of ``[t0, t1]``."""
+        return int(np.searchsorted(self.starts, t1, side="right")
+                   - np.searchsorted(self.ends, t0, side="right"))
+
+    def largest_overlapping(self, t0: int, t1: int, n: int) -> np.ndarray:
+        """Rows of the ``n`` largest blocks alive at some moment of ``[t0, t1]``."""
+        if n <= 0:
+            return np.zeros(0, dtype=np.int64)
+        ix, found, at = self.index, [], 0
+        step = max(4 * n, 4096)
+        while at < self.by_size.size and sum(f.size for f in found) < n:
+            rows = self.by_size[at:at + step]
+            found.append(rows[(ix.t_alloc[rows] <= t1) & (ix.t_free[rows] > t0)])
+            at += step
+            step *= 2
+        rows = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        return rows[:n]
+
+
 def rasterise(
-    index: DeviceIndex, rank: np.ndarray, peaks: PeakFinder, t0: int, t1: int,
+    data: BlockMapData, peaks: PeakFinder, t0: int, t1: int,
     width: int, height: int, detail: int, ymax: int | None = None,
 ) -> BlockRaster:
     """Draw ``[t0, t1]`` into ``width`` x ``2 * height`` pixels (see the module docstring)."""
+    ix = data.index
     width, pixel_rows = max(int(width), 1), max(int(height), 1) * 2
     times = peaks.column_times(t0, t1, width)
-    live = [index.blocks_at(int(t)) for t in times]
-    counts = np.array([rows.size for rows in live], dtype=np.int64)
-    rows = np.concatenate(live) if live else np.zeros(0, dtype=np.int64)
-    column = np.repeat(np.arange(width, dtype=np.int64), counts)
-    seen = np.unique(rows)
-    if seen.size > detail:
-        keep = np.argpartition(-index.size[seen], detail - 1)[:detail] if detail > 0 else []
-        drawn = np.sort(seen[keep])
-    else:
-        drawn = seen
-    is_drawn = np.zeros(index.block_id.size, dtype=bool)
-    is_drawn[drawn] = True
-    sizes = index.size[rows]
-    own = is_drawn[rows]
-    summarized = np.bincount(column[~own], weights=sizes[~own], minlength=width)
-    # bands of each column bottom-up: the drawn blocks by rank, then the summarized band
-    band_rows = np.concatenate([rows[own], np.full(width, SUMMARIZED, dtype=np.int64)])
-    band_col = np.concatenate([column[own], np.arange(width, dtype=np.int64)])
-    band_rank = np.concatenate([rank[rows[own]], np.full(width, rank.size, dtype=np.int64)])
-    band_size = np.concatenate([sizes[own].astype(np.float64), summarized])
-    order = np.lexsort((band_rank, band_col))
-    band_rows, band_col, band_size = band_rows[order], band_col[order], band_size[order]
-    tops = _segmented_cumsum(band_size, band_col)
-    totals = np.bincount(band_col, weights=band_size, minlength=width)
+    drawn = data.largest_overlapping(t0, t1, detail)
+    drawn = drawn[np.argsort(data.rank[drawn], kind="stable")]  # bottom first
+    alive = (ix.t_alloc[drawn][:, None] <= times[None, :]) & (
+        ix.t_free[drawn][:, None] > times[None, :])
+    heights = np.where(alive, ix.size[drawn][:, None], 0).astype(np.float64)
+    totals = data.live_bytes(times).astype(np.float64)
+    summarized = np.maximum(totals - heights.sum(axis=0), 0.0)
+    # one band list per column: the drawn blocks (zero high where dead), then the rest
+    band_rows = np.concatenate([drawn, [SUMMARIZED]]).astype(np.int64)
+    tops = np.cumsum(np.vstack([heights, summarized[None, :]]), axis=0)  # (bands, width)
     top = int(ymax if ymax is not None else max(totals.max() if totals.size else 0, 1))
-    pixels = _pixels(band_rows, band_col, tops, totals, top, width, pixel_rows)
+    pixels = _pixels(band_rows, tops, totals, top, pixel_rows)
     return BlockRaster(t0=t0, t1=t1, times=times, pixels=pixels, ymax=top,
-                       totals=totals.astype(np.int64), drawn=drawn, candidates=int(seen.size))
+                       totals=totals.astype(np.int64), drawn=drawn,
+                       candidates=data.count_overlapping(t0, t1))
 
 
-def _segmented_cumsum(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Cumulative sum of ``values`` restarting at each new ``group`` (sorted groups)."""
-    total = np.cumsum(values)
-    if values.size == 0:
-        return total
-    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    before = np.repeat(total[starts] - values[starts], np.diff(np.r_[starts, values.size]))
-    return total - before
+def _pixels(band_rows: np.ndarray, tops: np.ndarray, totals: np.ndarray, ymax: int,
+            pixel_rows: int) -> np.ndarray:
+    """Which band covers the centre of each pixel: one searchsorted for all columns.
 
-
-def _pixels(band_rows, band_col, tops, totals, ymax, width, pixel_rows) -> np.ndarray:
-    """Which band covers the centre of each pixel: one searchsorted for all columns."""
-    # lift each column's tops by a per-column offset above every value, so one sorted
-    # array answers every column: band = first band whose top is above the pixel centre
+    Each column's tops are lifted above every value of the columns before it, so one
+    sorted array answers all of them: the band is the first whose top is above the
+    pixel's centre (a dead band has no height, so it is never the first).
+    """
+    n_bands, width = tops.shape
     lift = float(max(ymax, float(totals.max()) if totals.size else 0.0)) * 2 + 1
-    keys = tops + band_col * lift
+    keys = (tops + np.arange(width, dtype=np.float64)[None, :] * lift).T.ravel()
     centres = (np.arange(pixel_rows, dtype=np.float64)[::-1] + 0.5) * (ymax / pixel_rows)
     queries = centres[:, None] + np.arange(width, dtype=np.float64)[None, :] * lift
     found = np.searchsorted(keys, queries.ravel(), side="right").reshape(pixel_rows, width)
-    inside = (found < keys.size) & (centres[:, None] < totals[None, :])
-    found = np.minimum(found, max(keys.size - 1, 0))
-    same_column = band_col[found] == np.arange(width)[None, :] if keys.size else inside
-    result = np.where(inside & same_column, band_rows[found] if keys.size else EMPTY, EMPTY)
-    return result.astype(np.int64)
+    band = found - np.arange(width)[None, :] * n_bands
+    inside = centres[:, None] < totals[None, :]
+    band = np.clip(band, 0, n_bands - 1)
+    return np.where(inside, band_rows[band], EMPTY).astype(np.int64)
 
 
 def bands_at(
