@@ -331,13 +331,10 @@ class _SnapshotBuilder:
             "addr", "lifetime", "size", "requested_size", "stream", "stack_id",
             "t_free_requested", t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True),
         )
-        # Trace entries carry the requested size (torch records ``orig_size``); the
-        # allocator's rounded block size is only known for the blocks still alive at the
-        # dump, from the final state, so the pool map at the dump is the file's.
+        # Trace entries carry the requested size; the allocator's rounded block size is
+        # known only for blocks still alive at the dump, from the final state.
         traced = traced.join(
-            final.select("addr", final_size=pl.col("size"),
-                         requested=pl.col("requested_size")),
-            on="addr", how="left",
+            final.select("addr", final_size="size"), on="addr", how="left"
         ).select(
             "addr", "lifetime", "seq_alloc", "seq_free", "t_free", "t_free_requested",
             ghost=pl.col("seq_alloc").is_null(),
@@ -345,7 +342,7 @@ class _SnapshotBuilder:
             size=pl.when(pl.col("t_free").is_null() & pl.col("final_size").is_not_null())
             .then(pl.col("final_size"))
             .otherwise(pl.col("size").fill_null(pl.col("free_size"))),
-            requested_size=pl.when(pl.col("t_free").is_null()).then(pl.col("requested")),
+            requested_size=pl.col("size").fill_null(pl.col("free_size")),
             stack_id=pl.col("stack_id").fill_null(pl.col("free_stack_id")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
         )
