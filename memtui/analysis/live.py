@@ -8,19 +8,25 @@ their lifetimes on the time axis and, built on first use, on the event axis (``s
 A ghost lives from before the trace; a block or segment with no ``t_free`` lives past
 its end.  Alive at ``t`` means: allocated at or before ``t`` and not freed by ``t``
 (every event at ``t`` has happened).  :func:`device_index` caches one index per trace
-and device, so screens that ask again get the same object.
+and device, so screens that ask again get the same object; :func:`cached` does the same
+for anything else built from a trace (block-map data, stack trees, address books).
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
 
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
 from memtui.model import MemoryTrace
+
+T = TypeVar("T")
 
 
 def _ints(df: pl.DataFrame, column: str, fill: int) -> np.ndarray:
@@ -115,25 +121,62 @@ def _row_of(ids: np.ndarray, wanted: int | None) -> int | None:
     return row if row < ids.size and ids[row] == wanted else None
 
 
-_CACHE: dict[tuple[int, str], tuple[weakref.ref, DeviceIndex]] = {}
+_CACHE: dict[int, tuple[weakref.ref, dict]] = {}
+_LOCK = threading.RLock()
+
+
+def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
+    """``build()``, computed once per ``trace`` and ``key`` (thread-safe; the results go
+    when the trace does)."""
+    with _LOCK:
+        entry = _CACHE.get(id(trace))
+        if entry is None or entry[0]() is not trace:
+            for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+                del _CACHE[stale]
+            entry = _CACHE[id(trace)] = (weakref.ref(trace), {})
+        store = entry[1]
+        if key not in store:
+            store[key] = build()
+        return store[key]
 
 
 def device_index(trace: MemoryTrace, device: str) -> DeviceIndex:
     """The (cached) :class:`DeviceIndex` of ``device`` in ``trace``."""
-    key = (id(trace), device)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is trace:
-        return hit[1]
+    return cached(trace, ("device_index", device), lambda: _build_index(trace, device))
+
+
+def _build_index(trace: MemoryTrace, device: str) -> DeviceIndex:
     events = trace.device_events(device)
     t = events["t"]
-    index = DeviceIndex(
+    return DeviceIndex(
         device=device,
         blocks=trace.device_blocks(device).sort("block_id"),
         segments=trace.device_segments(device).sort("segment_id"),
         t_start=int(t.min()) if t.len() else 0,
         t_end=int(t.max()) if t.len() else 0,
     )
-    for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
-        del _CACHE[stale]
-    _CACHE[key] = (weakref.ref(trace), index)
-    return index
+
+
+@dataclass(frozen=True)
+class EventBlocks:
+    """For each event of a device, in time order: its time and the block of the latest
+    event at or before it that has one (what the cursor "is on")."""
+
+    t: np.ndarray
+    block_id: np.ndarray  # -1 before the first event with a block
+
+    def block_at(self, t: int) -> int | None:
+        i = int(np.searchsorted(self.t, t, side="right")) - 1
+        if i < 0 or self.block_id[i] < 0:
+            return None
+        return int(self.block_id[i])
+
+
+def event_blocks(trace: MemoryTrace, device: str) -> EventBlocks:
+    """The (cached) :class:`EventBlocks` of ``device``."""
+    def build() -> EventBlocks:
+        events = trace.device_events(device).select(
+            "t", pl.col("block_id").forward_fill().fill_null(-1))
+        return EventBlocks(t=events["t"].to_numpy().astype(np.int64),
+                           block_id=events["block_id"].to_numpy().astype(np.int64))
+    return cached(trace, ("event_blocks", device), build)

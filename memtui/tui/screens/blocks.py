@@ -1,0 +1,211 @@
+"""Screen 2, Blocks: the block-lifetime map under the trend slider, with block details.
+
+Moving the cursor selects the block of the event under it; ``up``/``down`` (``k``/``j``)
+walk the stack of blocks alive at the cursor; a click selects the band under the
+pointer.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
+address (in any form, see :mod:`memtui.analysis.addresses`) here and in the pool map.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer, Static
+
+from memtui.analysis.addresses import AddressBook
+from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at
+from memtui.analysis.levels import allocated_level
+from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
+from memtui.analysis.stack_tree import format_stack
+from memtui.analysis.summary import format_bytes
+from memtui.tui.cursor import CursorState
+from memtui.tui.screens.linked import LinkedScreen
+from memtui.tui.widgets import paint
+from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend
+
+DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+class BlocksScreen(LinkedScreen):
+    """The block-lifetime map (see the module docstring)."""
+
+    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    DEFAULT_CSS = """
+    BlocksScreen #status-line { height: 1; color: $text-muted; }
+    BlocksScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
+    BlocksScreen TrendSlider { height: 3; }
+    """
+    BINDINGS = [
+        Binding("up,k", "band(1)", "Block above", show=False),
+        Binding("down,j", "band(-1)", "Block below", show=False),
+        Binding("plus,equals_sign", "detail(1)", "More detail"),
+        Binding("minus", "detail(-1)", "Less detail"),
+        Binding("slash", "search", "Find address"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.detail = 256
+        self.index: DeviceIndex | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="main"):
+            yield Static("", id="status-line")
+            yield Static("", id="detail")
+        yield self.compose_search()
+        yield Footer()
+
+    # -- preparing and building ---------------------------------------------------------------
+
+    def prepare(self, device: str) -> None:
+        trace = self.trace
+        self.index = device_index(trace, device)
+        self.data = cached(trace, ("block_map", device), lambda: BlockMapData(self.index))
+        self.peaks = cached(trace, ("peaks", device),
+                            lambda: PeakFinder(allocated_level(trace, device)))
+        self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
+        self.events = event_blocks(trace, device)
+
+    def build(self) -> None:
+        for old in self.query("BlockMap, TrendSlider"):
+            old.remove()
+        ix = self.index
+        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end)
+        self.slider.styles.height = 2 if self.size.height < 30 else 3
+        self.map = BlockMap(self.data, self.peaks, detail=self.detail, id="block-map")
+        detail = self.query_one("#detail", Static)
+        self.main_area().mount(self.slider, self.map, before=detail)
+        self.map.focus()
+
+    def focus_main(self) -> None:
+        if self._ready:
+            self.map.focus()
+
+    # -- following the cursor -----------------------------------------------------------------
+
+    def follow(self, old: CursorState | None, new: CursorState) -> None:
+        if select_event_block(self, old, new):
+            return
+        self.map.show(new)
+        self.slider.show(new)
+        self._details(new)
+        self.call_after_refresh(self._header, new)  # the header counts the drawn blocks
+
+    def _header(self, cursor: CursorState) -> None:
+        trace, (t0, t1) = self.trace, cursor.view
+        raster = self.map.raster
+        drawn = f"{raster.drawn.size:,}/{raster.candidates:,}" if raster else "-"
+        origin = self.index.t_start
+        text = (f"[b]Blocks[/b] {cursor.device}  {paint.format_time(trace, t0, origin, 3)}"
+                f" .. {paint.format_time(trace, t1, origin, 3)}"
+                f" ({paint.format_span(trace, t0, t1)})  detail {drawn} (+/-)")
+        if self.size.width >= 120:
+            text += "  " + legend()
+        self.query_one("#status-line", Static).update(text)
+
+    def on_resize(self) -> None:
+        """Smaller panels in small terminals (80x24: the map keeps 9 rows)."""
+        small = self.size.height < 30
+        self.query_one("#detail").styles.height = 5 if small else 7
+        for slider in self.query(TrendSlider):
+            slider.styles.height = 2 if small else 3
+
+    def _details(self, cursor: CursorState) -> None:
+        self.query_one("#detail", Static).update(block_details(self, cursor))
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def action_band(self, step: int) -> None:
+        """Select the block above (1) or below (-1) at the cursor."""
+        if not self._ready:
+            return
+        rows, _ = bands_at(self.index, self.data.rank, self.cursor.t)
+        if rows.size == 0:
+            return
+        current = self.index.row_of_block(self.cursor.block_id)
+        at = np.flatnonzero(rows == current)
+        if at.size:
+            new = min(max(int(at[0]) + step, 0), rows.size - 1)
+        else:
+            new = rows.size - 1 if step < 0 else 0
+        self.move_cursor(block_id=int(self.index.block_id[rows[new]]))
+
+    def action_detail(self, step: int) -> None:
+        if not self._ready:
+            return
+        levels = list(DETAIL_LEVELS)
+        at = min(range(len(levels)), key=lambda i: abs(levels[i] - self.detail))
+        self.detail = levels[min(max(at + step, 0), len(levels) - 1)]
+        self.map.set_detail(self.detail)
+        self._header(self.cursor)
+
+    def search(self, text: str) -> None:
+        find_address(self, text)
+
+
+def select_event_block(screen, old: CursorState | None, new: CursorState) -> bool:
+    """Select the block of the event under the cursor when the cursor moved in time
+    without choosing a block (or on first showing with none); True if it did."""
+    moved = old is not None and new.t != old.t and new.block_id == old.block_id
+    if not (moved or (old is None and new.block_id is None)):
+        return False
+    block = screen.events.block_at(new.t)
+    if block is None or block == new.block_id:
+        return False
+    screen.move_cursor(block_id=block)
+    return True
+
+
+def find_address(screen: BlocksScreen | LinkedScreen, text: str) -> None:
+    """Select what ``text`` names, moving the cursor (and the view) to when it lived."""
+    book: AddressBook = screen.book  # type: ignore[attr-defined]
+    cursor = screen.cursor
+    hit = book.find_text(text, cursor.t)
+    if hit is None:
+        screen.notify(f"no block or segment at {text!r} on {cursor.device}",
+                      severity="warning")
+        return
+    changes: dict = {"t": hit.t, "block_id": hit.block_id, "segment_id": hit.segment_id}
+    t0, t1 = cursor.view
+    if not t0 <= hit.t <= t1:
+        half = (t1 - t0) // 2
+        changes["view"] = (hit.t - half, hit.t + half)
+    screen.move_cursor(**changes)
+
+
+def block_details(screen, cursor: CursorState) -> str:
+    """The Slice Detail of the selected block: what, when, whose, and its stack."""
+    index: DeviceIndex = screen.index
+    trace = screen.trace
+    row = index.row_of_block(cursor.block_id)
+    if row is None:
+        return ("[dim]No block selected: move the cursor onto an event, click a band, "
+                "or press / to find an address.[/]")
+    blocks = index.blocks.row(row, named=True)
+    origin = index.t_start
+    name = screen.book.block_name(row)
+    marks = []
+    if index.ghost[row]:
+        marks.append("[b]ghost[/b]")
+    if blocks["t_free"] is None:
+        marks.append("[b]never freed[/b]")
+    requested = index.requested[row]
+    when = f"allocated {paint.format_time(trace, blocks['t_alloc'], origin)}"
+    if index.ghost[row]:
+        when = "allocated before the trace"
+    if blocks["t_free_requested"] is not None:
+        when += f", free requested {paint.format_time(trace, blocks['t_free_requested'], origin)}"
+    if blocks["t_free"] is not None:
+        when += f", freed {paint.format_time(trace, blocks['t_free'], origin)}"
+    owner = blocks.get("owner") or "-"
+    lines = [
+        f"[b]{name}[/b]  {format_bytes(int(index.size[row]))} "
+        f"(requested {int(requested):,} B)  stream {blocks['stream']}  {blocks['pool']}"
+        + ("  " + ", ".join(marks) if marks else ""),
+        f"{when}  owner {owner}",
+    ]
+    stack = format_stack(trace, blocks["stack_id"], limit=12)
+    lines += ["  " + frame for frame in stack]
+    return "\n".join(lines)

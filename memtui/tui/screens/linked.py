@@ -1,0 +1,147 @@
+"""What the Blocks, Pool and Stacks screens share: following the app's cursor.
+
+A :class:`LinkedScreen` watches ``app.cursor`` and redraws from it, but only while it is
+the current screen (a hidden one notes that it is stale and catches up when shown), so a
+cursor move costs one screen's work.  Its analysis objects are built for the cursor's
+device in :meth:`prepare`, in a thread for big traces.  It passes :class:`CursorRequest`
+from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Input, Static
+
+from memtui.model import MemoryTrace
+from memtui.tui.cursor import CursorState
+from memtui.tui.widgets.requests import CursorRequest
+
+#: Above this many blocks the analysis objects are built in a thread.
+BACKGROUND_BLOCKS = 200_000
+
+
+class SearchBox(Input):
+    """The screen's search line: hidden until ``/``; Escape closes it."""
+
+    DEFAULT_CSS = """
+    SearchBox { dock: bottom; display: none; border: none; height: 1; padding: 0 1; }
+    SearchBox.-open { display: block; }
+    """
+    BINDINGS = [Binding("escape", "close", "Close", show=False)]
+
+    def action_close(self) -> None:
+        self.remove_class("-open")
+        self.value = ""
+        self.screen.set_focus(None)
+        self.screen.focus_main()
+
+
+class LinkedScreen(Screen):
+    """Base of the screens that follow the shared cursor (see the module docstring)."""
+
+    SEARCH_PLACEHOLDER = "search"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device: str | None = None
+        self._stale = True
+        self._ready = False
+
+    # -- the app's contract -----------------------------------------------------------------
+
+    @property
+    def trace(self) -> MemoryTrace:
+        return self.app.trace  # type: ignore[attr-defined]
+
+    @property
+    def cursor(self) -> CursorState:
+        return self.app.cursor  # type: ignore[attr-defined]
+
+    def move_cursor(self, **changes) -> None:
+        self.app.move_cursor(**changes)  # type: ignore[attr-defined]
+
+    # -- life --------------------------------------------------------------------------------
+
+    def compose_search(self) -> SearchBox:
+        return SearchBox(placeholder=self.SEARCH_PLACEHOLDER, id="search")
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self._start(self.cursor.device)
+
+    def on_screen_resume(self) -> None:
+        if self._ready and (self._stale or self.cursor.device != self.device):
+            self._cursor_changed(None, self.cursor)
+
+    def _start(self, device: str) -> None:
+        self.device = device
+        self._ready = False
+        if self.trace.blocks.height > BACKGROUND_BLOCKS:
+            self.query_one("#status-line", Static).update(f"indexing {device}...")
+            self.run_worker(lambda: self._prepare_then_ready(device), thread=True,
+                            exclusive=True, group="prepare")
+        else:
+            self.prepare(device)
+            self._become_ready()
+
+    def _prepare_then_ready(self, device: str) -> None:
+        self.prepare(device)
+        self.app.call_from_thread(self._become_ready)
+
+    def _become_ready(self) -> None:
+        self._ready = True
+        self.build()
+        self._stale = False
+        self.follow(None, self.cursor)
+
+    def _cursor_changed(self, old: CursorState | None, new: CursorState) -> None:
+        if not self._ready:
+            return
+        if new.device != self.device:
+            self._start(new.device)
+            return
+        if not self.is_current:
+            self._stale = True
+            return
+        self._stale = False
+        self.follow(old, new)
+
+    # -- for subclasses ----------------------------------------------------------------------
+
+    def prepare(self, device: str) -> None:
+        """Build the analysis objects of ``device`` (may run in a thread: no widgets)."""
+
+    def build(self) -> None:
+        """Put the widgets for the prepared device in place."""
+
+    def follow(self, old: CursorState | None, new: CursorState) -> None:
+        """Redraw from the cursor ``new`` (``old``: the one before, None on a full redraw)."""
+
+    def focus_main(self) -> None:
+        """Give the focus back to the screen's main widget."""
+
+    def search(self, text: str) -> None:
+        """Run the search typed in the search box."""
+
+    # -- search and requests -------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        box = self.query_one(SearchBox)
+        box.add_class("-open")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if isinstance(event.input, SearchBox):
+            text = event.value
+            event.input.action_close()
+            if text.strip():
+                self.search(text.strip())
+
+    def on_cursor_request(self, message: CursorRequest) -> None:
+        message.stop()
+        self.move_cursor(**message.changes)
+
+    def main_area(self) -> Vertical:
+        return self.query_one("#main", Vertical)

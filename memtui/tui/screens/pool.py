@@ -1,0 +1,240 @@
+"""Screen 3, Pool: the allocator's segments at the cursor, with the Slice Detail below.
+
+``up``/``down`` (``k``/``j``) select a segment, ``,``/``.`` the previous or next block in
+it; a click selects the block (or segment) under the pointer.  ``/`` finds an address
+here and in the block map.  ``w`` switches the bars between full width and one scale
+for all segments.  ``o`` moves the cursor to the next out-of-memory event, where the
+header says why the request failed and the largest usable free gaps are green.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer, Static
+
+from memtui.analysis.addresses import AddressBook
+from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
+from memtui.analysis.pool_state import (
+    OomExplanation,
+    PoolState,
+    explain_oom,
+    oom_events,
+    state_at,
+)
+from memtui.analysis.summary import format_bytes
+from memtui.tui.cursor import CursorState
+from memtui.tui.screens.blocks import block_details, find_address, select_event_block
+from memtui.tui.screens.linked import LinkedScreen
+from memtui.tui.widgets import paint
+from memtui.tui.widgets.pool_map import PoolMap
+
+
+class PoolScreen(LinkedScreen):
+    """The pool map (see the module docstring)."""
+
+    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    DEFAULT_CSS = """
+    PoolScreen #status-line { height: 2; }
+    PoolScreen #oom { height: auto; display: none; background: $error 30%; padding: 0 1; }
+    PoolScreen #oom.-shown { display: block; }
+    PoolScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("up,k", "segment(-1)", "Segment up", show=False),
+        Binding("down,j", "segment(1)", "Segment down", show=False),
+        Binding("pageup", "segment(-10)", show=False),
+        Binding("pagedown", "segment(10)", show=False),
+        Binding("comma", "block(-1)", "Prev block"),
+        Binding("full_stop", "block(1)", "Next block"),
+        Binding("slash", "search", "Find address"),
+        Binding("w", "proportional", "Scale"),
+        Binding("o", "next_oom", "Next OOM"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index: DeviceIndex | None = None
+        self.state: PoolState | None = None
+        self.selected_segment: int | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="main"):
+            yield Static("", id="status-line")
+            yield Static("", id="oom")
+            yield Static("", id="detail")
+        yield self.compose_search()
+        yield Footer()
+
+    def prepare(self, device: str) -> None:
+        trace = self.trace
+        self.index = device_index(trace, device)
+        self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
+        self.events = event_blocks(trace, device)
+        self.ooms = oom_events(trace, device)
+
+    def build(self) -> None:
+        for old in self.query(PoolMap):
+            old.remove()
+        self.map = PoolMap(self.index, id="pool-map")
+        self.main_area().mount(self.map, before=self.query_one("#detail"))
+        self.map.focus()
+
+    def focus_main(self) -> None:
+        if self._ready:
+            self.map.focus()
+
+    # -- following the cursor -----------------------------------------------------------------
+
+    def follow(self, old: CursorState | None, new: CursorState) -> None:
+        if select_event_block(self, old, new):
+            return
+        state = self.state = state_at(self.trace, new.device, new.t)
+        block_row = self.index.row_of_block(new.block_id)
+        segment = self._segment_to_show(state, new, block_row)
+        self.selected_segment = segment
+        oom = self._oom_at(new.t)
+        self.map.show(state, segment, block_row,
+                      gap_floor=oom.largest_usable_gap if oom and oom.largest_usable_gap else None)
+        self._header(state, new)
+        self._oom_banner(oom)
+        self._details(state, new, segment, block_row)
+
+    def _segment_to_show(self, state: PoolState, cursor: CursorState,
+                         block_row: int | None) -> int | None:
+        if cursor.block_id is not None:
+            segment = state.segment_of_block(cursor.block_id)
+            if segment is not None:
+                return segment
+        if cursor.segment_id is not None:
+            hits = np.flatnonzero(state.seg_id == cursor.segment_id)
+            if hits.size:
+                return int(hits[0])
+        if block_row is not None:  # a block not alive now: the segment at its address
+            return state.segment_at_address(int(self.index.addr[block_row]))
+        return self.selected_segment if self.selected_segment is not None and (
+            self.selected_segment < state.seg_id.size) else (0 if state.seg_id.size else None)
+
+    def _oom_at(self, t: int) -> OomExplanation | None:
+        if self.ooms.is_empty():
+            return None
+        hit = self.ooms.filter(self.ooms["t"] == t)
+        if hit.is_empty():
+            return None
+        return explain_oom(self.trace, self.device, int(hit["seq"][0]))
+
+    def _header(self, state: PoolState, cursor: CursorState) -> None:
+        trace = self.trace
+        when = paint.format_time(trace, cursor.t, self.index.t_start)
+        line1 = (f"[b]Pool[/b] {cursor.device} at {when}  {state.seg_id.size} segments  "
+                 f"reserved {format_bytes(state.reserved)}  allocated "
+                 f"{format_bytes(state.allocated)}")
+        line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
+                 f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "
+                 f"fragmentation {state.total_fragmentation:.0%}")
+        if state.orphans:
+            line2 += f"  [b]{state.orphans} blocks outside any segment[/b]"
+        if not self.ooms.is_empty():
+            line2 += f"  [b red]{self.ooms.height} OOM[/] (o)"
+        if not self.trace.meta.device(cursor.device).has_segments:
+            line2 = "[dim]this capture records no pool segments: only blocks[/]"
+        self.query_one("#status-line", Static).update(f"{line1}\n{line2}")
+
+    def on_resize(self) -> None:
+        self.query_one("#detail").styles.height = 5 if self.size.height < 30 else 7
+
+    def _oom_banner(self, oom: OomExplanation | None) -> None:
+        banner = self.query_one("#oom", Static)
+        if oom is None:
+            banner.remove_class("-shown")
+            return
+        banner.add_class("-shown")
+        text = (f"[b]OUT OF MEMORY[/b]: {format_bytes(oom.requested)} requested; largest "
+                f"usable free gap {format_bytes(oom.largest_usable_gap)}, "
+                f"{format_bytes(oom.free)} free in the pool.  {oom.verdict}.")
+        if oom.message:
+            text += f"\n[dim]{oom.message}[/]"
+        banner.update(text)
+
+    def _details(self, state: PoolState, cursor: CursorState, segment: int | None,
+                 block_row: int | None) -> None:
+        detail = self.query_one("#detail", Static)
+        if block_row is not None:
+            text = block_details(self, cursor)
+            if segment is not None:
+                text = text.split("\n", 2)
+                text.insert(2, "in " + self._segment_line(state, segment))
+                text = "\n".join(text)
+            detail.update(text)
+        elif segment is not None:
+            detail.update(self._segment_line(state, segment) + "\n" + self._segment_figures(
+                state, segment))
+        else:
+            detail.update("[dim]No segment alive at the cursor.[/]")
+
+    def _segment_line(self, state: PoolState, i: int) -> str:
+        row = int(state.seg_row[i])
+        segs = self.index.segments
+        name = self.book.segment_name(row)
+        ghost = " (existed before the trace)" if self.index.seg_ghost[row] else ""
+        return (f"[b]{name}[/b] {format_bytes(int(state.seg_size[i]))} "
+                f"{segs['kind'][row] or ''} segment, stream {segs['stream'][row]}, pool "
+                f"{segs['pool_id'][row] or '-'}{ghost}")
+
+    def _segment_figures(self, state: PoolState, i: int) -> str:
+        return (f"allocated {format_bytes(int(state.seg_allocated[i]))} in "
+                f"{int(state.seg_blocks[i])} blocks, pending free "
+                f"{format_bytes(int(state.seg_pending[i]))}, free "
+                f"{format_bytes(int(state.seg_free[i]))} in "
+                f"{state.gaps_of_segment(i).size} gaps, largest gap "
+                f"{format_bytes(int(state.seg_largest_gap[i]))}, fragmentation "
+                f"{float(state.seg_fragmentation[i]):.0%}")
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def action_segment(self, step: int) -> None:
+        state = self.state
+        if not self._ready or state is None or state.seg_id.size == 0:
+            return
+        at = self.selected_segment if self.selected_segment is not None else 0
+        at = min(max(at + step, 0), state.seg_id.size - 1)
+        self.selected_segment = at
+        self.move_cursor(segment_id=int(state.seg_id[at]), block_id=None)
+
+    def action_block(self, step: int) -> None:
+        state = self.state
+        if not self._ready or state is None or self.selected_segment is None:
+            return
+        members = state.blocks_of_segment(self.selected_segment)
+        if members.size == 0:
+            return
+        ids = state.blk_id[members]
+        at = np.flatnonzero(ids == self.cursor.block_id)
+        new = (int(at[0]) + step) % members.size if at.size else (0 if step > 0 else -1)
+        self.move_cursor(block_id=int(ids[new]),
+                         segment_id=int(state.seg_id[self.selected_segment]))
+
+    def action_proportional(self) -> None:
+        if self._ready:
+            self.map.set_proportional(not self.map.proportional)
+
+    def action_next_oom(self) -> None:
+        if self.ooms.is_empty():
+            self.notify("no out-of-memory event in this trace")
+            return
+        later = self.ooms.filter(self.ooms["t"] > self.cursor.t)
+        t = int((later if later.height else self.ooms)["t"][0])
+        self.move_cursor(t=t, block_id=None)
+
+    def on_pool_map_picked(self, message: PoolMap.Picked) -> None:
+        state = self.state
+        block_id = None
+        if message.block_row is not None:
+            block_id = int(self.index.block_id[message.block_row])
+        self.selected_segment = message.segment
+        self.move_cursor(segment_id=int(state.seg_id[message.segment]), block_id=block_id)
+
+    def search(self, text: str) -> None:
+        find_address(self, text)

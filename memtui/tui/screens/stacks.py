@@ -1,0 +1,250 @@
+"""Screen 4, Stacks: the flame stack tree of bytes by call stack; for traces with Python
+calls (msMemScope), the time-axis call flame of a thread.
+
+The tree counts the blocks live at the cursor (``m`` switches to the peak of allocated,
+then to the blocks allocated during the window, or the view without one).  ``up``/
+``down`` (``k``/``j``) move, ``enter``/``space`` open and close, ``/`` searches frames
+(``n``/``N``: next and previous match), ``f`` filters the Block table to the chosen
+node's blocks.  ``v`` shows the call flame instead, ``t`` picks its thread, and
+``pageup``/``pagedown`` scroll its depth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer, Static
+
+from memtui.analysis.call_flame import CallFlame, threads
+from memtui.analysis.live import DeviceIndex, cached, device_index
+from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
+from memtui.analysis.summary import format_bytes
+from memtui.tui.cursor import CursorState
+from memtui.tui.screens.linked import LinkedScreen
+from memtui.tui.widgets import paint
+from memtui.tui.widgets.call_flame import CallFlameView
+from memtui.tui.widgets.stack_tree import StackTreeView
+
+MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
+              "window": "allocated in the window"}
+
+
+class StacksScreen(LinkedScreen):
+    """The stack tree and the call flame (see the module docstring)."""
+
+    SEARCH_PLACEHOLDER = "frame name or file"
+    DEFAULT_CSS = """
+    StacksScreen #status-line { height: 1; }
+    StacksScreen #detail { height: 5; border-top: solid $primary-darken-2; padding: 0 1; }
+    StacksScreen CallFlameView { display: none; }
+    StacksScreen.-flame CallFlameView { display: block; }
+    StacksScreen.-flame StackTreeView { display: none; }
+    """
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("enter,space", "toggle", "Open/close"),
+        Binding("m", "mode", "Mode"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "match(1)", "Next match", show=False),
+        Binding("N", "match(-1)", "Prev match", show=False),
+        Binding("f", "filter_blocks", "Filter blocks"),
+        Binding("v", "flame", "Call flame"),
+        Binding("t", "thread", "Thread", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode = "cursor"
+        self.index: DeviceIndex | None = None
+        self.match_list: list[int] = []
+        self.match_at = -1
+        self.thread_names: list[str] = []
+        self.thread_at = 0
+        self.flame: CallFlame | None = None
+        self.rows_counted = np.zeros(0, dtype=np.int64)
+        self.taken_at: int | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="main"):
+            yield Static("", id="status-line")
+            yield Static("", id="detail")
+        yield self.compose_search()
+        yield Footer()
+
+    def prepare(self, device: str) -> None:
+        trace = self.trace
+        self.index = device_index(trace, device)
+        self.stack_tree = cached(trace, ("stack_tree",), lambda: StackTree(trace))
+        self.thread_names = threads(trace, device)
+        if self.thread_names:
+            self.flame = cached(trace, ("flame", device, self.thread_names[0]),
+                                lambda: CallFlame(trace, self.thread_names[0], device))
+
+    def build(self) -> None:
+        for old in self.query("StackTreeView, CallFlameView"):
+            old.remove()
+        self.tree_view = StackTreeView(self.stack_tree, id="stack-tree")
+        widgets = [self.tree_view]
+        if self.flame is not None:
+            self.flame_view = CallFlameView(self.flame, id="call-flame")
+            widgets.append(self.flame_view)
+        self.main_area().mount(*widgets, before=self.query_one("#detail"))
+        self.tree_view.focus()
+
+    def focus_main(self) -> None:
+        if self._ready:
+            self.tree_view.focus()
+
+    # -- following the cursor -----------------------------------------------------------------
+
+    def follow(self, old: CursorState | None, new: CursorState) -> None:
+        if self.flame is not None:
+            self.flame_view.show(new)
+        mode_moves = self.mode == "cursor" or (self.mode == "window" and (
+            old is None or old.window != new.window or old.view != new.view))
+        if old is None or mode_moves or old.device != new.device:
+            self._recount(new)
+        self._header(new)
+        self._details()
+
+    def _recount(self, cursor: CursorState) -> None:
+        window = cursor.window or cursor.view
+        rows, self.taken_at = block_rows_for(self.trace, self.index, self.mode, cursor.t,
+                                             window)
+        self.rows_counted = rows
+        ix = self.index
+        self.tree_view.show(self.stack_tree.figures(ix.stack_id[rows], ix.size[rows]))
+
+    def _header(self, cursor: CursorState) -> None:
+        trace, origin = self.trace, self.index.t_start
+        figures = self.tree_view.figures
+        total = format_bytes(figures.total) if figures is not None else "-"
+        if self.mode == "window":
+            t0, t1 = cursor.window or cursor.view
+            when = (f"{paint.format_time(trace, t0, origin, 3)} .. "
+                    f"{paint.format_time(trace, t1, origin, 3)}")
+        else:
+            when = paint.format_time(trace, self.taken_at, origin)
+        text = (f"[b]Stacks[/b] {cursor.device}  {total} {MODE_NAMES[self.mode]} {when}"
+                f" in {self.rows_counted.size:,} blocks (m)")
+        if self.match_list:
+            text += f"  [b]{len(self.match_list)} matches[/b]"
+        if self.has_class("-flame") and self.flame is not None:
+            text = (f"[b]Call flame[/b] thread {self.flame.thread} "
+                    f"({len(self.thread_names)} threads, t: next)  depth from "
+                    f"{self.flame_view.first_depth}  {len(self.flame.name):,} calls")
+        self.query_one("#status-line", Static).update(text)
+
+    def _details(self) -> None:
+        detail = self.query_one("#detail", Static)
+        if self.has_class("-flame") and self.flame is not None:
+            chain = self.flame.stack_at(self.cursor.t)
+            names = " > ".join(self.flame.label(c) for c in chain) or "(no call open)"
+            detail.update(f"at the cursor: {names}")
+            return
+        node = self.tree_view.selected
+        figures = self.tree_view.figures
+        if figures is None:
+            return
+        path = [self.stack_tree.label(n) for n in self.stack_tree.ancestors(node)[1:]] + [
+            self.stack_tree.label(node)]
+        share = figures.bytes[node] / max(figures.total, 1)
+        detail.update(
+            f"[b]{format_bytes(int(figures.bytes[node]))}[/b] ({share:.1%}) in "
+            f"{int(figures.blocks[node]):,} blocks   f: filter the Block table\n"
+            + "\n".join("  " * min(k, 8) + p for k, p in enumerate(path[-4:])))
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def action_move(self, step: int) -> None:
+        if self._ready and not self.has_class("-flame"):
+            self.tree_view.move(step)
+            self._details()
+
+    def action_page(self, step: int) -> None:
+        if not self._ready:
+            return
+        if self.has_class("-flame") and self.flame is not None:
+            self.flame_view.scroll_depth(step * max(self.flame_view.size.height - 1, 1))
+            self._header(self.cursor)
+        else:
+            self.tree_view.move(step * max(self.tree_view.size.height - 1, 1))
+            self._details()
+
+    def action_toggle(self) -> None:
+        if self._ready and not self.has_class("-flame"):
+            self.tree_view.toggle()
+            self._details()
+
+    def action_mode(self) -> None:
+        if not self._ready:
+            return
+        self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        self._recount(self.cursor)
+        self._header(self.cursor)
+        self._details()
+
+    def search(self, text: str) -> None:
+        found = self.stack_tree.search(text)
+        figures = self.tree_view.figures
+        if figures is not None:
+            found = found[figures.bytes[found] > 0]
+        self.match_list = [int(n) for n in found[np.argsort(-figures.bytes[found],
+                                                            kind="stable")]]
+        self.tree_view.set_matches(found)
+        if not self.match_list:
+            self.notify(f"no frame with {text!r} holds bytes here", severity="warning")
+            self._header(self.cursor)
+            return
+        self.tree_view.reveal(self.match_list)
+        self.match_at = -1
+        self.action_match(1)
+
+    def action_match(self, step: int) -> None:
+        if not self.match_list:
+            return
+        self.match_at = (self.match_at + step) % len(self.match_list)
+        self.tree_view.select(self.match_list[self.match_at])
+        self._header(self.cursor)
+        self._details()
+
+    def action_filter_blocks(self) -> None:
+        if not self._ready:
+            return
+        node = self.tree_view.selected
+        rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted)
+        block_ids = self.index.block_id[rows]
+        label = "all blocks" if node == ROOT else self.stack_tree.label(node)
+        apply = getattr(self.app, "filter_blocks", None)
+        if apply is None:
+            self.notify("the Block table cannot be filtered from here", severity="warning")
+            return
+        apply(block_ids, f"{MODE_NAMES[self.mode]} under {label}")
+
+    def action_flame(self) -> None:
+        if self.flame is None:
+            self.notify("this capture has no Python call trace")
+            return
+        self.toggle_class("-flame")
+        self._header(self.cursor)
+        self._details()
+        (self.flame_view if self.has_class("-flame") else self.tree_view).focus()
+
+    def action_thread(self) -> None:
+        if self.flame is None or len(self.thread_names) < 2:
+            return
+        self.thread_at = (self.thread_at + 1) % len(self.thread_names)
+        thread, trace, device = self.thread_names[self.thread_at], self.trace, self.device
+        self.flame = cached(trace, ("flame", device, thread),
+                            lambda: CallFlame(trace, thread, device))
+        self.flame_view.show(self.cursor, self.flame)
+        self._header(self.cursor)
+        self._details()
+
+    def on_stack_tree_view_chosen(self, message: StackTreeView.Chosen) -> None:
+        self.action_filter_blocks()
