@@ -47,7 +47,7 @@ class BlocksScreen(LinkedScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.detail = 256
+        self.detail = 1024
         self.index: DeviceIndex | None = None
 
     def compose(self) -> ComposeResult:

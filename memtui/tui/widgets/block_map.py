@@ -50,6 +50,8 @@ _COLOURS = paint.colour_table(
 def pixel_colours(raster: BlockRaster, data: BlockMapData, selected: int | None) -> np.ndarray:
     """Colour id of every pixel of ``raster`` (see ``_COLOURS``)."""
     pixels = raster.pixels
+    if data.index.block_id.size == 0:
+        return np.zeros(pixels.shape, dtype=np.int64)
     block = pixels >= 0
     rows = np.where(block, pixels, 0)
     base = (data.index.block_id[rows] % _N).astype(np.int64)
@@ -148,8 +150,8 @@ class BlockMap(Widget, can_focus=True):
         chars, fgs, bgs = paint.half_block_row(top, bottom)
         if cursor_x is not None:  # the cursor column: its pixels tinted gold
             chars[cursor_x] = "▀"
-            fgs[cursor_x] = paint.blend(top[cursor_x], paint.CURSOR, 0.6)
-            bgs[cursor_x] = paint.blend(bottom[cursor_x], paint.CURSOR, 0.6)
+            fgs[cursor_x] = paint.blend(top[cursor_x], paint.CURSOR, 0.35)
+            bgs[cursor_x] = paint.blend(bottom[cursor_x], paint.CURSOR, 0.35)
         label = self._axis_label(raster, y)
         prefix = [Segment(label.rjust(GUTTER - 1) + " ", paint.style("#9a9a9a", None))]
         return paint.cells_to_strip(chars, fgs, bgs, prefix).adjust_cell_length(self.size.width)
@@ -199,9 +201,11 @@ class BlockMap(Widget, can_focus=True):
             self.post_message(CursorRequest(view=(a, b)))
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
         self._zoom(event.x, 0.5)
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
         self._zoom(event.x, 2.0)
 
     def on_resize(self) -> None:
