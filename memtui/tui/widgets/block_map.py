@@ -135,26 +135,35 @@ class BlockMap(Widget, can_focus=True):
         raster = self.raster
         if raster is None:
             return Strip.blank(self.size.width)
-        cursor_x = raster.column_of(self.cursor.t) if self.cursor else None
-        key = (self._raster_key, self.selected_row, cursor_x, y)
+        key = (self._raster_key, self.selected_row, y)
         strip = self._lines.get(key)
         if strip is None:
-            strip = self._draw_line(raster, y, cursor_x)
+            strip = self._draw_line(raster, y)
             self._lines[key] = strip
-        return strip
+        cursor_x = raster.column_of(self.cursor.t) if self.cursor else None
+        if cursor_x is None:
+            return strip
+        return self._with_cursor(strip, y, cursor_x)
 
-    def _draw_line(self, raster: BlockRaster, y: int, cursor_x: int | None) -> Strip:
-        ids = self._pixel_colours()
-        top = _COLOURS[ids[2 * y]].tolist()
-        bottom = _COLOURS[ids[2 * y + 1]].tolist()
+    def _draw_line(self, raster: BlockRaster, y: int) -> Strip:
+        top, bottom = self._pixel_row_colours(y)
         chars, fgs, bgs = paint.half_block_row(top, bottom)
-        if cursor_x is not None:  # the cursor column: its pixels tinted gold
-            chars[cursor_x] = "▀"
-            fgs[cursor_x] = paint.blend(top[cursor_x], paint.CURSOR, 0.35)
-            bgs[cursor_x] = paint.blend(bottom[cursor_x], paint.CURSOR, 0.35)
         label = self._axis_label(raster, y)
         prefix = [Segment(label.rjust(GUTTER - 1) + " ", paint.style("#9a9a9a", None))]
         return paint.cells_to_strip(chars, fgs, bgs, prefix).adjust_cell_length(self.size.width)
+
+    def _pixel_row_colours(self, y: int) -> tuple[list, list]:
+        ids = self._pixel_colours()
+        return _COLOURS[ids[2 * y]].tolist(), _COLOURS[ids[2 * y + 1]].tolist()
+
+    def _with_cursor(self, strip: Strip, y: int, x: int) -> Strip:
+        """``strip`` with the cursor's cell: its two pixels tinted gold."""
+        ids = self._pixel_colours()
+        top, bottom = _COLOURS[ids[2 * y, x]], _COLOURS[ids[2 * y + 1, x]]
+        cell = Segment("▀", paint.style(paint.blend(top, paint.CURSOR, 0.35),
+                                        paint.blend(bottom, paint.CURSOR, 0.35)))
+        at = GUTTER + x
+        return Strip.join([strip.crop(0, at), Strip([cell], 1), strip.crop(at + 1)])
 
     def _axis_label(self, raster: BlockRaster, y: int) -> str:
         height = self.size.height
