@@ -53,8 +53,8 @@ async def test_blocks_map_fills_the_screen_and_follows_the_cursor(demo, size):
         screen = app.screen
         raster = screen.map.raster
         assert raster.width == size[0] - 7
-        assert raster.drawn.size == 256
-        assert "detail 256/10,122" in str(screen.query_one("#status-line").render())
+        assert raster.drawn.size == 1024
+        assert "detail 1,024/10,122" in str(screen.query_one("#status-line").render())
         # on opening, the block of the event under the cursor (the last one) is selected
         events = demo.events.sort("t")
         assert app.cursor.block_id == events["block_id"][-1]
@@ -86,9 +86,9 @@ async def test_blocks_detail_keys(demo):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("plus")
-        assert app.screen.map.raster.drawn.size == 512
+        assert app.screen.map.raster.drawn.size == 2048
         await pilot.press("minus", "minus")
-        assert app.screen.map.raster.drawn.size == 128
+        assert app.screen.map.raster.drawn.size == 512
 
 
 async def test_clicking_a_band_selects_its_block_and_moves_the_cursor(demo):
@@ -118,6 +118,33 @@ async def test_wheel_zooms_the_view(demo):
         a, b = app.cursor.view
         assert t0 <= a < b <= t1 and (b - a) == pytest.approx((t1 - t0) / 2, rel=0.01)
         assert app.screen.slider.cursor.view == (a, b)
+
+
+async def test_dragging_the_slider_pans_the_view_and_dragging_the_map_sets_a_window(demo):
+    app = StandInApp(demo, "blocks")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        t0, t1 = app.cursor.view
+        quarter = (t1 - t0) // 4
+        app.move_cursor(view=(t0, t0 + quarter))
+        await pilot.pause()
+        slider = app.screen.slider
+        start = slider.column_of(t0 + quarter // 2)
+        await pilot.mouse_down("TrendSlider", offset=(7 + start, 1))
+        await pilot.hover("TrendSlider", offset=(7 + start + 20, 1))
+        await pilot.mouse_up("TrendSlider", offset=(7 + start + 20, 1))
+        await pilot.pause()
+        a, b = app.cursor.view
+        assert b - a == quarter and a == t0 + slider.column_time(start + 20) - \
+            slider.column_time(start)
+        # a drag across the map selects a window of the columns it spans
+        await pilot.mouse_down("#block-map", offset=(7 + 10, 3))
+        await pilot.hover("#block-map", offset=(7 + 30, 3))
+        await pilot.mouse_up("#block-map", offset=(7 + 30, 3))
+        await pilot.pause()
+        w0, w1 = app.cursor.window
+        span = (b - a) / app.screen.map.raster.width
+        assert (w0, w1) == (int(a + 10 * span), int(a + 31 * span))
 
 
 # -- address search, both ways -------------------------------------------------------------

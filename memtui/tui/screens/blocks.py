@@ -2,13 +2,15 @@
 
 Moving the cursor selects the block of the event under it; ``up``/``down`` (``k``/``j``)
 walk the stack of blocks alive at the cursor; a click selects the band under the
-pointer.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
+pointer, a drag selects a window, the wheel zooms, and dragging on the trend slider
+pans the view.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
 address (in any form, see :mod:`memtui.analysis.addresses`) here and in the pool map.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -72,7 +74,8 @@ class BlocksScreen(LinkedScreen):
         for old in self.query("BlockMap, TrendSlider"):
             old.remove()
         ix = self.index
-        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end)
+        ooms = self.trace.device_events(self.device).filter(pl.col("action") == "oom")
+        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list())
         self.slider.styles.height = 2 if self.size.height < 30 else 3
         self.map = BlockMap(self.data, self.peaks, detail=self.detail, id="block-map")
         detail = self.query_one("#detail", Static)

@@ -9,7 +9,9 @@ each line is cached, so a cursor move repaints two columns' worth of work.
 
 :class:`TrendSlider` is the whole run's allocated level (highest per column) in eighth
 blocks, with the view shaded: drag the shade to pan, drag elsewhere to choose a new
-view, click to centre the view there.  Both post :class:`CursorRequest`.
+view, click to centre the view there; OOM events are red marks.  In the map, a click
+selects the band under the pointer and moves the cursor there, a drag selects a window
+(shaded), the wheel zooms.  Both post :class:`CursorRequest`.
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ class BlockMap(Widget, can_focus=True):
         raster = self.raster
         if raster is None:
             return Strip.blank(self.size.width)
-        key = (self._raster_key, self.selected_row, y)
+        window = self.cursor.window if self.cursor else None
+        key = (self._raster_key, self.selected_row, window, y)
         strip = self._lines.get(key)
         if strip is None:
             strip = self._draw_line(raster, y)
@@ -154,7 +157,24 @@ class BlockMap(Widget, can_focus=True):
 
     def _pixel_row_colours(self, y: int) -> tuple[list, list]:
         ids = self._pixel_colours()
-        return _COLOURS[ids[2 * y]].tolist(), _COLOURS[ids[2 * y + 1]].tolist()
+        top, bottom = _COLOURS[ids[2 * y]].tolist(), _COLOURS[ids[2 * y + 1]].tolist()
+        window = self._window_columns()
+        if window is not None:  # the selected window: empty space faintly shaded
+            for x in range(*window):
+                top[x] = top[x] or paint.WINDOW
+                bottom[x] = bottom[x] or paint.WINDOW
+        return top, bottom
+
+    def _window_columns(self) -> tuple[int, int] | None:
+        raster = self.raster
+        if self.cursor is None or self.cursor.window is None or raster is None:
+            return None
+        w0, w1 = self.cursor.window
+        if w1 < raster.t0 or w0 > raster.t1:
+            return None
+        a = raster.column_of(max(w0, raster.t0))
+        b = raster.column_of(min(w1, raster.t1))
+        return (a, b + 1) if a is not None and b is not None else None
 
     def _with_cursor(self, strip: Strip, y: int, x: int) -> Strip:
         """``strip`` with the cursor's cell: its two pixels tinted gold."""
@@ -188,11 +208,26 @@ class BlockMap(Widget, can_focus=True):
                 return column, band
         return column, None
 
-    def on_click(self, event: events.Click) -> None:
-        column, row = self.block_at(event.x, event.y)
-        if column is None:
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        column, _ = self.block_at(event.x, event.y)
+        self._press = column
+        if column is not None:
+            self.capture_mouse()
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        start, self._press = getattr(self, "_press", None), None
+        self.release_mouse()
+        column, row = self.block_at(min(max(event.x, GUTTER), self.size.width - 1), event.y)
+        if start is None or column is None:
             return
-        t = int(self.raster.times[column])
+        raster = self.raster
+        if column != start:  # a drag: select the window it spans
+            a, b = sorted((start, column))
+            span = (raster.t1 - raster.t0) / raster.width
+            self.post_message(CursorRequest(window=(int(raster.t0 + a * span),
+                                                    int(raster.t0 + (b + 1) * span))))
+            return
+        t = int(raster.times[column])
         block_id = int(self.data.index.block_id[row]) if row is not None else None
         self.post_message(CursorRequest(t=t, block_id=block_id))
 
@@ -229,9 +264,11 @@ class TrendSlider(Widget):
     """
 
     def __init__(self, peaks: PeakFinder, t_start: int, t_end: int, *,
-                 name: str | None = None, id: str | None = None) -> None:
+                 marks: list[int] | None = None, name: str | None = None,
+                 id: str | None = None) -> None:
         super().__init__(name=name, id=id)
         self.peaks = peaks
+        self.marks = marks or []  # times of OOM events
         self.t_start, self.t_end = t_start, max(t_end, t_start + 1)
         self.cursor: CursorState | None = None
         self._levels: np.ndarray | None = None
@@ -281,6 +318,13 @@ class TrendSlider(Widget):
                 lo, hi = self.column_of(min(a, b)), self.column_of(max(a, b))
                 for x in range(lo, hi + 1):
                     fgs[x], bgs[x] = paint.TREND_IN_VIEW, paint.SHADE
+            if self.cursor.window is not None:
+                w0, w1 = self.cursor.window
+                for x in range(self.column_of(w0), self.column_of(w1) + 1):
+                    bgs[x] = paint.WINDOW if bgs[x] is None else bgs[x]
+            for t in self.marks:
+                x = self.column_of(t)
+                chars[x], fgs[x] = ("▼" if y == 0 else chars[x]), paint.PENDING
             x = self.column_of(self.cursor.t)
             fgs[x] = paint.CURSOR
             if chars[x] == " ":

@@ -1,13 +1,14 @@
 """The pool map: one row per live segment, its blocks drawn in proportion (Line API).
 
-Each row is a label (address, size, kind and stream; at 110 columns and more also free
-bytes, largest free gap and fragmentation) and a bar of half cells (``▌``: two pixels a
-cell) over the segment's address range: allocated blocks in memory_viz's colours by
-block id (warm for blocks never freed, as in the block map), pending frees red, free
-space dark.  The selected block is white and is
-always at least one pixel wide; at an OOM the gaps as large as the largest usable one
-are green.  Bars fill the width (``proportional`` off) or share one scale, the largest
-segment's.  Only the visible rows are drawn; each is cached until the state changes.
+Each row is a label (address, size, kind and stream; at 110 columns and more also the
+private pool, free bytes, largest free gap and fragmentation) and a bar of half cells
+(``▌``: two pixels a cell) over the segment's address range: allocated blocks in
+memory_viz's colours by block id (warm for blocks never freed, as in the block map),
+pending frees red, free space dark.  The selected block is white and is always at least
+one pixel wide; at an OOM the gaps as large as the largest usable one are green.  Bars
+fill the width (``proportional`` off) or share one scale, the largest segment's.  A
+heading stays on the first line; only the visible rows are drawn, each cached until the
+state changes.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class PoolMap(ScrollView, can_focus=True):
         self.refresh()
 
     def label_width(self) -> int:
-        return 42 if self.size.width >= WIDE else 24
+        return 48 if self.size.width >= WIDE else 24
 
     # -- drawing ---------------------------------------------------------------------------
 
@@ -113,7 +114,7 @@ class PoolMap(ScrollView, can_focus=True):
     def _heading(self, width: int) -> Strip:
         text = "address".rjust(12) + "  size k st"
         if self.label_width() > 24:
-            text += "  free   gap frag"
+            text += "  pool  free   gap frag"
         text = text.ljust(self.label_width()) + "blocks: allocated, pending free (red), free"
         return Strip([Segment(text[:width], paint.style("#8a8a8a", None, bold=True))]
                      ).adjust_cell_length(width)
@@ -128,7 +129,9 @@ class PoolMap(ScrollView, can_focus=True):
                 + f"{paint.short_bytes(int(state.seg_size[i])):>5} {kind_letter} s{stream}")
         if self.label_width() > 24:
             frag = float(state.seg_fragmentation[i]) * 100
-            text += (f" {paint.short_bytes(int(state.seg_free[i])):>5}"
+            pool = self.index.segments["pool_id"][row]
+            pool = "-" if pool in (None, "0,0") else pool
+            text += (f" {pool[:5]:>5} {paint.short_bytes(int(state.seg_free[i])):>5}"
                      f" {paint.short_bytes(int(state.seg_largest_gap[i])):>5} {frag:3.0f}%")
         return text[: self.label_width() - 1].ljust(self.label_width() - 1) + " "
 
