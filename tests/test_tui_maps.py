@@ -376,3 +376,27 @@ async def test_every_real_capture_opens_on_the_three_screens(path):
         if index.block_id.size:
             assert app.screen.map.raster.totals.max() > 0
         assert np.all(app.screen.map.raster.totals >= 0)
+
+
+async def test_switching_device_rebuilds_the_screens(tmp_path):
+    import copy
+    import pickle
+
+    from tests.ui2_traces import HAND_SEGMENTS, HAND_TRACE
+    second = copy.deepcopy(HAND_SEGMENTS[:1])
+    second[0]["device"] = 1
+    path = tmp_path / "two.pickle"
+    path.write_bytes(pickle.dumps({"segments": HAND_SEGMENTS + second,
+                                   "device_traces": [HAND_TRACE, []]}, protocol=4))
+    trace = open_capture(path)
+    app = StandInApp(trace, "pool")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.state.seg_id.size == 2
+        app.move_cursor(device="cuda:1", block_id=None, segment_id=None)
+        await pilot.pause()
+        assert app.screen.device == "cuda:1" and app.screen.state.seg_id.size == 1
+        await pilot.press("2")
+        await pilot.pause()
+        assert app.screen.index.device == "cuda:1"
+        assert app.screen.map.raster.totals.max() == 2048  # b1 pending, b4, b3: ghosts here

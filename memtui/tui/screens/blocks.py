@@ -70,16 +70,15 @@ class BlocksScreen(LinkedScreen):
         self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
         self.events = event_blocks(trace, device)
 
-    def build(self) -> None:
-        for old in self.query("BlockMap, TrendSlider"):
-            old.remove()
+    async def build(self) -> None:
+        await self.query("BlockMap, TrendSlider").remove()
         ix = self.index
         ooms = self.trace.device_events(self.device).filter(pl.col("action") == "oom")
         self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list())
         self.slider.styles.height = 2 if self.size.height < 30 else 3
         self.map = BlockMap(self.data, self.peaks, detail=self.detail, id="block-map")
         detail = self.query_one("#detail", Static)
-        self.main_area().mount(self.slider, self.map, before=detail)
+        await self.main_area().mount(self.slider, self.map, before=detail)
         self.map.focus()
 
     def focus_main(self) -> None:

@@ -84,15 +84,20 @@ class LinkedScreen(Screen):
                             exclusive=True, group="prepare")
         else:
             self.prepare(device)
-            self._become_ready()
+            self.call_later(self._become_ready, device)
 
     def _prepare_then_ready(self, device: str) -> None:
         self.prepare(device)
-        self.app.call_from_thread(self._become_ready)
+        self.app.call_from_thread(self._become_ready, device)
 
-    def _become_ready(self) -> None:
+    async def _become_ready(self, device: str) -> None:
+        if device != self.device:  # the cursor went to another device meanwhile
+            return
+        if self.cursor.device != device:
+            self._start(self.cursor.device)
+            return
+        await self.build()
         self._ready = True
-        self.build()
         self._stale = False
         self.follow(None, self.cursor)
 
@@ -113,8 +118,8 @@ class LinkedScreen(Screen):
     def prepare(self, device: str) -> None:
         """Build the analysis objects of ``device`` (may run in a thread: no widgets)."""
 
-    def build(self) -> None:
-        """Put the widgets for the prepared device in place."""
+    async def build(self) -> None:
+        """Put the widgets for the prepared device in place (replacing any old ones)."""
 
     def follow(self, old: CursorState | None, new: CursorState) -> None:
         """Redraw from the cursor ``new`` (``old``: the one before, None on a full redraw)."""

@@ -75,11 +75,10 @@ class PoolScreen(LinkedScreen):
         self.events = event_blocks(trace, device)
         self.ooms = oom_events(trace, device)
 
-    def build(self) -> None:
-        for old in self.query(PoolMap):
-            old.remove()
+    async def build(self) -> None:
+        await self.query(PoolMap).remove()
         self.map = PoolMap(self.index, id="pool-map")
-        self.main_area().mount(self.map, before=self.query_one("#detail"))
+        await self.main_area().mount(self.map, before=self.query_one("#detail"))
         self.map.focus()
 
     def focus_main(self) -> None:

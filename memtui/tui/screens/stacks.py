@@ -81,19 +81,20 @@ class StacksScreen(LinkedScreen):
         self.index = device_index(trace, device)
         self.stack_tree = cached(trace, ("stack_tree",), lambda: StackTree(trace))
         self.thread_names = threads(trace, device)
+        self.thread_at = 0
+        self.flame = None
         if self.thread_names:
             self.flame = cached(trace, ("flame", device, self.thread_names[0]),
                                 lambda: CallFlame(trace, self.thread_names[0], device))
 
-    def build(self) -> None:
-        for old in self.query("StackTreeView, CallFlameView"):
-            old.remove()
+    async def build(self) -> None:
+        await self.query("StackTreeView, CallFlameView").remove()
         self.tree_view = StackTreeView(self.stack_tree, id="stack-tree")
         widgets = [self.tree_view]
         if self.flame is not None:
             self.flame_view = CallFlameView(self.flame, id="call-flame")
             widgets.append(self.flame_view)
-        self.main_area().mount(*widgets, before=self.query_one("#detail"))
+        await self.main_area().mount(*widgets, before=self.query_one("#detail"))
         self.tree_view.focus()
 
     def focus_main(self) -> None:

@@ -165,35 +165,33 @@ class PoolMap(ScrollView, can_focus=True):
         return max(size, 1.0) / pixels
 
     def pixel_ids(self, state: PoolState, i: int, pixels: int) -> np.ndarray:
-        """Colour id of each pixel of segment ``i``'s bar (-1 past its end)."""
+        """Colour id of each pixel of segment ``i``'s bar (-1 past its end): the block
+        under the pixel's centre, or free space."""
         start, size = int(state.seg_addr[i]), int(state.seg_size[i])
         bpp = self.bytes_per_pixel(state, i, pixels)
         centres = start + (np.arange(pixels) + 0.5) * bpp
+        ids = np.zeros(pixels, dtype=np.int64)
         members = state.blocks_of_segment(i)
-        addr = state.blk_addr[members]
-        end = addr + state.blk_size[members]
-        at = np.searchsorted(addr, centres, side="right") - 1
-        hit = (at >= 0) & (centres < end[np.clip(at, 0, None)] if members.size else False)
-        member = members[np.clip(at, 0, None)] if members.size else np.zeros(pixels, int)
-        block_ids = state.blk_id[member] if members.size else np.zeros(pixels, int)
-        never_freed = self.index.t_free[state.blk_row[member]] == INT64_MAX if members.size \
-            else np.zeros(pixels, bool)
-        ids = np.where(hit, 4 + block_ids % _N + np.where(never_freed, _N, 0), 0)
         if members.size:
+            at = np.clip(np.searchsorted(state.blk_addr[members], centres, "right") - 1, 0, None)
+            member = members[at]
+            hit = (state.blk_addr[member] <= centres) & (
+                centres < state.blk_addr[member] + state.blk_size[member])
+            warm = np.where(self.index.t_free[state.blk_row[member]] == INT64_MAX, _N, 0)
+            ids = np.where(hit, 4 + state.blk_id[member] % _N + warm, ids)
             ids = np.where(hit & state.blk_pending[member], 1, ids)
         if self.gap_floor is not None:
             gaps = state.gaps_of_segment(i)
             for g in gaps[state.gap_size[gaps] >= self.gap_floor].tolist():
                 a, b = state.gap_addr[g], state.gap_addr[g] + state.gap_size[g]
-                ids = np.where((centres >= a) & (centres < b), 3, ids)
-        if self.selected_block is not None and members.size:
-            chosen = np.flatnonzero(state.blk_row[members] == self.selected_block)
-            if chosen.size:
-                k = members[chosen[0]]
-                a, b = state.blk_addr[k], state.blk_addr[k] + state.blk_size[k]
-                covered = (centres >= a) & (centres < b)
-                covered[min(int((a - start) / bpp), pixels - 1)] = True
-                ids = np.where(covered, 2, ids)
+                ids[(centres >= a) & (centres < b)] = 3
+        chosen = members[state.blk_row[members] == self.selected_block] if (
+            self.selected_block is not None and members.size) else members[:0]
+        if chosen.size:
+            a, b = state.blk_addr[chosen[0]], state.blk_addr[chosen[0]] + state.blk_size[
+                chosen[0]]
+            ids[(centres >= a) & (centres < b)] = 2
+            ids[min(int((a - start) / bpp), pixels - 1)] = 2  # at least one pixel
         ids[centres >= start + size] = -1
         return ids
 
