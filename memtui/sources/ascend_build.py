@@ -88,9 +88,10 @@ def build_trace(path: Path, ranks: list[RankData], warnings: list[str]) -> Memor
         start = rank.start_ns() or 0
         mapping = names[index]
         rank_tables = _with_devices(rank, mapping, start)
+        curve_records = _curve_records(rank_tables)
         for dev, name in mapping.items():
             starts[name] = start
-            curves, is_inference = _device_curves(rank_tables["records"], name)
+            curves, is_inference = _device_curves(curve_records, name)
             inference[name] = is_inference
             parts["curves"].append(curves)
             devices.append(_device_info(rank, dev, name, curves))
@@ -98,7 +99,7 @@ def build_trace(path: Path, ranks: list[RankData], warnings: list[str]) -> Memor
         static_curves, ops = _static_curves(rank_tables["static"])
         parts["curves"].append(static_curves)
         static_ops.append(ops)
-        events, blocks = _events_and_blocks(rank, rank_tables)
+        events, blocks = _events_and_blocks(rank, rank_tables, warnings)
         parts["events"].append(events)
         parts["blocks"].append(blocks)
     blocks = _concat(parts["blocks"], "blocks")
@@ -192,6 +193,22 @@ def _rank_extra(rank: RankData, names: dict[int | None, str]) -> dict:
 
 
 # -- curves ------------------------------------------------------------------------------
+
+def _curve_records(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The records the curves come from: memory_record rows, plus, for msprof DBs (no
+    MEMORY_RECORD), the GE pool levels after each NPU_OP_MEM event, which is what msprof's
+    own memory_record CSV is made of."""
+    op_events = tables["op_events"]
+    if op_events.is_empty():
+        return tables["records"]
+    offset = int(tables["records"]["seq"].max() or 0) + 1 if tables["records"].height else 0
+    ge = op_events.select(
+        "ts", seq=pl.col("seq") + offset, dev=pl.col("dev"), component=pl.lit("GE"),
+        allocated=pl.col("allocated"), reserved=pl.col("reserved"),
+        active=pl.lit(None, pl.Int64), stream=pl.lit(None, pl.Int64), device=pl.col("device"),
+    )
+    return pl.concat([tables["records"], ge], how="diagonal_relaxed")
+
 
 def _curve(df: pl.DataFrame, value: str, series: str, component: str | None = None,
            stream: bool = False) -> pl.DataFrame:
@@ -321,7 +338,7 @@ def _static_curves(static: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 # -- events and blocks -------------------------------------------------------------------
 
-def _events_and_blocks(rank: RankData, tables: dict[str, pl.DataFrame]
+def _events_and_blocks(rank: RankData, tables: dict[str, pl.DataFrame], warnings: list[str]
                        ) -> tuple[pl.DataFrame, pl.DataFrame]:
     records = tables["records"].select(
         t=pl.col("ts"), seq=pl.col("seq"), device=pl.col("device"), action=pl.lit("snapshot"),
@@ -334,7 +351,10 @@ def _events_and_blocks(rank: RankData, tables: dict[str, pl.DataFrame]
     op_events = tables["op_events"].with_columns(seq=pl.col("seq") + offset)
     events = [records]
     if op_events.height:
-        ge_events, ge_blocks = _paired_blocks(op_events)
+        ge_events, ge_blocks, extra = _paired_blocks(op_events)
+        if extra:
+            warnings.append(f"{rank.label}: {extra} GE releases of an address already "
+                            "released were ignored")
         events.append(ge_events)
         if blocks.is_empty():
             blocks = ge_blocks
@@ -355,8 +375,9 @@ def _operator_blocks(ops: pl.DataFrame, default_pool: str) -> pl.DataFrame:
     ).sort("device", "t_alloc", maintain_order=True)
 
 
-def _paired_blocks(op_events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """GE allocate/release events (msprof NPU_OP_MEM) into events and blocks by address."""
+def _paired_blocks(op_events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """GE allocate/release events (msprof NPU_OP_MEM) into events and blocks by address,
+    and the number of releases that found their address already released."""
     events = op_events.select(
         t=pl.col("ts"), seq=pl.col("seq"), device=pl.col("device"), action=pl.col("action"),
         addr=pl.col("addr"), size=pl.col("size"), pool=pl.lit("GE"), owner=pl.col("name"),
@@ -382,7 +403,7 @@ def _paired_blocks(op_events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     ).sort("device", "t_alloc", "seq_alloc", maintain_order=True)
     events = events.join(ops.select("device", "seq", link=pl.struct("device", "addr", "gen")),
                          on=["device", "seq"], how="left")
-    return events, blocks
+    return events, blocks, int(lifetimes["extra_closes"].sum() or 0)
 
 
 def _relink_block_ids(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
