@@ -9,7 +9,7 @@ forms, ``static_op_mem`` and msprof's ``npu_mem``.  Units come from the header s
 Each reader returns one of the frames described in ``ascend_frames.py`` with absolute
 times in int nanoseconds and sizes in int bytes.  Quirks handled here: CRLF or LF line
 ends, a byte-order mark, cells padded with whitespace or a TAB (``"...238.150\\t"``),
-``N/A`` and empty cells (missing), rows with the wrong number of cells (skipped and
+``N/A`` and empty cells (missing), rows with missing or extra cells (skipped and
 counted), and numbers Excel rewrote in scientific notation (``1.69512E+15``: read as
 written, with a warning that their precision is lost).  Timestamps are parsed from the
 decimal string itself, so the nanosecond digits survive (a float64 would lose them).
@@ -32,10 +32,13 @@ from memtui.sources.ascend_files import (
     RECORD,
     STATIC,
     classify_header,
+    read_header,
 )
 
 _UNITS = {"(MB)": 1 << 20, "(KB)": 1 << 10, "(Byte)": 1, "(B)": 1, "(Bytes)": 1}
 _MISSING = ("", "N/A")
+#: The last column of every profiler CSV, which no valid row leaves empty.
+_REQUIRED_LAST = frozenset({"Device Type", "Device", "Size(KB)", "timestamp(us)"})
 
 
 @dataclass
@@ -57,7 +60,45 @@ class CsvTable:
 
 
 def read_table(path: Path) -> CsvTable:
-    """Split a CSV into cells, vectorised: lines with quotes go through :mod:`csv`."""
+    """A CSV as stripped cells.  Rows with more cells than the header, or without their
+    last cell (every profiler CSV's last column is required), are skipped and counted."""
+    header = _header_of(path)
+    if header is None:
+        raise CaptureError(path, "the file holds no CSV header")
+    if header[-1] in _REQUIRED_LAST:
+        table = _read_fast(path, header)
+        if table is not None:
+            return table
+    return _read_lines(path, header)
+
+
+def _header_of(path: Path) -> list[str] | None:
+    cells = read_header(path)
+    return _unique(cells) if cells else None
+
+
+def _read_fast(path: Path, header: list[str]) -> CsvTable | None:
+    """polars' own reader; None where a row has more cells than the header."""
+    try:
+        df = pl.read_csv(path, has_header=True, new_columns=header, infer_schema=False,
+                         encoding="utf8-lossy")
+    except pl.exceptions.ComputeError:
+        return None
+    except pl.exceptions.PolarsError as exc:
+        raise CaptureError(path, f"cannot be read as CSV ({_first_line(exc)})") from None
+    if df.width != len(header):
+        return None
+    df = df.with_row_index("row").select(
+        pl.col("row").cast(pl.Int64), *[_clean(pl.col(name)).alias(name) for name in header])
+    blank = pl.all_horizontal(pl.col(name).is_null() for name in header)
+    short = pl.col(header[-1]).is_null() & ~blank
+    bad = int(df.select(short.sum()).item())
+    return CsvTable(path=path, header=header, cells=df.filter(~blank & ~short), bad_rows=bad)
+
+
+def _read_lines(path: Path, header: list[str]) -> CsvTable:
+    """Split lines into cells, vectorised (lines with quotes go through :mod:`csv`),
+    counting the rows whose number of cells differs from the header's."""
     try:
         lines = pl.read_csv(
             path, has_header=False, new_columns=["line"], separator="\x00", quote_char=None,
@@ -68,14 +109,10 @@ def read_table(path: Path) -> CsvTable:
     lines = lines.with_row_index("row").filter(
         pl.col("line").is_not_null() & (pl.col("line").str.strip_chars() != "")
     )
-    if lines.is_empty():
-        raise CaptureError(path, "the file holds no CSV header")
-    header = _unique([c.strip() for c in next(csv.reader([lines["line"][0]]), [])])
     data = lines.slice(1)
-    quoted = data.filter(pl.col("line").str.contains('"', literal=True))
-    plain = data.filter(~pl.col("line").str.contains('"', literal=True)).select(
-        "row", cells=pl.col("line").str.split(",")
-    )
+    has_quote = pl.col("line").str.contains('"', literal=True)
+    quoted = data.filter(has_quote)
+    plain = data.filter(~has_quote).select("row", cells=pl.col("line").str.split(","))
     if quoted.height:
         parsed = [next(csv.reader([line]), []) for line in quoted["line"]]
         quoted = pl.DataFrame({"row": quoted["row"], "cells": parsed},
@@ -90,7 +127,11 @@ def read_table(path: Path) -> CsvTable:
         *[_clean(pl.col("cells").list.get(i, null_on_oob=True)).alias(name)
           for i, name in enumerate(header)],
     )
-    return CsvTable(path=path, header=header, cells=cells, bad_rows=plain.height - good.height)
+    bad = plain.height - good.height
+    if header[-1] in _REQUIRED_LAST:
+        missing = cells.filter(pl.col(header[-1]).is_null()).height
+        cells, bad = cells.filter(pl.col(header[-1]).is_not_null()), bad + missing
+    return CsvTable(path=path, header=header, cells=cells, bad_rows=bad)
 
 
 def read_kind(path: Path) -> tuple[str, pl.DataFrame, list[str]]:
@@ -104,7 +145,7 @@ def read_kind(path: Path) -> tuple[str, pl.DataFrame, list[str]]:
     df, skipped = reader(table)
     if table.bad_rows:
         table.warnings.append(
-            f"{path.name}: {table.bad_rows} rows with the wrong number of cells skipped")
+            f"{path.name}: {table.bad_rows} rows with missing or extra cells skipped")
     for reason, n in skipped.items():
         if n:
             table.warnings.append(f"{path.name}: {n} rows skipped ({reason})")
@@ -134,13 +175,15 @@ def _ns(name: str | None) -> pl.Expr:
     if name is None:
         return pl.lit(None, dtype=pl.Int64)
     cell = pl.col(name)
-    whole = cell.str.extract(r"^(-?\d+)(?:\.\d*)?$", 1).cast(pl.Int64, strict=False)
-    frac = (cell.str.extract(r"^-?\d+\.(\d*)$", 1).fill_null("")
-            .str.pad_end(3, "0").str.slice(0, 3).cast(pl.Int64, strict=False).fill_null(0))
+    parts = cell.str.split_exact(".", 1)
+    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
+    digits = parts.struct.field("field_1").fill_null("")
+    digits_ok = (digits == "") | digits.cast(pl.UInt64, strict=False).is_not_null()
+    frac = digits.str.pad_end(3, "0").str.slice(0, 3).cast(pl.Int64, strict=False)
     sign = pl.when(cell.str.starts_with("-")).then(-1).otherwise(1)
     exact = whole * 1000 + sign * frac
     approx = (cell.cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False)
-    return pl.when(whole.is_not_null()).then(exact).otherwise(approx)
+    return pl.when(whole.is_not_null() & digits_ok).then(exact).otherwise(approx)
 
 
 def _bytes(name: str | None) -> pl.Expr:
@@ -173,7 +216,7 @@ def _device(table: CsvTable) -> tuple[pl.Expr, pl.Expr]:
     by_id = _int("Device_id") if table.has("Device_id") else pl.lit(None, dtype=pl.Int64)
     if named is None:
         return by_id, pl.lit(False)
-    npu = pl.col(named).str.extract(r"^NPU:?\s*(\d+)$", 1).cast(pl.Int64, strict=False)
+    npu = pl.col(named).str.strip_prefix("NPU:").cast(pl.Int64, strict=False)
     device = npu.fill_null(by_id)
     return device, pl.col(named).is_not_null() & npu.is_null() & by_id.is_null()
 

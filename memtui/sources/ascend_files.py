@@ -64,7 +64,8 @@ _SNIFF_BYTES = 8192
 # -- single files, by content ------------------------------------------------------------
 
 def read_header(path: Path) -> list[str] | None:
-    """The stripped cells of a text file's first line, or None if it is not text."""
+    """The stripped cells of a text file's first non-blank line, or None if it is not
+    text or that line holds no comma."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(_SNIFF_BYTES)
@@ -73,7 +74,7 @@ def read_header(path: Path) -> list[str] | None:
     if b"\x00" in head:
         return None
     text = head.decode("utf-8-sig", errors="replace")
-    line = text.splitlines()[0] if text else ""
+    line = next((line for line in text.splitlines() if line.strip()), "")
     if "," not in line:
         return None
     return [cell.strip() for cell in next(csv.reader([line]), [])]
