@@ -426,12 +426,18 @@ def test_msprof_db_pairs_ge_events_into_blocks(tmp_path):
     assert (d["peak_allocated_bytes"], d["ghost_blocks"]) == (3072, 1)
 
 
-def test_corrupt_db_is_a_one_line_error(tmp_path, capsys):
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_db_is_a_one_line_error(tmp_path, capsys, damage):
     path = tmp_path / "ascend_pytorch_profiler_0.db"
-    path.write_bytes(b"SQLite format 3\x00" + b"\x07" * 200)
+    if damage == "garbage":
+        path.write_bytes(b"SQLite format 3\x00" + b"\x07" * 200)
+    else:
+        whole = make_pytorch_db(tmp_path / "whole.db").read_bytes()
+        path.write_bytes(whole[: len(whole) // 3])
     assert main(["summary", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("memtui: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"memtui: {path}: not a readable profiler database")
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 # -- what is not ours --------------------------------------------------------------------

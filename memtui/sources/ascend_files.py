@@ -51,6 +51,8 @@ NAME_PATTERNS: dict[str, re.Pattern[str]] = {
     DB: re.compile(r"^(ascend_pytorch_profiler|ascend_mindspore_profiler)(_\d{1,16})?\.db$"
                    r"|^msprof_\d{1,16}\.db$"),
 }
+_DB_NAME_ANYWHERE = re.compile(
+    r"(ascend_pytorch_profiler|ascend_mindspore_profiler)(_\d{1,16})?\.db$|msprof_\d{1,16}\.db$")
 _INFO_NAME = re.compile(r"^profiler_info(_(\d{1,5}))?\.json$")
 _FRAMEWORK_DB = re.compile(r"^ascend_(pytorch|mindspore)_profiler(_(\d{1,16}))?\.db$")
 _RANK_ROOT_SUFFIXES = ("_ascend_pt", "_ascend_ms")
@@ -97,13 +99,17 @@ def classify_header(cells: list[str]) -> str | None:
     return None
 
 
-def sqlite_tables(path: Path) -> set[str] | None:
-    """The table names of a SQLite file, or None if it is not one (never raises)."""
+def _is_sqlite(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:
-            if handle.read(16) != b"SQLite format 3\x00":
-                return None
+            return handle.read(16) == b"SQLite format 3\x00"
     except OSError:
+        return False
+
+
+def sqlite_tables(path: Path) -> set[str] | None:
+    """The table names of a SQLite file, or None if it is not a readable one (never raises)."""
+    if not _is_sqlite(path):
         return None
     try:
         connection = connect_readonly(path)
@@ -175,6 +181,8 @@ def classify_file(path: Path) -> str | None:
         if tables & MEMSCOPE_TABLES or not tables & MEMORY_TABLES:
             return None
         return DB
+    if _is_sqlite(path) and _DB_NAME_ANYWHERE.search(path.name):
+        return DB  # a damaged profiler DB: claimed so that loading says what is wrong
     header = read_header(path)
     if header is not None:
         return classify_header(header)
