@@ -592,3 +592,18 @@ def test_byte_order_mark_and_quoted_names(tmp_path, extra_row):
         ("aten::cat, fused", 2 * KIB, 1000)]
     assert any("1 rows with missing or extra cells" in w
                for w in trace.meta.warnings) == extra_row
+
+
+def test_a_bad_file_in_a_folder_is_skipped_with_a_warning(tmp_path):
+    make_rank(tmp_path, "good_ascend_pt", 0, 0, 1_000)
+    bad = make_rank(tmp_path, "bad_ascend_pt", 1, 1, 1_000)
+    out = bad / "ASCEND_PROFILER_OUTPUT"
+    write(out / "memory_record.csv", "Component,Timestamp(us),Total Allocated(MB),"
+          "Total Reserved(MB),Device Type\nPTA,x,1,2,NPU:1\n")
+    (out / "operator_memory.csv").unlink()
+    trace = load(tmp_path)
+    assert trace.meta.device_names == ["rank0/npu0"]
+    assert any(w.startswith("skipped ") and "no readable rows" in w for w in trace.meta.warnings)
+    # ...but a folder where nothing can be read is an error.
+    with pytest.raises(CaptureError, match="no readable rows"):
+        open_capture(bad)

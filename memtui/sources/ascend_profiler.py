@@ -99,10 +99,15 @@ def load(path: Path, progress=None) -> MemoryTrace:
     path = Path(path)
     warnings: list[str] = []
     rank_files = _rank_files(path, warnings)
+    # One file asked for: its problem is the error.  A folder: a bad file is a warning,
+    # unless no file at all could be read.
+    errors: list[CaptureError] | None = None if path.is_file() else []
     ranks = []
     for index, files in enumerate(rank_files):
         _report(progress, index / max(len(rank_files), 1), f"reading {files.label}")
-        ranks.append(_load_rank(files, warnings))
+        ranks.append(_load_rank(files, warnings, errors))
+    if errors and len(errors) == sum(len(f.all_files()) for f in rank_files):
+        raise errors[0]
     _report(progress, 0.95, "building the model")
     trace = build_trace(path, ranks, warnings)
     _report(progress, 1.0, "done")
@@ -120,23 +125,30 @@ def _rank_files(path: Path, warnings: list[str]) -> list[RankFiles]:
     if kind is None:
         raise CaptureError(path, "not an Ascend profiler memory file")
     if kind == INFO:
-        found = [r for r in discover(path.parent) if r.root == path.parent]
+        found = discover(path.parent)  # the profiler folder it describes
         if not found:
-            warnings.append(f"{path.name}: profiler metadata only; the memory data is in the "
-                            "ASCEND_PROFILER_OUTPUT folder beside it, which holds none here")
+            warnings.append(f"{path.name}: profiler metadata only; the memory data would be "
+                            "in an ASCEND_PROFILER_OUTPUT folder beside it, and there is none")
         return found
     return [RankFiles(root=rank_root(path), files={kind: [path]})]
 
 
-def _load_rank(files: RankFiles, warnings: list[str]) -> RankData:
+def _load_rank(files: RankFiles, warnings: list[str],
+               errors: list[CaptureError] | None) -> RankData:
     rank_id, info = rank_of_root(files.root)
     data = RankData(root=files.root, rank=rank_id,
                     files=[str(p) for p in files.all_files()],
                     extra={k: info[k] for k in _INFO_KEYS if k in info})
-    if DB in files.files:
-        _load_db(data, files.files[DB][0], warnings)
-    else:
-        _load_csvs(data, files, warnings)
+    try:
+        if DB in files.files:
+            _load_db(data, files.files[DB][0], warnings)
+        else:
+            _load_csvs(data, files, warnings, errors)
+    except CaptureError as exc:
+        if errors is None:
+            raise
+        errors.append(exc)
+        warnings.append(f"skipped {exc}")
     components = set(data.records["component"].unique().to_list())
     if any(str(c).startswith("MindSpore") for c in components) or \
             files.root.name.endswith("_ascend_ms"):
@@ -163,11 +175,19 @@ def _load_db(data: RankData, path: Path, warnings: list[str]) -> None:
         data.extra["session"] = db.session
 
 
-def _load_csvs(data: RankData, files: RankFiles, warnings: list[str]) -> None:
+def _load_csvs(data: RankData, files: RankFiles, warnings: list[str],
+               errors: list[CaptureError] | None) -> None:
     collected: dict[str, list[pl.DataFrame]] = {}
     for paths in files.files.values():
         for path in paths:
-            found, df, file_warnings = read_kind(path)
+            try:
+                found, df, file_warnings = read_kind(path)
+            except CaptureError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+                warnings.append(f"skipped {exc}")
+                continue
             warnings.extend(file_warnings)
             collected.setdefault(_FRAME_OF_KIND[found], []).append(df)
     for name, parts in collected.items():
