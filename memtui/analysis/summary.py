@@ -61,12 +61,15 @@ def format_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-def format_summary(data: dict[str, Any], time_unit: str) -> str:
+def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
     """The short human summary printed by ``memtui summary`` without ``--json``."""
     lines = [f"{data['path']}  ({data['source']})"]
     for d in data["devices"]:
         at = d["peak_time_ns"]
-        when = f" at t={at / 1e9:.6f}s" if at is not None else ""
+        when = ""
+        if at is not None:
+            start = trace.device_events(d["device"])["t"].min()
+            when = f" at +{(at - start) / 1e9:.6f} s"
         segments = "" if d["segments"] is None else f", {d['segments']} segments"
         lines.append(
             f"  {d['device']}: {d['events']} events, {d['blocks']} blocks "
@@ -79,7 +82,7 @@ def format_summary(data: dict[str, Any], time_unit: str) -> str:
         )
     if not data["devices"]:
         lines.append("  no device has events or segments")
-    if time_unit == "event":
+    if trace.meta.time_unit == "event":
         lines.append("  (no clock in this capture: times are event numbers)")
     for warning in data["warnings"]:
         lines.append(f"  warning: {warning}")

@@ -1,0 +1,62 @@
+"""DESIGN.md section 2: sources/ and analysis/ never import textual; nothing imports torch."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "memtui"
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+
+
+def _modules(*folders):
+    for folder in folders:
+        target = PACKAGE / folder
+        yield from ([target] if target.is_file() else sorted(target.rglob("*.py")))
+
+
+@pytest.mark.parametrize("path", list(_modules("sources", "analysis", "model.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_no_textual_below_the_ui(path):
+    bad = [name for name in _imports(path) if name.split(".")[0] in ("textual", "textual_plotext")]
+    assert not bad, f"{path} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_viewer_never_imports_torch(path):
+    bad = [name for name in _imports(path) if name.split(".")[0] in ("torch", "torch_npu")]
+    assert not bad, f"{path} imports {bad}"
+
+
+def test_ui_never_parses_files():
+    """tui/ reads captures only through memtui.sources, never with a parser of its own."""
+    parsers = {"pickle", "sqlite3", "csv"}
+    for path in (PACKAGE / "tui").rglob("*.py"):
+        bad = [n for n in _imports(path) if n.split(".")[0] in parsers]
+        assert not bad, f"{path} imports {bad}"
+
+
+def test_every_package_is_installed():
+    """pyproject lists packages by hand (snapshots/ is mapped in): none may be forgotten."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in PACKAGE.rglob("__init__.py")
+    }
+    assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"
+    assert "memtui.snapshots" in listed

@@ -1,0 +1,178 @@
+"""The PyTorch snapshot source on every real file in ../shared/data/torch_snapshots.
+
+Expected figures are worked out here independently: a plain Python replay over the raw
+dicts (read with a restricted unpickler of the test's own), following the definitions of
+DESIGN.md section 3, compared with what the columnar loader gives.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from memtui.cli import main
+from memtui.model import validate
+from memtui.sources import open_capture
+from tests.conftest import shared_files
+
+SNAPSHOTS = shared_files("torch_snapshots", "*.p*")
+pytestmark = pytest.mark.skipif(
+    not SNAPSHOTS, reason="../shared/data/torch_snapshots is absent (real captures live beside "
+    "the checkout)"
+)
+ACTIVE = ("active_allocated", "active_pending_free")
+
+
+class _NoGlobals(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+def _raw(path):
+    with open(path, "rb") as fh:
+        data = _NoGlobals(fh).load()
+    if isinstance(data, list):
+        data = {"segments": data, "device_traces": []}
+    return data
+
+
+def _block_addresses(segment):
+    offset = 0
+    for block in segment["blocks"]:
+        yield block.get("address", segment["address"] + offset), block
+        offset += block["size"]
+
+
+def expected_devices(data):
+    """The summary's device entries by a plain replay of the raw dicts."""
+    traces = data.get("device_traces") or []
+    indices = {i for i, trace in enumerate(traces) if trace}
+    indices |= {s["device"] for s in data["segments"]}
+    has_time = any(traces) and all("time_us" in e for trace in traces for e in trace)
+    out = []
+    for index in sorted(indices):
+        trace = traces[index] if index < len(traces) else []
+        segments = [s for s in data["segments"] if s["device"] == index]
+        final = [(a, b) for s in segments for a, b in _block_addresses(s)]
+        active_end = sum(b["size"] for _, b in final if b["state"] in ACTIVE)
+        level = active_end - sum(e["size"] for e in trace if e["action"] == "alloc") + sum(
+            e["size"] for e in trace if e["action"] == "free_completed")
+        peak, peak_index = level, 0
+        live: dict[int, bool] = {}
+        blocks = ghosts = 0
+        for i, entry in enumerate(trace):
+            if entry["action"] == "alloc":
+                level += entry["size"]
+                live[entry["addr"]] = True
+                blocks += 1
+            elif entry["action"] == "free_completed":
+                level -= entry["size"]
+                if live.pop(entry["addr"], None) is None:
+                    ghosts += 1
+                    blocks += 1
+            if level > peak:
+                peak, peak_index = level, i
+        for addr, block in final:
+            if block["state"] in ACTIVE and addr not in live:
+                ghosts += 1
+                blocks += 1
+        out.append({
+            "device": f"cuda:{index}",
+            "events": len(trace),
+            "segments": len(segments),
+            "blocks": blocks,
+            "ghost_blocks": ghosts,
+            "peak_allocated_bytes": peak,
+            "peak_time_ns": trace[peak_index]["time_us"] * 1000 if has_time and trace else None,
+            "allocated_at_end_bytes": sum(
+                b["size"] for _, b in final if b["state"] == "active_allocated"),
+            "reserved_at_end_bytes": sum(s["total_size"] for s in segments),
+        })
+    return out
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
+def test_summary_matches_independent_replay(path, capsys):
+    assert main(["summary", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["source"] == "torch_snapshot"
+    assert data["path"] == str(path)
+    assert data["devices"] == expected_devices(_raw(path))
+    assert data["warnings"] == []
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
+def test_model_contract_and_final_state(path):
+    """Frames keep the contract; segments alive at the end are exactly the file's segments."""
+    trace = open_capture(path)
+    validate(trace)
+    raw = _raw(path)
+    alive = trace.segments.filter(trace.segments["t_free"].is_null())
+    by_device = {}
+    for device, size in alive.select("device", "size").iter_rows():
+        by_device[device] = by_device.get(device, 0) + size
+    want = {}
+    for s in raw["segments"]:
+        want[f"cuda:{s['device']}"] = want.get(f"cuda:{s['device']}", 0) + s["total_size"]
+    assert by_device == want
+    # every alloc/free event of the trace carries the id of its block
+    paired = trace.events.filter(trace.events["action"].is_in(["alloc", "free"]))
+    assert paired["block_id"].null_count() == 0
+    # levels end where the final state is: allocated + pending free
+    for info in trace.meta.devices:
+        events = trace.device_events(info.name)
+        if events.height:
+            index = int(info.name.split(":")[1])
+            active = sum(b["size"] for s in raw["segments"] if s["device"] == index
+                         for b in s["blocks"] if b["state"] in ACTIVE)
+            assert events["allocated"][-1] == active
+
+
+def test_frames_interned_once():
+    """t26 shares frame lists through the pickle memo: stacks are interned, not copied."""
+    path = next((p for p in SNAPSHOTS if p.name.startswith("t26_cs336_kk_ctx512")), None)
+    if path is None:
+        pytest.skip("t26 sample absent")
+    trace = open_capture(path)
+    raw = _raw(path)
+    distinct = {
+        tuple((f["filename"], f["line"], f["name"]) for f in e["frames"])
+        for e in raw["device_traces"][0] if e.get("frames")
+    } | {
+        tuple((f["filename"], f["line"], f["name"]) for f in b["frames"])
+        for s in raw["segments"] for b in s["blocks"]
+        if b["state"] in ACTIVE and b.get("frames")
+    }
+    assert trace.stacks.height == len(distinct)
+    frames = {frame for stack in distinct for frame in stack}
+    assert trace.frames.height == len(frames)
+    # an event's stack resolves to its own frames, innermost first
+    entry = next(e for e in raw["device_traces"][0] if e.get("frames"))
+    row = trace.events.filter(trace.events["seq"] == 0)
+    stack = trace.stacks.filter(trace.stacks["stack_id"] == row["stack_id"][0])["frame_ids"][0]
+    names = trace.frames
+    got = [names.filter(names["frame_id"] == i)["name"][0] for i in stack]
+    assert got == [f["name"] for f in entry["frames"]]
+
+
+def test_annotations_become_markers():
+    path = next((p for p in SNAPSHOTS if p.name.startswith("t26_cs336_kk_ctx512")), None)
+    if path is None:
+        pytest.skip("t26 sample absent")
+    trace = open_capture(path)
+    raw = _raw(path)
+    names = [a["name"] for a in raw["external_annotations"] if a["stage"] == "START"]
+    marks = trace.markers.filter(trace.markers["kind"] == "annotation")
+    assert sorted(marks["name"].to_list()) == sorted(names)
+    assert (marks["t_end"] >= marks["t"]).all()
+
+
+def test_time_unit_follows_time_us():
+    for path in SNAPSHOTS:
+        raw = _raw(path)
+        events = [e for trace in raw.get("device_traces") or [] for e in trace]
+        trace = open_capture(path)
+        has_time = bool(events) and all("time_us" in e for e in events)
+        assert trace.meta.time_unit == ("ns" if has_time else "event"), path.name
