@@ -384,26 +384,29 @@ def _paired_blocks(op_events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
         allocated=pl.col("allocated"), reserved=pl.col("reserved"),
         stack_id=pl.lit(None, pl.Int32), stream=pl.lit(None, pl.Int64),
     )
-    lifetimes, ops = pair_by_address(events, ["alloc"], ["free"])
-    at = events.select("device", "seq", "owner", "allocated", "reserved")
-    blocks = lifetimes.join(
-        at.rename({"seq": "seq_alloc", "owner": "owner_a", "allocated": "alloc_allocated",
-                   "reserved": "alloc_reserved"}), on=["device", "seq_alloc"], how="left",
-    ).join(
-        at.rename({"seq": "seq_free", "owner": "owner_f", "allocated": "free_allocated",
-                   "reserved": "free_reserved"}), on=["device", "seq_free"], how="left",
-    ).select(
-        "device", "addr", "seq_alloc", "seq_free", "t_free", "alloc_allocated", "alloc_reserved",
-        "free_allocated", "free_reserved",
-        size=pl.col("size").fill_null(pl.col("free_size")),
-        t_alloc=pl.col("t_alloc").fill_null(0),
-        owner=pl.col("owner_a").fill_null(pl.col("owner_f")),
-        pool=pl.lit("GE"), ghost=pl.col("seq_alloc").is_null(),
-        link=pl.struct("device", "addr", "gen"),
-    ).sort("device", "t_alloc", "seq_alloc", maintain_order=True)
-    events = events.join(ops.select("device", "seq", link=pl.struct("device", "addr", "gen")),
-                         on=["device", "seq"], how="left")
-    return events, blocks, int(lifetimes["extra_closes"].sum() or 0)
+    event_parts, block_parts, extra = [], [], 0
+    for device in events["device"].unique(maintain_order=True).to_list():
+        mine = events.filter(pl.col("device") == device).sort("seq")
+        lifetimes, ops = pair_by_address(mine, ["alloc"], ["free"])
+        extra += int(lifetimes["extra_closes"].sum() or 0)
+        link = pl.struct(device=pl.lit(device), lifetime=pl.col("lifetime"))
+        at = mine.select("seq", "owner", "allocated", "reserved")
+        block_parts.append(lifetimes.join(
+            at.rename({"seq": "seq_alloc", "owner": "owner_a", "allocated": "alloc_allocated",
+                       "reserved": "alloc_reserved"}), on="seq_alloc", how="left",
+        ).join(
+            at.rename({"seq": "seq_free", "owner": "owner_f", "allocated": "free_allocated",
+                       "reserved": "free_reserved"}), on="seq_free", how="left",
+        ).select(
+            "addr", "seq_alloc", "seq_free", "t_free", "alloc_allocated", "alloc_reserved",
+            "free_allocated", "free_reserved", device=pl.lit(device),
+            size=pl.col("size").fill_null(pl.col("free_size")),
+            t_alloc=pl.col("t_alloc").fill_null(0),
+            owner=pl.col("owner_a").fill_null(pl.col("owner_f")),
+            pool=pl.lit("GE"), ghost=pl.col("seq_alloc").is_null(), link=link,
+        ).sort("t_alloc", "seq_alloc", maintain_order=True))
+        event_parts.append(mine.join(ops.select("seq", link=link), on="seq", how="left"))
+    return pl.concat(event_parts), pl.concat(block_parts), extra
 
 
 def _relink_block_ids(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
