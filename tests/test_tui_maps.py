@@ -351,7 +351,8 @@ async def test_moving_the_cursor_anywhere_moves_it_everywhere(demo):
 
 # -- every real capture --------------------------------------------------------------------
 
-REAL = sorted(p for folder in ("torch_snapshots", "msmemscope") if (DATA / folder).is_dir()
+REAL = sorted(p for folder in ("torch_snapshots", "msmemscope", "profiler")
+              if (DATA / folder).is_dir()
               for p in (DATA / folder).iterdir()
               if p.suffix in (".pickle", ".pkl", ".db", ".csv", ".dat"))
 
