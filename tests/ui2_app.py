@@ -9,6 +9,7 @@ from __future__ import annotations
 from textual.app import App
 from textual.reactive import reactive
 
+from memtui.analysis.live import time_range
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.blocks import BlocksScreen
@@ -26,8 +27,8 @@ class StandInApp(App):
         self.trace = trace
         self.first = first
         device = trace.meta.device_names[0]
-        t = trace.device_events(device)["t"]
-        t0, t1 = (int(t.min()), int(t.max())) if t.len() else (0, 1)
+        t0, t1 = time_range(trace, device)
+        t1 = max(t1, t0 + 1)
         self.set_reactive(StandInApp.cursor, CursorState(device=device, t=t1, view=(t0, t1)))
         self.filtered: list = []
 

@@ -146,15 +146,26 @@ def device_index(trace: MemoryTrace, device: str) -> DeviceIndex:
 
 
 def _build_index(trace: MemoryTrace, device: str) -> DeviceIndex:
-    events = trace.device_events(device)
-    t = events["t"]
+    blocks = trace.device_blocks(device).sort("block_id")
+    t_start, t_end = time_range(trace, device)
     return DeviceIndex(
-        device=device,
-        blocks=trace.device_blocks(device).sort("block_id"),
+        device=device, blocks=blocks,
         segments=trace.device_segments(device).sort("segment_id"),
-        t_start=int(t.min()) if t.len() else 0,
-        t_end=int(t.max()) if t.len() else 0,
+        t_start=t_start, t_end=t_end,
     )
+
+
+def time_range(trace: MemoryTrace, device: str) -> tuple[int, int]:
+    """First and last time of ``device``: its events, or else its blocks' lifetimes
+    (profiler operator tables have blocks and no events); (0, 0) with neither."""
+    t = trace.device_events(device)["t"]
+    if t.len():
+        return int(t.min()), int(t.max())
+    blocks = trace.device_blocks(device)
+    times = pl.concat([blocks["t_alloc"], blocks["t_free"]]).drop_nulls()
+    if times.len():
+        return int(times.min()), int(times.max())
+    return 0, 0
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,8 @@ class BlocksScreen(LinkedScreen):
         await self.query("BlockMap, TrendSlider").remove()
         ix = self.index
         ooms = self.trace.device_events(self.device).filter(pl.col("action") == "oom")
-        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list())
+        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list(),
+                                  live_bytes=self.data.live_bytes)
         self.slider.styles.height = 2 if self.size.height < 30 else 3
         self.map = BlockMap(self.data, self.peaks, detail=self.detail, id="block-map")
         detail = self.query_one("#detail", Static)

@@ -16,6 +16,8 @@ selects the band under the pointer and moves the cursor there, a drag selects a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from rich.segment import Segment
 from textual import events
@@ -264,10 +266,12 @@ class TrendSlider(Widget):
     """
 
     def __init__(self, peaks: PeakFinder, t_start: int, t_end: int, *,
-                 marks: list[int] | None = None, name: str | None = None,
-                 id: str | None = None) -> None:
+                 marks: list[int] | None = None,
+                 live_bytes: Callable[[np.ndarray], np.ndarray] | None = None,
+                 name: str | None = None, id: str | None = None) -> None:
         super().__init__(name=name, id=id)
         self.peaks = peaks
+        self.live_bytes = live_bytes
         self.marks = marks or []  # times of OOM events
         self.t_start, self.t_end = t_start, max(t_end, t_start + 1)
         self.cursor: CursorState | None = None
@@ -285,13 +289,18 @@ class TrendSlider(Widget):
         return max(self.size.width - GUTTER, 1)
 
     def levels(self) -> np.ndarray:
-        """Highest allocated level of each column over the whole run."""
+        """Highest allocated level of each column over the whole run (without a level, as
+        in profiler operator tables: the bytes of the blocks alive mid-column)."""
         width = self.plot_width
         if width != self._levels_width:
             level = self.peaks.level
             times = self.peaks.column_times(self.t_start, self.t_end, width)
-            at = np.clip(np.searchsorted(level.t, times, side="right") - 1, 0, None)
-            self._levels = level.values[at] if level.values.size else np.zeros(width)
+            if level.t.size > 1 or self.live_bytes is None:
+                at = np.clip(np.searchsorted(level.t, times, side="right") - 1, 0, None)
+                self._levels = level.values[at] if level.values.size else np.zeros(width)
+            else:
+                mid = times + int((self.t_end - self.t_start) / width / 2)
+                self._levels = self.live_bytes(mid)
             self._levels_width = width
         return self._levels
 
