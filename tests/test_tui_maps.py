@@ -317,6 +317,15 @@ async def test_call_flame_of_a_python_trace(hand):
         assert "train_step > forward" in detail
         grid = screen.flame_view.grid()
         assert {screen.flame.label(c) for c in grid[0].tolist() if c >= 0} == {"train_step"}
+        # the window is shaded where no call is drawn
+        t0, t1 = app.cursor.view
+        app.move_cursor(window=(t0, t0 + (t1 - t0) // 2))
+        await pilot.pause()
+        a, b = screen.flame_view.window_columns()
+        strip = screen.flame_view.render_line(3)  # depth 3: no call
+        shaded = [seg for seg in strip if seg.style and seg.style.bgcolor]
+        cursor_inside = a <= screen.flame_view.cursor_column() < b  # the cursor's cell
+        assert a == 0 and sum(len(seg.text) for seg in shaded) == b - a - cursor_inside
         await pilot.press("t")
         assert screen.flame.thread == "12"
         await pilot.click("#call-flame", offset=(4 + 10, 0))

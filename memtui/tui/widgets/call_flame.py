@@ -1,6 +1,7 @@
 """The time-axis call flame of one thread (msMemScope python traces), as MindStudio
 Insight shows it: depth down, time across the cursor's view, a gold cursor line; names
-are written inside the calls wide enough to hold them.  Clicking a call moves the cursor
+are written inside the calls wide enough to hold them; the cursor's window (the selected
+range) is shaded.  Clicking a call moves the cursor
 to the click's time (Line API; each line cached until the view or the thread changes).
 """
 
@@ -81,19 +82,33 @@ class CallFlameView(Widget, can_focus=True):
         span = max(t1 - t0, 1) / self.plot_width
         return min(int((self.cursor.t - t0) / span), self.plot_width - 1)
 
+    def window_columns(self) -> tuple[int, int] | None:
+        """Columns of the cursor's window (the selected range), if it shows."""
+        if self.cursor is None or self.cursor.window is None:
+            return None
+        (t0, t1), (w0, w1) = self.cursor.view, self.cursor.window
+        if w1 < t0 or w0 > t1:
+            return None
+        span = max(t1 - t0, 1) / self.plot_width
+        a = int((max(w0, t0) - t0) / span)
+        b = min(int((min(w1, t1) - t0) / span), self.plot_width - 1)
+        return a, b + 1
+
     def render_line(self, y: int) -> Strip:
         grid = self.grid()
         if grid is None:
             return Strip.blank(self.size.width)
         cursor_x = self.cursor_column()
-        key = (self._grid_key, y, cursor_x)
+        window = self.window_columns()
+        key = (self._grid_key, y, cursor_x, window)
         strip = self._lines.get(key)
         if strip is None:
-            strip = self._draw(grid[y], y, cursor_x)
+            strip = self._draw(grid[y], y, cursor_x, window)
             self._lines[key] = strip
         return strip
 
-    def _draw(self, calls: np.ndarray, y: int, cursor_x: int | None) -> Strip:
+    def _draw(self, calls: np.ndarray, y: int, cursor_x: int | None,
+              window: tuple[int, int] | None = None) -> Strip:
         depth = self.first_depth + y
         label = f"{depth:>3} " if depth < self.flame.max_depth else " " * GUTTER
         segments = [Segment(label, paint.style("#7a7a7a", None))]
@@ -106,6 +121,10 @@ class CallFlameView(Widget, can_focus=True):
                 end += 1
             if call == NONE:
                 text, fg, bg = " " * (end - x), None, None
+                if window is not None and window[0] < end and x < window[1]:
+                    end = min(end, window[1]) if x >= window[0] else window[0]
+                    inside = x >= window[0]
+                    text, bg = " " * (end - x), paint.WINDOW if inside else None
             else:
                 name = self.flame.label(call)
                 room = end - x
