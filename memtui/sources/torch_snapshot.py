@@ -239,7 +239,10 @@ class _SnapshotBuilder:
 
     def build(self) -> MemoryTrace:
         self.entry_markers: list[tuple] = []
-        raw = {name: self._device_trace_frame(name, trace) for name, trace in self._device_traces()}
+        raw = {}
+        for name, trace in self._device_traces():
+            raw[name] = self._device_trace_frame(name, trace)
+            trace.clear()  # the dicts are columns now: free them before the heavy work
         has_time = bool(raw) and all(df["time_us"].null_count() == 0 for df in raw.values())
         final_segments, final_blocks = self._final_blocks()
         names = sorted(set(raw) | set(final_segments["device"].to_list()), key=_device_sort_key)
