@@ -46,7 +46,7 @@ class DeviceIndex:
     device: str
     blocks: pl.DataFrame  # the device's rows of trace.blocks, in block_id order
     segments: pl.DataFrame  # the device's rows of trace.segments, in segment_id order
-    t_start: int  # first and last event time of the device (0, 0 without events)
+    t_start: int  # first and last time of the device (see time_range)
     t_end: int
     # blocks
     block_id: np.ndarray = field(init=False)
