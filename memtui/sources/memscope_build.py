@@ -1,0 +1,616 @@
+"""msMemScope rows into the canonical model: events, blocks, levels, markers, stacks, calls.
+
+Takes the :class:`~memtui.sources.memscope_read.RawFile` s of one capture (one file or every
+file of a result folder) and builds the MemoryTrace, all in polars/numpy:
+
+* blocks pair MALLOC and FREE (and the ACCESS rows between) on ``allocation_id`` within a
+  process, or on (process, device, pointer, pool) where there is none.  In key and time
+  order every MALLOC opens a block; a FREE closes the open one or, with none open, is a
+  ghost block of its own; ACCESS rows belong to the block open at their time (or to the
+  ghost the next FREE closes).  FREE rows without a device (2025 host frees) take the
+  device of their pointer's MALLOC;
+* events are the MALLOC/FREE/ACCESS rows sorted by time; ``allocated`` counts the
+  framework pools (PTA, PTA_WORKSPACE, ATB, MINDSPORE) per device, starting from the
+  ghosts, which lived before the trace; ``reserved`` is the sum of each pool's last
+  reported ``total`` or, on a device whose pools report none, the live driver allocations
+  (HAL, HOST_PINNED);
+* markers: SYSTEM steps and trace start/stop, MSTX marks and ranges, op and kernel launches
+  (start/end rows paired into ranges), SNAPSHOT and OOM_DETAIL rows;
+* calls: python-trace rows with their depth per thread as MindStudio Insight computes it;
+* stacks: distinct Python and C call-stack texts parsed once into frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, inefficient_flags
+from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
+from memtui.sources.memscope_read import RAW_COLUMNS, RawFile
+
+SOURCE = "msmemscope"
+FRAMEWORK_POOLS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
+DRIVER_POOLS = ("HAL", "HOST_PINNED")
+_POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
+_ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
+
+Progress = Callable[[float, str], None] | None
+
+
+def build_trace(files: list[RawFile], path: Path, progress: Progress = None,
+                thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
+    """The MemoryTrace of ``files`` (all of one capture)."""
+    warnings = [w for f in files for w in f.warnings]
+    memory, other, trace = _concat(files)
+    start, end = _bounds(memory, other, trace)
+    _report(progress, 0.55, "pairing allocations")
+    memory = _memory_columns(memory, warnings)
+    memory, blocks = _blocks(memory, start, warnings)
+    _report(progress, 0.7, "interning call stacks")
+    memory, blocks, frames, stacks = _stacks(memory, blocks)
+    _report(progress, 0.8, "levels")
+    events, levels = _events(memory, blocks)
+    blocks = blocks.with_columns(flags=inefficient_flags(blocks, end, thresholds))
+    _report(progress, 0.9, "markers and calls")
+    markers = _markers(other)
+    calls = _calls(trace, events, start, end, warnings)
+    devices = _devices(events, blocks, levels, markers, calls)
+    meta = TraceMeta(
+        source=SOURCE, path=str(path), devices=devices, warnings=warnings,
+        extra={"files": [str(f.path) for f in files],
+               "layouts": sorted({f.layout for f in files if f.layout}),
+               "trace_start_ns": start, "trace_end_ns": end, "thresholds": thresholds},
+    )
+    return MemoryTrace(
+        meta=meta, events=conform(events, "events"), blocks=conform(blocks, "blocks"),
+        frames=frames, stacks=stacks, calls=conform(calls, "calls"),
+        markers=conform(markers, "markers"),
+    )
+
+
+def _report(progress: Progress, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(fraction, message)
+
+
+# -- gathering the files ----------------------------------------------------------------
+
+
+def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Memory, other and trace rows of every file, with a ``seq`` unique across files."""
+    memory, other, trace = [], [], []
+    offset = 0
+    for f in files:
+        device = pl.lit(f.device, pl.String).alias("file_device")
+        size = 0
+        for frame, out in ((f.memory, memory), (f.other, other), (f.trace, trace)):
+            if frame is not None and frame.height:
+                out.append(frame.with_columns(seq=pl.col("row") + offset, file_device=device))
+                size = max(size, int(frame["row"].max()) + 1)
+        offset += size
+    return (_stack_frames(memory, _MEMORY_EMPTY), _stack_frames(other, _OTHER_EMPTY),
+            _stack_frames(trace, _TRACE_EMPTY))
+
+
+_RAW_SCHEMA = {c: (pl.Int64 if c in ("id", "t", "pid", "tid") else pl.String) for c in RAW_COLUMNS}
+_COMMON = {"row": pl.Int64, "seq": pl.Int64, "file_device": pl.String}
+_OTHER_EMPTY = {**_COMMON, **_RAW_SCHEMA}
+_MEMORY_EMPTY = {**_OTHER_EMPTY, "aid": pl.Int64, "size": pl.Int64, "owner": pl.String,
+                 "ineff": pl.String, "total": pl.Int64, "apool": pl.String}
+_TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64,
+                "tid": pl.Int64, "pid": pl.Int64}
+
+
+def _stack_frames(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(parts, how="diagonal_relaxed")
+
+
+def _bounds(memory: pl.DataFrame, other: pl.DataFrame,
+            trace: pl.DataFrame) -> tuple[int | None, int | None]:
+    """First and last timestamp of the capture (rows and known python-trace times)."""
+    lows = [memory["t"].min(), other["t"].min(), trace["start"].min(), trace["end"].min()]
+    highs = [memory["t"].max(), other["t"].max(), trace["start"].max(), trace["end"].max()]
+    lows = [int(v) for v in lows if v is not None]
+    highs = [int(v) for v in highs if v is not None]
+    return (min(lows) if lows else None, max(highs) if highs else None)
+
+
+# -- memory rows ------------------------------------------------------------------------
+
+
+def device_names(raw: pl.Series) -> dict[str, str | None]:
+    """Raw ``Device Id`` values -> device names: ``npu:N``, ``host`` (cpu/host), or None."""
+    names: dict[str, str | None] = {}
+    for value in raw.drop_nulls().unique().to_list():
+        text = value.strip()
+        if text.isdigit():
+            names[value] = f"npu:{int(text)}"
+        elif text.lower() in ("cpu", "host"):
+            names[value] = "host"
+        else:
+            names[value] = None  # N/A, empty, the internal 9999
+    return names
+
+
+def _device_column(frame: pl.DataFrame) -> pl.Expr:
+    mapping = device_names(frame["dev"])
+    if not mapping:
+        return pl.lit(None, pl.String)
+    return pl.col("dev").replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def _memory_columns(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Device names, addresses and pools; FREE rows without a device get their MALLOC's."""
+    ptr = pl.col("ptr").str.strip_chars()
+    is_hex = ptr.str.starts_with("0x") | ptr.str.starts_with("0X")
+    addr = pl.when(is_hex).then(ptr.str.slice(2).str.to_integer(base=16, strict=False)).otherwise(
+        ptr.str.to_integer(base=10, strict=False))
+    pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
+    memory = memory.with_columns(
+        device=_device_column(memory).fill_null(pl.col("file_device")),
+        addr=addr.cast(pl.UInt64, strict=False),
+        pool=pool.replace(_POOL_ALIASES),
+    )
+    return _resolve_free_devices(memory, warnings)
+
+
+def _resolve_free_devices(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Rows keyed by pointer with no device take that of the pointer's MALLOC in the process.
+
+    The latest MALLOC before the row, else the first after it (a free of memory
+    allocated before the trace, whose address is allocated again later).
+    """
+    lost = pl.col("device").is_null() & pl.col("aid").is_null()
+    if not memory.select(lost.any()).item():
+        return memory
+    keys = ["pid", "addr", "pool"]
+    mallocs = memory.filter((pl.col("event") == "MALLOC") & pl.col("device").is_not_null()).select(
+        "t", *keys, found=pl.col("device")).sort("t")
+    lost_rows = memory.filter(lost).select("seq", "t", *keys).sort("t")
+    found = [lost_rows.join_asof(mallocs, on="t", by=keys, strategy=strategy,
+                                 check_sortedness=False)
+             .select("seq", pl.col("found").alias(strategy))
+             for strategy in ("backward", "forward")]
+    found = found[0].join(found[1], on="seq").select(
+        "seq", found=pl.col("backward").fill_null(pl.col("forward")))
+    memory = memory.join(found, on="seq", how="left", maintain_order="left").with_columns(
+        device=pl.col("device").fill_null(pl.col("found"))).drop("found")
+    still = memory.filter(lost).height
+    if still:
+        warnings.append(f"{still} memory rows with no device and no MALLOC of their pointer "
+                        "skipped")
+    return memory.filter(~lost)
+
+
+def _blocks(memory: pl.DataFrame, start: int | None,
+            warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Pair rows into blocks; return the rows with ``block_id`` and the blocks frame."""
+    by_id = memory.filter(pl.col("aid").is_not_null())
+    by_addr = memory.filter(pl.col("aid").is_null())
+    parts = [_lifetimes(by_id, ["pid", "aid"]),
+             _lifetimes(by_addr, ["pid", "device", "addr", "pool"])]
+    rows = pl.concat([p for p in parts if p.height] or [parts[0]], how="vertical_relaxed")
+    rows, blocks = _block_rows(rows, start)
+    missing = rows.filter(pl.col("device").is_null()).height
+    if missing:
+        warnings.append(f"{missing} memory rows whose block has no device skipped")
+        rows = rows.filter(pl.col("device").is_not_null())
+        blocks = blocks.filter(pl.col("device").is_not_null())
+    return rows, blocks
+
+
+def _lifetimes(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Rows in (key, time) order with ``boundary``: the row starts a block.
+
+    A block starts at a key's first row, at each MALLOC, and after each FREE.
+    """
+    rows = rows.sort([*keys, "t", "seq"])
+    first = pl.int_range(pl.len()) == 0
+    new_key = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift()) for k in keys])
+    boundary = (first | new_key | (pl.col("event") == "MALLOC")
+                | (pl.col("event") == "FREE").shift(1, fill_value=False))
+    return rows.with_columns(boundary=boundary)
+
+
+def _block_rows(rows: pl.DataFrame, start: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Blocks from their first and last rows (a block is a run of rows, see _lifetimes)."""
+    flags = rows["boundary"].to_numpy()
+    starts = np.flatnonzero(flags)
+    ends = (np.append(starts[1:], len(flags)) - 1) if starts.size else starts
+    cols = ["t", "seq", "event", "device", "addr", "pool", "size", "pid", "tid", "owner",
+            "ineff", "py_stack", "c_stack"]
+    first = rows.select(cols)[starts]
+    last = rows.select(cols)[ends]
+    opened = first["event"] == "MALLOC"
+    closed = last["event"] == "FREE"
+    blocks = pl.DataFrame({
+        "blk": np.arange(starts.size, dtype=np.int64),
+        "device": first["device"].fill_null(last["device"]),
+        "addr": first["addr"],
+        "size": _pick(opened, first["size"], _pick(closed, last["size"], first["size"])),
+        "t_alloc": _pick(opened, first["t"], pl.Series([start] * starts.size, dtype=pl.Int64)),
+        "seq_alloc": _pick(opened, first["seq"], None),
+        "t_free": _pick(closed, last["t"], None),
+        "seq_free": _pick(closed, last["seq"], None),
+        "pool": _pick(opened | closed, _pick(opened, first["pool"], last["pool"]), first["pool"]),
+        "owner": _pick(opened, first["owner"], None),
+        "inefficient_type": _pick(opened, first["ineff"], None),
+        "process": first["pid"], "thread": first["tid"],
+        "py_stack": _pick(opened, first["py_stack"], last["py_stack"]),
+        "c_stack": _pick(opened, first["c_stack"], last["c_stack"]),
+        "ghost": ~opened,
+    })
+    blk = np.cumsum(flags) - 1
+    rows = rows.with_columns(blk=pl.Series(blk, dtype=pl.Int64)).drop("boundary")
+    access = _access_times(rows)
+    blocks = blocks.join(access, on="blk", how="left").sort(
+        "device", "t_alloc", "seq_alloc", "seq_free", nulls_last=False
+    ).with_columns(block_id=pl.int_range(pl.len(), dtype=pl.Int64))
+    lookup = np.empty(blocks.height, dtype=np.int64)
+    lookup[blocks["blk"].to_numpy()] = np.arange(blocks.height)
+    block_device = blocks.sort("blk")["device"]
+    rows = rows.with_columns(
+        block_id=pl.Series(lookup[blk], dtype=pl.Int64),
+        device=pl.col("device").fill_null(block_device.gather(pl.Series(blk))),
+    )
+    return rows.drop("blk"), blocks.drop("blk")
+
+
+def _pick(mask: pl.Series, yes: pl.Series, no) -> pl.Series:
+    """Element-wise ``yes where mask else no`` (``no`` a Series or None)."""
+    frame = pl.DataFrame({"m": mask, "y": yes})
+    if no is None:
+        return frame.select(pl.when("m").then("y")).to_series()
+    return frame.with_columns(n=no).select(pl.when("m").then("y").otherwise("n")).to_series()
+
+
+def _access_times(rows: pl.DataFrame) -> pl.DataFrame:
+    """First and last ACCESS of each block and the longest gap between two in a row."""
+    access = rows.filter(pl.col("event") == "ACCESS").select("blk", "t")
+    gap = pl.when(pl.col("blk") == pl.col("blk").shift()).then(pl.col("t") - pl.col("t").shift())
+    return access.with_columns(gap=gap).group_by("blk").agg(
+        first_access=pl.col("t").min(), last_access=pl.col("t").max(),
+        max_access_gap=pl.col("gap").max().fill_null(0),
+    )
+
+
+# -- call stacks ------------------------------------------------------------------------
+
+_PY_FRAME = r"^(?<filename>.*)\((?<line>\d+)\): (?<name>.*)$"
+_C_FRAME = r"^(?<filename>[^(\[]*)\((?<name>[^)]*)\)\s*\[(?<addr>0x[0-9a-fA-F]+)\]$"
+
+
+def _stacks(memory: pl.DataFrame, blocks: pl.DataFrame):
+    """Intern the distinct stack texts of rows and blocks; replace texts by ``stack_id``.
+
+    ``stack_id`` is the Python stack, or the C stack where there is no Python one;
+    ``c_stack_id`` (an extension column) is always the C stack.
+    """
+    texts = pl.concat([memory["py_stack"], memory["c_stack"]]).drop_nulls().unique()
+    frames, stack_of_text = _parse_stacks(texts)
+    frames_df = conform(frames, "frames")
+    stacks_df = conform(stack_of_text.select("stack_id", "frame_ids").unique("stack_id")
+                        .sort("stack_id"), "stacks")
+    ids = stack_of_text.select("text", "stack_id")
+
+    def with_ids(df: pl.DataFrame) -> pl.DataFrame:
+        for column, out in (("py_stack", "py_id"), ("c_stack", "c_stack_id")):
+            df = df.join(ids.rename({"text": column, "stack_id": out}), on=column, how="left",
+                         maintain_order="left")
+        return df.with_columns(stack_id=pl.col("py_id").fill_null(pl.col("c_stack_id"))).drop(
+            "py_id", "py_stack", "c_stack")
+
+    return with_ids(memory), with_ids(blocks), frames_df, stacks_df
+
+
+def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(frames, one row per text with ``text, stack_id, frame_ids``), vectorised."""
+    empty_stacks = pl.DataFrame(schema={"text": pl.String, "stack_id": pl.Int32,
+                                        "frame_ids": pl.List(pl.Int32)})
+    if texts.len() == 0:
+        return empty_frame("frames"), empty_stacks
+    clean = texts.str.strip_chars().str.replace(r'^"([\s\S]*)"$', "$1").str.strip_chars()
+    table = pl.DataFrame({"text": texts, "clean": clean}).filter(
+        (pl.col("clean") != "") & (pl.col("clean") != "NA"))
+    lines = table.with_columns(line=pl.col("clean").str.split("\n")).explode("line").with_columns(
+        pl.col("line").str.strip_chars()).filter(pl.col("line") != "")
+    if lines.is_empty():
+        return empty_frame("frames"), empty_stacks
+    py = pl.col("line").str.extract_groups(_PY_FRAME)
+    c = pl.col("line").str.extract_groups(_C_FRAME)
+    lines = lines.with_columns(py=py, c=c).with_columns(
+        filename=pl.coalesce(pl.col("py").struct.field("filename"),
+                             pl.col("c").struct.field("filename").str.strip_chars(), pl.lit("")),
+        line_no=pl.col("py").struct.field("line").cast(pl.Int64, strict=False).fill_null(0),
+        name=pl.coalesce(pl.col("py").struct.field("name"),
+                         pl.col("c").struct.field("name").replace("", None),
+                         pl.col("c").struct.field("addr"), pl.col("line")),
+    )
+    frames = lines.select("filename", pl.col("line_no").alias("line"), "name").unique().sort(
+        "filename", "line", "name").with_columns(frame_id=pl.int_range(pl.len(), dtype=pl.Int32))
+    lines = lines.join(frames, left_on=["filename", "line_no", "name"],
+                       right_on=["filename", "line", "name"], how="left", maintain_order="left")
+    per_text = lines.group_by("text", maintain_order=True).agg(frame_ids=pl.col("frame_id"))
+    keyed = per_text.with_columns(key=pl.col("frame_ids").cast(pl.List(pl.String)).list.join(","))
+    distinct = keyed.select("key").unique().sort("key").with_columns(
+        stack_id=pl.int_range(pl.len(), dtype=pl.Int32))
+    stacks = keyed.join(distinct, on="key").select(
+        "text", "stack_id", pl.col("frame_ids").cast(pl.List(pl.Int32)))
+    return frames.select("frame_id", "filename", "line", "name"), stacks
+
+
+# -- events and levels ------------------------------------------------------------------
+
+
+def _events(memory: pl.DataFrame, blocks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Events sorted by time with their levels, and per-device level facts."""
+    sizes = blocks.select("block_id", block_size=pl.col("size").fill_null(0),
+                          block_ghost="ghost", block_pool="pool")
+    events = memory.join(sizes, on="block_id", how="left").sort("t", "seq")
+    pool = pl.col("block_pool")
+    sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
+        -1).otherwise(0)
+    framework = pool.is_in(FRAMEWORK_POOLS)
+    driver = pool.is_in(DRIVER_POOLS)
+    events = events.with_columns(
+        alloc_delta=pl.when(framework).then(sign * pl.col("block_size")).otherwise(0),
+        driver_delta=pl.when(driver).then(sign * pl.col("block_size")).otherwise(0),
+    )
+    starts = blocks.filter(pl.col("ghost")).group_by("device").agg(
+        start_alloc=pl.col("size").filter(pl.col("pool").is_in(FRAMEWORK_POOLS)).sum(),
+        start_driver=pl.col("size").filter(pl.col("pool").is_in(DRIVER_POOLS)).sum(),
+    )
+    has = events.group_by("device").agg(
+        has_total=(framework & pl.col("total").is_not_null()).any(), has_driver=driver.any())
+    facts = has.join(starts, on="device", how="left").with_columns(
+        pl.col("start_alloc", "start_driver").fill_null(0))
+    events = events.join(facts, on="device", how="left", maintain_order="left")
+    total_key = ["device", "pid", "pool"]
+    reported = framework & pl.col("total").is_not_null()
+    total_delta = pl.when(reported).then(
+        pl.col("total") - pl.col("total").shift().over(pl.when(reported).then(
+            pl.concat_str(total_key, separator="\x1f", ignore_nulls=True)))
+        .fill_null(0)).otherwise(0)
+    events = events.with_columns(
+        allocated=pl.col("start_alloc") + pl.col("alloc_delta").cum_sum().over("device"),
+        pool_total=total_delta.cum_sum().over("device"),
+        seen_total=reported.cum_sum().over("device"),
+        drivers=pl.col("start_driver") + pl.col("driver_delta").cum_sum().over("device"),
+    ).with_columns(
+        reserved=pl.when(pl.col("has_total")).then(
+            pl.when(pl.col("seen_total") > 0).then(pl.col("pool_total")))
+        .when(pl.col("has_driver")).then(pl.col("drivers")),
+        active=pl.col("allocated"),
+        action=pl.col("event").replace_strict(_ACTIONS, return_dtype=pl.String),
+        stream=pl.lit(None, pl.Int64),
+        size=pl.col("size").fill_null(pl.col("block_size")),
+        event_type=pl.col("etype"), process=pl.col("pid"), thread=pl.col("tid"),
+    )
+    ends = events.group_by("device").agg(reserved_at_end=pl.col("reserved").drop_nulls().last())
+    levels = facts.join(ends, on="device", how="left")
+    keep = ["t", "seq", "device", "action", "addr", "size", "stream", "pool", "block_id",
+            "stack_id", "owner", "allocated", "active", "reserved",
+            "id", "event_type", "name", "process", "thread", "attr", "c_stack_id"]
+    return events.select(keep), levels
+
+
+# -- markers ----------------------------------------------------------------------------
+
+
+def _markers(other: pl.DataFrame) -> pl.DataFrame:
+    """Marker rows from every non-memory row (see the module docstring)."""
+    if other.is_empty():
+        return empty_frame("markers")
+    etype = pl.col("etype").fill_null("")
+    upper = etype.str.to_uppercase()
+    event = pl.col("event")
+    name = pl.col("name").fill_null("")
+    unquoted = name.str.replace(r'^"([\s\S]*)"$', "$1").str.strip_chars()
+    phase = (pl.when(upper.str.ends_with("_START") | upper.str.ends_with("RANGE_START"))
+             .then(pl.lit("start"))
+             .when(upper.str.ends_with("_END") | upper.str.ends_with("RANGE_END"))
+             .then(pl.lit("end")))
+    kind = (pl.when(event == "OP_LAUNCH").then(pl.lit("op"))
+            .when(event == "KERNEL_LAUNCH").then(pl.lit("kernel"))
+            .when((event == "MSTX") & phase.is_not_null()).then(pl.lit("mstx_range"))
+            .when(event == "MSTX").then(pl.lit("mstx"))
+            .when((event == "SYSTEM") & (upper == "STEP")).then(pl.lit("step"))
+            .when((event == "SYSTEM") & upper.is_in(["START_TRACE", "STOP_TRACE"]))
+            .then(pl.lit("trace"))
+            .when(event == "SYSTEM").then(pl.lit("system"))
+            .when(event == "SNAPSHOT").then(pl.lit("snapshot"))
+            .when(event == "OOM_DETAIL").then(pl.lit("oom"))
+            .otherwise(event.str.to_lowercase()))
+    label = (pl.when(event == "MSTX").then(unquoted)
+             .when(event == "KERNEL_LAUNCH").then(pl.when(name.is_in(["", "N/A"]))
+                                                  .then(pl.lit("kernel")).otherwise(name))
+             .when(event == "OP_LAUNCH").then(name)
+             .when((event == "SYSTEM") & (upper == "STEP")).then(pl.lit("step ") + name)
+             .when(event == "SYSTEM").then(etype.str.to_lowercase().str.replace_all("_", " "))
+             .when(event == "SNAPSHOT").then(unquoted)
+             .when(event == "OOM_DETAIL").then(etype.str.to_lowercase().str.replace_all("_", " "))
+             .otherwise(pl.when(name.is_in(["", "N/A"])).then(etype).otherwise(name)))
+    detail = pl.when(event.is_in(["SNAPSHOT", "OOM_DETAIL", "SYSTEM", "KERNEL_LAUNCH"])
+                     & ~pl.col("attr").is_in(["", "{}"])).then(pl.col("attr"))
+    rows = other.with_columns(
+        device=_device_column(other),  # N/A stays global: SYSTEM rows are copied per device
+        kind=kind, label=label, detail=detail,
+        phase=pl.when(event.is_in(["OP_LAUNCH", "MSTX"])
+                      | ((event == "KERNEL_LAUNCH") & (upper != "KERNEL_LAUNCH"))).then(phase),
+        family=upper.str.replace(r"_?(START|END)$", ""),
+    ).sort("t", "seq")
+    ranges = _marker_ranges(rows.filter(pl.col("phase").is_not_null()))
+    instants = rows.filter(pl.col("phase").is_null()).select(
+        "t", pl.lit(None, pl.Int64).alias("t_end"), "device", "kind", pl.col("label").alias("name"),
+        pl.col("pid").alias("process"), pl.col("tid").alias("thread"), "detail")
+    markers = pl.concat([instants, ranges], how="vertical_relaxed")
+    # SYSTEM rows are copied into every device's file: keep one of each.
+    shared = markers.filter(pl.col("device").is_null()).unique(
+        ["t", "kind", "name", "process"], keep="first", maintain_order=True)
+    return pl.concat([markers.filter(pl.col("device").is_not_null()), shared]).sort("t")
+
+
+def _marker_ranges(rows: pl.DataFrame) -> pl.DataFrame:
+    """Start and end rows paired first-in first-out per (process, thread, device, name).
+
+    MSTX range ends name their range differently from its start (old ones say "Range end
+    from id N"), and may come from another thread: they pair per (process, device).
+    """
+    is_mstx = pl.col("kind") == "mstx_range"
+    rows = rows.with_columns(
+        k_thread=pl.when(is_mstx | (pl.col("kind") == "kernel")).then(None)
+        .otherwise(pl.col("tid")),
+        k_name=pl.when(is_mstx).then(None).otherwise(pl.col("label")),
+    )
+    key = ["kind", "family", "pid", "k_thread", "device", "k_name"]
+    rows = rows.with_columns(nth=pl.int_range(pl.len()).over([*key, "phase"]))
+    starts = rows.filter(pl.col("phase") == "start")
+    ends = rows.filter(pl.col("phase") == "end").select(*key, "nth", t_end=pl.col("t"))
+    paired = starts.join(ends, on=[*key, "nth"], how="left", nulls_equal=True)
+    lonely = rows.filter(pl.col("phase") == "end").join(
+        starts.select(*key, "nth"), on=[*key, "nth"], how="anti", nulls_equal=True
+    ).with_columns(t_end=pl.lit(None, pl.Int64), label=pl.col("label") + " (end)")
+    cols = ["t", "t_end", "device", "kind", pl.col("label").alias("name"),
+            pl.col("pid").alias("process"), pl.col("tid").alias("thread"), "detail"]
+    return pl.concat([paired.select(cols), lonely.select(cols)], how="vertical_relaxed")
+
+
+# -- python trace -----------------------------------------------------------------------
+
+
+def _calls(trace: pl.DataFrame, events: pl.DataFrame, start: int | None, end: int | None,
+           warnings: list[str]) -> pl.DataFrame:
+    """Completed Python calls with their depth per thread (MindStudio Insight's rule).
+
+    ``N/A`` start (a return whose call came before tracing began) becomes the start of the
+    capture, ``N/A`` end (a call still open at ``tracer.stop()``) its end.
+    """
+    if trace.is_empty():
+        return empty_frame("calls")
+    owner = (events.group_by("process", "device").len().sort("len", descending=True)
+             .unique("process", keep="first").select(pid="process", pid_device="device"))
+    calls = trace.join(owner, on="pid", how="left").with_columns(
+        device=pl.col("file_device").fill_null(pl.col("pid_device")),
+        t_start=pl.col("start").fill_null(start), t_end=pl.col("end").fill_null(end),
+    )
+    backwards = calls.filter(pl.col("t_end") < pl.col("t_start")).height
+    if backwards:
+        warnings.append(f"{backwards} python-trace rows ending before they start skipped")
+    calls = calls.filter(pl.col("t_end") >= pl.col("t_start")).sort(
+        "pid", "tid", "t_start", pl.col("t_end"), descending=[False, False, False, True])
+    depth = call_depths(calls["pid"].fill_null(-1).to_numpy(),
+                        calls["tid"].fill_null(-1).to_numpy(),
+                        calls["t_start"].to_numpy(), calls["t_end"].to_numpy())
+    return calls.select(
+        "device", thread=pl.col("tid").cast(pl.String), t_start="t_start", t_end="t_end",
+        depth=pl.Series(depth, dtype=pl.Int32), name=pl.col("func"), process=pl.col("pid"))
+
+
+def call_depths(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Depth of each call: its thread's stack size when it starts, as Insight builds it.
+
+    Insight pushes calls in start order onto a per-thread stack after popping every call
+    that ended before (``end < start``).  Input is sorted by (pid, tid, start, -end).
+    Where the calls of a thread nest properly (the usual case) the depth is the number
+    of earlier calls of the thread not yet ended: computed vectorised, then checked (each
+    call must end within the call it is counted under); threads that fail the check are
+    replayed with Insight's stack.
+    """
+    n = start.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    group = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    index_in_group = np.arange(n) - first[group]
+    # Calls of the same thread that ended strictly before each start.
+    order = np.lexsort((end, group))
+    ended = _count_less(group[order], end[order], group, start) - first[group]
+    depth = index_in_group - ended
+    bad = _not_nested(group, depth, end)
+    if bad.size:
+        for g in bad:
+            rows = np.flatnonzero(group == g)
+            depth[rows] = _insight_depths(start[rows], end[rows])
+    return depth.astype(np.int32)
+
+
+def _count_less(groups_sorted: np.ndarray, values_sorted: np.ndarray, groups: np.ndarray,
+                queries: np.ndarray) -> np.ndarray:
+    """For each query, how many (group, value) pairs sort before (its group, query)."""
+    # Rank values within the whole array so (group, rank) packs into one int64 key.
+    all_values = np.concatenate([values_sorted, queries])
+    ranks = np.unique(all_values, return_inverse=True)[1]
+    width = np.int64(ranks.max() + 1)
+    keys = groups_sorted.astype(np.int64) * width + ranks[: values_sorted.size]
+    probes = groups.astype(np.int64) * width + ranks[values_sorted.size:]
+    return np.searchsorted(keys, probes, side="left")
+
+
+def _not_nested(group: np.ndarray, depth: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Groups where some call outlives the latest earlier call one level up (its parent)."""
+    n = depth.size
+    child = np.flatnonzero(depth > 0)
+    if child.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = np.int64(depth.max() + 2)
+    keys = (group.astype(np.int64) * top + depth) * n + np.arange(n)
+    order = np.argsort(keys)
+    probe = (group[child].astype(np.int64) * top + depth[child] - 1) * n + child
+    at = np.searchsorted(keys[order], probe, side="left") - 1
+    parent = order[np.clip(at, 0, n - 1)]
+    valid = (at >= 0) & (group[parent] == group[child]) & (depth[parent] == depth[child] - 1)
+    broken = ~valid | (end[child] > end[parent])
+    return np.unique(group[child[broken]])
+
+
+def _insight_depths(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Insight's stack replay for one thread (only for threads whose calls overlap)."""
+    depth = np.empty(start.size, dtype=np.int64)
+    stack: list[int] = []
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        while stack and stack[-1] < s:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(e)
+    return depth
+
+
+# -- devices ----------------------------------------------------------------------------
+
+
+def _devices(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
+             markers: pl.DataFrame, calls: pl.DataFrame) -> list[DeviceInfo]:
+    names = set()
+    for frame in (events, markers, calls):
+        if frame.height:
+            names |= set(frame["device"].drop_nulls().unique().to_list())
+    facts = {row["device"]: row for row in levels.iter_rows(named=True)}
+    live = blocks.filter(pl.col("t_free").is_null() & pl.col("pool").is_in(FRAMEWORK_POOLS))
+    live = dict(live.group_by("device").agg(pl.col("size").sum()).iter_rows())
+    devices = []
+    for name in sorted(names, key=_device_sort_key):
+        fact = facts.get(name)
+        info = DeviceInfo(name=name, kind="host" if name == "host" else "npu")
+        if fact is not None:
+            info.start_allocated = int(fact["start_alloc"])
+            info.allocated_at_end = int(live.get(name) or 0)
+            info.start_reserved = (None if fact["has_total"] or not fact["has_driver"]
+                                   else int(fact["start_driver"]))
+            info.reserved_at_end = fact["reserved_at_end"]
+        devices.append(info)
+    return devices
+
+
+def _device_sort_key(name: str) -> tuple[int, int, str]:
+    kind, _, index = name.partition(":")
+    if index.isdigit():
+        return (0, int(index), kind)
+    return (1, 0, name)
