@@ -22,6 +22,7 @@ file of a result folder) and builds the MemoryTrace, all in polars/numpy:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +31,7 @@ import polars as pl
 
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, inefficient_flags
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
-from memtui.sources.memscope_read import RAW_COLUMNS, RawFile
+from memtui.sources.memscope_read import ATTR_SIZE, RAW_COLUMNS, RawFile
 
 SOURCE = "msmemscope"
 FRAMEWORK_POOLS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
@@ -54,9 +55,11 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None,
     memory, blocks, frames, stacks = _stacks(memory, blocks)
     _report(progress, 0.8, "levels")
     events, levels = _events(memory, blocks)
+    del memory
     blocks = blocks.with_columns(flags=inefficient_flags(blocks, end, thresholds))
     _report(progress, 0.9, "markers and calls")
     markers = _markers(other)
+    del other
     calls = _calls(trace, events, start, end, warnings)
     devices = _devices(events, blocks, levels, markers, calls)
     meta = TraceMeta(
@@ -81,7 +84,10 @@ def _report(progress: Progress, fraction: float, message: str) -> None:
 
 
 def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Memory, other and trace rows of every file, with a ``seq`` unique across files."""
+    """Memory, other and trace rows of every file, with a ``seq`` unique across files.
+
+    The files give their frames up, so that each stage can drop what it no longer needs.
+    """
     memory, other, trace = [], [], []
     offset = 0
     for f in files:
@@ -91,6 +97,7 @@ def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
             if frame is not None and frame.height:
                 out.append(frame.with_columns(seq=pl.col("row") + offset, file_device=device))
                 size = max(size, int(frame["row"].max()) + 1)
+        f.memory = f.other = f.trace = None  # the rows live on in the frames built here only
         offset += size
     return (_stack_frames(memory, _MEMORY_EMPTY), _stack_frames(other, _OTHER_EMPTY),
             _stack_frames(trace, _TRACE_EMPTY))
@@ -98,9 +105,11 @@ def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
 
 _RAW_SCHEMA = {c: (pl.Int64 if c in ("id", "t", "pid", "tid") else pl.String) for c in RAW_COLUMNS}
 _COMMON = {"row": pl.Int64, "seq": pl.Int64, "file_device": pl.String}
-_OTHER_EMPTY = {**_COMMON, **_RAW_SCHEMA}
-_MEMORY_EMPTY = {**_OTHER_EMPTY, "aid": pl.Int64, "size": pl.Int64, "owner": pl.String,
-                 "ineff": pl.String, "total": pl.Int64, "apool": pl.String}
+_OTHER_EMPTY = {k: v for k, v in {**_COMMON, **_RAW_SCHEMA}.items()
+                if k not in ("py_stack", "c_stack")}
+_MEMORY_EMPTY = {**_COMMON, **_RAW_SCHEMA, "py_stack": pl.Categorical, "c_stack": pl.Categorical,
+                 "aid": pl.Int64, "size": pl.Int64, "owner": pl.String, "ineff": pl.String,
+                 "total": pl.Int64, "apool": pl.String}
 _TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64,
                 "tid": pl.Int64, "pid": pl.Int64}
 
@@ -149,14 +158,17 @@ def _memory_columns(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     """Device names, addresses and pools; FREE rows without a device get their MALLOC's."""
     ptr = pl.col("ptr").str.strip_chars()
     is_hex = ptr.str.starts_with("0x") | ptr.str.starts_with("0X")
-    addr = pl.when(is_hex).then(ptr.str.slice(2).str.to_integer(base=16, strict=False)).otherwise(
-        ptr.str.to_integer(base=10, strict=False))
+    hexadecimal = ptr.str.slice(2).str.to_integer(base=16, strict=False)
+    decimal = ptr.str.to_integer(base=10, strict=False)
+    hex_rows = memory.select(is_hex.sum()).item()  # one notation per file, as a rule
+    addr = (hexadecimal if hex_rows == memory.height else decimal if hex_rows == 0
+            else pl.when(is_hex).then(hexadecimal).otherwise(decimal))
     pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
     memory = memory.with_columns(
         device=_device_column(memory).fill_null(pl.col("file_device")),
         addr=addr.cast(pl.UInt64, strict=False),
         pool=pool.replace(_POOL_ALIASES),
-    )
+    ).drop("ptr", "dev", "apool", "file_device", "row")
     return _resolve_free_devices(memory, warnings)
 
 
@@ -190,43 +202,50 @@ def _resolve_free_devices(memory: pl.DataFrame, warnings: list[str]) -> pl.DataF
 
 def _blocks(memory: pl.DataFrame, start: int | None,
             warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Pair rows into blocks; return the rows with ``block_id`` and the blocks frame."""
+    """Pair rows into blocks; return the rows (same order) with ``block_id``, and the blocks.
+
+    Only narrow key columns are sorted; the wide rows are gathered once per block.
+    """
+    memory = memory.with_row_index("_i")
     by_id = memory.filter(pl.col("aid").is_not_null())
     by_addr = memory.filter(pl.col("aid").is_null())
     parts = [_lifetimes(by_id, ["pid", "aid"]),
              _lifetimes(by_addr, ["pid", "device", "addr", "pool"])]
-    rows = pl.concat([p for p in parts if p.height] or [parts[0]], how="vertical_relaxed")
-    rows, blocks = _block_rows(rows, start)
-    missing = rows.filter(pl.col("device").is_null()).height
+    order = pl.concat(parts)  # rows in block order: _i, t, event, boundary
+    memory, blocks = _block_rows(memory, order, start)
+    missing = memory.filter(pl.col("device").is_null()).height
     if missing:
         warnings.append(f"{missing} memory rows whose block has no device skipped")
-        rows = rows.filter(pl.col("device").is_not_null())
+        memory = memory.filter(pl.col("device").is_not_null())
         blocks = blocks.filter(pl.col("device").is_not_null())
-    return rows, blocks
+    return memory, blocks
 
 
 def _lifetimes(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Rows in (key, time) order with ``boundary``: the row starts a block.
+    """Row indices in (key, time) order with ``boundary``: the row starts a block.
 
     A block starts at a key's first row, at each MALLOC, and after each FREE.
     """
-    rows = rows.sort([*keys, "t", "seq"])
+    rows = rows.select("_i", *keys, "t", "seq", "event").sort([*keys, "t", "seq"])
     first = pl.int_range(pl.len()) == 0
     new_key = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift()) for k in keys])
     boundary = (first | new_key | (pl.col("event") == "MALLOC")
                 | (pl.col("event") == "FREE").shift(1, fill_value=False))
-    return rows.with_columns(boundary=boundary)
+    return rows.select("_i", "t", "event", boundary=boundary)
 
 
-def _block_rows(rows: pl.DataFrame, start: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Blocks from their first and last rows (a block is a run of rows, see _lifetimes)."""
-    flags = rows["boundary"].to_numpy()
+def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
+                start: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Blocks from their first and last rows (a block is a run of ``order``)."""
+    flags = order["boundary"].to_numpy()
+    index = order["_i"].to_numpy()
     starts = np.flatnonzero(flags)
     ends = (np.append(starts[1:], len(flags)) - 1) if starts.size else starts
     cols = ["t", "seq", "event", "device", "addr", "pool", "size", "pid", "tid", "owner",
             "ineff", "py_stack", "c_stack"]
-    first = rows.select(cols)[starts]
-    last = rows.select(cols)[ends]
+    narrow = memory.select(cols)
+    first = narrow[index[starts]]
+    last = narrow[index[ends]]
     opened = first["event"] == "MALLOC"
     closed = last["event"] == "FREE"
     blocks = pl.DataFrame({
@@ -246,20 +265,33 @@ def _block_rows(rows: pl.DataFrame, start: int | None) -> tuple[pl.DataFrame, pl
         "c_stack": _pick(opened, first["c_stack"], last["c_stack"]),
         "ghost": ~opened,
     })
-    blk = np.cumsum(flags) - 1
-    rows = rows.with_columns(blk=pl.Series(blk, dtype=pl.Int64)).drop("boundary")
-    access = _access_times(rows)
+    blocks = _sizes_from_access(blocks, memory, index[starts])
+    blk_in_order = np.cumsum(flags) - 1
+    access = _access_times(order.select("t", "event", blk=pl.Series(blk_in_order)))
     blocks = blocks.join(access, on="blk", how="left").sort(
         "device", "t_alloc", "seq_alloc", "seq_free", nulls_last=False
     ).with_columns(block_id=pl.int_range(pl.len(), dtype=pl.Int64))
-    lookup = np.empty(blocks.height, dtype=np.int64)
-    lookup[blocks["blk"].to_numpy()] = np.arange(blocks.height)
-    block_device = blocks.sort("blk")["device"]
-    rows = rows.with_columns(
-        block_id=pl.Series(lookup[blk], dtype=pl.Int64),
-        device=pl.col("device").fill_null(block_device.gather(pl.Series(blk))),
-    )
-    return rows.drop("blk"), blocks.drop("blk")
+    block_of_blk = np.empty(blocks.height, dtype=np.int64)
+    block_of_blk[blocks["blk"].to_numpy()] = np.arange(blocks.height)
+    block_id = np.empty(index.size, dtype=np.int64)
+    block_id[index] = block_of_blk[blk_in_order]
+    block_device = blocks["device"].gather(pl.Series(block_id))
+    memory = memory.with_columns(
+        block_id=pl.Series(block_id, dtype=pl.Int64),
+        device=pl.col("device").fill_null(block_device),
+    ).drop("_i")
+    return memory, blocks.drop("blk")
+
+
+def _sizes_from_access(blocks: pl.DataFrame, memory: pl.DataFrame, first_rows: np.ndarray):
+    """Blocks seen only through ACCESS rows take the size those rows' Attr names."""
+    missing = blocks["size"].is_null().to_numpy()
+    if not missing.any():
+        return blocks
+    attr = memory["attr"].gather(pl.Series(first_rows[missing]))
+    found = attr.str.extract(ATTR_SIZE, 1).cast(pl.Int64, strict=False).abs()
+    sizes = blocks["size"].scatter(np.flatnonzero(missing), found)
+    return blocks.with_columns(size=sizes)
 
 
 def _pick(mask: pl.Series, yes: pl.Series, no) -> pl.Series:
@@ -289,22 +321,32 @@ _C_FRAME = r"^(?<filename>[^(\[]*)\((?<name>[^)]*)\)\s*\[(?<addr>0x[0-9a-fA-F]+)
 def _stacks(memory: pl.DataFrame, blocks: pl.DataFrame):
     """Intern the distinct stack texts of rows and blocks; replace texts by ``stack_id``.
 
-    ``stack_id`` is the Python stack, or the C stack where there is no Python one;
-    ``c_stack_id`` (an extension column) is always the C stack.
+    The texts are categoricals (read that way): only the distinct ones are parsed, and
+    rows find their stack by category code.  ``stack_id`` is the Python stack, or the C
+    stack where there is no Python one; ``c_stack_id`` (an extension column) is always
+    the C stack.
     """
-    texts = pl.concat([memory["py_stack"], memory["c_stack"]]).drop_nulls().unique()
-    frames, stack_of_text = _parse_stacks(texts)
+    distinct = pl.concat([memory["py_stack"].unique(), memory["c_stack"].unique()]).drop_nulls()
+    distinct = distinct.unique()
+    frames, stack_of_text = _parse_stacks(distinct.cast(pl.String))
     frames_df = conform(frames, "frames")
     stacks_df = conform(stack_of_text.select("stack_id", "frame_ids").unique("stack_id")
                         .sort("stack_id"), "stacks")
-    ids = stack_of_text.select("text", "stack_id")
+    codes = distinct.to_physical().to_numpy().astype(np.int64)
+    lookup = np.full(int(codes.max()) + 1 if codes.size else 1, -1, dtype=np.int64)
+    by_text = dict(zip(stack_of_text["text"].to_list(), stack_of_text["stack_id"].to_list(),
+                       strict=True))
+    lookup[codes] = [by_text.get(t, -1) for t in distinct.cast(pl.String).to_list()]
+
+    def ids(column: pl.Series) -> pl.Series:
+        physical = column.to_physical()
+        found = lookup[physical.fill_null(0).to_numpy().astype(np.int64)]
+        found[physical.is_null().to_numpy()] = -1
+        return pl.Series(found, dtype=pl.Int32).replace(-1, None)
 
     def with_ids(df: pl.DataFrame) -> pl.DataFrame:
-        for column, out in (("py_stack", "py_id"), ("c_stack", "c_stack_id")):
-            df = df.join(ids.rename({"text": column, "stack_id": out}), on=column, how="left",
-                         maintain_order="left")
-        return df.with_columns(stack_id=pl.col("py_id").fill_null(pl.col("c_stack_id"))).drop(
-            "py_id", "py_stack", "c_stack")
+        py, c = ids(df["py_stack"]), ids(df["c_stack"])
+        return df.with_columns(stack_id=py.fill_null(c), c_stack_id=c).drop("py_stack", "c_stack")
 
     return with_ids(memory), with_ids(blocks), frames_df, stacks_df
 
@@ -349,49 +391,53 @@ def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _events(memory: pl.DataFrame, blocks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Events sorted by time with their levels, and per-device level facts."""
-    sizes = blocks.select("block_id", block_size=pl.col("size").fill_null(0),
-                          block_ghost="ghost", block_pool="pool")
-    events = memory.join(sizes, on="block_id", how="left").sort("t", "seq")
+    """Events sorted by time with their levels, and per-device level facts.
+
+    Blocks are indexed by ``block_id``; the wide rows are sorted once and never joined.
+    """
+    block = pl.Series(memory["block_id"])
+    events = memory.drop("aid", "ineff").with_columns(
+        block_size=blocks["size"].fill_null(0).gather(block),
+        block_pool=blocks["pool"].gather(block),
+    ).sort("t", "seq")
     pool = pl.col("block_pool")
     sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
         -1).otherwise(0)
     framework = pool.is_in(FRAMEWORK_POOLS)
     driver = pool.is_in(DRIVER_POOLS)
-    events = events.with_columns(
-        alloc_delta=pl.when(framework).then(sign * pl.col("block_size")).otherwise(0),
-        driver_delta=pl.when(driver).then(sign * pl.col("block_size")).otherwise(0),
-    )
-    starts = blocks.filter(pl.col("ghost")).group_by("device").agg(
+    reported = framework & pl.col("total").is_not_null()
+    ghosts = blocks.filter(pl.col("ghost"))
+    facts = events.group_by("device").agg(
+        has_total=reported.any(), has_driver=driver.any(),
+    ).join(ghosts.group_by("device").agg(
         start_alloc=pl.col("size").filter(pl.col("pool").is_in(FRAMEWORK_POOLS)).sum(),
         start_driver=pl.col("size").filter(pl.col("pool").is_in(DRIVER_POOLS)).sum(),
-    )
-    has = events.group_by("device").agg(
-        has_total=(framework & pl.col("total").is_not_null()).any(), has_driver=driver.any())
-    facts = has.join(starts, on="device", how="left").with_columns(
-        pl.col("start_alloc", "start_driver").fill_null(0))
-    events = events.join(facts, on="device", how="left", maintain_order="left")
-    total_key = ["device", "pid", "pool"]
-    reported = framework & pl.col("total").is_not_null()
-    total_delta = pl.when(reported).then(
-        pl.col("total") - pl.col("total").shift().over(pl.when(reported).then(
-            pl.concat_str(total_key, separator="\x1f", ignore_nulls=True)))
-        .fill_null(0)).otherwise(0)
+    ), on="device", how="left").with_columns(pl.col("start_alloc", "start_driver").fill_null(0))
+
+    def per_device(column: str) -> pl.Expr:
+        mapping = dict(zip(facts["device"].to_list(), facts[column].to_list(), strict=True))
+        return pl.col("device").replace_strict(mapping, default=None,
+                                               return_dtype=facts.schema[column])
+
+    previous = pl.col("total").forward_fill().shift(1).over(["device", "pid", "pool"])
+    total_delta = pl.when(reported).then(pl.col("total") - previous.fill_null(0)).otherwise(0)
     events = events.with_columns(
-        allocated=pl.col("start_alloc") + pl.col("alloc_delta").cum_sum().over("device"),
-        pool_total=total_delta.cum_sum().over("device"),
-        seen_total=reported.cum_sum().over("device"),
-        drivers=pl.col("start_driver") + pl.col("driver_delta").cum_sum().over("device"),
+        pool=pl.col("pool").fill_null(pool),
     ).with_columns(
-        reserved=pl.when(pl.col("has_total")).then(
-            pl.when(pl.col("seen_total") > 0).then(pl.col("pool_total")))
-        .when(pl.col("has_driver")).then(pl.col("drivers")),
+        allocated=per_device("start_alloc") + pl.when(framework).then(
+            sign * pl.col("block_size")).otherwise(0).cum_sum().over("device"),
+        reserved=pl.when(per_device("has_total")).then(
+            pl.when(reported.cum_sum().over("device") > 0).then(
+                total_delta.cum_sum().over("device")))
+        .when(per_device("has_driver")).then(
+            per_device("start_driver") + pl.when(driver).then(
+                sign * pl.col("block_size")).otherwise(0).cum_sum().over("device")),
+    ).with_columns(
         active=pl.col("allocated"),
         action=pl.col("event").replace_strict(_ACTIONS, return_dtype=pl.String),
         stream=pl.lit(None, pl.Int64),
         size=pl.col("size").fill_null(pl.col("block_size")),
-        event_type=pl.col("etype"), process=pl.col("pid"), thread=pl.col("tid"),
-    )
+    ).rename({"etype": "event_type", "pid": "process", "tid": "thread"})
     ends = events.group_by("device").agg(reserved_at_end=pl.col("reserved").drop_nulls().last())
     levels = facts.join(ends, on="device", how="left")
     keep = ["t", "seq", "device", "action", "addr", "size", "stream", "pool", "block_id",
@@ -403,47 +449,57 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame) -> tuple[pl.DataFrame, p
 # -- markers ----------------------------------------------------------------------------
 
 
+def _marker_kind(event: str, etype: str) -> tuple[str, str | None, str, str, str]:
+    """(kind, phase, family, label rule, fixed label) of one (Event, Event Type) pair."""
+    upper = etype.upper()
+    phase = "start" if upper.endswith("START") else "end" if upper.endswith("END") else None
+    family = re.sub(r"_?(START|END)$", "", upper)
+    words = etype.lower().replace("_", " ")
+    if event == "OP_LAUNCH":
+        return "op", phase, family, "name", ""
+    if event == "KERNEL_LAUNCH":
+        return "kernel", None if upper == "KERNEL_LAUNCH" else phase, family, "name_or", "kernel"
+    if event == "MSTX":
+        return ("mstx_range" if phase else "mstx"), phase, "RANGE", "unquote", ""
+    if event == "SYSTEM" and upper == "STEP":
+        return "step", None, family, "step", ""
+    if event == "SYSTEM":
+        return ("trace" if upper in ("START_TRACE", "STOP_TRACE") else "system"), None, family, \
+            "fixed", words
+    if event == "SNAPSHOT":
+        return "snapshot", None, family, "unquote", ""
+    if event == "OOM_DETAIL":
+        return "oom", None, family, "fixed", words
+    return event.lower(), None, family, "name_or", etype
+
+
 def _markers(other: pl.DataFrame) -> pl.DataFrame:
-    """Marker rows from every non-memory row (see the module docstring)."""
+    """Marker rows from every non-memory row (see the module docstring).
+
+    What each row becomes depends on its (Event, Event Type) pair only: the few distinct
+    pairs are classified once and joined onto the rows.
+    """
     if other.is_empty():
         return empty_frame("markers")
-    etype = pl.col("etype").fill_null("")
-    upper = etype.str.to_uppercase()
-    event = pl.col("event")
+    pairs = other.select(pl.col("event"), pl.col("etype").fill_null("")).unique()
+    kinds = pl.DataFrame(
+        [(e, t, *_marker_kind(e, t)) for e, t in pairs.iter_rows()],
+        schema={"event": pl.String, "etype": pl.String, "kind": pl.String, "phase": pl.String,
+                "family": pl.String, "rule": pl.String, "fixed": pl.String}, orient="row")
+    rule = pl.col("rule")
     name = pl.col("name").fill_null("")
-    unquoted = name.str.replace(r'^"([\s\S]*)"$', "$1").str.strip_chars()
-    phase = (pl.when(upper.str.ends_with("_START") | upper.str.ends_with("RANGE_START"))
-             .then(pl.lit("start"))
-             .when(upper.str.ends_with("_END") | upper.str.ends_with("RANGE_END"))
-             .then(pl.lit("end")))
-    kind = (pl.when(event == "OP_LAUNCH").then(pl.lit("op"))
-            .when(event == "KERNEL_LAUNCH").then(pl.lit("kernel"))
-            .when((event == "MSTX") & phase.is_not_null()).then(pl.lit("mstx_range"))
-            .when(event == "MSTX").then(pl.lit("mstx"))
-            .when((event == "SYSTEM") & (upper == "STEP")).then(pl.lit("step"))
-            .when((event == "SYSTEM") & upper.is_in(["START_TRACE", "STOP_TRACE"]))
-            .then(pl.lit("trace"))
-            .when(event == "SYSTEM").then(pl.lit("system"))
-            .when(event == "SNAPSHOT").then(pl.lit("snapshot"))
-            .when(event == "OOM_DETAIL").then(pl.lit("oom"))
-            .otherwise(event.str.to_lowercase()))
-    label = (pl.when(event == "MSTX").then(unquoted)
-             .when(event == "KERNEL_LAUNCH").then(pl.when(name.is_in(["", "N/A"]))
-                                                  .then(pl.lit("kernel")).otherwise(name))
-             .when(event == "OP_LAUNCH").then(name)
-             .when((event == "SYSTEM") & (upper == "STEP")).then(pl.lit("step ") + name)
-             .when(event == "SYSTEM").then(etype.str.to_lowercase().str.replace_all("_", " "))
-             .when(event == "SNAPSHOT").then(unquoted)
-             .when(event == "OOM_DETAIL").then(etype.str.to_lowercase().str.replace_all("_", " "))
-             .otherwise(pl.when(name.is_in(["", "N/A"])).then(etype).otherwise(name)))
-    detail = pl.when(event.is_in(["SNAPSHOT", "OOM_DETAIL", "SYSTEM", "KERNEL_LAUNCH"])
-                     & ~pl.col("attr").is_in(["", "{}"])).then(pl.col("attr"))
-    rows = other.with_columns(
+    label = (pl.when(rule == "name").then(name)
+             .when(rule == "unquote").then(
+                 name.str.strip_prefix('"').str.strip_suffix('"').str.strip_chars())
+             .when(rule == "step").then(pl.lit("step ") + name)
+             .when(rule == "fixed").then(pl.col("fixed"))
+             .otherwise(pl.when(name.is_in(["", "N/A"])).then(pl.col("fixed")).otherwise(name)))
+    rows = other.select(
+        "t", "seq", "event", pl.col("etype").fill_null(""), "name", "pid", "tid", "attr",
         device=_device_column(other),  # N/A stays global: SYSTEM rows are copied per device
-        kind=kind, label=label, detail=detail,
-        phase=pl.when(event.is_in(["OP_LAUNCH", "MSTX"])
-                      | ((event == "KERNEL_LAUNCH") & (upper != "KERNEL_LAUNCH"))).then(phase),
-        family=upper.str.replace(r"_?(START|END)$", ""),
+    ).join(kinds, on=["event", "etype"], how="left", maintain_order="left").select(
+        "t", "seq", "device", "pid", "tid", "kind", "phase", "family",
+        label=label, detail=pl.when(~pl.col("attr").is_in(["", "{}"])).then(pl.col("attr")),
     ).sort("t", "seq")
     ranges = _marker_ranges(rows.filter(pl.col("phase").is_not_null()))
     instants = rows.filter(pl.col("phase").is_null()).select(

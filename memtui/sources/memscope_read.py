@@ -23,6 +23,8 @@ import csv
 import io
 import re
 import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +36,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 DUMP_TABLES = ("memscope_dump", "leaks_dump")
 TRACE_TABLE = re.compile(r"python_trace_(\d+)")
 MEMORY_EVENTS = ("MALLOC", "FREE", "ACCESS")
+#: Other rows whose Attr says something worth keeping (as the marker's detail).
+_DETAIL_EVENTS = ("SNAPSHOT", "OOM_DETAIL", "SYSTEM")
 
 #: Normalised column name (lower case, letters and digits only) -> raw column.
 _DUMP_COLUMNS = {
@@ -219,9 +223,10 @@ def _read_db_tables(path: Path, con: sqlite3.Connection) -> RawFile:
             raw.warnings.append(
                 f"{Path(path).name}: an early MindStudio Insight prototype layout "
                 "(camelCase columns); read as msLeaks data")
-        rows = _read_table(con, dump, mapping, int_columns=_INT_COLUMNS)
-        unreadable = _split_dump(raw, _scale_time(rows, "t_us" in mapping.values()),
-                                 attr_json=True)
+        dump_rows = _DumpRows(raw, micro="t_us" in mapping.values(), attr_json=True)
+        for chunk in _read_table(con, dump, mapping, int_columns=_INT_COLUMNS):
+            dump_rows.add(chunk)
+        unreadable = dump_rows.finish()
         if unreadable:
             raw.warnings.append(f"{Path(path).name}: {unreadable} rows without a readable "
                                 "event or timestamp skipped")
@@ -229,7 +234,10 @@ def _read_db_tables(path: Path, con: sqlite3.Connection) -> RawFile:
     for table in traces:
         mapping = _map_columns(path, table, _table_columns(con, table), _TRACE_COLUMNS,
                                ("func", "start", "end"))
-        part = _read_table(con, table, mapping, int_columns=("tid", "pid"))
+        chunks = list(_read_table(con, table, mapping, int_columns=("tid", "pid")))
+        if not chunks:
+            continue
+        part = pl.concat(chunks)
         if "pid" not in part.columns or part["pid"].null_count() == part.height:
             part = part.with_columns(pid=pl.lit(int(TRACE_TABLE.fullmatch(table).group(1))))
         parts.append(part)
@@ -259,67 +267,90 @@ def _map_columns(path: Path, table: str, columns: list[str], known: dict[str, st
 
 
 def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
-                int_columns: tuple[str, ...]) -> pl.DataFrame:
-    """All rows of ``table``'s mapped columns, in rowid order, as polars columns."""
-    sources = list(mapping)
-    names = [mapping[c] for c in sources]
-    schema = {n: (pl.Int64 if n in int_columns or n == "t_us" else pl.String) for n in names}
-    fmt = _FIELD.join(["%s"] * len(sources))
-    select = ", ".join(f'"{c}"' for c in sources)
+                int_columns: tuple[str, ...]) -> Iterator[pl.DataFrame]:
+    """The rows of ``table``'s mapped columns in rowid chunks, each with its ``row`` index.
+
+    SQLite reads the next chunk in a worker thread (``sqlite3`` lets go of the GIL while
+    SQLite works) while the caller parses the current one.
+    """
+    query = _ChunkQuery(con, table, mapping, int_columns)
     try:
         lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        ranges = [] if lo is None else [
+            (a, min(a + _CHUNK_ROWS - 1, hi)) for a in range(lo, hi + 1, _CHUNK_ROWS)]
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
-        lo = hi = None
-    if lo is None:
-        ranges = [None] if hi is None and lo is None else []
-    else:
-        ranges = [(a, min(a + _CHUNK_ROWS - 1, hi)) for a in range(lo, hi + 1, _CHUNK_ROWS)]
-    parts = []
-    for bounds in ranges:
-        where = "" if bounds is None else " WHERE rowid BETWEEN ? AND ?"
-        parts.append(_read_chunk(con, table, select, fmt, where, bounds or (), schema))
-    if not parts:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(parts).with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+        ranges = [None]
+    offset = 0
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        pending = worker.submit(query.fetch, ranges[0]) if ranges else None
+        for index, bounds in enumerate(ranges):
+            count, blob = pending.result()
+            if index + 1 < len(ranges):
+                pending = worker.submit(query.fetch, ranges[index + 1])
+            chunk = query.parse(count, blob, bounds)
+            del blob
+            if chunk.height:
+                yield chunk.with_row_index("row", offset=offset).with_columns(
+                    pl.col("row").cast(pl.Int64))
+                offset += chunk.height
 
 
-def _read_chunk(con, table, select, fmt, where, params, schema) -> pl.DataFrame:
-    count, blob = con.execute(
-        f"SELECT count(*), CAST(group_concat(printf('{fmt}', {select}), char(30)) AS BLOB) "
-        f'FROM "{table}" NOT INDEXED{where}', params).fetchone()
-    if not count:
-        return pl.DataFrame(schema=schema)
-    try:
-        df = pl.read_csv(blob, separator=_FIELD, eol_char=_RECORD, quote_char=None,
-                         has_header=False, schema=schema, ignore_errors=True,
-                         encoding="utf8-lossy")
-        if df.height == count:
-            return df
-    except pl.exceptions.PolarsError:
-        pass
-    # The text holds the separators themselves: read this chunk plainly.
-    rows = con.execute(f'SELECT {select} FROM "{table}" NOT INDEXED{where}', params).fetchall()
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema]
-    return pl.DataFrame(
-        {n: pl.Series(n, col, dtype=pl.String, strict=False)
-         if dt == pl.String else _ints(n, col) for (n, dt), col in zip(schema.items(), columns,
-                                                                       strict=True)}
-    ).with_columns(pl.col(pl.String).replace("", None))
+class _ChunkQuery:
+    """One table's columns, fetched as one text per rowid range and split by polars."""
+
+    def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
+                 int_columns: tuple[str, ...]) -> None:
+        sources = list(mapping)
+        self.con = con
+        self.table = table
+        self.schema = {mapping[c]: (pl.Int64 if mapping[c] in int_columns or mapping[c] == "t_us"
+                                    else pl.String) for c in sources}
+        self.select = ", ".join(f'"{c}"' for c in sources)
+        self.fmt = _FIELD.join(["%s"] * len(sources))
+
+    @staticmethod
+    def _where(bounds) -> tuple[str, tuple]:
+        return ("", ()) if bounds is None else (" WHERE rowid BETWEEN ? AND ?", bounds)
+
+    def fetch(self, bounds) -> tuple[int, bytes | None]:
+        where, params = self._where(bounds)
+        return self.con.execute(
+            f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
+            f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
+
+    def parse(self, count: int, blob: bytes | None, bounds) -> pl.DataFrame:
+        if not count:
+            return pl.DataFrame(schema=self.schema)
+        try:
+            df = pl.read_csv(blob, separator=_FIELD, eol_char=_RECORD, quote_char=None,
+                             has_header=False, schema=self.schema, ignore_errors=True,
+                             encoding="utf8-lossy")
+            if df.height == count:
+                return df
+        except pl.exceptions.PolarsError:
+            pass
+        return self._plain(bounds)
+
+    def _plain(self, bounds) -> pl.DataFrame:
+        """The text holds the separators themselves: read this chunk row by row."""
+        where, params = self._where(bounds)
+        con = connect_ro(Path(self.con.execute("PRAGMA database_list").fetchone()[2]))
+        try:
+            rows = con.execute(f'SELECT {self.select} FROM "{self.table}" NOT INDEXED{where}',
+                               params).fetchall()
+        finally:
+            con.close()
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in self.schema]
+        return pl.DataFrame(
+            {n: pl.Series(n, col, dtype=pl.String, strict=False) if dt == pl.String
+             else _ints(n, col) for (n, dt), col in zip(self.schema.items(), columns,
+                                                        strict=True)}
+        ).with_columns(pl.col(pl.String).replace("", None))
 
 
 def _ints(name: str, values) -> pl.Series:
     text = pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
     return text.str.strip_chars().cast(pl.Int64, strict=False)
-
-
-def _scale_time(rows: pl.DataFrame, micro: bool) -> pl.DataFrame:
-    """Timestamps in ns: µs where the header says so or the values are too small for ns."""
-    if "t_us" in rows.columns:
-        rows = rows.rename({"t_us": "t"})
-    top = rows["t"].max() if rows.height else None
-    if micro or (top is not None and top < _US_LIMIT):
-        rows = rows.with_columns(pl.col("t") * 1000)
-    return rows
 
 
 # -- CSV ------------------------------------------------------------------------------------
@@ -345,7 +376,11 @@ def read_csv(path: Path) -> RawFile:
         if column in rows.columns:
             rows = rows.with_columns(pl.col(column).str.strip_chars().cast(pl.Int64, strict=False))
     # A row shifted by an unquoted comma shows as one without a readable timestamp.
-    bad += _split_dump(raw, _scale_time(rows, "t_us" in names), attr_json=False)
+    dump_rows = _DumpRows(raw, micro="t_us" in names, attr_json=False)
+    for offset in range(0, rows.height, _CHUNK_ROWS):
+        dump_rows.add(rows.slice(offset, _CHUNK_ROWS))
+    del rows
+    bad += dump_rows.finish()
     if bad:
         raw.warnings.append(f"{Path(path).name}: {bad} malformed rows skipped")
     return raw
@@ -444,52 +479,90 @@ def _trace_times(parts: pl.DataFrame) -> pl.DataFrame:
 # -- rows into memory rows and other rows ---------------------------------------------------
 
 
-def _split_dump(raw: RawFile, rows: pl.DataFrame, attr_json: bool) -> int:
-    """Complete the columns, parse the memory rows' Attr; drop (and count) rows without
-    an event or a timestamp."""
-    rows = rows.with_columns([pl.lit(None, pl.Int64 if c in _INT_COLUMNS else pl.String).alias(c)
-                              for c in RAW_COLUMNS if c not in rows.columns])
-    rows = rows.select("row", *RAW_COLUMNS)
-    readable = pl.col("event").is_not_null() & pl.col("t").is_not_null()
-    unreadable = rows.height - rows.select(readable.sum()).item()
-    rows = rows.filter(readable)
-    is_memory = pl.col("event").is_in(MEMORY_EVENTS)
-    raw.memory = parse_attr(rows.filter(is_memory), attr_json)
-    raw.other = rows.filter(~is_memory)
-    return unreadable
+class _DumpRows:
+    """Dump rows chunk by chunk into ``raw.memory`` and ``raw.other``, parsed as they come.
+
+    Each chunk is split and its memory rows' Attr parsed before the next is read, so the
+    raw text of the whole table is never held at once; call stacks become categoricals
+    (one copy of each distinct text).  Rows without an event or a timestamp are dropped
+    and counted.  Timestamps are µs where the header says so or the first values are too
+    small for ns (2025 data).
+    """
+
+    def __init__(self, raw: RawFile, micro: bool, attr_json: bool) -> None:
+        self.raw = raw
+        self.scale: int | None = 1000 if micro else None
+        self.attr_json = attr_json
+        self.memory: list[pl.DataFrame] = []
+        self.other: list[pl.DataFrame] = []
+        self.unreadable = 0
+
+    def add(self, rows: pl.DataFrame) -> None:
+        if "t_us" in rows.columns:
+            rows = rows.rename({"t_us": "t"})
+        rows = rows.with_columns([
+            pl.lit(None, pl.Int64 if c in _INT_COLUMNS else pl.String).alias(c)
+            for c in RAW_COLUMNS if c not in rows.columns]).select("row", *RAW_COLUMNS)
+        readable = pl.col("event").is_not_null() & pl.col("t").is_not_null()
+        kept = rows.filter(readable)
+        self.unreadable += rows.height - kept.height
+        if kept.is_empty():
+            return
+        if self.scale is None:
+            self.scale = 1000 if kept["t"].max() < _US_LIMIT else 1
+        if self.scale != 1:
+            kept = kept.with_columns(pl.col("t") * self.scale)
+        is_memory = pl.col("event").is_in(MEMORY_EVENTS)
+        memory = parse_attr(kept.filter(is_memory), self.attr_json)
+        self.memory.append(memory.with_columns(pl.col("py_stack", "c_stack").cast(pl.Categorical)))
+        detail = pl.col("event").is_in(_DETAIL_EVENTS)
+        self.other.append(kept.filter(~is_memory).drop("py_stack", "c_stack").with_columns(
+            attr=pl.when(detail).then(pl.col("attr"))))
+
+    def finish(self) -> int:
+        if self.memory:
+            self.raw.memory = pl.concat(self.memory, rechunk=False)
+            self.raw.other = pl.concat(self.other, rechunk=False)
+        self.memory, self.other = [], []
+        return self.unreadable
 
 
 def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
-    """The Attr keys the model needs, as columns, vectorised (regex, no row loop).
+    """The Attr keys the model needs, as columns, vectorised (no row loop).
 
     DB Attr is JSON with every value a string (``{"size":"512"}``; the Insight prototype
     puts a space after the colon); CSV Attr is ``{size:512,owner:PTA@ops}``, whose text
     values may contain commas: a text value runs to the next ``,key:`` or the closing ``}``.
     """
     attr = pl.col("attr")
+
+    def after(*markers: str) -> pl.Expr:
+        """The text after the first of ``markers`` found (memmem, much cheaper than a regex)."""
+        found = [attr.str.find(m, literal=True) + len(m) for m in markers]
+        return attr.str.slice(found[0] if len(found) == 1 else pl.min_horizontal(found))
+
     if attr_json:
         def number(key: str) -> pl.Expr:
-            return attr.str.extract(rf'"{key}"\s*:\s*"?\s*(-?\d+)', 1)
+            value = after(f'"{key}":').str.strip_chars_start(' "')
+            return value.str.head(value.str.find('"', literal=True))
 
         def text(key: str) -> pl.Expr:
-            return attr.str.extract(rf'"{key}"\s*:\s*"((?:[^"\\]|\\.)*)"', 1)
+            return after(f'"{key}":').str.extract(r'^\s*"((?:[^"\\]|\\.)*)"', 1)
     else:
         def number(key: str) -> pl.Expr:
-            return attr.str.extract(rf"[{{,]\s*{key}\s*:\s*(-?\d+)", 1)
+            return after(f"{{{key}:", f",{key}:").str.extract(r"^\s*(-?\d+)", 1)
 
         def text(key: str) -> pl.Expr:
             return attr.str.extract(rf"[{{,]\s*{key}\s*:(.*?)(?:,[A-Za-z_]\w*\s*:|\}}\s*$)", 1)
-    event = pl.col("event")
-    aid = number("allocation_id").cast(pl.Int64, strict=False).alias("aid")
-    size = number("size").cast(pl.Int64, strict=False).abs().alias("size")
-    total = number("total").cast(pl.Int64, strict=False).alias("total")
-    none = pl.lit(None, pl.String)
-    # Each key is looked for only in the rows that carry it (rows are re-sorted later).
-    mallocs = rows.filter(event == "MALLOC").with_columns(
-        aid, size, total, owner=text("owner").replace("", None),
-        ineff=text("inefficient_type").replace("", None), apool=none)
-    frees = rows.filter(event == "FREE").with_columns(
-        aid, size, total, owner=none, ineff=none, apool=none)
-    accesses = rows.filter(event == "ACCESS").with_columns(
-        aid, size, total=pl.lit(None, pl.Int64), owner=none, ineff=none, apool=text("type"))
-    return pl.concat([mallocs, frees, accesses])
+    # One pass over all rows: splitting them by event to skip absent keys costs more.
+    return rows.with_columns(
+        aid=number("allocation_id").cast(pl.Int64, strict=False),
+        size=number("size").cast(pl.Int64, strict=False).abs(),
+        total=number("total").cast(pl.Int64, strict=False),
+        owner=text("owner").replace("", None),
+        ineff=text("inefficient_type").replace("", None),
+        apool=text("type"),
+    )
+
+
+ATTR_SIZE = r'[{,]\s*"?size"?\s*:\s*"?\s*(-?\d+)'
