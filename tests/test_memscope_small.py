@@ -289,3 +289,21 @@ def test_stack_texts_parse_with_and_without_quotes(tmp_path):
     ids = trace.blocks.sort("t_alloc")["stack_id"].to_list()
     assert ids[0] == ids[1] and ids[2] is None
     assert trace.stacks.height == 2  # the Python stack once, the C stack once
+
+
+def test_per_pool_curves(scenario):
+    """Insight's one line per Event Type: Allocated for every pool, Reserved (total) for PTA."""
+    curves = scenario.curves
+    assert levels_of(curves, "Allocated", "PTA") == [
+        (1200, 1536), (1400, 3584), (1600, 2560), (2900, 2048), (3000, 2304), (3100, 256)]
+    assert levels_of(curves, "Allocated", "HAL") == [(1100, 4096)]
+    assert levels_of(curves, "Reserved", "PTA") == [
+        (1200, 4096), (1400, 4096), (1600, 4096), (2900, 4096), (3000, 4096), (3100, 8192)]
+    assert curves.filter(pl.col("series") == "Reserved", pl.col("component") == "HAL").is_empty()
+    # The device-wide level still comes from the events (no "Operators Allocated" curve).
+    assert allocated_level(scenario, "npu:0").peak()[0] == 3584
+
+
+def levels_of(curves, series, component):
+    rows = curves.filter(pl.col("series") == series, pl.col("component") == component)
+    return [(t - T0, b) for t, b in rows.select("t", "bytes").iter_rows()]

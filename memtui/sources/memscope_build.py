@@ -13,7 +13,8 @@ file of a result folder) and builds the MemoryTrace, all in polars/numpy:
   framework pools (PTA, PTA_WORKSPACE, ATB, MINDSPORE) per device, starting from the
   ghosts, which lived before the trace; ``reserved`` is the sum of each pool's last
   reported ``total`` or, on a device whose pools report none, the live driver allocations
-  (HAL, HOST_PINNED);
+  (HAL, HOST_PINNED).  ``curves`` hold the same per pool (series ``Allocated`` and
+  ``Reserved``, ``component`` = the pool), as Insight draws a line per Event Type;
 * markers: SYSTEM steps and trace start/stop, MSTX marks and ranges, op and kernel launches
   (start/end rows paired into ranges), SNAPSHOT and OOM_DETAIL rows;
 * calls: python-trace rows with their depth per thread as MindStudio Insight computes it;
@@ -54,7 +55,7 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None,
     _report(progress, 0.7, "interning call stacks")
     memory, blocks, frames, stacks = _stacks(memory, blocks)
     _report(progress, 0.8, "levels")
-    events, levels = _events(memory, blocks)
+    events, levels, curves = _events(memory, blocks)
     del memory
     blocks = blocks.with_columns(flags=inefficient_flags(blocks, end, thresholds))
     _report(progress, 0.9, "markers and calls")
@@ -71,6 +72,7 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None,
     return MemoryTrace(
         meta=meta, events=conform(events, "events"), blocks=conform(blocks, "blocks"),
         frames=frames, stacks=stacks, calls=conform(calls, "calls"),
+        curves=conform(curves, "curves"),
         markers=conform(markers, "markers"),
     )
 
@@ -390,8 +392,8 @@ def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
 # -- events and levels ------------------------------------------------------------------
 
 
-def _events(memory: pl.DataFrame, blocks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Events sorted by time with their levels, and per-device level facts.
+def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
+    """Events sorted by time with their levels, per-device level facts, per-pool curves.
 
     Blocks are indexed by ``block_id``; the wide rows are sorted once and never joined.
     """
@@ -440,10 +442,32 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame) -> tuple[pl.DataFrame, p
     ).rename({"etype": "event_type", "pid": "process", "tid": "thread"})
     ends = events.group_by("device").agg(reserved_at_end=pl.col("reserved").drop_nulls().last())
     levels = facts.join(ends, on="device", how="left")
+    curves = _pool_curves(events.select("t", "device", "process", "event", "block_pool",
+                                        "block_size", "total"), ghosts)
     keep = ["t", "seq", "device", "action", "addr", "size", "stream", "pool", "block_id",
             "stack_id", "owner", "allocated", "active", "reserved",
             "id", "event_type", "name", "process", "thread", "attr", "c_stack_id"]
-    return events.select(keep), levels
+    return events.select(keep), levels, curves
+
+
+def _pool_curves(events: pl.DataFrame, ghosts: pl.DataFrame) -> pl.DataFrame:
+    """One level per pool (``component``), as MindStudio Insight draws one line per Event
+    Type: ``Allocated`` for every pool from the pairs (from its ghosts up), ``Reserved``
+    for the framework pools from their reported ``total``."""
+    pool = pl.col("block_pool")
+    sign = pl.when(pl.col("event") == "MALLOC").then(1).otherwise(-1)
+    starts = ghosts.group_by("device", "pool").agg(start=pl.col("size").sum())
+    allocated = events.filter(pl.col("event").is_in(["MALLOC", "FREE"])).select(
+        "t", "device", pool.alias("pool"), delta=sign * pl.col("block_size"),
+    ).join(starts, on=["device", "pool"], how="left", maintain_order="left").select(
+        "t", "device", series=pl.lit("Allocated"), component="pool",
+        bytes=pl.col("start").fill_null(0) + pl.col("delta").cum_sum().over("device", "pool"))
+    reported = events.filter(pool.is_in(FRAMEWORK_POOLS) & pl.col("total").is_not_null())
+    previous = pl.col("total").shift(1).over("device", "process", "block_pool").fill_null(0)
+    reserved = reported.select(
+        "t", "device", series=pl.lit("Reserved"), component=pool,
+        bytes=(pl.col("total") - previous).cum_sum().over("device", "block_pool"))
+    return pl.concat([allocated, reserved])
 
 
 # -- markers ----------------------------------------------------------------------------
