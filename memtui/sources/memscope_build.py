@@ -93,11 +93,11 @@ def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
     memory, other, trace = [], [], []
     offset = 0
     for f in files:
-        device = pl.lit(f.device, pl.String).alias("file_device")
         size = 0
         for frame, out in ((f.memory, memory), (f.other, other), (f.trace, trace)):
             if frame is not None and frame.height:
-                out.append(frame.with_columns(seq=pl.col("row") + offset, file_device=device))
+                # (Only later files pay for a new column: it realigns the frame's chunks.)
+                out.append(frame.with_columns(seq=pl.col("seq") + offset) if offset else frame)
                 size = max(size, int(frame["row"].max()) + 1)
         f.memory = f.other = f.trace = None  # the rows live on in the frames built here only
         offset += size
@@ -117,8 +117,13 @@ _TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64
 
 
 def _stack_frames(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    """The parts one above the other, without copying them where their columns agree."""
     if not parts:
         return pl.DataFrame(schema=schema)
+    if len(parts) == 1:
+        return parts[0]
+    if all(p.schema == parts[0].schema for p in parts):
+        return pl.concat(parts, rechunk=False)
     return pl.concat(parts, how="diagonal_relaxed")
 
 
@@ -245,7 +250,7 @@ def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
     ends = (np.append(starts[1:], len(flags)) - 1) if starts.size else starts
     cols = ["t", "seq", "event", "device", "addr", "pool", "size", "pid", "tid", "owner",
             "ineff", "py_stack", "c_stack"]
-    narrow = memory.select(cols)
+    narrow = memory.select(cols).rechunk()  # random gathers are cheaper from one chunk
     first = narrow[index[starts]]
     last = narrow[index[ends]]
     opened = first["event"] == "MALLOC"

@@ -56,7 +56,7 @@ TRACE_HEADER = "FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id"
 _LEGACY_HEADER = "Record Index,"
 #: Timestamps below this are microseconds (2025 data); above, nanoseconds since 1970.
 _US_LIMIT = 10**17
-_CHUNK_ROWS = 262_144
+_CHUNK_ROWS = 65_536  # ~18 MB of text: small enough for malloc to reuse, not re-fault
 _FIELD, _RECORD = "\x1f", "\x1e"
 _DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
 
@@ -67,9 +67,10 @@ class RawFile:
 
     ``memory`` has ``RAW_COLUMNS`` (``t`` in ns) plus the parsed Attr columns ``aid``
     (allocation_id), ``size``, ``total``, ``owner``, ``ineff`` (inefficient_type) and
-    ``apool`` (the pool an ACCESS names); ``other`` has ``RAW_COLUMNS``; both carry ``row``,
-    the row's order in the file.  ``trace`` has ``func, start, end, tid, pid`` (times in ns,
-    null for ``N/A``) and ``row``.  ``device`` is the device the path names
+    ``apool`` (the pool an ACCESS names); ``other`` has ``RAW_COLUMNS`` but the stacks;
+    both carry ``row`` and ``seq`` (the row's order in the file) and ``file_device``.
+    ``trace`` has ``func, start, end, tid, pid`` (times in ns, null for ``N/A``), ``row``,
+    ``seq`` and ``file_device``.  ``device`` is the device the path names
     (``device_N/``), if any.
     """
 
@@ -242,8 +243,12 @@ def _read_db_tables(path: Path, con: sqlite3.Connection) -> RawFile:
             part = part.with_columns(pid=pl.lit(int(TRACE_TABLE.fullmatch(table).group(1))))
         parts.append(part)
     if parts:
-        raw.trace = _trace_times(pl.concat(parts, how="diagonal_relaxed"))
+        raw.trace = _with_order(_trace_times(pl.concat(parts, how="diagonal_relaxed")), raw)
     return raw
+
+
+def _with_order(frame: pl.DataFrame, raw: RawFile) -> pl.DataFrame:
+    return frame.with_columns(seq=pl.col("row"), file_device=pl.lit(raw.device, pl.String))
 
 
 def _table_columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -458,8 +463,8 @@ def _read_trace_csv(path: Path) -> RawFile:
         pl.col("tid", "pid").str.strip_chars().cast(pl.Int64, strict=False))
     if not _ends_with_newline(path) and parts.height:
         parts, bad = parts.head(parts.height - 1), bad + 1
-    raw = RawFile(path=Path(path), device=device_of_path(path), layout="python trace csv",
-                  trace=_trace_times(parts))
+    raw = RawFile(path=Path(path), device=device_of_path(path), layout="python trace csv")
+    raw.trace = _with_order(_trace_times(parts), raw)
     if bad:
         raw.warnings.append(f"{Path(path).name}: {bad} malformed python-trace rows skipped")
     return raw
@@ -502,7 +507,9 @@ class _DumpRows:
             rows = rows.rename({"t_us": "t"})
         rows = rows.with_columns([
             pl.lit(None, pl.Int64 if c in _INT_COLUMNS else pl.String).alias(c)
-            for c in RAW_COLUMNS if c not in rows.columns]).select("row", *RAW_COLUMNS)
+            for c in RAW_COLUMNS if c not in rows.columns]).select(
+            "row", *RAW_COLUMNS, seq=pl.col("row"),
+            file_device=pl.lit(self.raw.device, pl.String))
         readable = pl.col("event").is_not_null() & pl.col("t").is_not_null()
         kept = rows.filter(readable)
         self.unreadable += rows.height - kept.height
@@ -514,10 +521,13 @@ class _DumpRows:
             kept = kept.with_columns(pl.col("t") * self.scale)
         is_memory = pl.col("event").is_in(MEMORY_EVENTS)
         memory = parse_attr(kept.filter(is_memory), self.attr_json)
-        self.memory.append(memory.with_columns(pl.col("py_stack", "c_stack").cast(pl.Categorical)))
+        # Each chunk made contiguous now (cheap, small): the concatenated frame's columns
+        # then share their chunks, so later column work never has to copy it whole.
+        self.memory.append(memory.with_columns(
+            pl.col("py_stack", "c_stack").cast(pl.Categorical)).rechunk())
         detail = pl.col("event").is_in(_DETAIL_EVENTS)
         self.other.append(kept.filter(~is_memory).drop("py_stack", "c_stack").with_columns(
-            attr=pl.when(detail).then(pl.col("attr"))))
+            attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
     def finish(self) -> int:
         if self.memory:
