@@ -166,3 +166,31 @@ def test_result_folder_every_device(tmp_path):
     assert trace.markers.filter(pl.col("kind") == "trace").height == 1  # copied per device
     assert trace.calls["device"].to_list() == ["npu:0"]
     assert len(trace.meta.extra["files"]) == 3
+
+
+def test_csv_and_db_of_the_same_rows_agree(tmp_path):
+    """The generator's DB written out as msMemScope's CSV (``{k:v}`` Attr, quoted
+    multi-line stacks) loads to the same blocks, levels and markers."""
+    import sqlite3
+
+    from benchmarks.generate_memscope import generate_db
+
+    db = generate_db(tmp_path / "memscope_dump_1.db", 20_000, trace_rows=0)
+    con = sqlite3.connect(db)
+    cursor = con.execute("SELECT * FROM memscope_dump")
+    columns = [d[0] for d in cursor.description]
+    rows = pl.DataFrame(cursor.fetchall(), schema=columns, orient="row")
+    con.close()
+    csv_path = tmp_path / "memscope_dump_1.csv"
+    rows.with_columns(pl.col("Attr").str.replace_all('"', "")).write_csv(csv_path)
+    from_db, from_csv = open_capture(db), open_capture(csv_path)
+    validate(from_csv)
+    assert summary(from_db)["devices"] == summary(from_csv)["devices"]
+    keep = ["block_id", "addr", "size", "t_alloc", "t_free", "owner", "pool", "ghost",
+            "first_access", "last_access", "max_access_gap", "flags", "inefficient_type"]
+    assert from_db.blocks.select(keep).equals(from_csv.blocks.select(keep))
+    assert from_db.events.select("t", "allocated", "reserved").equals(
+        from_csv.events.select("t", "allocated", "reserved"))
+    assert from_db.markers.select("t", "t_end", "kind", "name").equals(
+        from_csv.markers.select("t", "t_end", "kind", "name"))
+    assert from_db.stacks.height == from_csv.stacks.height > 0

@@ -426,19 +426,21 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
         return pl.col("device").replace_strict(mapping, default=None,
                                                return_dtype=facts.schema[column])
 
+    def running(expr: pl.Expr) -> pl.Expr:  # a running sum per device (one: no grouping)
+        return expr.cum_sum() if facts.height == 1 else expr.cum_sum().over("device")
+
     previous = pl.col("total").forward_fill().shift(1).over(["device", "pid", "pool"])
     total_delta = pl.when(reported).then(pl.col("total") - previous.fill_null(0)).otherwise(0)
     events = events.with_columns(
         pool=pl.col("pool").fill_null(pool),
     ).with_columns(
-        allocated=per_device("start_alloc") + pl.when(framework).then(
-            sign * pl.col("block_size")).otherwise(0).cum_sum().over("device"),
+        allocated=per_device("start_alloc") + running(
+            pl.when(framework).then(sign * pl.col("block_size")).otherwise(0)),
         reserved=pl.when(per_device("has_total")).then(
-            pl.when(reported.cum_sum().over("device") > 0).then(
-                total_delta.cum_sum().over("device")))
+            pl.when(running(reported) > 0).then(running(total_delta)))
         .when(per_device("has_driver")).then(
-            per_device("start_driver") + pl.when(driver).then(
-                sign * pl.col("block_size")).otherwise(0).cum_sum().over("device")),
+            per_device("start_driver") + running(
+                pl.when(driver).then(sign * pl.col("block_size")).otherwise(0))),
     ).with_columns(
         active=pl.col("allocated"),
         action=pl.col("event").replace_strict(_ACTIONS, return_dtype=pl.String),
