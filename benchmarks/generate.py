@@ -14,6 +14,7 @@ little more than building their dicts.  The output is what ``torch.cuda.memory._
 writes with torch 2.6: ``segments``, ``device_traces`` (with ``time_us`` and shared
 ``frames`` lists), ``allocator_settings`` and ``external_annotations``.
 
+    python benchmarks/generate.py                 # rewrite the demos in snapshots/
     python benchmarks/generate.py --events 1000000 --out /tmp/snap_1m.pickle
 """
 
@@ -34,6 +35,7 @@ LEAK_SIZE = 256 * KiB
 BASE_ADDRESS = 0x7F3A_0000_0000
 LEAK_BASE = 0x7F5A_0000_0000
 START_US = 1_763_800_000_000_000
+DEMOS = Path(__file__).resolve().parents[1] / "snapshots"
 
 
 def _frame(filename: str, line: int, name: str) -> dict:
@@ -186,8 +188,13 @@ class _Template:
     after: CachingAllocator
 
 
-def make_snapshot(n_events: int = 30_000, seed: int = 0, peak_batch: int = 3) -> dict:
-    """A snapshot dict of about ``n_events`` trace entries (see the module docstring)."""
+def make_snapshot(n_events: int = 30_000, seed: int = 0, peak_batch: int = 3,
+                  oom: bool = False) -> dict:
+    """A snapshot dict of about ``n_events`` trace entries (see the module docstring).
+
+    With ``oom``, the run ends as an out-of-memory auto-dump does: the last entry is an
+    ``oom`` for a request larger than any free gap of the (fragmented) pool.
+    """
     rng = random.Random(seed)
     alloc = CachingAllocator()
     params = [alloc.malloc(s, STACKS["param"]) for s in (64 * MiB, 96 * MiB, 128 * MiB) * 4]
@@ -217,6 +224,11 @@ def make_snapshot(n_events: int = 30_000, seed: int = 0, peak_batch: int = 3) ->
         leaks.append((_leak_address(len(leaks)), step))
         step_bounds.append((start, len(trace) - 1))
         step += 1
+    if oom:
+        largest_gap = max((b.size for seg in alloc.segments for b in seg.blocks
+                           if not b.allocated), default=0)
+        trace.append({"action": "oom", "size": largest_gap + 64 * MiB, "stream": 0,
+                      "device_free": 48 * MiB, "frames": STACKS["logits"]})
     _stamp_times(trace, rng)
     annotations = [
         {"stage": stage, "name": f"ProfilerStep#{i}", "device": 0,
@@ -292,12 +304,12 @@ def _segment_dict(addr: int, size: int, small: bool, blocks: list[tuple]) -> dic
 
 
 def write_snapshot(path: str | Path, n_events: int = 30_000, seed: int = 0,
-                   protocol: int = 4) -> Path:
+                   protocol: int = 4, oom: bool = False) -> Path:
     """Write a generated snapshot pickle to ``path`` and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as fh:
-        pickle.dump(make_snapshot(n_events, seed), fh, protocol=protocol)
+        pickle.dump(make_snapshot(n_events, seed, oom=oom), fh, protocol=protocol)
     return path
 
 
@@ -305,10 +317,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="snapshots/demo_training.pickle")
+    parser.add_argument("--oom", action="store_true", help="end in an out-of-memory event")
+    parser.add_argument("--out", help="output file (default: write both demos to snapshots/)")
     args = parser.parse_args()
-    path = write_snapshot(args.out, args.events, args.seed)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    if args.out:
+        written = [write_snapshot(args.out, args.events, args.seed, oom=args.oom)]
+    else:
+        written = [write_snapshot(DEMOS / "demo_training.pickle", args.events, args.seed),
+                   write_snapshot(DEMOS / "demo_oom.pickle", 6_000, args.seed + 1, oom=True)]
+    for path in written:
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,20 @@ from memtui.errors import CaptureError
 EXIT_BAD_INPUT = 2
 
 
-def demo_path() -> Path:
-    """The demo capture: ``snapshots/demo_training.pickle``, installed as ``memtui.snapshots``."""
-    from memtui import snapshots
+DEMO_NAME = "demo_training.pickle"
 
-    return Path(snapshots.__path__[0]) / "demo_training.pickle"
+
+def demo_path() -> Path:
+    """The demo capture ``snapshots/demo_training.pickle``.
+
+    A wheel installs ``snapshots/`` as ``memtui/snapshots``; in a source checkout (or an
+    editable install) it sits beside the package.
+    """
+    package = Path(__file__).resolve().parent
+    for folder in (package / "snapshots", package.parent / "snapshots"):
+        if (folder / DEMO_NAME).is_file():
+            return folder / DEMO_NAME
+    return package / "snapshots" / DEMO_NAME  # missing: open_capture says so in one line
 
 
 def _summary_parser() -> argparse.ArgumentParser:

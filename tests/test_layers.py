@@ -46,3 +46,17 @@ def test_ui_never_parses_files():
     for path in (PACKAGE / "tui").rglob("*.py"):
         bad = [n for n in _imports(path) if n.split(".")[0] in parsers]
         assert not bad, f"{path} imports {bad}"
+
+
+def test_every_package_is_installed():
+    """pyproject lists packages by hand (snapshots/ is mapped in): none may be forgotten."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in PACKAGE.rglob("__init__.py")
+    }
+    assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"
+    assert "memtui.snapshots" in listed

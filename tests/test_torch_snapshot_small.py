@@ -87,7 +87,9 @@ def test_basic_levels_blocks_and_summary(tmp_path):
     blocks = trace.blocks.sort("t_alloc")
     assert blocks["t_free"].to_list() == [400_000, None]
     assert blocks["t_free_requested"].to_list() == [300_000, None]
-    assert blocks["requested_size"].to_list() == [None, 2 * MiB - 5]
+    # trace sizes are requested sizes; the rounded size of B comes from the final state
+    assert blocks["requested_size"].to_list() == [MiB, 2 * MiB]
+    assert blocks["size"].to_list() == [MiB, 2 * MiB]
     assert blocks["ghost"].to_list() == [False, False]
     # events carry the id of their block
     assert trace.events["block_id"].to_list() == [blocks["block_id"][0], blocks["block_id"][1],
@@ -272,6 +274,7 @@ def test_legacy_history_blocks_get_addresses_from_the_segment(tmp_path):
     assert ghosts["ghost"].to_list() == [True, True]
     alive = ghosts.filter(ghosts["t_free"].is_null())
     assert alive["requested_size"].to_list() == [2 * MiB - 1]
+    assert alive["size"].to_list() == [2 * MiB]
     stack = trace.stacks.filter(trace.stacks["stack_id"] == alive["stack_id"][0])
     assert len(stack["frame_ids"][0]) == 2
 
@@ -301,3 +304,19 @@ def test_human_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cuda:0: 4 events, 2 blocks (0 ghost), 1 segments" in out
     assert "peak allocated 3.0 MiB at +0.000100 s" in out
+
+
+def test_trace_sizes_are_requested_sizes_and_final_blocks_give_the_rounded_size(tmp_path):
+    """torch records the requested size in trace entries; a block alive at the dump gets its
+    rounded size from the final state, one freed in the trace keeps the requested size."""
+    a, b = SEG, SEG + MiB
+    data = {
+        "segments": [segment(SEG, [block(a, MiB, "inactive"),
+                                   block(b, MiB, "active_allocated", FRAMES_B, MiB - 100)])],
+        "device_traces": [[entry("alloc", a, MiB - 7, 1, FRAMES_A),
+                           entry("alloc", b, MiB - 100, 2, FRAMES_B),
+                           entry("free_completed", a, MiB - 7, 3, FRAMES_A)]],
+    }
+    blocks = open_capture(write(tmp_path, data)).blocks.sort("addr")
+    assert blocks["size"].to_list() == [MiB - 7, MiB]
+    assert blocks["requested_size"].to_list() == [MiB - 7, MiB - 100]

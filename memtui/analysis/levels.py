@@ -76,7 +76,7 @@ def _curve(trace: MemoryTrace, device: str, series: str) -> Level | None:
     rows = curves.filter(
         (pl.col("device") == device) & (pl.col("series") == series)
         & pl.col("component").is_null() & pl.col("stream").is_null()
-    ).sort("t")
+    ).sort("t", maintain_order=True)  # equal times keep the source's order
     if rows.is_empty():
         return None
     return Level(t=rows["t"].to_numpy().astype(np.int64),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from memtui.errors import CaptureError
@@ -40,7 +41,8 @@ _ACTION_NAMES = {
 }
 _ACTIVE_STATES = ("active_allocated", "active_pending_free")
 _NPU_ONLY_ACTIONS = ("workspace_snapshot",)
-_TRACE_KEYS = ("action", "addr", "size", "stream", "time_us")
+_TRACE_SCHEMA = {"action": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
+                 "time_us": pl.Int64}
 
 
 def sniff(path: Path) -> bool:
@@ -124,48 +126,34 @@ class _SnapshotBuilder:
 
     # -- raw dicts to columns -------------------------------------------------------------
 
-    def _trace_frames(self) -> tuple[pl.DataFrame, bool]:
-        """All trace entries of every device as one frame, and whether they carry time."""
-        parts = []
-        traces = list(enumerate(self.snapshot.get("device_traces") or []))
+    def _device_traces(self) -> list[tuple[str, list[dict]]]:
+        """(device name, trace entries) of every device with a non-empty trace."""
+        traces = [(self.device_name(i), t) for i, t in
+                  enumerate(self.snapshot.get("device_traces") or [])]
         host = self.snapshot.get("host_traces") or []
         if host and isinstance(host[0], list):
             host = [entry for trace in host for entry in trace]
-        if host:
-            traces.append(("host", host))
-        for index, trace in traces:
-            if trace:
-                parts.append(self._device_trace_frame(self.device_name(index), trace))
-        if not parts:
-            return pl.DataFrame(), False
-        events = pl.concat(parts, how="diagonal_relaxed")
-        has_time = "time_us" in events.columns and events["time_us"].null_count() == 0
-        return events, has_time
+        traces.append((self.device_name("host"), host))
+        return [(name, trace) for name, trace in traces if trace]
 
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        frames = [entry.get("frames") for entry in trace]
-        columns: dict[str, Any] = {
-            key: [entry.get(key) for entry in trace] for key in _TRACE_KEYS
-        }
-        df = pl.DataFrame(
-            {
-                "device": pl.Series([device] * len(trace), dtype=pl.String),
-                "seq": pl.int_range(0, len(trace), eager=True, dtype=pl.Int64),
-                "action": pl.Series(columns["action"], dtype=pl.String),
-                "addr": pl.Series(columns["addr"], dtype=pl.UInt64),
-                "size": pl.Series(columns["size"], dtype=pl.Int64),
-                "stream": pl.Series(columns["stream"], dtype=pl.Int64),
-                "time_us": pl.Series(columns["time_us"], dtype=pl.Int64),
-                "stack_id": self.interner.stack_ids(frames),
-            }
-        )
+        """One device's trace entries as columns (polars reads the dicts natively)."""
+        try:
+            df = pl.DataFrame(trace, schema=_TRACE_SCHEMA)
+        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+            raise CaptureError(self.path, f"malformed trace entries of {device} ({exc})") from None
         for key in ("action", "size"):
             missing = df[key].null_count()
             if missing:
                 raise CaptureError(
                     self.path, f"malformed PyTorch memory snapshot: {missing} trace entries of "
                     f"{device} have no '{key}'")
-        df = df.with_columns(pl.col("action").replace(_ACTION_NAMES))
+        df = df.with_columns(
+            pl.lit(device, pl.String).alias("device"),
+            pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
+            pl.col("action").replace(_ACTION_NAMES),
+            self.interner.stack_ids([entry.get("frames") for entry in trace]),
+        )
         unknown = df.filter(~pl.col("action").is_in(ACTIONS))
         if unknown.height:
             names = sorted(unknown["action"].unique().to_list())
@@ -196,13 +184,13 @@ class _SnapshotBuilder:
             entry = trace[index]
             if entry["action"] == "annotate":
                 name = str(entry.get("user_metadata") or "annotation")
-                rows.append((index, "annotate", name))
+                rows.append((index, entry.get("time_us"), "annotate", name))
             else:
                 free = entry.get("device_free")
                 name = f"out of memory: {entry.get('size', 0)} bytes requested"
                 if free is not None:
                     name += f", {free} free on the device"
-                rows.append((index, "oom", name))
+                rows.append((index, entry.get("time_us"), "oom", name))
         self.entry_markers.extend((device, *row) for row in rows)
 
     def _final_blocks(self) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -251,18 +239,25 @@ class _SnapshotBuilder:
 
     def build(self) -> MemoryTrace:
         self.entry_markers: list[tuple] = []
-        raw, has_time = self._trace_frames()
+        raw = {}
+        for name, trace in self._device_traces():
+            raw[name] = self._device_trace_frame(name, trace)
+            trace.clear()  # the dicts are columns now: free them before the heavy work
+        has_time = bool(raw) and all(df["time_us"].null_count() == 0 for df in raw.values())
         final_segments, final_blocks = self._final_blocks()
-        time_unit = "ns" if has_time else "event"
-        events = self._events(raw, has_time)
-        devices = self._devices(events, final_segments, final_blocks)
-        starts = events.group_by("device").agg(start=pl.col("t").min())
-        blocks, events = self._blocks(events, final_blocks, starts)
-        segments = self._segments(events, final_segments, starts)
-        events = self._levels(events, devices).sort("t", "device", "seq")
+        names = sorted(set(raw) | set(final_segments["device"].to_list()), key=_device_sort_key)
+        devices, events, blocks, segments = [], [], [], []
+        for name in names:
+            info, device_events, device_blocks, device_segments = self._device(
+                name, raw.get(name), final_segments.filter(pl.col("device") == name),
+                final_blocks.filter(pl.col("device") == name), has_time)
+            devices.append(info)
+            events.append(device_events)
+            blocks.append(device_blocks)
+            segments.append(device_segments)
         meta = TraceMeta(
-            source=SOURCE, path=str(self.path), devices=devices, time_unit=time_unit,
-            warnings=self.warnings,
+            source=SOURCE, path=str(self.path), devices=devices,
+            time_unit="ns" if has_time else "event", warnings=self.warnings,
             extra={
                 "allocator_settings": self.snapshot.get("allocator_settings") or {},
                 "device_kind": self.prefix,
@@ -271,102 +266,105 @@ class _SnapshotBuilder:
         frames, stacks = self.interner.frames()
         return MemoryTrace(
             meta=meta,
-            events=conform(events, "events"),
-            blocks=conform(blocks, "blocks"),
-            segments=conform(segments, "segments"),
+            events=_merge_device_events(events, names, blocks),
+            blocks=_concat(blocks, "blocks").with_columns(
+                block_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
+            segments=_concat(segments, "segments").with_columns(
+                segment_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
             frames=frames,
             stacks=stacks,
-            markers=conform(self._markers(events, has_time), "markers"),
+            markers=conform(self._markers(has_time), "markers"),
         )
 
-    def _events(self, raw: pl.DataFrame, has_time: bool) -> pl.DataFrame:
-        if raw.is_empty():
+    def _device(
+        self, name: str, raw: pl.DataFrame | None, final_segments: pl.DataFrame,
+        final_blocks: pl.DataFrame, has_time: bool,
+    ) -> tuple[DeviceInfo, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """One device's info, events, blocks and segments (block ids local to the device)."""
+        events = self._events(name, raw, has_time)
+        start = int(events["t"].min()) if events.height else 0
+        allocated = final_blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
+        info = DeviceInfo(
+            name=name, kind=self.prefix, has_segments=True,
+            allocated_at_end=int(allocated or 0),
+            reserved_at_end=int(final_segments["size"].sum() or 0),
+            segments_at_end=final_segments.height,
+        )
+        blocks, events = self._blocks(name, events, final_blocks, start)
+        segments = self._segments(events, final_segments, start)
+        events = self._levels(events, info, int(final_blocks["size"].sum() or 0))
+        device = pl.lit(name, pl.String).alias("device")
+        return info, events, blocks.with_columns(device), segments.with_columns(device)
+
+    def _events(self, name: str, raw: pl.DataFrame | None, has_time: bool) -> pl.DataFrame:
+        if raw is None:
             return pl.DataFrame(schema={
-                "device": pl.String, "seq": pl.Int64, "action": pl.String, "addr": pl.UInt64,
-                "size": pl.Int64, "stream": pl.Int64, "stack_id": pl.Int32, "pool": pl.String,
-                "t": pl.Int64})
+                "action": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
+                "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
+                "device": pl.String})
         t = pl.col("time_us") * 1000 if has_time else pl.col("seq")
         return (
             raw.filter(pl.col("action").is_in(ACTIONS))
-            .with_columns(t=t.cast(pl.Int64), action=pl.col("action").cast(pl.String))
+            .with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
             .drop("time_us")
         )
 
-    def _devices(
-        self, events: pl.DataFrame, final_segments: pl.DataFrame, final_blocks: pl.DataFrame
-    ) -> list[DeviceInfo]:
-        names = set(events["device"].unique().to_list()) | set(
-            final_segments["device"].unique().to_list()
-        )
-        devices = []
-        for name in sorted(names, key=_device_sort_key):
-            segs = final_segments.filter(pl.col("device") == name)
-            blocks = final_blocks.filter(pl.col("device") == name)
-            allocated = blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
-            devices.append(
-                DeviceInfo(
-                    name=name, kind=self.prefix, has_segments=True,
-                    allocated_at_end=int(allocated or 0),
-                    reserved_at_end=int(segs["size"].sum() or 0),
-                    segments_at_end=segs.height,
-                )
-            )
-        return devices
-
     def _blocks(
-        self, events: pl.DataFrame, final_blocks: pl.DataFrame, starts: pl.DataFrame
+        self, device: str, events: pl.DataFrame, final_blocks: pl.DataFrame, start: int
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Blocks from alloc/free pairs, ghosts, and final-state blocks with no alloc."""
+        """Blocks from alloc/free pairs, ghosts, and final-state blocks with no alloc.
+
+        Returns the blocks (``block_id`` numbered within the device) and the events with
+        the ``block_id`` of their block.
+        """
         ops = events.filter(pl.col("action").is_in(["alloc", "free_requested", "free"]))
         lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"])
         broken = int(lifetimes["extra_closes"].sum() or 0)
         if broken:
-            self.warnings.append(f"{broken} frees of an address already freed were ignored")
+            self.warnings.append(
+                f"{device}: {broken} frees of an address already freed were ignored")
         traced = lifetimes.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
         pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
         # Final blocks: requested size for the traced ones still alive, ghosts for the rest.
-        final = final_blocks.join(pending.select("device", "addr", "gen", "t_free_requested"),
-                                  on=["device", "addr"], how="left")
-        final_ghosts = final.join(alive, on=["device", "addr"], how="anti").join(
-            starts, on="device", how="left"
-        ).select(
-            "device", "addr", "gen", "size", "requested_size", "stream", "stack_id",
-            "t_free_requested", t_alloc=pl.col("start").fill_null(0), ghost=pl.lit(True),
+        final = final_blocks.join(pending.select("addr", "lifetime", "t_free_requested"),
+                                  on="addr", how="left")
+        final_ghosts = final.join(alive.select("addr"), on="addr", how="anti").select(
+            "addr", "lifetime", "size", "requested_size", "stream", "stack_id",
+            "t_free_requested", t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True),
         )
-        requested = final.select("device", "addr", requested=pl.col("requested_size"))
-        traced = traced.join(starts, on="device", how="left").join(
-            requested, on=["device", "addr"], how="left"
+        # Trace entries carry the requested size; the allocator's rounded block size is
+        # known only for blocks still alive at the dump, from the final state.
+        traced = traced.join(
+            final.select("addr", final_size="size"), on="addr", how="left"
         ).select(
-            "device", "addr", "gen", "seq_alloc", "seq_free", "t_free", "t_free_requested",
+            "addr", "lifetime", "seq_alloc", "seq_free", "t_free", "t_free_requested",
             ghost=pl.col("seq_alloc").is_null(),
-            t_alloc=pl.col("t_alloc").fill_null(pl.col("start")),
-            size=pl.col("size").fill_null(pl.col("free_size")),
-            requested_size=pl.when(pl.col("t_free").is_null()).then(pl.col("requested")),
+            t_alloc=pl.col("t_alloc").fill_null(start),
+            size=pl.when(pl.col("t_free").is_null() & pl.col("final_size").is_not_null())
+            .then(pl.col("final_size"))
+            .otherwise(pl.col("size").fill_null(pl.col("free_size"))),
+            requested_size=pl.col("size").fill_null(pl.col("free_size")),
             stack_id=pl.col("stack_id").fill_null(pl.col("free_stack_id")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
         )
-        missing = alive.join(final_blocks, on=["device", "addr"], how="anti").height
+        missing = alive.join(final_blocks, on="addr", how="anti").height
         if missing and not final_blocks.is_empty():
             self.warnings.append(
-                f"{missing} blocks allocated in the trace and never freed are not in the "
-                "final state"
-            )
+                f"{device}: {missing} blocks allocated in the trace and never freed are not "
+                "in the final state")
         blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
-            "device", "t_alloc", "seq_alloc", nulls_last=False
+            "t_alloc", "seq_alloc", nulls_last=False
         ).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("gen").is_not_null()).select(
-            "device", "addr", "gen", "block_id")
-        ops = ops.join(ids, on=["device", "addr", "gen"], how="left").select(
-            "device", "seq", "block_id")
-        events = events.join(ops, on=["device", "seq"], how="left")
-        return blocks.drop("gen"), events
+        ids = blocks.filter(pl.col("lifetime").is_not_null()).select("lifetime", "block_id")
+        ops = ops.join(ids, on="lifetime", how="left").select("seq", "block_id")
+        return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
 
     def _segments(
-        self, events: pl.DataFrame, final_segments: pl.DataFrame, starts: pl.DataFrame
+        self, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
     ) -> pl.DataFrame:
         """Segments from segment_alloc/free (and map/unmap) pairs, plus the final ones."""
         ops = events.filter(pl.col("action").str.starts_with("segment_"))
@@ -374,33 +372,30 @@ class _SnapshotBuilder:
             ops, ["segment_alloc", "segment_map"], ["segment_free", "segment_unmap"]
         )
         alive = lifetimes.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
-        finals = final_segments.join(starts, on="device", how="left")
-        matched = finals.join(alive.select("device", "addr"), on=["device", "addr"], how="semi")
-        unmatched = finals.join(alive.select("device", "addr"), on=["device", "addr"], how="anti")
+        matched = final_segments.join(alive.select("addr"), on="addr", how="semi")
+        unmatched = final_segments.join(alive.select("addr"), on="addr", how="anti")
         # An expandable segment grows by segment_map inside its range: what the trace mapped
         # is counted there, and only the rest of the segment existed before the trace.
         mapped_inside = (
-            unmatched.join(alive.select("device", pl.col("addr").alias("m_addr"),
-                                        pl.col("size").alias("m_size")), on="device", how="inner")
+            unmatched.join(alive.select(m_addr="addr", m_size="size"), how="cross")
             .filter((pl.col("m_addr") >= pl.col("addr"))
                     & (pl.col("m_addr") < pl.col("addr") + pl.col("size")))
-            .group_by("device", "addr").agg(mapped=pl.col("m_size").sum())
+            .group_by("addr").agg(mapped=pl.col("m_size").sum())
         )
         ghosts = (
-            unmatched.join(mapped_inside, on=["device", "addr"], how="left")
+            unmatched.join(mapped_inside, on="addr", how="left")
             .with_columns(size=pl.col("size") - pl.col("mapped").fill_null(0))
             .filter(pl.col("size") > 0)
-            .select("device", "addr", "size", "stream", "pool_id", "kind",
-                    t_alloc=pl.col("start").fill_null(0), ghost=pl.lit(True))
+            .select("addr", "size", "stream", "pool_id", "kind",
+                    t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True))
         )
         traced = lifetimes.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null()
-        ).join(starts, on="device", how="left").join(
-            matched.select("device", "addr", "pool_id", "kind", final_size=pl.col("size")),
-            on=["device", "addr"], how="left",
+        ).join(
+            matched.select("addr", "pool_id", "kind"), on="addr", how="left",
         ).select(
-            "device", "addr", "seq_alloc", "seq_free", "t_free", "pool_id",
-            t_alloc=pl.col("t_alloc").fill_null(pl.col("start")),
+            "addr", "seq_alloc", "seq_free", "t_free", "pool_id",
+            t_alloc=pl.col("t_alloc").fill_null(start),
             size=pl.col("size").fill_null(pl.col("free_size")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
             ghost=pl.col("seq_alloc").is_null(),
@@ -408,12 +403,14 @@ class _SnapshotBuilder:
                 pl.when(pl.col("open_action") == "segment_map").then(pl.lit("expandable"))
             ),
         )
-        return pl.concat([traced, ghosts], how="diagonal_relaxed").sort(
-            "device", "t_alloc", "addr"
-        ).with_columns(segment_id=pl.int_range(0, pl.len(), dtype=pl.Int64))
+        return pl.concat([traced, ghosts], how="diagonal_relaxed").sort("t_alloc", "addr")
 
-    def _levels(self, events: pl.DataFrame, devices: list[DeviceInfo]) -> pl.DataFrame:
-        """allocated/active/reserved after each event, walked back from the final state."""
+    def _levels(self, events: pl.DataFrame, info: DeviceInfo, active_end: int) -> pl.DataFrame:
+        """allocated/active/reserved after each event, walked back from the final state.
+
+        ``active_end`` is the bytes not yet free_completed at the dump (allocated plus
+        pending free): start = active_end - allocs + frees.  Sets the device's start levels.
+        """
         action = pl.col("action")
         alloc_delta = (
             pl.when(action == "alloc").then(pl.col("size"))
@@ -424,48 +421,23 @@ class _SnapshotBuilder:
             .when(action.is_in(["segment_free", "segment_unmap"])).then(-pl.col("size"))
             .otherwise(0)
         )
-        events = events.sort("device", "seq").with_columns(
-            alloc_delta=alloc_delta, seg_delta=seg_delta
-        )
-        sums = events.group_by("device").agg(
-            pl.col("alloc_delta").sum(), pl.col("seg_delta").sum()
-        )
-        sums = {row["device"]: row for row in sums.iter_rows(named=True)}
-        active_end = self._active_at_end()
-        starts = []
-        for info in devices:
-            row = sums.get(info.name, {"alloc_delta": 0, "seg_delta": 0})
-            info.start_allocated = active_end.get(info.name, 0) - row["alloc_delta"]
-            info.start_reserved = (info.reserved_at_end or 0) - row["seg_delta"]
-            starts.append((info.name, info.start_allocated, info.start_reserved))
-        start_df = pl.DataFrame(starts, schema=["device", "start_a", "start_r"], orient="row")
-        return events.join(start_df, on="device", how="left").with_columns(
-            allocated=pl.col("start_a") + pl.col("alloc_delta").cum_sum().over("device"),
-            reserved=pl.col("start_r") + pl.col("seg_delta").cum_sum().over("device"),
-        ).with_columns(active=pl.col("allocated")).drop(
-            "alloc_delta", "seg_delta", "start_a", "start_r"
-        )
+        events = events.with_columns(  # events are in seq order here
+            allocated=alloc_delta.cum_sum(), reserved=seg_delta.cum_sum())
+        total_alloc = int(events["allocated"][-1]) if events.height else 0
+        total_seg = int(events["reserved"][-1]) if events.height else 0
+        info.start_allocated = active_end - total_alloc
+        info.start_reserved = (info.reserved_at_end or 0) - total_seg
+        return events.with_columns(
+            allocated=pl.col("allocated") + info.start_allocated,
+            reserved=pl.col("reserved") + info.start_reserved,
+        ).with_columns(active=pl.col("allocated"))
 
-    def _active_at_end(self) -> dict[str, int]:
-        """Bytes in blocks not yet free_completed at the dump (allocated + pending free)."""
-        totals: dict[str, int] = {}
-        segments = [(s, s.get("device", 0)) for s in self.snapshot["segments"]] + [
-            (s, "host") for s in self.snapshot.get("host_segments") or []
+    def _markers(self, has_time: bool) -> pl.DataFrame:
+        rows = [
+            {"t": time_us * 1000 if has_time else seq, "t_end": None, "device": device,
+             "kind": kind, "name": name}
+            for device, seq, time_us, kind, name in self.entry_markers
         ]
-        for segment, index in segments:
-            name = self.device_name(index)
-            active = sum(b["size"] for b in segment.get("blocks", [])
-                         if b.get("state") in _ACTIVE_STATES)
-            totals[name] = totals.get(name, 0) + active
-        return totals
-
-    def _markers(self, events: pl.DataFrame, has_time: bool) -> pl.DataFrame:
-        rows = []
-        times = {(d, s): t for d, s, t in events.select("device", "seq", "t").iter_rows()} \
-            if self.entry_markers else {}
-        for device, seq, kind, name in self.entry_markers:
-            t = times.get((device, seq))
-            rows.append({"t": t, "t_end": None, "device": device, "kind": kind, "name": name})
         if has_time:
             rows.extend(self._annotation_ranges())
         return pl.DataFrame(rows, schema={"t": pl.Int64, "t_end": pl.Int64, "device": pl.String,
@@ -488,6 +460,36 @@ class _SnapshotBuilder:
             rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
                          "name": name} for t in ts)
         return rows
+
+
+def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:
+    """``events`` (in seq order) with ``column`` taken from ``rows`` of the same seq."""
+    positions = np.searchsorted(events["seq"].to_numpy(), rows["seq"].to_numpy())
+    values = np.full(events.height, -1, dtype=np.int64)
+    values[positions] = rows[column].fill_null(-1).to_numpy()
+    series = pl.Series(column, values)
+    return events.with_columns(pl.when(series >= 0).then(series).alias(column))
+
+
+def _concat(parts: list[pl.DataFrame], name: str) -> pl.DataFrame:
+    return conform(pl.concat(parts, how="diagonal_relaxed") if parts else None, name)
+
+
+def _merge_device_events(
+    events: list[pl.DataFrame], names: list[str], blocks: list[pl.DataFrame]
+) -> pl.DataFrame:
+    """All devices' events in time order, block ids shifted past the devices before."""
+    if len(events) <= 1:
+        return _concat(events, "events")
+    offset, shifted = 0, []
+    for part, device_blocks in zip(events, blocks, strict=True):
+        shifted.append(part.with_columns(pl.col("block_id") + offset))
+        offset += device_blocks.height
+    order = {name: i for i, name in enumerate(names)}
+    merged = pl.concat(shifted, how="diagonal_relaxed").with_columns(
+        _device_order=pl.col("device").replace_strict(order, return_dtype=pl.Int32)
+    )
+    return _concat([merged.sort("t", "_device_order", "seq").drop("_device_order")], "events")
 
 
 def _device_sort_key(name: str) -> tuple[int, str]:
