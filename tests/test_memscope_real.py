@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import re
-import sqlite3
 
 import polars as pl
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from memtui.analysis.summary import summary
 from memtui.model import validate
 from memtui.sources import memscope, open_capture
+from memtui.sources.memscope_read import connect_ro
 from tests.conftest import require_shared
 
 
@@ -38,6 +38,7 @@ def _max_used(path) -> int:
 
 
 def test_every_file_opens(data):
+    before = sorted(p.name for p in data.iterdir())
     files = sorted(p for p in data.iterdir() if p.suffix in (".csv", ".db", ".dat"))
     assert len(files) == 6
     for path in files:
@@ -45,6 +46,7 @@ def test_every_file_opens(data):
         trace = open_capture(path)
         validate(trace)
         assert trace.meta.source == "msmemscope" and trace.events.height > 0
+    assert sorted(p.name for p in data.iterdir()) == before  # no -wal/-shm left behind
 
 
 def test_compare_baseline_csv(data):
@@ -119,7 +121,7 @@ def test_insight_host_pinned_db(data):
         "peak_allocated_bytes": 0, "peak_time_ns": 1779862932214628220,
         "allocated_at_end_bytes": 0, "reserved_at_end_bytes": 19664896}}
     # Insight's own memory_allocation ends at the same 19664896 live pinned bytes.
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = connect_ro(path)  # plain mode=ro would leave -wal/-shm files beside a WAL file
     assert con.execute("SELECT totalSize FROM memory_allocation ORDER BY timestamp DESC "
                        "LIMIT 1").fetchone()[0] == 19664896
     con.close()
@@ -153,7 +155,7 @@ def test_insight_prototype_dat(data):
             for k, d in figures.items()] == [
         ("npu:0", 4708, 2355, 0, 20428800), ("npu:1", 4963, 2494, 0, 421186048),
         ("host", 70, 35, 0, 0)]
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = connect_ro(path)  # plain mode=ro would leave -wal/-shm files beside a WAL file
     memory_rows = con.execute(
         "SELECT count(*) FROM leaks_dump WHERE event IN ('MALLOC','FREE','ACCESS')").fetchone()[0]
     insight = dict(con.execute("SELECT deviceId, max(totalSize) FROM memory_allocation "
