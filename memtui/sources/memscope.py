@@ -5,6 +5,10 @@ Sniffs by content: an SQLite file with a ``memscope_dump``/``leaks_dump`` or
 msMemScope's, or a folder holding such files (``.../device_N/dump/...``, every device).
 Reading is :mod:`memscope_read`'s job, turning rows into the model
 :mod:`memscope_build`'s; see ../shared/formats/msmemscope.md for the formats.
+
+The inefficient-block flags use :data:`memtui.analysis.inefficient.DEFAULT_THRESHOLDS`;
+``load(path, thresholds=...)`` takes others, and ``inefficient_flags(trace.blocks,
+trace.meta.extra["trace_end_ns"], thresholds)`` recomputes them on a loaded trace.
 """
 
 from __future__ import annotations
@@ -79,9 +83,14 @@ def load(path: Path, progress=None, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         raise CaptureError(path, "a folder without msMemScope dump or python-trace files")
     raws: list[RawFile] = []
     for index, file in enumerate(files):
-        if progress is not None:
-            progress(0.5 * index / len(files), f"reading {file.name}")
-        raws.append(read_db(file) if is_sqlite(file) else read_csv(file))
+        message = f"reading {file.name}"
+
+        def report(fraction: float, index: int = index, message: str = message) -> None:
+            if progress is not None:
+                progress(0.5 * (index + fraction) / len(files), message)
+
+        report(0.0)
+        raws.append(read_db(file, report) if is_sqlite(file) else read_csv(file))
     if not any(_has_rows(raw) for raw in raws):
         raise CaptureError(path, "an msMemScope capture without a single row")
     trace = build_trace(raws, path, progress, thresholds)

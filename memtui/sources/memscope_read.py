@@ -23,7 +23,7 @@ import csv
 import io
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,21 +193,24 @@ def _sqlite_problem(exc: sqlite3.Error) -> str:
     return f"cannot read the SQLite database ({text})"
 
 
-def read_db(path: Path) -> RawFile:
-    """Every msMemScope table of one SQLite file."""
+Report = Callable[[float], None] | None
+
+
+def read_db(path: Path, report: Report = None) -> RawFile:
+    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come)."""
     try:
         con = connect_ro(path)
     except sqlite3.Error as exc:
         raise CaptureError(path, _sqlite_problem(exc)) from None
     try:
-        return _read_db_tables(path, con)
+        return _read_db_tables(path, con, report)
     except sqlite3.Error as exc:
         raise CaptureError(path, _sqlite_problem(exc)) from None
     finally:
         con.close()
 
 
-def _read_db_tables(path: Path, con: sqlite3.Connection) -> RawFile:
+def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawFile:
     tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     dump = next((t for t in DUMP_TABLES if t in tables), None)
     traces = sorted(t for t in tables if TRACE_TABLE.fullmatch(t))
@@ -225,7 +228,7 @@ def _read_db_tables(path: Path, con: sqlite3.Connection) -> RawFile:
                 f"{Path(path).name}: an early MindStudio Insight prototype layout "
                 "(camelCase columns); read as msLeaks data")
         dump_rows = _DumpRows(raw, micro="t_us" in mapping.values(), attr_json=True)
-        for chunk in _read_table(con, dump, mapping, int_columns=_INT_COLUMNS):
+        for chunk in _read_table(con, dump, mapping, int_columns=_INT_COLUMNS, report=report):
             dump_rows.add(chunk)
         unreadable = dump_rows.finish()
         if unreadable:
@@ -272,7 +275,7 @@ def _map_columns(path: Path, table: str, columns: list[str], known: dict[str, st
 
 
 def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
-                int_columns: tuple[str, ...]) -> Iterator[pl.DataFrame]:
+                int_columns: tuple[str, ...], report: Report = None) -> Iterator[pl.DataFrame]:
     """The rows of ``table``'s mapped columns in rowid chunks, each with its ``row`` index.
 
     SQLite reads the next chunk in a worker thread (``sqlite3`` lets go of the GIL while
@@ -294,6 +297,8 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
                 pending = worker.submit(query.fetch, ranges[index + 1])
             chunk = query.parse(count, blob, bounds)
             del blob
+            if report is not None:
+                report((index + 1) / len(ranges))
             if chunk.height:
                 yield chunk.with_row_index("row", offset=offset).with_columns(
                     pl.col("row").cast(pl.Int64))
@@ -306,7 +311,8 @@ class _ChunkQuery:
     def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
                  int_columns: tuple[str, ...]) -> None:
         sources = list(mapping)
-        self.con = con
+        self.con = con  # used by the worker thread only
+        self.path = Path(con.execute("PRAGMA database_list").fetchone()[2])
         self.table = table
         self.schema = {mapping[c]: (pl.Int64 if mapping[c] in int_columns or mapping[c] == "t_us"
                                     else pl.String) for c in sources}
@@ -339,7 +345,7 @@ class _ChunkQuery:
     def _plain(self, bounds) -> pl.DataFrame:
         """The text holds the separators themselves: read this chunk row by row."""
         where, params = self._where(bounds)
-        con = connect_ro(Path(self.con.execute("PRAGMA database_list").fetchone()[2]))
+        con = connect_ro(self.path)  # its own connection: the worker may be using self.con
         try:
             rows = con.execute(f'SELECT {self.select} FROM "{self.table}" NOT INDEXED{where}',
                                params).fetchall()
