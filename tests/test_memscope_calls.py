@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtui.sources.memscope_build import call_depths
+from memtui.sources.memscope_timeline import call_depths
 
 
 def insight(calls: list[tuple[int, int, int]]) -> list[int]:

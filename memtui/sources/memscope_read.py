@@ -153,6 +153,28 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+def device_names(raw: pl.Series) -> dict[str, str | None]:
+    """Raw ``Device Id`` values -> device names: ``npu:N``, ``host`` (cpu/host), or None."""
+    names: dict[str, str | None] = {}
+    for value in raw.drop_nulls().unique().to_list():
+        text = value.strip()
+        if text.isdigit():
+            names[value] = f"npu:{int(text)}"
+        elif text.lower() in ("cpu", "host"):
+            names[value] = "host"
+        else:
+            names[value] = None  # N/A (no device: SYSTEM rows, 2025 host frees), empty
+    return names
+
+
+def device_column(frame: pl.DataFrame) -> pl.Expr:
+    """The ``dev`` column of ``frame`` as device names (see :func:`device_names`)."""
+    mapping = device_names(frame["dev"])
+    if not mapping:
+        return pl.lit(None, pl.String)
+    return pl.col("dev").replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
 # -- SQLite -------------------------------------------------------------------------------
 
 
