@@ -112,7 +112,7 @@ def _marker_ranges(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def calls_of(trace: pl.DataFrame, events: pl.DataFrame, start: int | None, end: int | None,
-           warnings: list[str]) -> pl.DataFrame:
+             warnings: list[str]) -> pl.DataFrame:
     """Completed Python calls with their depth per thread (MindStudio Insight's rule).
 
     ``N/A`` start (a return whose call came before tracing began) becomes the start of the
