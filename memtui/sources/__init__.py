@@ -14,12 +14,12 @@ from types import ModuleType
 
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
-from memtui.sources import ascend_profiler, torch_snapshot
+from memtui.sources import ascend_profiler, memscope, torch_snapshot
 
 Progress = Callable[[float, str], None]
 
 #: Every source, tried in this order.
-SOURCES: list[ModuleType] = [torch_snapshot, ascend_profiler]
+SOURCES: list[ModuleType] = [torch_snapshot, memscope, ascend_profiler]
 
 
 def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTrace:

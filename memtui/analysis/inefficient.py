@@ -1,0 +1,83 @@
+"""Inefficient blocks as MindStudio Insight flags them, from access times and thresholds.
+
+Insight (``MemScopeDatabase.cpp``, ``Build{LazyUsed,DelayedFree,LongIdle}ThresholdColumn``)
+computes three flags per block at query time, each true when its interval passes a time
+threshold *or* a share of the block's lifetime (end = free, or the end of the trace for a
+block never freed), and only for blocks that were accessed after their alloc:
+
+* early allocation (Insight "lazy used"): first access - alloc, where it is > 0;
+* late deallocation ("delayed free"): free - last access, where last access > alloc;
+* temporary idleness ("long idle"): the longest gap between two accesses, where > 0.
+  (Insight's own parser measures the last access against the first here, a slip;
+  memtui takes the longest gap between consecutive accesses, as the name says.)
+
+A threshold of ``None`` turns that half of the test off.  Insight leaves all of them off
+until the user sets some; memtui's defaults flag an interval that fills more than half of
+the block's life, which catches the textbook cases without drowning short blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION, FLAG_TEMPORARY_IDLENESS
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Flag when the interval exceeds ``ns`` nanoseconds or ``percent`` % of the lifetime."""
+
+    ns: int | None = None
+    percent: float | None = 50.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    early_allocation: Threshold = Threshold()
+    late_deallocation: Threshold = Threshold()
+    temporary_idleness: Threshold = Threshold()
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+def _passes(interval: pl.Expr, lifetime: pl.Expr, threshold: Threshold,
+            valid: pl.Expr) -> pl.Expr:
+    test = pl.lit(False)
+    if threshold.ns is not None:
+        test = test | (interval > threshold.ns)
+    if threshold.percent is not None:
+        test = test | ((interval * 100.0) > (lifetime * threshold.percent))
+    return (valid & test).fill_null(False)
+
+
+def inefficient_flags(blocks: pl.DataFrame, end_t: int | None,
+                      thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pl.Series:
+    """``flags`` (UInt8 bitmask of ``FLAG_*``) for ``blocks``.
+
+    ``blocks`` needs ``t_alloc``, ``t_free``, ``first_access``, ``last_access`` and
+    ``max_access_gap``; ``end_t`` stands in for the free of blocks still alive.
+    """
+    if blocks.is_empty():
+        return pl.Series("flags", [], dtype=pl.UInt8)
+    end = pl.col("t_free").fill_null(pl.lit(end_t, pl.Int64))
+    lifetime = end - pl.col("t_alloc")
+    to_first = pl.col("first_access") - pl.col("t_alloc")
+    to_last = pl.col("last_access") - pl.col("t_alloc")
+    gap = pl.col("max_access_gap")
+    early = _passes(to_first, lifetime, thresholds.early_allocation, to_first > 0)
+    late = _passes(end - pl.col("last_access"), lifetime, thresholds.late_deallocation,
+                   to_last > 0)
+    idle = _passes(gap, lifetime, thresholds.temporary_idleness, gap > 0)
+    accessed = pl.col("first_access").is_not_null()
+    flags = (
+        pl.when(accessed & early).then(FLAG_EARLY_ALLOCATION).otherwise(0)
+        + pl.when(accessed & late).then(FLAG_LATE_DEALLOCATION).otherwise(0)
+        + pl.when(accessed & idle).then(FLAG_TEMPORARY_IDLENESS).otherwise(0)
+    )
+    return blocks.select(flags.cast(pl.UInt8).alias("flags")).to_series()
+
+
+__all__ = ["DEFAULT_THRESHOLDS", "Threshold", "Thresholds", "inefficient_flags"]
