@@ -7,6 +7,8 @@ to the live bytes at the column's time.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -98,6 +100,23 @@ def test_live_bytes_and_largest_in_a_window(index):
     assert data.count_overlapping(6, 7) == 3  # G, b1, b3
     assert data.largest_overlapping(6, 7, 2).tolist() == [B1, G]
     assert data.largest_overlapping(0, 10, 1).tolist() == [B2]
+
+
+def test_the_maps_own_level(index):
+    _, ix = index
+    level = BlockMapData(ix).level()
+    assert level.t.tolist() == [0, 2, 4, 6, 8]
+    assert level.values.tolist() == [250, 450, 500, 300, 150]
+
+
+def test_the_maps_level_is_allocated_on_the_demo():
+    demo = Path(__file__).resolve().parents[1] / "snapshots" / "demo_training.pickle"
+    trace = open_capture(demo)
+    level = BlockMapData(device_index(trace, "cuda:0")).level()
+    allocated = allocated_level(trace, "cuda:0")
+    assert level.peak()[0] == allocated.peak()[0]
+    at = np.searchsorted(allocated.t, level.t, side="right") - 1
+    assert np.array_equal(allocated.values[at], level.values)
 
 
 def test_hit_testing_and_columns(index):

@@ -3,17 +3,18 @@
 Stacking follows memory_viz's Active Memory Timeline: the blocks alive before the trace
 (ghosts) lie at the bottom, those alive at the dump lowest, then those freed latest;
 above them every allocation goes on top of the stack in the order it happened, and when
-a block is freed everything above it slides down.  So at any time a live block's
-offset is the sum of the live blocks below it in that order.
+a block is freed everything above it slides down. So at any time a live block's offset
+is the sum of the live blocks below it in that order.
 
 :func:`rasterise` draws a view ``[t0, t1]`` into ``width`` columns and ``2 * height``
-pixel rows (a terminal cell holds two pixels with ``▀``).  Each column shows the stack at
-one moment: the time of its highest allocated level, so peaks are never lost between
-columns.  The ``detail`` largest blocks alive in the view get their own band; the rest
-are summed into one band on top (memory_viz's "summarized" band).  Everything is numpy
-and independent of how many blocks are alive: a ``detail`` x ``width`` matrix of which
-drawn block is alive in which column, cumulative sums of sizes for the rest, and one
-``searchsorted`` for all the pixels.
+pixel rows (a terminal cell holds two pixels with ``▀``). Each column shows the stack at
+one moment: the time of its highest level (:meth:`BlockMapData.level`, the bytes of the
+live blocks), so peaks are never lost between columns. The ``detail`` largest blocks
+alive in the view get their own band; the rest are summed into one band on top
+(memory_viz's "summarized" band). Everything is numpy and independent of how many blocks
+are alive: a ``detail`` x ``width`` matrix of which drawn block is alive in which
+column, cumulative sums of sizes for the rest, and one ``searchsorted`` for all the
+pixels.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memtui.analysis.intervals import INT64_MAX
+from memtui.analysis.intervals import INT64_MAX, INT64_MIN
 from memtui.analysis.levels import Level
 from memtui.analysis.live import DeviceIndex
 
@@ -152,6 +153,16 @@ class BlockMapData:
         allocated = self.start_bytes[np.searchsorted(self.starts, times, side="right")]
         freed = self.end_bytes[np.searchsorted(self.ends, times, side="right")]
         return allocated - freed
+
+    def level(self) -> Level:
+        """Bytes of the blocks alive after each allocation and free: the level the map
+        stacks (a source's own allocated level may count fewer pools, or be absent)."""
+        finite = np.concatenate([self.starts[self.starts > INT64_MIN],
+                                 self.ends[self.ends < INT64_MAX]])
+        times = np.unique(finite)
+        if times.size == 0:
+            times = np.zeros(1, dtype=np.int64)
+        return Level(t=times, values=self.live_bytes(times).astype(np.int64))
 
     def count_overlapping(self, t0: int, t1: int) -> int:
         """Blocks alive at some moment of ``[t0, t1]``."""

@@ -18,7 +18,6 @@ from textual.widgets import Footer, Static
 
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at
-from memtui.analysis.levels import allocated_level
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.analysis.stack_tree import format_stack
 from memtui.analysis.summary import format_bytes
@@ -65,8 +64,8 @@ class BlocksScreen(LinkedScreen):
         trace = self.trace
         self.index = device_index(trace, device)
         self.data = cached(trace, ("block_map", device), lambda: BlockMapData(self.index))
-        self.peaks = cached(trace, ("peaks", device),
-                            lambda: PeakFinder(allocated_level(trace, device)))
+        self.peaks = cached(trace, ("block_peaks", device),
+                            lambda: PeakFinder(self.data.level()))
         self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
         self.events = event_blocks(trace, device)
 
@@ -74,8 +73,7 @@ class BlocksScreen(LinkedScreen):
         await self.query("BlockMap, TrendSlider").remove()
         ix = self.index
         ooms = self.trace.device_events(self.device).filter(pl.col("action") == "oom")
-        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list(),
-                                  live_bytes=self.data.live_bytes)
+        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list())
         self.slider.styles.height = 2 if self.size.height < 30 else 3
         self.map = BlockMap(self.data, self.peaks, detail=self.detail, id="block-map")
         detail = self.query_one("#detail", Static)

@@ -1,22 +1,21 @@
 """The block-lifetime map and the trend slider above it (Line API widgets).
 
-:class:`BlockMap` draws :func:`memtui.analysis.block_map.rasterise` of the cursor's view:
-time across, bytes up, two pixels a cell.  Blocks take memory_viz's colours by block id:
-cool ones, warm ones for blocks never freed, dimmed for ghosts (alive before the trace);
-the summed small blocks are grey; the selected block is white; the cursor's column is
-tinted gold.  The raster is recomputed only when the view, the size or the detail changes, and
-each line is cached, so a cursor move repaints two columns' worth of work.
+:class:`BlockMap` draws :func:`memtui.analysis.block_map.rasterise` of the cursor's
+view: time across, bytes up, two pixels a cell. Blocks take memory_viz's colours by
+block id: cool ones, warm ones for blocks never freed, dimmed for ghosts (alive before
+the trace); the summed small blocks are grey; the selected block is white; the cursor's
+column is tinted gold. The raster is recomputed only when the view, the size or the
+detail changes, and each line is cached, so a cursor move repaints two columns' worth of
+work.
 
-:class:`TrendSlider` is the whole run's allocated level (highest per column) in eighth
-blocks, with the view shaded: drag the shade to pan, drag elsewhere to choose a new
-view, click to centre the view there; OOM events are red marks.  In the map, a click
-selects the band under the pointer and moves the cursor there, a drag selects a window
-(shaded), the wheel zooms.  Both post :class:`CursorRequest`.
+:class:`TrendSlider` is the whole run's level (the bytes of live blocks, highest per
+column) in eighth blocks, with the view shaded: drag the shade to pan, drag elsewhere to
+choose a new view, click to centre the view there; OOM events are red marks. In the map,
+a click selects the band under the pointer and moves the cursor there, a drag selects a
+window (shaded), the wheel zooms. Both post :class:`CursorRequest`.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 from rich.segment import Segment
@@ -266,12 +265,10 @@ class TrendSlider(Widget):
     """
 
     def __init__(self, peaks: PeakFinder, t_start: int, t_end: int, *,
-                 marks: list[int] | None = None,
-                 live_bytes: Callable[[np.ndarray], np.ndarray] | None = None,
-                 name: str | None = None, id: str | None = None) -> None:
+                 marks: list[int] | None = None, name: str | None = None,
+                 id: str | None = None) -> None:
         super().__init__(name=name, id=id)
         self.peaks = peaks
-        self.live_bytes = live_bytes
         self.marks = marks or []  # times of OOM events
         self.t_start, self.t_end = t_start, max(t_end, t_start + 1)
         self.cursor: CursorState | None = None
@@ -289,18 +286,13 @@ class TrendSlider(Widget):
         return max(self.size.width - GUTTER, 1)
 
     def levels(self) -> np.ndarray:
-        """Highest allocated level of each column over the whole run (without a level, as
-        in profiler operator tables: the bytes of the blocks alive mid-column)."""
+        """Highest level of each column over the whole run."""
         width = self.plot_width
         if width != self._levels_width:
             level = self.peaks.level
             times = self.peaks.column_times(self.t_start, self.t_end, width)
-            if level.t.size > 1 or self.live_bytes is None:
-                at = np.clip(np.searchsorted(level.t, times, side="right") - 1, 0, None)
-                self._levels = level.values[at] if level.values.size else np.zeros(width)
-            else:
-                mid = times + int((self.t_end - self.t_start) / width / 2)
-                self._levels = self.live_bytes(mid)
+            at = np.clip(np.searchsorted(level.t, times, side="right") - 1, 0, None)
+            self._levels = level.values[at] if level.values.size else np.zeros(width)
             self._levels_width = width
         return self._levels
 
