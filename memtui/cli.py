@@ -20,8 +20,10 @@ EXIT_BAD_INPUT = 2
 
 def demo_path() -> Path:
     """The demo capture: ``snapshots/demo_training.pickle``, installed as ``memtui.snapshots``."""
-    from memtui import snapshots
-
+    try:
+        from memtui import snapshots
+    except ImportError:  # running from a checkout: the snapshots/ folder beside memtui/
+        return Path(__file__).resolve().parents[1] / "snapshots" / "demo_training.pickle"
     return Path(snapshots.__path__[0]) / "demo_training.pickle"
 
 
