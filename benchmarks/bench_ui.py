@@ -119,6 +119,15 @@ async def run_app(path: Path, size: tuple[int, int], presses: int) -> dict:  # n
         log("screens", flush=True)
         await pilot.press("5")
         await wait_tables(app, pilot)
+        await pilot.press("tab")  # the Event View, following the cursor
+        await settle(pilot)
+        times = []
+        for i in range(presses):
+            times.append(await key_latency(pilot, clock, "l" if i % 2 == 0 else "h"))
+            await pilot.pause(0.02)
+        results["Tables: cursor move, events follow"] = times
+        await pilot.press("tab")
+        await settle(pilot)
         table = app.screen.query_one("#blocks-table", VirtualTable)
         swapped: list[float] = []  # when the sorted rows reach the table
         refresh_rows = table.refresh_rows

@@ -96,7 +96,12 @@ def test_memtui_alone_opens_the_demo_and_answers_keys(pane_factory):
     pane.keys("p")
     screen = pane.wait_for(peak_time)
     assert "alloc 5.4 GiB" in screen  # the status bar at the peak
-    pane.keys("5")
+    pane.keys("[", "L", "L", "]")  # a window over two tenths of the view
+    screen = pane.wait_for("win ")
+    assert "ms" in screen.split("win ")[1].splitlines()[0]
+    pane.keys("z", "Z", "g")
+    pane.wait_for("+0.000000 s")
+    pane.keys("p", "5")
     screen = pane.wait_for("[Blocks]")
     assert "Call stack of block" in screen
     pane.keys("Tab")

@@ -165,7 +165,8 @@ async def settle(pilot) -> None:
 
 
 def status_text(app) -> str:
+    """The status bar's line as painted (its render cache: stale unless it refreshed)."""
     from memtui.tui.widgets.status import StatusBar
 
     bar = app.screen.query_one(StatusBar)
-    return str(bar.render())
+    return bar.render_line(0).text.rstrip()

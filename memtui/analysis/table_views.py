@@ -216,6 +216,8 @@ class TableModel:
         if self.kind == "blocks":
             self._t_free = self.frame["t_free"].fill_null(_NEVER).to_numpy()
         self._sorted_by_time = bool(self.frame[self._time_key].is_sorted())
+        self._shown_key: np.ndarray | None = None
+        self._shown = self._times
 
     @classmethod
     def for_blocks(cls, blocks: pl.DataFrame, start: int, unit: str,
@@ -371,6 +373,16 @@ class TableModel:
         hits = np.flatnonzero(self.rows == row)
         return int(hits[0]) if hits.size else None
 
+    def _shown_times(self) -> np.ndarray:
+        """The times of the shown rows, in time order (cached per ``rows``)."""
+        if self._shown_key is not self.rows:
+            if self.rows.size == self.total:  # every row, in the frame's order: no copy
+                self._shown = self._times
+            else:
+                self._shown = self._times[self.rows]
+            self._shown_key = self.rows
+        return self._shown
+
     def row_at_time(self, t: int) -> int | None:
         """The frame row of the last event (or block allocation) at or before ``t``."""
         row = int(np.searchsorted(self._times, t, side="right")) - 1
@@ -381,7 +393,7 @@ class TableModel:
         if self.rows.size == 0:
             return None
         if self.sort_key is None or (self.sort_key == self._time_key and not self.descending):
-            times = self._times[self.rows]
+            times = self._shown_times()
             return max(int(np.searchsorted(times, t, side="right")) - 1, 0)
         row = self.row_at_time(t)
         return None if row is None else self.position_of_row(row)
