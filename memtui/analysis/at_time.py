@@ -44,10 +44,10 @@ def active_level(trace: MemoryTrace, device: str, allocated: Level) -> Level:
         if not rows.is_empty():
             return Level(rows["t"].to_numpy().astype(np.int64),
                          rows["bytes"].to_numpy().astype(np.int64))
-    events = trace.device_events(device).filter(pl.col("active").is_not_null())
-    if events.is_empty() or allocated.values.size != events.height + 1:
+    active = trace.device_events(device)["active"].drop_nulls()
+    if active.is_empty() or allocated.values.size != active.len() + 1:
         return allocated
-    values = events["active"].to_numpy().astype(np.int64)
+    values = active.to_numpy().astype(np.int64)
     if np.array_equal(values, allocated.values[1:]):
         return allocated
     start = allocated.values[:1]

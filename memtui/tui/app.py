@@ -209,8 +209,8 @@ class MemtuiApp(App[int]):
     def action_jump(self, share: float) -> None:
         if self._has_cursor():
             v0, v1 = self.cursor.view
-            self.move_cursor(t=self.cursor.t + int(round((v1 - v0) * share)) or (
-                1 if share > 0 else -1))
+            delta = int(round((v1 - v0) * share)) or (1 if share > 0 else -1)
+            self.move_cursor(t=self.cursor.t + delta)
 
     def action_peak(self) -> None:
         if self._has_cursor():

@@ -9,6 +9,7 @@ Component) as in MindStudio Insight's Memory tab.
 
 from __future__ import annotations
 
+import polars as pl
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -17,10 +18,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
-from memtui.tui.widgets.curve import TrendPlot
+from memtui.tui.widgets.curve import Markers, TrendPlot
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
 LIVE_ROWS = 12
@@ -43,6 +45,7 @@ class TrendScreen(Screen):
         self._series_key: tuple | None = None
         self._live_wanted: tuple | None = None
         self._live_running = False
+        self._first_paint = True
 
     def compose(self) -> ComposeResult:
         yield Static(id="trend-legend")
@@ -55,8 +58,15 @@ class TrendScreen(Screen):
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
         self.query_one(TrendPlot).focus()
+        self._first_paint = True  # the live table waits until the curves are on screen
         self._cursor_changed(self.app.cursor)
-        self.call_after_refresh(self.app.mark_painted, "trend")
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        self.app.mark_painted("trend")
+        self._first_paint = False
+        cursor = self.app.cursor
+        self._update_live(cursor.device, cursor.t)
 
     def on_screen_resume(self) -> None:
         self._cursor_changed(self.app.cursor)
@@ -80,10 +90,7 @@ class TrendScreen(Screen):
         plot.time_label = (lambda t: f"#{t}") if unit == "event" else (
             lambda t: _short_time(t - start))
         plot.origin = start
-        markers = [
-            (int(row["t"]), row["t_end"], row["kind"] or "")
-            for row in timeline.markers.head(2000).iter_rows(named=True)
-        ]
+        markers = Markers.from_frame(timeline.markers)
         peak = (timeline.peak_t, timeline.peak) if timeline.peak > 0 else None
         if self._series and self._series[0].role != "allocated":
             peak = None
@@ -95,7 +102,7 @@ class TrendScreen(Screen):
         self._ensure_series(cursor.device)
         self.query_one(TrendPlot).set_state(cursor.view, cursor.t, cursor.window)
         self._update_legend(cursor)
-        if self.app.screen is self:
+        if self.app.screen is self and not self._first_paint:
             self._update_live(cursor.device, cursor.t)
 
     def _update_legend(self, cursor) -> None:
@@ -217,8 +224,6 @@ def _marker_at(markers, t: int) -> str | None:
     """The name of the innermost marked range holding ``t`` (a step, an annotation)."""
     if markers.is_empty():
         return None
-    import polars as pl
-
     holding = markers.filter(
         (pl.col("t") <= t) & pl.col("t_end").is_not_null() & (pl.col("t_end") >= t))
     if holding.is_empty():
@@ -227,8 +232,6 @@ def _marker_at(markers, t: int) -> str | None:
 
 
 def _value_at(series: Series, t: int) -> int:
-    from memtui.analysis.downsample import value_at
-
     return value_at(series.level.t, series.level.values, t)
 
 

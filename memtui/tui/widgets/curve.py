@@ -65,6 +65,28 @@ def nice_bytes_ceiling(top: int) -> int:
 
 
 @dataclass(frozen=True)
+class Markers:
+    """Marks on the time axis: start times, end times (equal to the start for a point)
+    and kinds (``step``, ``mstx``, ``annotation``, ``oom``...)."""
+
+    t: np.ndarray
+    t_end: np.ndarray
+    kinds: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Markers:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dtype=object))
+
+    @classmethod
+    def from_frame(cls, markers) -> Markers:
+        """From a ``markers`` frame of the model (rows without a time are dropped)."""
+        rows = markers.filter(markers["t"].is_not_null())
+        t = rows["t"].to_numpy().astype(np.int64)
+        t_end = rows["t_end"].fill_null(rows["t"]).to_numpy().astype(np.int64)
+        return cls(t, t_end, rows["kind"].fill_null("").to_numpy())
+
+
+@dataclass(frozen=True)
 class PlotGrid:
     """The drawn plot without overlays: characters and style ids, one row per line."""
 
@@ -121,7 +143,7 @@ class TrendPlot(Widget, can_focus=True):
         self.cursor_t = 0
         self.window: tuple[int, int] | None = None
         self.peak: tuple[int, int] | None = None  # (t, value)
-        self.markers: list[tuple[int, int | None, str]] = []  # (t, t_end, kind)
+        self.markers = Markers.empty()
         self.time_label = lambda t: str(t)
         self.origin = 0  # axis ticks fall on round distances from this time
         self._grid: PlotGrid | None = None
@@ -134,7 +156,7 @@ class TrendPlot(Widget, can_focus=True):
     # -- inputs ---------------------------------------------------------------------------
 
     def set_series(self, series: list[Series], peak: tuple[int, int] | None,
-                   markers: list[tuple[int, int | None, str]]) -> None:
+                   markers: Markers) -> None:
         self.series = series
         self.peak = peak
         self.markers = markers
@@ -345,29 +367,45 @@ class TrendPlot(Widget, can_focus=True):
 
     def _draw_markers(self, chars: list[str]) -> None:
         """Ranges as ``─`` with ``├`` ``┤`` ends and points as ticks, where they are at
-        least two columns apart; denser ones merge into a ``═`` band."""
+        least two columns apart; denser ones merge into a ``═`` band (vectorised: a capture
+        may mark every step of a long run)."""
+        markers = self.markers
+        if markers.t.size == 0:
+            return
         v0, v1 = self.view
-        shown = [(t, e, k) for t, e, k in self.markers
-                 if (e if e is not None else t) >= v0 and t <= v1]
-        if not shown:
+        t, t_end = markers.t, markers.t_end
+        is_range = t_end > t
+        last = np.where(is_range, t_end, t)
+        shown = (last >= v0) & (t <= v1)
+        if not shown.any():
             return
         cols = len(chars)
-        starts = sorted({self.column_of(max(t, v0)) for t, _, _ in shown})
-        dense = len(starts) > 1 and min(b - a for a, b in zip(starts, starts[1:],
-                                                                 strict=False)) < 2
-        for t, t_end, kind in shown:
-            a = self.column_of(max(t, v0))
-            if t_end is not None and t_end > t:
-                b = self.column_of(min(t_end, v1))
-                for x in range(a, min(b, cols - 1) + 1):
-                    chars[x] = "═" if dense else (chars[x] if chars[x] != " " else "─")
-                if not dense:
-                    if t >= v0:
-                        chars[a] = "├"
-                    if t_end <= v1 and b != a:
-                        chars[b] = "┤"
+        t, t_end, last, is_range = t[shown], t_end[shown], last[shown], is_range[shown]
+        kinds = markers.kinds[shown]
+        first_col = bin_of(np.maximum(t, v0), v0, v1, cols)
+        last_col = bin_of(np.minimum(last, v1), v0, v1, cols)
+        starts = np.unique(first_col)
+        dense = starts.size > 1 and int(np.diff(starts).min()) < 2
+        if dense:
+            cover = np.zeros(cols + 1, dtype=np.int64)
+            np.add.at(cover, first_col[is_range], 1)
+            np.add.at(cover, last_col[is_range] + 1, -1)
+            for x in np.flatnonzero(np.cumsum(cover)[:cols] > 0):
+                chars[x] = "═"
+            for x in np.unique(first_col[~is_range]):
+                chars[x] = "╪"
+            return
+        for a, b, ranged, begins, ends, kind in zip(
+                first_col, last_col, is_range, t >= v0, last <= v1, kinds, strict=True):
+            if ranged:
+                for x in range(a, b + 1):
+                    chars[x] = "─" if chars[x] == " " else chars[x]
+                if begins:
+                    chars[a] = "├"
+                if ends and b != a:
+                    chars[b] = "┤"
             else:
-                chars[a] = "╪" if dense else MARKER_CHARS.get(kind, "╷")
+                chars[a] = MARKER_CHARS.get(str(kind), "╷")
 
     def _axis_line(self, styles: dict[str, Style]) -> Strip:
         cols = self.plot_width
