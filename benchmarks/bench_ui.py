@@ -1,120 +1,234 @@
-"""Cursor moves on the Blocks, Pool and Stacks screens: time from the move to the
-repainted screen, at 10M events, against the same moves on the 30k-event demo.
+"""How fast the UI opens and answers keys, on generated snapshots of 1M and 10M events.
 
-For each capture it opens the app headless (120x40), shows each screen, moves the cursor
-to random events (and pans and zooms the block map), and after each move waits until the
-app has handled it and renders the whole screen (every line, not only the changed ones:
-an upper bound of a repaint).  It prints the median, 90th percentile and
-worst time per screen, the median's ratio to the demo's (the baseline measured in the
-same run) and to the 50 ms budget of DESIGN.md section 5.
+For each size: the bare read (``pickle.load`` of the file, the baseline), the source's
+load (``open_capture``), the time from starting the app to the Trend screen's first full
+paint, and for key presses (cursor move, jump, peak, screen switch, sort; on the Blocks,
+Pool and Stacks screens cursor moves, selection moves and zooms) the median and 95th
+percentile time from the key to the next painted frame.  A sort of millions of rows
+runs in a worker: the table says "sorting" in the first frame, and the time until the
+sorted rows are painted is reported too.
 
-    python benchmarks/bench_ui.py                       # 10M events (generated)
-    python benchmarks/bench_ui.py --events 1000000 --moves 20
-    python benchmarks/bench_ui.py --file capture.pickle
+The app runs headless (``App.run_test``): a frame counts as painted when Textual hands
+the composed update to the driver (the headless driver then skips only the write of the
+escape codes).  Ratios are against the bare read measured in the same run.
+
+    python benchmarks/bench_ui.py                  # 1M and 10M events
+    python benchmarks/bench_ui.py --events 1000000 --presses 20
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import random
+import contextlib
+import gc
+import pickle
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.generate import write_snapshot  # noqa: E402
 from memtui.sources import open_capture  # noqa: E402
+from memtui.tui.app import MemtuiApp  # noqa: E402
+from memtui.tui.widgets.table import VirtualTable  # noqa: E402
 
-BUDGET_MS = 50.0
-SCREENS = ("blocks", "pool", "stacks")
-
-
-def make_app(trace):
-    """The app on ``trace`` (the stand-in with the shell's contract: see tests/ui2_app.py)."""
-    from tests.ui2_app import StandInApp
-
-    return StandInApp(trace, "blocks")
+VERBOSE = "-v" in sys.argv
 
 
-async def _settle_and_paint(app, pilot) -> None:
-    """Wait until the screen has handled what the move queued (twice: a handler may move
-    the cursor again), then render every line of the screen.
-
-    ``Pilot.pause`` sleeps until the process looks idle, which measures its own sleeps;
-    ``Pilot._wait_for_screen`` returns as soon as the queued messages are handled.
-    """
-    await pilot._wait_for_screen()
-    await pilot._wait_for_screen()
-    app.screen._compositor.render_full_update()
+def capture(n_events: int, folder: Path) -> Path:
+    path = folder / f"bench_ui_{n_events}.pickle"
+    if not path.exists():
+        print(f"generating {path} ...", flush=True)
+        write_snapshot(path, n_events=n_events, seed=0)
+    return path
 
 
-async def measure(trace, moves: int, seed: int = 0) -> dict[str, list[float]]:
-    """Milliseconds per cursor move on each screen (and per zoom on the block map)."""
-    rng = random.Random(seed)
-    times = trace.events["t"].to_list() if trace.events.height < 200_000 else \
-        trace.events["t"].gather_every(max(trace.events.height // 200_000, 1)).to_list()
-    app = make_app(trace)
-    results: dict[str, list[float]] = {}
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        for screen in SCREENS:
-            await pilot.press({"blocks": "2", "pool": "3", "stacks": "4"}[screen])
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await _settle_and_paint(app, pilot)  # the first showing is not a cursor move
-            samples = []
-            for _ in range(moves):
-                t = rng.choice(times)
-                start = time.perf_counter()
-                app.move_cursor(t=t)
-                await _settle_and_paint(app, pilot)
-                samples.append((time.perf_counter() - start) * 1e3)
-            results[screen] = samples
-        await pilot.press("2")
-        await _settle_and_paint(app, pilot)
-        t0, t1 = app.cursor.view
-        samples = []
-        for k in range(moves):
-            span = (t1 - t0) // (2 + k % 5)
-            a = t0 + rng.randrange(max(t1 - t0 - span, 1))
+def timed(fn) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()
+    elapsed = time.perf_counter() - start
+    del result
+    gc.collect()
+    return elapsed
+
+
+class FrameClock:
+    """Records when the app hands a frame to the driver."""
+
+    def __init__(self, app: MemtuiApp) -> None:
+        self.frames: list[float] = []
+        original = app._display
+
+        def display(screen, renderable):
+            original(screen, renderable)
+            if renderable is not None:
+                self.frames.append(time.perf_counter())
+
+        app._display = display  # type: ignore[method-assign]
+
+    async def next_after(self, t: float, timeout: float = 60.0) -> float:
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            later = [f for f in self.frames if f > t]
+            if later:
+                return later[0]
+            await asyncio.sleep(0.0005)
+        raise TimeoutError("no frame painted")
+
+
+async def key_latency(pilot, clock: FrameClock, key: str, timeout: float = 60.0) -> float:
+    start = time.perf_counter()
+    await pilot.press(key)
+    return await clock.next_after(start, timeout) - start
+
+
+async def settle(pilot) -> None:
+    await pilot.pause(0.15)
+
+
+async def run_app(path: Path, size: tuple[int, int], presses: int) -> dict:  # noqa: C901
+    results: dict[str, list[float] | float] = {}
+    log = print if VERBOSE else (lambda *a, **k: None)
+    start = time.perf_counter()
+    app = MemtuiApp(path)
+    async with app.run_test(size=size) as pilot:
+        clock = FrameClock(app)
+        while "trend" not in app.painted:
+            await asyncio.sleep(0.005)
+        results["first_paint"] = app.painted["trend"] - start
+        await settle(pilot)
+        for name, keys in (("cursor move (l/h)", ["l", "h"]), ("jump a tenth (L/H)", ["L", "H"]),
+                           ("peak / start (p/g)", ["p", "g"])):
+            times = []
+            for i in range(presses):
+                times.append(await key_latency(pilot, clock, keys[i % 2]))
+                await pilot.pause(0.02)
+            results[name] = times
+            log(name, flush=True)
+            await settle(pilot)
+        times = []
+        for i in range(presses):
+            times.append(await key_latency(pilot, clock, "5" if i % 2 == 0 else "1"))
+            await settle(pilot)
+            if i == 0:  # the first visit builds the tables: wait for them
+                await wait_tables(app, pilot)
+        results["screen switch (5/1)"] = times
+        log("screens", flush=True)
+        await pilot.press("5")
+        await wait_tables(app, pilot)
+        await pilot.press("tab")  # the Event View, following the cursor
+        await settle(pilot)
+        times = []
+        for i in range(presses):
+            times.append(await key_latency(pilot, clock, "l" if i % 2 == 0 else "h"))
+            await pilot.pause(0.02)
+        results["Tables: cursor move, events follow"] = times
+        await pilot.press("tab")
+        await settle(pilot)
+        table = app.screen.query_one("#blocks-table", VirtualTable)
+        swapped: list[float] = []  # when the sorted rows reach the table
+        refresh_rows = table.refresh_rows
+
+        def timed_refresh_rows(*args, **kwargs):
+            swapped.append(time.perf_counter())
+            return refresh_rows(*args, **kwargs)
+
+        table.refresh_rows = timed_refresh_rows  # type: ignore[method-assign]
+        first, done = [], []
+        for _ in range(max(presses // 4, 3)):
+            table.cursor_column = 1  # Size
             start = time.perf_counter()
-            app.move_cursor(view=(a, a + span), t=a + span // 2)
-            await _settle_and_paint(app, pilot)
-            samples.append((time.perf_counter() - start) * 1e3)
-        results["blocks zoom"] = samples
+            await pilot.press("s")
+            first.append(await clock.next_after(start) - start)
+            while not swapped or swapped[-1] < start:
+                await asyncio.sleep(0.0005)
+            done.append(await clock.next_after(swapped[-1]) - start)
+            await settle(pilot)
+        results["sort blocks by size (s): first frame"] = first
+        results["sort blocks by size (s): sorted rows"] = done
+        await map_screens(app, pilot, clock, presses, results)
+        results["blocks"] = float(app.trace.blocks.height)
     return results
+
+
+MAP_SCREENS = (("Blocks", "2", "blocks", ("down", "up")), ("Pool", "3", "pool", ("down", "up")),
+               ("Stacks", "4", "stacks", ("down", "up")))
+
+
+async def map_screens(app, pilot, clock: FrameClock, presses: int, results: dict) -> None:
+    """Issue 6's screens: a cursor move (l/h), a selection move, and zooms on the Blocks,
+    around the peak (where there are blocks and segments to select)."""
+    await pilot.press("p")
+    await settle(pilot)
+    for title, key, name, select in MAP_SCREENS:
+        await pilot.press(key)
+        while name not in app.painted:  # built in a worker on big traces
+            await asyncio.sleep(0.01)
+        await settle(pilot)
+        for label, keys in (("cursor move (l/h)", ["l", "h"]), ("select (down/up)", select)):
+            times = []
+            for i in range(presses):
+                # a selection at the end of its list does not move: nothing is painted
+                with contextlib.suppress(TimeoutError):
+                    times.append(await key_latency(pilot, clock, keys[i % 2], timeout=2.0))
+                await pilot.pause(0.02)
+            results[f"{title}: {label}"] = times or [float("nan")]
+            await settle(pilot)
+        if name == "blocks":
+            times = []
+            for i in range(presses):
+                times.append(await key_latency(pilot, clock, "z" if i % 2 == 0 else "Z"))
+                await pilot.pause(0.02)
+            results["Blocks: zoom (z/Z)"] = times
+            await settle(pilot)
+
+
+async def wait_tables(app, pilot) -> None:
+    for _ in range(6000):
+        tables = app.screen.query(VirtualTable)
+        if tables and all(t.model is not None and not t.busy for t in tables):
+            return
+        await pilot.pause(0.01)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(round(q * (len(ordered) - 1))), len(ordered) - 1)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=10_000_000)
-    parser.add_argument("--moves", type=int, default=40)
-    parser.add_argument("--file", type=Path, help="a capture to use instead of generating")
+    parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--presses", type=int, default=30)
+    parser.add_argument("--size", default="120x40")
+    parser.add_argument("--folder", default=tempfile.gettempdir())
+    parser.add_argument("-v", action="store_true", help="say which part runs")
     args = parser.parse_args()
-    baseline = asyncio.run(measure(open_capture(REPO / "snapshots" / "demo_training.pickle"),
-                                   args.moves))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.file or write_snapshot(Path(tmp) / "bench.pickle", args.events)
-        start = time.perf_counter()
-        trace = open_capture(path)
-        print(f"{path.name}: {trace.events.height:,} events, {trace.blocks.height:,} blocks "
-              f"(opened in {time.perf_counter() - start:.1f} s)", flush=True)
-        results = asyncio.run(measure(trace, args.moves))
-    print(f"{'screen':<12} {'median ms':>10} {'p90 ms':>8} {'max ms':>8} "
-          f"{'demo ms':>8} {'x demo':>7} {'x budget':>9}")
-    for screen, samples in results.items():
-        ordered = sorted(samples)
-        median = statistics.median(ordered)
-        base = statistics.median(baseline[screen])
-        print(f"{screen:<12} {median:>10.1f} {ordered[int(0.9 * (len(ordered) - 1))]:>8.1f} "
-              f"{ordered[-1]:>8.1f} {base:>8.1f} {median / base:>7.2f} "
-              f"{median / BUDGET_MS:>9.2f}")
+    size = tuple(int(v) for v in args.size.split("x"))
+    for n in args.events:
+        path = capture(n, Path(args.folder))
+        with open(path, "rb") as fh:  # warm the page cache for every reader alike
+            while fh.read(1 << 24):
+                pass
+        bare = timed(lambda p=path: pickle.load(open(p, "rb")))  # noqa: SIM115
+        load = timed(lambda p=path: open_capture(p))
+        results = asyncio.run(run_app(path, size, args.presses))
+        print(f"\n== {n:,} events ({path.stat().st_size / 1e6:.0f} MB, "
+              f"{int(results.pop('blocks')):,} blocks), terminal {args.size}")
+        first = results.pop("first_paint")
+        print(f"  bare read (pickle.load)        {bare:7.2f} s")
+        print(f"  source load (open_capture)     {load:7.2f} s   {load / bare:5.2f}x bare")
+        print(f"  start to first full paint      {first:7.2f} s   {first / bare:5.2f}x bare"
+              f"   (UI beyond the load: {first - load:+.2f} s)")
+        print(f"  {'key to painted frame':34s} {'median':>8s} {'p95':>8s}  (ms)")
+        for name, values in results.items():
+            ms = [v * 1000 for v in values]
+            print(f"  {name:34s} {statistics.median(ms):8.1f} {pct(ms, 0.95):8.1f}")
 
 
 if __name__ == "__main__":

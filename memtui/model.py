@@ -245,14 +245,20 @@ class MemoryTrace:
     def frame(self, name: str) -> pl.DataFrame:
         return getattr(self, name)
 
+    def _device_rows(self, df: pl.DataFrame, device: str) -> pl.DataFrame:
+        # One device and no null device: the frame itself, not a copy of millions of rows.
+        if self.meta.device_names == [device] and df["device"].null_count() == 0:
+            return df
+        return df.filter(pl.col("device") == device)
+
     def device_events(self, device: str) -> pl.DataFrame:
-        return self.events.filter(pl.col("device") == device)
+        return self._device_rows(self.events, device)
 
     def device_blocks(self, device: str) -> pl.DataFrame:
-        return self.blocks.filter(pl.col("device") == device)
+        return self._device_rows(self.blocks, device)
 
     def device_segments(self, device: str) -> pl.DataFrame:
-        return self.segments.filter(pl.col("device") == device)
+        return self._device_rows(self.segments, device)
 
 
 class ModelError(ValueError):

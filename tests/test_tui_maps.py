@@ -21,7 +21,7 @@ from memtui.analysis.live import device_index
 from memtui.errors import CaptureError
 from memtui.model import conform
 from memtui.sources import open_capture
-from tests.ui2_app import StandInApp
+from tests.ui2_app import maps_app, open_screen
 from tests.ui2_traces import DATA, us, write_hand_snapshot
 
 DEMO = Path(__file__).resolve().parents[1] / "snapshots" / "demo_training.pickle"
@@ -47,9 +47,9 @@ def block_id_at(trace, address: int) -> int:
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_blocks_map_fills_the_screen_and_follows_the_cursor(demo, size):
-    app = StandInApp(demo, "blocks")
+    app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         screen = app.screen
         raster = screen.map.raster
         assert raster.width == size[0] - 7
@@ -69,9 +69,9 @@ async def test_blocks_map_fills_the_screen_and_follows_the_cursor(demo, size):
 
 
 async def test_blocks_up_down_walk_the_stack_at_the_cursor(demo):
-    app = StandInApp(demo, "blocks")
+    app = maps_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         screen = app.screen
         rows, _ = bands_at(screen.index, screen.data.rank, app.cursor.t)
         at = list(rows).index(screen.index.row_of_block(app.cursor.block_id))
@@ -82,9 +82,9 @@ async def test_blocks_up_down_walk_the_stack_at_the_cursor(demo):
 
 
 async def test_blocks_detail_keys(demo):
-    app = StandInApp(demo, "blocks")
+    app = maps_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         await pilot.press("plus")
         assert app.screen.map.raster.drawn.size == 2048
         await pilot.press("minus", "minus")
@@ -92,9 +92,9 @@ async def test_blocks_detail_keys(demo):
 
 
 async def test_clicking_a_band_selects_its_block_and_moves_the_cursor(demo):
-    app = StandInApp(demo, "blocks")
+    app = maps_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         screen = app.screen
         raster = screen.map.raster
         x, y = 30, screen.map.size.height - 2  # low in the map: a big long-lived block
@@ -107,9 +107,9 @@ async def test_clicking_a_band_selects_its_block_and_moves_the_cursor(demo):
 
 
 async def test_wheel_zooms_the_view(demo):
-    app = StandInApp(demo, "blocks")
+    app = maps_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         t0, t1 = app.cursor.view
         block_map = app.screen.map
         block_map.post_message(events.MouseScrollUp(block_map, 40, 3, 0, -1, 0, False, False,
@@ -121,12 +121,12 @@ async def test_wheel_zooms_the_view(demo):
 
 
 async def test_dragging_the_slider_pans_the_view_and_dragging_the_map_sets_a_window(demo):
-    app = StandInApp(demo, "blocks")
+    app = maps_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         t0, t1 = app.cursor.view
         quarter = (t1 - t0) // 4
-        app.move_cursor(view=(t0, t0 + quarter))
+        app.move_cursor(view=(t0, t0 + quarter), t=t0)
         await pilot.pause()
         slider = app.screen.slider
         start = slider.column_of(t0 + quarter // 2)
@@ -150,9 +150,9 @@ async def test_dragging_the_slider_pans_the_view_and_dragging_the_map_sets_a_win
 # -- address search, both ways -------------------------------------------------------------
 
 async def test_address_search_selects_in_the_block_map_and_the_pool(hand):
-    app = StandInApp(hand, "blocks")
+    app = maps_app(hand)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         await pilot.press("slash", *"b1400_1", "enter")
         await pilot.pause()
         b4 = block_id_at(hand, 0x1400)
@@ -173,9 +173,9 @@ async def test_address_search_selects_in_the_block_map_and_the_pool(hand):
 
 
 async def test_search_for_nothing_says_so(hand):
-    app = StandInApp(hand, "pool")
+    app = maps_app(hand)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         before = app.cursor
         await pilot.press("slash", *"0xdead", "enter")
         await pilot.pause()
@@ -187,9 +187,9 @@ async def test_search_for_nothing_says_so(hand):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_pool_shows_the_state_at_the_cursor(hand, size):
-    app = StandInApp(hand, "pool")
+    app = maps_app(hand)
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         app.move_cursor(t=us(6), block_id=None)
         await pilot.pause()
         screen = app.screen
@@ -205,9 +205,9 @@ async def test_pool_shows_the_state_at_the_cursor(hand, size):
 
 
 async def test_pool_keys_select_segments_and_blocks(hand):
-    app = StandInApp(hand, "pool")
+    app = maps_app(hand)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         app.move_cursor(t=us(4), block_id=None, segment_id=None)
         await pilot.pause()
         await pilot.press("up")  # to the first segment
@@ -226,9 +226,9 @@ async def test_pool_keys_select_segments_and_blocks(hand):
 
 
 async def test_pool_oom_is_marked_and_explained(hand):
-    app = StandInApp(hand, "pool")
+    app = maps_app(hand)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         app.move_cursor(t=us(1))
         await pilot.pause()
         screen = app.screen
@@ -246,9 +246,9 @@ async def test_pool_oom_is_marked_and_explained(hand):
 
 
 async def test_clicking_the_pool_map_selects_a_block(hand):
-    app = StandInApp(hand, "pool")
+    app = maps_app(hand)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         app.move_cursor(t=us(4), block_id=None)
         await pilot.pause()
         screen = app.screen
@@ -261,9 +261,9 @@ async def test_clicking_the_pool_map_selects_a_block(hand):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_stack_tree_follows_the_cursor_and_modes(hand, size):
-    app = StandInApp(hand, "stacks")
+    app = maps_app(hand)
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "stacks")
         screen = app.screen
         view = screen.tree_view
         assert view.figures.total == 3072  # live at the dump (cursor at the end)
@@ -278,9 +278,9 @@ async def test_stack_tree_follows_the_cursor_and_modes(hand, size):
 
 
 async def test_stack_tree_search_open_and_filter(hand):
-    app = StandInApp(hand, "stacks")
+    app = maps_app(hand)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "stacks")
         screen = app.screen
         view = screen.tree_view
         await pilot.press("slash", *"alloc_b", "enter")
@@ -289,14 +289,30 @@ async def test_stack_tree_search_open_and_filter(hand):
         assert view.stack_tree.label(view.selected).startswith("alloc_b1")  # largest first
         await pilot.press("n")
         assert view.stack_tree.label(view.selected).startswith("alloc_b2")
-        await pilot.press("f")
-        ids, label = app.filtered[-1]
-        assert ids == [block_id_at(hand, 0x1400)] and "alloc_b2" in label
         await pilot.press("up", "up")  # past alloc_b1 to forward
         assert view.stack_tree.label(view.selected).startswith("forward")
         before = len(view.rows)
         await pilot.press("enter")  # close it
         assert len(view.rows) == before - 2
+
+
+async def test_f_filters_the_block_table_to_a_nodes_blocks(hand):
+    app = maps_app(hand)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "stacks")
+        await pilot.press("slash", *"alloc_b2", "enter", "f")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.current_mode == "tables"
+        model = app.screen.model("blocks")
+        shown = model.frame["block_id"].gather(model.rows).to_list()
+        assert shown == [block_id_at(hand, 0x1400)]  # b4, live at the end under alloc_b2
+        assert "stack alloc_b2" in str(app.screen.query_one("#tables-header").render())
+        await pilot.press("F")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert model.rows.size == model.total
 
 
 async def test_call_flame_of_a_python_trace(hand):
@@ -305,9 +321,9 @@ async def test_call_flame_of_a_python_trace(hand):
         "t_start": [us(1), us(2), us(3)], "t_end": [us(11), us(5), us(4)],
         "depth": [0, 1, 0], "name": ["train_step", "forward", "other"]})
     trace = dataclasses.replace(hand, calls=conform(calls, "calls"))
-    app = StandInApp(trace, "stacks")
+    app = maps_app(trace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "stacks")
         app.move_cursor(t=us(3))
         await pilot.press("v")
         await pilot.pause()
@@ -337,9 +353,9 @@ async def test_call_flame_of_a_python_trace(hand):
 # -- one cursor for every screen -----------------------------------------------------------
 
 async def test_moving_the_cursor_anywhere_moves_it_everywhere(demo):
-    app = StandInApp(demo, "pool")
+    app = maps_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         await pilot.press("2")
         await pilot.pause()
         await pilot.press("4")
@@ -374,9 +390,9 @@ async def test_every_real_capture_opens_on_the_three_screens(path):
         pytest.skip(f"no source reads it yet: {exc}")
     if not trace.meta.device_names:
         pytest.skip("no device in this capture")
-    app = StandInApp(trace, "blocks")
+    app = maps_app(trace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "blocks")
         app.move_cursor(t=app.cursor.view[0])
         await pilot.pause()
         for key in ("up", "3", "down", "full_stop", "4", "enter", "m", "2"):
@@ -399,9 +415,9 @@ async def test_switching_device_rebuilds_the_screens(tmp_path):
     path.write_bytes(pickle.dumps({"segments": HAND_SEGMENTS + second,
                                    "device_traces": [HAND_TRACE, []]}, protocol=4))
     trace = open_capture(path)
-    app = StandInApp(trace, "pool")
+    app = maps_app(trace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await open_screen(pilot, "pool")
         assert app.screen.state.seg_id.size == 2
         app.move_cursor(device="cuda:1", block_id=None, segment_id=None)
         await pilot.pause()

@@ -39,7 +39,7 @@ def allocated_level(trace: MemoryTrace, device: str) -> Level:
     if curve is not None:
         return curve
     info = trace.meta.device(device)
-    events = trace.device_events(device).filter(pl.col("allocated").is_not_null())
+    events = trace.device_events(device).select("t", "allocated").drop_nulls("allocated")
     t = events["t"].to_numpy()
     values = events["allocated"].to_numpy()
     start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
@@ -55,7 +55,7 @@ def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
     if curve is not None:
         return curve
     info = trace.meta.device(device)
-    events = trace.device_events(device).filter(pl.col("reserved").is_not_null())
+    events = trace.device_events(device).select("t", "reserved").drop_nulls("reserved")
     if events.is_empty() and info.start_reserved is None:
         return None
     t = events["t"].to_numpy()

@@ -1,1 +1,28 @@
-"""The screens of the memtui app."""
+"""The five screens, by the name the app installs each under and the key that shows it.
+
+Each is a Textual ``Screen`` class taking no arguments; it reads ``self.app.trace`` and
+follows ``self.app.cursor`` (see memtui/tui/app.py).
+"""
+
+from __future__ import annotations
+
+from memtui.tui.screens.blocks import BlocksScreen
+from memtui.tui.screens.pool import PoolScreen
+from memtui.tui.screens.stacks import StacksScreen
+from memtui.tui.screens.tables import TablesScreen
+from memtui.tui.screens.trend import TrendScreen
+
+SCREENS = {
+    "trend": TrendScreen,
+    "blocks": BlocksScreen,
+    "pool": PoolScreen,
+    "stacks": StacksScreen,
+    "tables": TablesScreen,
+}
+SCREEN_KEYS = {"1": "trend", "2": "blocks", "3": "pool", "4": "stacks", "5": "tables"}
+SCREEN_TITLES = {
+    "trend": "Trend", "blocks": "Blocks", "pool": "Pool", "stacks": "Stacks", "tables": "Tables",
+}
+
+__all__ = ["SCREENS", "SCREEN_KEYS", "SCREEN_TITLES", "BlocksScreen", "PoolScreen",
+           "StacksScreen", "TablesScreen", "TrendScreen"]

@@ -25,6 +25,7 @@ from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend
+from memtui.tui.widgets.status import StatusBar
 
 DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -32,6 +33,7 @@ DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 class BlocksScreen(LinkedScreen):
     """The block-lifetime map (see the module docstring)."""
 
+    NAME = "blocks"
     SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
     BlocksScreen #status-line { height: 1; color: $text-muted; }
@@ -56,7 +58,8 @@ class BlocksScreen(LinkedScreen):
             yield Static("", id="status-line")
             yield Static("", id="detail")
         yield self.compose_search()
-        yield Footer()
+        yield StatusBar()
+        yield Footer(compact=True)
 
     # -- preparing and building ---------------------------------------------------------------
 

@@ -42,12 +42,14 @@ class LinkedScreen(Screen):
     """Base of the screens that follow the shared cursor (see the module docstring)."""
 
     SEARCH_PLACEHOLDER = "search"
+    NAME = ""  # the app's name of the screen (``app.mark_painted`` after the first paint)
 
     def __init__(self) -> None:
         super().__init__()
         self.device: str | None = None
         self._stale = True
         self._ready = False
+        self._seen: CursorState | None = None  # the cursor last drawn
 
     # -- the app's contract -----------------------------------------------------------------
 
@@ -73,7 +75,8 @@ class LinkedScreen(Screen):
 
     def on_screen_resume(self) -> None:
         if self._ready and (self._stale or self.cursor.device != self.device):
-            self._cursor_changed(None, self.cursor)
+            self._cursor_changed(self._seen, self.cursor)
+        self.focus_main()
 
     def _start(self, device: str) -> None:
         self.device = device
@@ -99,7 +102,10 @@ class LinkedScreen(Screen):
         await self.build()
         self._ready = True
         self._stale = False
-        self.follow(None, self.cursor)
+        self._follow(None, self.cursor)
+        mark = getattr(self.app, "mark_painted", None)
+        if mark is not None and self.NAME:
+            self.call_after_refresh(mark, self.NAME)
 
     def _cursor_changed(self, old: CursorState | None, new: CursorState) -> None:
         if not self._ready:
@@ -111,6 +117,10 @@ class LinkedScreen(Screen):
             self._stale = True
             return
         self._stale = False
+        self._follow(old if old is not None and old.device == new.device else None, new)
+
+    def _follow(self, old: CursorState | None, new: CursorState) -> None:
+        self._seen = new
         self.follow(old, new)
 
     # -- for subclasses ----------------------------------------------------------------------

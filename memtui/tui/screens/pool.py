@@ -30,11 +30,13 @@ from memtui.tui.screens.blocks import block_details, find_address, select_event_
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap
+from memtui.tui.widgets.status import StatusBar
 
 
 class PoolScreen(LinkedScreen):
     """The pool map (see the module docstring)."""
 
+    NAME = "pool"
     SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
     PoolScreen #status-line { height: 2; }
@@ -66,7 +68,8 @@ class PoolScreen(LinkedScreen):
             yield Static("", id="oom")
             yield Static("", id="detail")
         yield self.compose_search()
-        yield Footer()
+        yield StatusBar()
+        yield Footer(compact=True)
 
     def prepare(self, device: str) -> None:
         trace = self.trace

@@ -26,6 +26,7 @@ from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
 from memtui.tui.widgets.stack_tree import StackTreeView
+from memtui.tui.widgets.status import StatusBar
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
@@ -34,6 +35,7 @@ MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
 class StacksScreen(LinkedScreen):
     """The stack tree and the call flame (see the module docstring)."""
 
+    NAME = "stacks"
     SEARCH_PLACEHOLDER = "frame name or file"
     DEFAULT_CSS = """
     StacksScreen #status-line { height: 1; }
@@ -74,7 +76,8 @@ class StacksScreen(LinkedScreen):
             yield Static("", id="status-line")
             yield Static("", id="detail")
         yield self.compose_search()
-        yield Footer()
+        yield StatusBar()
+        yield Footer(compact=True)
 
     def prepare(self, device: str) -> None:
         trace = self.trace
@@ -225,7 +228,7 @@ class StacksScreen(LinkedScreen):
         if apply is None:
             self.notify("the Block table cannot be filtered from here", severity="warning")
             return
-        apply(block_ids, f"{MODE_NAMES[self.mode]} under {label}")
+        apply(block_ids, f"{label} ({MODE_NAMES[self.mode]})")
 
     def action_flame(self) -> None:
         if self.flame is None:

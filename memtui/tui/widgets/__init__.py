@@ -1,1 +1,1 @@
-"""Widgets of the memtui screens."""
+"""Widgets shared by the screens: the status bar, the trend plot, the virtual table."""

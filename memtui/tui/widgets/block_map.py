@@ -74,6 +74,11 @@ def legend() -> str:
             f"[{paint.SUMMARIZED}]██[/]summed [{paint.SELECTED}]██[/]selected")
 
 
+def view_request(cursor: CursorState, a: int, b: int) -> CursorRequest:
+    """Show ``[a, b]``, bringing the cursor inside it (the app keeps the cursor in view)."""
+    return CursorRequest(view=(int(a), int(b)), t=int(min(max(cursor.t, a), b)))
+
+
 class BlockMap(Widget, can_focus=True):
     """The block-lifetime map of one device (see the module docstring)."""
 
@@ -243,7 +248,7 @@ class BlockMap(Widget, can_focus=True):
         a = int(max(ix.t_start, pivot - (pivot - t0) * span / max(t1 - t0, 1)))
         b = int(min(ix.t_end, a + span))
         if b > a:
-            self.post_message(CursorRequest(view=(a, b)))
+            self.post_message(view_request(self.cursor, a, b))
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         event.stop()
@@ -353,7 +358,7 @@ class TrendSlider(Widget):
         if kind == "pan":
             shift = self.column_time(column) - self.column_time(start)
             shift = min(max(shift, self.t_start - a), self.t_end - b)
-            self.post_message(CursorRequest(view=(a + shift, b + shift)))
+            self.post_message(view_request(self.cursor, a + shift, b + shift))
         else:
             self._brush = (self.column_time(start), self.column_time(column))
             self.refresh()
@@ -368,9 +373,10 @@ class TrendSlider(Widget):
         brush, self._brush = self._brush, None
         if kind == "brush" and column != start and brush is not None:
             lo, hi = sorted(brush)
-            self.post_message(CursorRequest(view=(max(lo, self.t_start), min(hi, self.t_end))))
+            self.post_message(view_request(self.cursor, max(lo, self.t_start),
+                                           min(hi, self.t_end)))
         elif kind == "brush":  # a click: centre the view there
             half = (b - a) // 2
             centre = min(max(self.column_time(column), self.t_start + half), self.t_end - half)
-            self.post_message(CursorRequest(view=(centre - half, centre + half)))
+            self.post_message(view_request(self.cursor, centre - half, centre + half))
         self.refresh()

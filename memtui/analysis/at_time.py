@@ -1,0 +1,197 @@
+"""The state of one device at a time: its levels, its events in order, the blocks alive.
+
+:class:`Timeline` holds, per device, the sorted event times (the steps the cursor moves
+by), the allocated / active / reserved levels and their peak, so that the levels at any
+time are one binary search away.  :class:`LiveBlocks` answers which blocks are alive at a
+time (``t_alloc <= t < t_free``, ghosts from the start) and sums them by call stack or
+owner.  Both are built once per device and then answer in ``O(log N)`` or one vectorised
+pass over the blocks; nothing here imports textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from memtui.analysis.downsample import value_at
+from memtui.analysis.levels import Level, allocated_level, reserved_level
+from memtui.model import MemoryTrace
+
+PROFILER_ACTIVATED = "Operators Activated"
+_NEVER = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class Levels:
+    """allocated / active / reserved at one time (reserved None where unknown)."""
+
+    allocated: int
+    active: int
+    reserved: int | None
+
+
+def active_level(trace: MemoryTrace, device: str, allocated: Level) -> Level:
+    """active(t): the events' ``active`` column, the profiler's "Operators Activated"
+    curve (Overall), or else the same as allocated (DESIGN.md section 3)."""
+    curves = trace.curves
+    if not curves.is_empty():
+        rows = curves.filter(
+            (pl.col("device") == device) & (pl.col("series") == PROFILER_ACTIVATED)
+            & pl.col("component").is_null() & pl.col("stream").is_null()
+        ).sort("t")
+        if not rows.is_empty():
+            return Level(rows["t"].to_numpy().astype(np.int64),
+                         rows["bytes"].to_numpy().astype(np.int64))
+    active = trace.device_events(device)["active"].drop_nulls()
+    if active.is_empty() or allocated.values.size != active.len() + 1:
+        return allocated
+    values = active.to_numpy().astype(np.int64)
+    if np.array_equal(values, allocated.values[1:]):
+        return allocated
+    start = allocated.values[:1]
+    return Level(allocated.t, np.concatenate([start, values]))
+
+
+@dataclass
+class Timeline:
+    """Event times and levels of one device (see the module docstring).
+
+    ``times`` are the distinct points the cursor steps through: the device's event times,
+    or for sources without events (profiler curves, a final state only) the times of its
+    levels.  ``start``/``end`` bound every view.
+    """
+
+    device: str
+    times: np.ndarray
+    allocated: Level
+    active: Level
+    reserved: Level | None
+    start: int
+    end: int
+    peak: int
+    peak_t: int
+    events: int = 0
+    markers: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    @classmethod
+    def build(cls, trace: MemoryTrace, device: str) -> Timeline:
+        allocated = allocated_level(trace, device)
+        reserved = reserved_level(trace, device)
+        active = active_level(trace, device, allocated)
+        event_t = trace.device_events(device)["t"].to_numpy().astype(np.int64)
+        times = event_t if event_t.size else np.unique(allocated.t)
+        if times.size == 0:
+            times = np.zeros(1, dtype=np.int64)
+        bounds = [times[0], times[-1]]
+        for level in (allocated, active, reserved):
+            if level is not None and level.t.size:
+                bounds += [level.t[0], level.t[-1]]
+        peak, index = allocated.peak()
+        peak_t = int(allocated.t[index]) if index >= 0 else int(times[0])
+        markers = trace.markers.filter(
+            pl.col("device").is_null() | (pl.col("device") == device)
+        ).filter(pl.col("t").is_not_null())
+        return cls(
+            device=device, times=times, allocated=allocated, active=active,
+            reserved=reserved, start=int(min(bounds)), end=int(max(bounds)), peak=peak,
+            peak_t=peak_t, events=int(event_t.size), markers=markers,
+        )
+
+    @property
+    def active_differs(self) -> bool:
+        return self.active is not self.allocated
+
+    def levels_at(self, t: int) -> Levels:
+        reserved = None
+        if self.reserved is not None and self.reserved.values.size:
+            reserved = value_at(self.reserved.t, self.reserved.values, t)
+        return Levels(
+            allocated=value_at(self.allocated.t, self.allocated.values, t),
+            active=value_at(self.active.t, self.active.values, t),
+            reserved=reserved,
+        )
+
+    def event_number(self, t: int) -> int:
+        """How many of the device's steps happened at or before ``t`` (0 before the first)."""
+        return int(np.searchsorted(self.times, t, side="right"))
+
+    def step(self, t: int, count: int) -> int:
+        """The time ``count`` steps after (or, negative, before) ``t``, clamped to the ends.
+
+        Steps sharing a timestamp count as one: the cursor cannot stand between them.
+        """
+        times = self.times
+        if count > 0:
+            index = int(np.searchsorted(times, t, side="right")) + count - 1
+        elif count < 0:
+            index = int(np.searchsorted(times, t, side="left")) + count
+        else:
+            return t
+        index = min(max(index, 0), times.size - 1)
+        return int(times[index])
+
+    def clamp(self, t: int) -> int:
+        return int(min(max(int(t), self.start), self.end))
+
+
+class LiveBlocks:
+    """Which blocks of one device are alive at a time, and their bytes by stack or owner."""
+
+    def __init__(self, blocks: pl.DataFrame, tops: pl.DataFrame | None = None) -> None:
+        self.blocks = blocks
+        self.t_alloc = blocks["t_alloc"].fill_null(np.iinfo(np.int64).min).to_numpy()
+        self.t_free = blocks["t_free"].fill_null(_NEVER).to_numpy()
+        self.size = blocks["size"].fill_null(0).to_numpy().astype(np.int64)
+        self._keys: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._tops = tops
+
+    def mask(self, t: int) -> np.ndarray:
+        return (self.t_alloc <= t) & (self.t_free > t)
+
+    def alive_ids(self, t: int) -> np.ndarray:
+        return self.blocks["block_id"].to_numpy()[self.mask(t)]
+
+    def _key(self, by: str) -> tuple[np.ndarray, np.ndarray]:
+        """Codes per block and the label of each code, for grouping ``by`` stack or owner."""
+        if by not in self._keys:
+            if by == "owner":
+                labels = self.blocks["owner"].fill_null("(no owner)")
+            else:
+                frame = self.blocks.select("stack_id")
+                if self._tops is not None and not self._tops.is_empty():
+                    frame = frame.join(self._tops, on="stack_id", how="left", maintain_order="left")
+                    labels = frame["top"].fill_null("(no stack)")
+                else:
+                    labels = pl.Series(["(no stack)"] * frame.height, dtype=pl.String)
+            codes = (labels.rank("dense") - 1).to_numpy().astype(np.int64)
+            names = labels.unique().sort().to_numpy()
+            self._keys[by] = (codes, names)
+        return self._keys[by]
+
+    def top(self, t: int, by: str = "stack", limit: int = 10) -> pl.DataFrame:
+        """The ``limit`` largest groups of live bytes at ``t``: ``where, bytes, blocks``."""
+        schema = {"where": pl.String, "bytes": pl.Int64, "blocks": pl.Int64}
+        if self.size.size == 0:
+            return pl.DataFrame(schema=schema)
+        codes, names = self._key(by)
+        mask = self.mask(t)
+        if not mask.any():
+            return pl.DataFrame(schema=schema)
+        live_codes = codes[mask]
+        size = np.bincount(live_codes, weights=self.size[mask], minlength=names.size)
+        count = np.bincount(live_codes, minlength=names.size)
+        order = np.argsort(-size, kind="stable")
+        order = order[count[order] > 0][:limit]
+        return pl.DataFrame(
+            {"where": names[order], "bytes": size[order].astype(np.int64),
+             "blocks": count[order].astype(np.int64)},
+            schema=schema,
+        )
+
+    def total(self, t: int) -> int:
+        return int(self.size[self.mask(t)].sum())
+
+
+__all__ = ["Levels", "LiveBlocks", "Timeline", "active_level"]

@@ -1,0 +1,366 @@
+"""The Textual app: loading, the five screens, the shared cursor and the global keys.
+
+API that every screen builds on (see also memtui/tui/README.md):
+
+* ``MemtuiApp(trace_path | trace)``: a path is loaded in a thread worker behind a progress
+  bar; a :class:`~memtui.model.MemoryTrace` is shown at once (tests).
+* ``run_app(path) -> int``: runs the app; a capture that cannot be read ends it with the
+  one-line error on stderr and exit status 2, as ``memtui summary`` does.
+* ``app.trace``: the MemoryTrace.  ``app.cursor``: the reactive
+  :class:`~memtui.tui.cursor.CursorState`; watch it with
+  ``self.watch(self.app, "cursor", callback)``.  ``app.move_cursor(**changes)`` is the one
+  way to change it: it clamps the time into the device's range, keeps the cursor inside the
+  view and the window in order.  ``app.zoom_view(factor, around)`` zooms.
+* ``app.timeline(device)`` (levels, event times, peak), ``app.live_blocks(device)`` (blocks
+  alive at a time), ``app.stack_tops()`` (a label per call stack): built once, cached.
+* ``app.filter_blocks(block_ids, label)``: the Tables screen's Block View with only those
+  blocks (the Stacks screen's chosen node).
+* Screens are modes named ``trend, blocks, pool, stacks, tables`` on keys 1 to 5; each
+  screen class takes no arguments and yields a ``StatusBar`` and a ``Footer``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import polars as pl
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from memtui.analysis.at_time import LiveBlocks, Timeline
+from memtui.analysis.callstack import stack_tops
+from memtui.errors import CaptureError
+from memtui.model import MemoryTrace
+from memtui.tui.cursor import CursorState, settle, zoom
+from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS
+from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
+
+EXIT_BAD_INPUT = 2
+DEFAULT_THEME = "ansi-dark"  # the terminal's own colours
+
+
+class MemtuiApp(App[int]):
+    """See the module docstring."""
+
+    CSS_PATH = "memtui.tcss"
+    TITLE = "memtui"
+    MODES: ClassVar = dict(SCREENS)
+    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (90, "-normal"), (150, "-wide")]
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *[Binding(key, f"show_screen('{name}')", SCREEN_TITLES[name], show=False)
+          for key, name in SCREEN_KEYS.items()],
+        Binding("left,h", "step(-1)", "Previous event", show=False),
+        Binding("right,l", "step(1)", "Next event", show=False),
+        Binding("H", "jump(-0.1)", "Back a tenth of the view", show=False),
+        Binding("L", "jump(0.1)", "Ahead a tenth of the view", show=False),
+        Binding("p", "peak", "Peak"),
+        Binding("g", "start", "Start", show=False),
+        Binding("G", "end", "End", show=False),
+        Binding("left_square_bracket", "window_start", "Window from here", show=False),
+        Binding("right_square_bracket", "window_end", "Window to here", show=False),
+        Binding("x", "clear_window", "Clear the window", show=False),
+        Binding("z", "zoom_in", "Zoom"),
+        Binding("Z", "zoom_out", "Zoom out", show=False),
+        Binding("d", "device", "Device"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    cursor: reactive[CursorState | None] = reactive(None, init=False)
+
+    def __init__(self, source: str | Path | MemoryTrace | None = None, *,
+                 trace: MemoryTrace | None = None, trace_path: str | Path | None = None) -> None:
+        super().__init__()
+        if isinstance(source, MemoryTrace):
+            trace = source
+        elif source is not None:
+            trace_path = source
+        self.trace_path = Path(trace_path) if trace_path is not None else None
+        self.trace: MemoryTrace = trace  # type: ignore[assignment]
+        self.load_error: str | None = None
+        self.started_at = time.perf_counter()
+        self.painted: dict[str, float] = {}
+        self._timelines: dict[str, Timeline] = {}
+        self._live: dict[str, LiveBlocks] = {}
+        self._tops: pl.DataFrame | None = None
+        self.block_filter: tuple | None = None  # (device, block ids, label) for the Tables
+        if os.environ.get("TEXTUAL_THEME") is None:
+            self.theme = DEFAULT_THEME
+
+    # -- loading --------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        if self.trace is not None:
+            self._start(self.trace)
+            return
+        name = self.trace_path.name if self.trace_path else "?"
+        self.sub_title = name
+        self.push_screen(LoadingScreen(name))
+        self._load()
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        from memtui.sources import open_capture
+
+        screen = self.screen
+
+        def progress(fraction: float, message: str) -> None:
+            if isinstance(screen, LoadingScreen):
+                self.call_from_thread(screen.set_progress, fraction, message)
+
+        try:
+            trace = open_capture(self.trace_path, progress)
+            device = initial_device(trace)
+            if device is not None:
+                self._timelines[device] = Timeline.build(trace, device)
+        except CaptureError as exc:
+            self.call_from_thread(self._load_failed, str(exc))
+            return
+        self.call_from_thread(self._start, trace)
+
+    def _load_failed(self, message: str) -> None:
+        self.load_error = message
+        self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
+
+    def _start(self, trace: MemoryTrace) -> None:
+        self.trace = trace
+        device = initial_device(trace)
+        if device is None:
+            self._load_failed(f"{trace.meta.path}: no device has events, blocks or levels")
+            return
+        timeline = self.timeline(device)
+        self.cursor = CursorState(device=device, t=timeline.start,
+                                  view=(timeline.start, max(timeline.end, timeline.start + 1)))
+        self.sub_title = Path(trace.meta.path).name
+        for warning in trace.meta.warnings[:3]:
+            self.notify(warning, title="warning", severity="warning", timeout=10)
+        self.switch_mode("trend")
+
+    def mark_painted(self, name: str) -> None:
+        """Screens call this after their first paint (benchmarks read ``painted``)."""
+        self.painted.setdefault(name, time.perf_counter())
+
+    # -- cached analyses ------------------------------------------------------------------
+
+    def timeline(self, device: str) -> Timeline:
+        if device not in self._timelines:
+            self._timelines[device] = Timeline.build(self.trace, device)
+        return self._timelines[device]
+
+    def stack_tops(self) -> pl.DataFrame:
+        if self._tops is None:
+            self._tops = stack_tops(self.trace)
+        return self._tops
+
+    def live_blocks(self, device: str) -> LiveBlocks:
+        if device not in self._live:
+            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops())
+        return self._live[device]
+
+    # -- the cursor -----------------------------------------------------------------------
+
+    def move_cursor(self, **changes) -> CursorState:
+        """Change the shared cursor (see CursorState's fields), kept valid: the time inside
+        the device's range and the view, the window in order.  A new device starts with its
+        whole range in view and no window or block."""
+        old = self.cursor
+        if old is None:
+            raise RuntimeError("no trace is loaded yet")
+        device = changes.get("device", old.device)
+        if device != old.device:
+            timeline = self.timeline(device)
+            base = CursorState(device=device, t=old.t, view=(timeline.start, timeline.end))
+            changes = {k: v for k, v in changes.items() if k != "device"}
+            state = base.with_changes(**changes)
+        else:
+            state = old.with_changes(**changes)
+        timeline = self.timeline(state.device)
+        state = settle(state, (timeline.start, timeline.end))
+        self.cursor = state
+        return state
+
+    def filter_blocks(self, block_ids, label: str) -> None:
+        """Show the Tables screen's Block View with only ``block_ids`` (of the cursor's
+        device), saying ``label`` (the Stacks screen's chosen node)."""
+        self.block_filter = (self.cursor.device, block_ids, label)
+        if self.current_mode == "tables":
+            self.screen._take_block_filter()  # type: ignore[attr-defined]
+        else:
+            self.switch_mode("tables")
+
+    def zoom_view(self, factor: float, around: int | None = None) -> None:
+        cursor = self.cursor
+        timeline = self.timeline(cursor.device)
+        centre = cursor.t if around is None else around
+        view = zoom(cursor.view, centre, factor, (timeline.start, timeline.end))
+        t = cursor.t if view[0] <= cursor.t <= view[1] else centre
+        self.move_cursor(view=view, t=t)
+
+    # -- actions --------------------------------------------------------------------------
+
+    def _has_cursor(self) -> bool:
+        return self.cursor is not None
+
+    def action_show_screen(self, name: str) -> None:
+        if self._has_cursor() and self.current_mode != name:
+            self.switch_mode(name)
+
+    def action_step(self, count: int) -> None:
+        if self._has_cursor():
+            timeline = self.timeline(self.cursor.device)
+            self.move_cursor(t=timeline.step(self.cursor.t, count))
+
+    def action_jump(self, share: float) -> None:
+        if self._has_cursor():
+            v0, v1 = self.cursor.view
+            delta = int(round((v1 - v0) * share)) or (1 if share > 0 else -1)
+            self.move_cursor(t=self.cursor.t + delta)
+
+    def action_peak(self) -> None:
+        if self._has_cursor():
+            self.move_cursor(t=self.timeline(self.cursor.device).peak_t)
+
+    def action_start(self) -> None:
+        if self._has_cursor():
+            self.move_cursor(t=self.timeline(self.cursor.device).start)
+
+    def action_end(self) -> None:
+        if self._has_cursor():
+            self.move_cursor(t=self.timeline(self.cursor.device).end)
+
+    def action_window_start(self) -> None:
+        if self._has_cursor():
+            cursor = self.cursor
+            end = cursor.window[1] if cursor.window else cursor.view[1]
+            self.move_cursor(window=(cursor.t, max(end, cursor.t)))
+
+    def action_window_end(self) -> None:
+        if self._has_cursor():
+            cursor = self.cursor
+            begin = cursor.window[0] if cursor.window else cursor.view[0]
+            self.move_cursor(window=(min(begin, cursor.t), cursor.t))
+
+    def action_clear_window(self) -> None:
+        if self._has_cursor():
+            self.move_cursor(window=None)
+
+    def action_zoom_in(self) -> None:
+        if not self._has_cursor():
+            return
+        cursor = self.cursor
+        if cursor.window is not None and cursor.window[1] > cursor.window[0] \
+                and cursor.window != cursor.view:
+            t = min(max(cursor.t, cursor.window[0]), cursor.window[1])
+            self.move_cursor(view=cursor.window, t=t)
+        else:
+            self.zoom_view(0.5)
+
+    def action_zoom_out(self) -> None:
+        if self._has_cursor():
+            self.zoom_view(2.0)
+
+    def action_device(self) -> None:
+        if not self._has_cursor():
+            return
+        names = self.trace.meta.device_names
+        if len(names) < 2:
+            self.notify(f"This capture has one device: {self.cursor.device}.")
+            return
+        choices = [(name, self._device_label(name)) for name in names]
+        self.push_screen(DeviceScreen(choices, self.cursor.device), self._device_picked)
+
+    def _device_label(self, name: str) -> str:
+        events = self.trace.device_events(name).height
+        blocks = self.trace.device_blocks(name).height
+        return f"{name}  {events:,} events, {blocks:,} blocks"
+
+    def _device_picked(self, name: str | None) -> None:
+        if name and name != self.cursor.device:
+            self.move_cursor(device=name)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """(title, [(keys, description)]) for the app and the current screen."""
+        screen = self.screen
+        sections = [("Everywhere", _binding_rows(self, self.BINDINGS))]
+        screen_rows = _binding_rows(self, getattr(screen, "BINDINGS", []))
+        focused = screen.focused
+        if focused is not None:
+            screen_rows += _binding_rows(self, getattr(focused, "BINDINGS", []))
+        if screen_rows:
+            title = SCREEN_TITLES.get(self.current_mode, "This screen")
+            sections.append((f"{title} screen", screen_rows))
+        sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
+        return sections
+
+    def get_system_commands(self, screen: Screen):
+        yield from super().get_system_commands(screen)
+        if not self._has_cursor():
+            return
+        for key, name in SCREEN_KEYS.items():
+            yield SystemCommand(f"{SCREEN_TITLES[name]} screen ({key})",
+                                f"Show the {SCREEN_TITLES[name]} screen",
+                                lambda name=name: self.action_show_screen(name))
+        actions = [
+            ("Go to the peak (p)", "Move the cursor to the allocated peak", self.action_peak),
+            ("Go to the start (g)", "Move the cursor to the first event", self.action_start),
+            ("Go to the end (G)", "Move the cursor to the last event", self.action_end),
+            ("Zoom in (z)", "Zoom to the window, or in around the cursor", self.action_zoom_in),
+            ("Zoom out (Z)", "Show twice as much time", self.action_zoom_out),
+            ("Clear the window (x)", "Forget the selected window", self.action_clear_window),
+            ("Switch device (d)", "Pick another device or rank", self.action_device),
+            ("Keys (?)", "Show every key binding", self.action_help),
+        ]
+        for title, help_text, callback in actions:
+            yield SystemCommand(title, help_text, callback)
+
+
+def _binding_rows(app: App, bindings) -> list[tuple[str, str]]:
+    rows = []
+    for binding in bindings:
+        if not isinstance(binding, Binding):
+            continue
+        keys = ", ".join(app.get_key_display(Binding(key, "")) for key in binding.key.split(","))
+        rows.append((keys, binding.description or binding.action))
+    return rows
+
+
+def initial_device(trace: MemoryTrace) -> str | None:
+    """The device to open on: the one with the most events, then the most blocks."""
+    names = trace.meta.device_names
+    if not names:
+        return None
+
+    def weight(name: str) -> tuple[int, int]:
+        return trace.device_events(name).height, trace.device_blocks(name).height
+
+    return max(names, key=weight)
+
+
+def run_app(path: str | Path) -> int:
+    """Open ``path`` in the UI; the exit status (2 where the capture cannot be read)."""
+    path = Path(path)
+    if not path.exists():
+        print(f"memtui: {CaptureError(path, 'no such file or folder')}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    app = MemtuiApp(path)
+    code = app.run()
+    if app.load_error:
+        print(f"memtui: {app.load_error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return int(code or 0)
+
+
+__all__ = ["MemtuiApp", "initial_device", "run_app"]

@@ -1,0 +1,90 @@
+"""The small screens around the five views: loading, the device picker, the key help."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Center, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import OptionList, ProgressBar, Static
+from textual.widgets.option_list import Option
+
+
+class LoadingScreen(Screen):
+    """The file's name, a progress bar and the loader's last message."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.file_name = name
+
+    def compose(self) -> ComposeResult:
+        with Center(id="loading-box"):
+            yield Static(Text.assemble(("memtui", "bold"), "  loading ", (self.file_name,
+                                                                            "bold")),
+                         id="loading-title")
+            yield ProgressBar(total=100, show_eta=False, id="loading-bar")
+            yield Static("", id="loading-message")
+
+    def set_progress(self, fraction: float, message: str) -> None:
+        self.query_one(ProgressBar).update(progress=max(0.0, min(fraction, 1.0)) * 100)
+        self.query_one("#loading-message", Static).update(message)
+
+
+class DeviceScreen(ModalScreen[str | None]):
+    """Pick a device or rank: Enter picks, Escape keeps the current one."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, choices: list[tuple[str, str]], current: str) -> None:
+        super().__init__()
+        self.choices = choices
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="device-box"):
+            yield Static("Device or rank (Enter to pick, Esc to cancel)", classes="modal-title")
+            yield OptionList(*[Option(label, id=name) for name, label in self.choices],
+                             id="device-list")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        names = [name for name, _ in self.choices]
+        if self.current in names:
+            options.highlighted = names.index(self.current)
+        options.focus()
+
+    def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
+        self.dismiss(message.option.id)
+
+
+MOUSE_HELP = (
+    ("click", "Trend: set the cursor; Tables: highlight a row (double click: go to it)"),
+    ("drag", "Trend: select a window"),
+    ("wheel", "Trend: zoom around the pointer; Tables: scroll"),
+    ("header click", "Tables: sort by that column"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key binding of the app and of the current screen, and the mouse."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss(None)", "Close")]
+
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, show_header=False, expand=True, pad_edge=False)
+        table.add_column("key", style="bold", no_wrap=True, width=16)
+        table.add_column("what", ratio=1)
+        for title, rows in [*self.sections, ("Mouse", list(MOUSE_HELP))]:
+            table.add_row(Text(title, style="bold underline"), "")
+            for key, what in rows:
+                table.add_row(key, what)
+            table.add_row("", "")
+        with VerticalScroll(id="help-box"):
+            yield Static("Keys (Esc, q or ? to close)", classes="modal-title")
+            yield Static(table)

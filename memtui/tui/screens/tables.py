@@ -1,0 +1,469 @@
+"""Screen 5, Tables: the Block View and the Event View, as in MindStudio Insight.
+
+Both are :class:`~memtui.tui.widgets.table.VirtualTable` over a
+:class:`~memtui.analysis.table_views.TableModel`, built for the device on first show.
+Sorting and filtering run in a worker (a 10M-row sort takes a few tenths of a second);
+the table says what it is doing meanwhile.  Enter on a row moves the cursor to its time
+and selects its block; when the cursor moves, the Event View follows it and the Block View
+marks the selected block.  The side pane (bottom pane when narrow) shows the highlighted
+row's full call stack.
+
+Keys: ``tab`` Blocks/Events, ``s`` sort by the highlighted column (again: reverse),
+``f`` filter (``size>=1M size<1G t>1.5s t<3s addr=0x.. text``), ``/`` search and ``n`` next,
+``w`` scope (all / window / alive at the cursor), ``c`` copy the rows on screen as CSV,
+``C`` save every shown row to a CSV file.  ``f`` on the Stacks screen shows here only the
+blocks under a node of its tree (``app.filter_blocks``); ``F`` shows all blocks again.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from memtui.analysis.callstack import stack_lines
+from memtui.analysis.table_views import Filter, TableModel
+from memtui.tui.widgets.status import StatusBar
+from memtui.tui.widgets.table import VirtualTable
+
+SCOPES = {"blocks": ("all", "window", "cursor"), "events": ("all", "window")}
+SCOPE_NAMES = {"all": "all", "window": "in the window", "cursor": "alive at the cursor"}
+
+
+class TablesScreen(Screen):
+    """See the module docstring."""
+
+    BINDINGS = [
+        Binding("tab", "switch_view", "Blocks/Events", priority=True),
+        Binding("s", "sort", "Sort"),
+        Binding("f", "filter", "Filter"),
+        Binding("slash", "search", "Search", show=False),
+        Binding("n", "next_match", "Next match", show=False),
+        Binding("w", "scope", "Scope"),
+        Binding("F", "clear_only", "All stacks", show=False),
+        Binding("c", "copy", "Copy CSV"),
+        Binding("C", "export", "Save CSV", show=False),
+        Binding("escape", "close_input", "Close", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view_kind = "blocks"
+        self.models: dict[tuple[str, str], TableModel] = {}
+        self.scope = {"blocks": "all", "events": "all"}
+        self.filters = {"blocks": "", "events": ""}
+        self.only_label = ""  # the Stacks screen's node whose blocks alone are shown
+        self._only: tuple[str, object, str] | None = None  # (device, block ids, label)
+        self._input_mode = ""  # "filter" or "search" while the input is open
+        self._search = ""
+        self._device: str | None = None
+        self._match_cache: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="tables-header")
+        with Horizontal(id="tables-body"):
+            with Vertical(id="tables-main"):
+                yield VirtualTable(id="blocks-table")
+                yield VirtualTable(id="events-table")
+                yield Input(id="tables-input")
+            with VerticalScroll(id="stack-pane"):
+                yield Static(id="stack-text")
+        yield StatusBar()
+        yield Footer(compact=True)
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.query_one("#tables-input", Input).display = False
+        self.query_one("#events-table").display = False
+        self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self._show_device(self.app.cursor.device)
+        self._take_block_filter()
+        self.call_after_refresh(self.app.mark_painted, "tables")
+
+    def on_screen_resume(self) -> None:
+        cursor = self.app.cursor
+        if cursor.device != self._device:
+            self._show_device(cursor.device)
+        else:
+            self._follow(cursor)
+        self._take_block_filter()
+        self.table.focus()
+
+    # -- the blocks of a call stack (from the Stacks screen) ------------------------------
+
+    def _take_block_filter(self) -> None:
+        """Show only the blocks the app was asked to (``app.filter_blocks``)."""
+        request = getattr(self.app, "block_filter", None)
+        if request is None:
+            return
+        self.app.block_filter = None
+        self._only = request
+        if self.view_kind != "blocks":
+            self.action_switch_view()
+        self._apply_only()
+
+    def _apply_only(self) -> None:
+        if self._only is None:
+            return
+        device, ids, label = self._only
+        model = self.models.get(("blocks", device))
+        if model is None or device != self._device:
+            return  # applied when the device's Block View is built
+        self._only = None
+        model.only = ids
+        self.only_label = label
+        self._reapply("blocks")
+
+    def action_clear_only(self) -> None:
+        model = self.model("blocks")
+        if model is not None and model.only is not None:
+            model.only = None
+            self.only_label = ""
+            self._reapply("blocks")
+
+    @property
+    def table(self) -> VirtualTable:
+        return self.query_one(f"#{self.view_kind}-table", VirtualTable)
+
+    def model(self, kind: str | None = None) -> TableModel | None:
+        return self.models.get((kind or self.view_kind, self._device or ""))
+
+    def _show_device(self, device: str) -> None:
+        self._device = device
+        for kind in ("blocks", "events"):
+            table = self.query_one(f"#{kind}-table", VirtualTable)
+            if (kind, device) in self.models:
+                table.set_model(self.models[(kind, device)])
+            else:
+                table.busy = f"reading the {kind}…"
+                table.refresh()
+                self._build_model(kind, device)
+        self._update_header()
+        self.table.focus()
+
+    @work(thread=True, group="build")
+    def _build_model(self, kind: str, device: str) -> None:
+        app = self.app
+        timeline = app.timeline(device)
+        unit = app.trace.meta.time_unit
+        tops = app.stack_tops()
+        if kind == "blocks":
+            model = TableModel.for_blocks(app.trace.device_blocks(device), timeline.start, unit,
+                                          tops)
+        else:
+            model = TableModel.for_events(app.trace.device_events(device), timeline.start, unit,
+                                          tops)
+        app.call_from_thread(self._model_built, kind, device, model)
+
+    def _model_built(self, kind: str, device: str, model: TableModel) -> None:
+        self.models[(kind, device)] = model
+        if device != self._device:
+            return
+        table = self.query_one(f"#{kind}-table", VirtualTable)
+        table.busy = ""
+        table.cursor_t = self.app.cursor.t
+        table.selected_block = self.app.cursor.block_id
+        table.set_model(model)
+        self._follow(self.app.cursor, force=True)
+        self._update_header()
+        if kind == "blocks":
+            self._apply_only()
+
+    # -- following the cursor -------------------------------------------------------------
+
+    def _cursor_changed(self, cursor) -> None:
+        if cursor is None or not self.is_attached:
+            return
+        if cursor.device != self._device:
+            self._show_device(cursor.device)
+            return
+        if self.app.screen is self:
+            self._follow(cursor)
+            if self.scope["blocks"] == "cursor":
+                self._reapply("blocks")
+
+    def _follow(self, cursor, force: bool = False) -> None:
+        """Event View to the cursor's event; Block View to the selected block."""
+        for kind in ("blocks", "events"):
+            table = self.query_one(f"#{kind}-table", VirtualTable)
+            model = self.model(kind)
+            old_block = table.selected_block
+            table.cursor_t = cursor.t
+            table.selected_block = cursor.block_id
+            table.refresh()
+            if model is None or table.busy or model.rows.size == 0:
+                continue
+            if kind == "events":
+                current = table.cursor_row
+                if not force and current < model.rows.size and model.time_of(current) == cursor.t:
+                    continue
+                position = model.position_at_time(cursor.t)
+                if position is not None:
+                    table.centre_on(position)
+            elif cursor.block_id is not None and (force or cursor.block_id != old_block):
+                position = model.position_of_block(cursor.block_id)
+                if position is not None:
+                    table.centre_on(position)
+
+    # -- header and stack pane ------------------------------------------------------------
+
+    def _update_header(self) -> None:
+        kind = self.view_kind
+        model = self.model()
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for name in ("blocks", "events"):
+            label = "Blocks" if name == "blocks" else "Events"
+            if name == kind:
+                text.append(f"[{label}]", style="bold reverse")
+            else:
+                text.append(f" {label} ", style="dim")
+            text.append(" ")
+        text.append("(tab)  ", style="dim")
+        if model is not None:
+            text.append(f"{model.rows.size:,} of {model.total:,} rows")
+            if model.sort_key is not None:
+                title = model.column(model.sort_key).title
+                text.append(f" · sort {title} {'▼' if model.descending else '▲'}")
+            if self.filters[kind]:
+                text.append(f" · filter {self.filters[kind]}")
+            if kind == "blocks" and model.only is not None:
+                text.append(f" · stack {self.only_label} (F: all)")
+            if self.scope[kind] != "all":
+                text.append(f" · {SCOPE_NAMES[self.scope[kind]]}")
+        self.query_one("#tables-header", Static).update(text)
+
+    def on_virtual_table_highlighted(self, message: VirtualTable.Highlighted) -> None:
+        if message.table is not self.table:
+            return
+        self._show_stack(message.position)
+
+    def _show_stack(self, position: int) -> None:
+        model = self.model()
+        pane = self.query_one("#stack-text", Static)
+        if model is None or position >= model.rows.size:
+            pane.update("")
+            return
+        record = model.record(position)
+        stack_id = record.get("stack_id")
+        text = Text()
+        what = f"block {record['block_id']}" if self.view_kind == "blocks" else (
+            f"event {record.get('seq')}")
+        text.append(f"Call stack of {what}", style="bold")
+        text.append(" (innermost first)\n", style="dim")
+        lines = stack_lines(self.app.trace, stack_id)
+        if not lines:
+            text.append("no call stack recorded", style="italic")
+        for label, omitted in lines:
+            text.append(("  " if omitted else "• ") + label + "\n",
+                        style="dim" if omitted else "")
+        pane.update(text)
+
+    # -- rows to the cursor ---------------------------------------------------------------
+
+    def on_virtual_table_activated(self, message: VirtualTable.Activated) -> None:
+        model = self.model()
+        if model is None or message.table is not self.table:
+            return
+        record = model.record(message.position)
+        t = model.time_of(message.position)
+        block = record.get("block_id")
+        cursor = self.app.cursor
+        self.app.move_cursor(t=t, block_id=block if block is not None else cursor.block_id)
+
+    def on_virtual_table_header_clicked(self, message: VirtualTable.HeaderClicked) -> None:
+        self._sort(message.column.key)
+
+    # -- actions --------------------------------------------------------------------------
+
+    def action_switch_view(self) -> None:
+        if self.query_one("#tables-input", Input).has_focus:
+            return
+        self.query_one(f"#{self.view_kind}-table").display = False
+        self.view_kind = "events" if self.view_kind == "blocks" else "blocks"
+        table = self.table
+        table.display = True
+        table.focus()
+        self._show_stack(table.cursor_row)
+        self._update_header()
+
+    def action_sort(self) -> None:
+        column = self.table.current_column
+        if column is not None:
+            self._sort(column.key)
+
+    def _sort(self, key: str) -> None:
+        model = self.model()
+        if model is None or self.table.busy:
+            return
+        descending = not model.descending if model.sort_key == key else column_default_desc(
+            model.column(key).kind)
+        self.table.busy = f"sorting {model.rows.size:,} rows by {model.column(key).title}…"
+        self.table.refresh()
+        self._run_sort(self.view_kind, model, key, descending)
+
+    @work(thread=True, exclusive=True, group="sort")
+    def _run_sort(self, kind: str, model: TableModel, key: str, descending: bool) -> None:
+        model.sort(key, descending, self.app.cursor.t)
+        self.app.call_from_thread(self._rows_changed, kind, 0)
+
+    def _rows_changed(self, kind: str, position: int | None = None) -> None:
+        table = self.query_one(f"#{kind}-table", VirtualTable)
+        table.busy = ""
+        table.refresh_rows(keep=position)
+        self._match_cache = None
+        if kind == "events" and position is None:
+            self._follow(self.app.cursor, force=True)
+        self._update_header()
+
+    def action_filter(self) -> None:
+        self._open_input("filter", self.filters[self.view_kind],
+                         "size>=1M size<1G t>1.5s t<3s addr=0x… text  (Enter apply, Esc close)")
+
+    def action_search(self) -> None:
+        self._open_input("search", self._search, "text to find (Enter: next match, Esc close)")
+
+    def _open_input(self, mode: str, value: str, placeholder: str) -> None:
+        field = self.query_one("#tables-input", Input)
+        self._input_mode = mode
+        field.value = value
+        field.placeholder = placeholder
+        field.display = True
+        field.focus()
+
+    def action_close_input(self) -> None:
+        field = self.query_one("#tables-input", Input)
+        if field.display:
+            field.display = False
+            self._input_mode = ""
+            self.table.focus()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        value = message.value.strip()
+        if self._input_mode == "filter":
+            model = self.model()
+            if model is None:
+                return
+            try:
+                Filter.parse(value, model.start, model.unit)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.filters[self.view_kind] = value
+            self.action_close_input()
+            self._reapply(self.view_kind)
+        elif self._input_mode == "search":
+            self._search = value
+            self.action_close_input()
+            self.action_next_match()
+
+    def _scope_range(self, kind: str) -> tuple[int, int] | None:
+        cursor = self.app.cursor
+        scope = self.scope[kind]
+        if scope == "window" and cursor.window is not None:
+            return cursor.window
+        if scope == "cursor":
+            return (cursor.t, cursor.t)
+        return None
+
+    def _reapply(self, kind: str) -> None:
+        model = self.model(kind)
+        if model is None:
+            return
+        table = self.query_one(f"#{kind}-table", VirtualTable)
+        table.busy = f"filtering {model.total:,} rows…"
+        table.refresh()
+        spec = Filter.parse(self.filters[kind], model.start, model.unit)
+        self._run_filter(kind, model, spec, self._scope_range(kind))
+
+    @work(thread=True, exclusive=True, group="filter")
+    def _run_filter(self, kind: str, model: TableModel, spec: Filter,
+                    scope: tuple[int, int] | None) -> None:
+        model.apply(spec, scope, self.app.cursor.t)
+        self.app.call_from_thread(self._rows_changed, kind, None)
+
+    def action_scope(self) -> None:
+        kind = self.view_kind
+        scopes = SCOPES[kind]
+        scope = scopes[(scopes.index(self.scope[kind]) + 1) % len(scopes)]
+        if scope == "window" and self.app.cursor.window is None:
+            self.notify("No window selected: [ and ] (or a drag on the Trend) select one.")
+            scope = scopes[(scopes.index(scope) + 1) % len(scopes)]
+        self.scope[kind] = scope
+        self._reapply(kind)
+
+    def action_next_match(self) -> None:
+        model = self.model()
+        if model is None or not self._search:
+            return
+        key = (self._search, id(model.rows), self.view_kind)
+        if self._match_cache is None or self._match_cache[0] != key:
+            spec = Filter(text=self._search)
+            saved, model.filter = model.filter, spec
+            try:
+                mask = model._mask()
+            finally:
+                model.filter = saved
+            hits = np.flatnonzero(mask[model.rows]) if mask is not None else np.arange(0)
+            self._match_cache = (key, hits)
+        hits = self._match_cache[1]
+        if hits.size == 0:
+            self.notify(f"no row matches {self._search!r}")
+            return
+        after = hits[hits > self.table.cursor_row]
+        position = int(after[0]) if after.size else int(hits[0])
+        self.table.centre_on(position)
+
+    def action_copy(self) -> None:
+        model = self.model()
+        if model is None:
+            return
+        first, count = self.table.visible_range()
+        text = model.csv(first, count)
+        self.app.copy_to_clipboard(text)
+        path = _write_csv(text, self.view_kind)
+        where = f" and saved them to {path}" if path else ""
+        self.notify(f"Copied {count:,} rows as CSV to the clipboard (if the terminal "
+                    f"allows OSC 52){where}.", timeout=8)
+
+    def action_export(self) -> None:
+        model = self.model()
+        if model is not None:
+            self.notify(f"Saving {model.rows.size:,} rows…")
+            self._run_export(model, self.view_kind)
+
+    @work(thread=True, group="export")
+    def _run_export(self, model: TableModel, kind: str) -> None:
+        text = model.export().write_csv(float_precision=9)
+        path = _write_csv(text, kind)
+        message = f"Saved {model.rows.size:,} rows to {path}" if path else "Could not save"
+        self.app.call_from_thread(self.notify, message, timeout=8)
+
+
+def column_default_desc(kind: str) -> bool:
+    """Sizes and durations sort largest first at the first press; the rest ascending."""
+    return kind in ("bytes", "span")
+
+
+def _write_csv(text: str, kind: str) -> Path | None:
+    """Write CSV text to ``memtui-KIND-TIME.csv`` here, or in the temp folder."""
+    name = f"memtui-{kind}-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        if os.access(folder, os.W_OK):
+            path = folder / name
+            try:
+                path.write_text(text)
+                return path
+            except OSError:
+                continue
+    return None

@@ -1,0 +1,249 @@
+"""Screen 1, Trend: the memory levels over time, the cursor, the window, and what is live.
+
+Top: a legend with each curve's value at the cursor and the peak.  Middle: the
+:class:`~memtui.tui.widgets.curve.TrendPlot`.  Bottom: the live bytes at the cursor by call
+stack top or by owner (``o`` toggles), computed in a worker so that moving the cursor
+never waits for it.  For profiler data ``b`` cycles Group By (Overall / Stream /
+Component) as in MindStudio Insight's Memory tab.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from memtui.analysis.downsample import value_at
+from memtui.analysis.series import Series, group_bys, trend_series
+from memtui.analysis.summary import format_bytes
+from memtui.analysis.table_views import format_time
+from memtui.tui.widgets.curve import Markers, TrendPlot
+from memtui.tui.widgets.status import StatusBar, short_bytes
+
+LIVE_ROWS = 12
+_GLYPHS = ("█", "⠶")  # fill, line: shapes in the legend matching the plot
+
+
+class TrendScreen(Screen):
+    """See the module docstring."""
+
+    BINDINGS = [
+        Binding("o", "toggle_live_by", "Stacks/owners", show=True),
+        Binding("b", "group_by", "Group by", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.group_by = "overall"
+        self.live_by = "stack"
+        self._series: list[Series] = []
+        self._series_key: tuple | None = None
+        self._live_wanted: tuple | None = None
+        self._live_running = False
+        self._first_paint = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="trend-legend")
+        yield TrendPlot(id="trend-plot")
+        yield Static(id="live-title")
+        yield Static(id="live-table")
+        yield StatusBar()
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self.query_one(TrendPlot).focus()
+        self._first_paint = True  # the live table waits until the curves are on screen
+        self._cursor_changed(self.app.cursor)
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        self.app.mark_painted("trend")
+        self._first_paint = False
+        cursor = self.app.cursor
+        self._update_live(cursor.device, cursor.t)
+
+    def on_screen_resume(self) -> None:
+        self._cursor_changed(self.app.cursor)
+        self.query_one(TrendPlot).focus()
+
+    # -- data -----------------------------------------------------------------------------
+
+    def _ensure_series(self, device: str) -> None:
+        key = (device, self.group_by)
+        if key == self._series_key:
+            return
+        app = self.app
+        timeline = app.timeline(device)
+        if self.group_by not in group_bys(app.trace, device):
+            self.group_by = "overall"
+            key = (device, self.group_by)
+        self._series = trend_series(app.trace, device, timeline, self.group_by)
+        self._series_key = key
+        start, unit = timeline.start, app.trace.meta.time_unit
+        plot = self.query_one(TrendPlot)
+        plot.time_label = (lambda t: f"#{t}") if unit == "event" else (
+            lambda t: _short_time(t - start))
+        plot.origin = start
+        markers = Markers.from_frame(timeline.markers)
+        peak = (timeline.peak_t, timeline.peak) if timeline.peak > 0 else None
+        if self._series and self._series[0].role != "allocated":
+            peak = None
+        plot.set_series(self._series, peak, markers)
+
+    def _cursor_changed(self, cursor) -> None:
+        if cursor is None or not self.is_attached:
+            return
+        self._ensure_series(cursor.device)
+        self.query_one(TrendPlot).set_state(cursor.view, cursor.t, cursor.window)
+        self._update_legend(cursor)
+        if self.app.screen is self and not self._first_paint:
+            self._update_live(cursor.device, cursor.t)
+
+    def _update_legend(self, cursor) -> None:
+        timeline = self.app.timeline(cursor.device)
+        unit = self.app.trace.meta.time_unit
+        narrow = self.size.width < 90
+        plot = self.query_one(TrendPlot)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        line = 0
+        for series in self._series:
+            value = _value_at(series, cursor.t)
+            if series.role == "allocated":
+                glyph, component = _GLYPHS[0], "trendplot--fill"
+            else:
+                glyph, component = _GLYPHS[1], f"trendplot--line-{min(line, 5)}"
+                line += 1
+            text.append(glyph + " ", style=plot.get_component_rich_style(component))
+            label = series.short if narrow else series.label
+            text.append(f"{label} {short_bytes(value) if narrow else format_bytes(value)}  ")
+        groups = len(group_bys(self.app.trace, cursor.device)) > 1
+        if groups:
+            text.append(f"[b] {self.group_by}  " if narrow else f"[b] group: {self.group_by}  ")
+        if timeline.peak > 0:
+            when = format_time(timeline.peak_t, timeline.start, unit)
+            text.append("▲ peak ", style="bold")
+            if narrow:
+                text.append(f"{short_bytes(timeline.peak)} {when}")
+            else:
+                text.append(f"{format_bytes(timeline.peak)} at {when}")
+        marker = _marker_at(timeline.markers, cursor.t)
+        if marker:
+            text.append(f"  in {marker}", style="italic")
+        self.query_one("#trend-legend", Static).update(text)
+
+    def _update_live(self, device: str, t: int) -> None:
+        """Ask for the live table at ``t``; requests made while one is computed coalesce."""
+        if self.app.trace.blocks.is_empty():
+            self.query_one("#live-title", Static).update(
+                Text("No blocks in this capture: it has levels only.", style="italic"))
+            self.query_one("#live-table", Static).update("")
+            return
+        self._live_wanted = (device, t, self.live_by)
+        if not self._live_running:
+            self._live_running = True
+            self._compute_live(*self._live_wanted)
+
+    @work(thread=True, group="live")
+    def _compute_live(self, device: str, t: int, by: str) -> None:
+        try:
+            live = self.app.live_blocks(device)
+            top = live.top(t, by=by, limit=LIVE_ROWS)
+            total, count = live.total(t), int(live.mask(t).sum())
+        except Exception:
+            self.app.call_from_thread(self._live_done, None)
+            raise
+        self.app.call_from_thread(self._live_done, (device, t, by, top, total, count))
+
+    def _live_done(self, result) -> None:
+        self._live_running = False
+        if result is not None:
+            self._show_live(*result)
+            if self._live_wanted is not None and self._live_wanted != result[:3]:
+                self._live_running = True
+                self._compute_live(*self._live_wanted)
+
+    def _show_live(self, device, t, by, top, total, count) -> None:
+        cursor = self.app.cursor
+        if cursor is None or (cursor.device, cursor.t) != (device, t):
+            return
+        timeline = self.app.timeline(device)
+        when = format_time(t, timeline.start, self.app.trace.meta.time_unit)
+        what = "stack top" if by == "stack" else "owner"
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append(f"Live at {when}", style="bold")
+        title.append(f": {count:,} blocks, {format_bytes(total)}, by {what} ")
+        title.append("(o: by " + ("owner" if by == "stack" else "stack top") + ")",
+                     style="dim")
+        self.query_one("#live-title", Static).update(title)
+        table = Table(box=None, expand=True, show_edge=False, pad_edge=False,
+                      header_style="bold")
+        table.add_column("Bytes", justify="right", no_wrap=True, width=10)
+        table.add_column("%", justify="right", no_wrap=True, width=5)
+        table.add_column("Blocks", justify="right", no_wrap=True, width=7)
+        table.add_column(what.capitalize(), no_wrap=True, overflow="ellipsis", ratio=1)
+        for row in top.iter_rows(named=True):
+            share = 100 * row["bytes"] / total if total else 0
+            table.add_row(format_bytes(row["bytes"]), f"{share:.0f}", f"{row['blocks']:,}",
+                          row["where"])
+        self.query_one("#live-table", Static).update(table)
+
+    # -- actions --------------------------------------------------------------------------
+
+    def action_toggle_live_by(self) -> None:
+        self.live_by = "owner" if self.live_by == "stack" else "stack"
+        cursor = self.app.cursor
+        self._update_live(cursor.device, cursor.t)
+
+    def action_group_by(self) -> None:
+        choices = group_bys(self.app.trace, self.app.cursor.device)
+        if len(choices) < 2:
+            self.notify("Group By needs profiler data with streams or components.")
+            return
+        self.group_by = choices[(choices.index(self.group_by) + 1) % len(choices)]
+        self._series_key = None
+        self._cursor_changed(self.app.cursor)
+
+    def on_trend_plot_cursor_request(self, message: TrendPlot.CursorRequest) -> None:
+        app = self.app
+        cursor = app.cursor
+        if message.zoom is not None:
+            app.zoom_view(message.zoom, message.around)
+        elif message.window is not None:
+            app.move_cursor(window=message.window)
+        elif message.t is not None:
+            app.move_cursor(t=message.t, view=cursor.view)
+
+
+def _marker_at(markers, t: int) -> str | None:
+    """The name of the innermost marked range holding ``t`` (a step, an annotation)."""
+    if markers.is_empty():
+        return None
+    holding = markers.filter(
+        (pl.col("t") <= t) & pl.col("t_end").is_not_null() & (pl.col("t_end") >= t))
+    if holding.is_empty():
+        return None
+    return holding.sort("t", descending=True)["name"][0]
+
+
+def _value_at(series: Series, t: int) -> int:
+    return value_at(series.level.t, series.level.values, t)
+
+
+def _short_time(ns: int) -> str:
+    """A compact relative time for axis labels: ``+1.25s``, ``+350ms``."""
+    if ns == 0:
+        return "+0"
+    seconds = ns / 1e9
+    if abs(seconds) >= 100:
+        return f"+{seconds:.0f}s"
+    if abs(seconds) >= 1:
+        return f"+{seconds:.3g}s"
+    if abs(seconds) >= 1e-3:
+        return f"+{seconds * 1e3:.3g}ms"
+    return f"+{seconds * 1e6:.3g}us"

@@ -1,0 +1,94 @@
+"""The status bar every screen shows: device, cursor time, levels at the cursor, window.
+
+It reads ``app.cursor`` and the device's :class:`~memtui.analysis.at_time.Timeline`
+(``app.timeline(device)``) and redraws whenever the cursor changes.  Parts are dropped
+from the right, least useful first, when the terminal is narrow; every figure carries its
+name, so nothing relies on colour.
+
+Any screen adds it with ``from memtui.tui.widgets.status import StatusBar`` and
+``yield StatusBar()``.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from memtui.analysis.summary import format_bytes
+from memtui.analysis.table_views import format_span, format_time
+
+
+def short_bytes(n: int | None) -> str:
+    """``12.3G`` style bytes for tight places."""
+    if n is None:
+        return "-"
+    text = format_bytes(n)
+    number, unit = text.split(" ")
+    return number + unit[0]
+
+
+class StatusBar(Widget):
+    """One line at the bottom of each screen (see the module docstring)."""
+
+    DEFAULT_CSS = """
+    StatusBar {
+        height: 1;
+        width: 1fr;
+        background: $panel;
+        color: $foreground;
+    }
+    """
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "cursor", self._cursor_changed, init=False)
+
+    def _cursor_changed(self, _cursor) -> None:
+        self.refresh()
+
+    def parts(self) -> list[tuple[str, str]]:
+        """``(full, short)`` texts of each part, most important first."""
+        app = self.app
+        cursor = getattr(app, "cursor", None)
+        if cursor is None:
+            return [("loading", "loading")]
+        timeline = app.timeline(cursor.device)
+        unit = app.trace.meta.time_unit
+        start = timeline.start
+        number = timeline.event_number(cursor.t)
+        if unit == "event":
+            when = f"event #{cursor.t}"
+            when_short = when
+        else:
+            when = f"{format_time(cursor.t, start, unit)}  ev {number}/{timeline.times.size}"
+            when_short = format_time(cursor.t, start, unit)
+        levels = timeline.levels_at(cursor.t)
+        alloc = f"alloc {format_bytes(levels.allocated)}"
+        alloc_short = f"A {short_bytes(levels.allocated)}"
+        if timeline.active_differs:
+            alloc += f"  active {format_bytes(levels.active)}"
+            alloc_short += f" a {short_bytes(levels.active)}"
+        resv = f"resv {format_bytes(levels.reserved)}" if levels.reserved is not None else ""
+        resv_short = f"R {short_bytes(levels.reserved)}" if levels.reserved is not None else ""
+        parts = [(cursor.device, cursor.device), (when, when_short), (alloc, alloc_short)]
+        if resv:
+            parts.append((resv, resv_short))
+        if cursor.window is not None:
+            t0, t1 = cursor.window
+            span = format_span(t1 - t0, unit)
+            full = (f"window {format_time(t0, start, unit)} .. {format_time(t1, start, unit)}"
+                    f" ({span})")
+            parts.append((full, f"win {span}"))
+        return parts
+
+    def render(self) -> Text:
+        parts = self.parts()
+        width = self.size.width
+        sep = " │ "
+        for pick in ("full", "short", "drop"):
+            texts = [full if pick == "full" else short for full, short in parts]
+            line = sep.join(texts)
+            if len(line) + 1 <= width or pick == "drop":
+                break
+        while pick == "drop" and len(texts) > 1 and len(sep.join(texts)) + 1 > width:
+            texts.pop()
+        return Text(" " + sep.join(texts), no_wrap=True, overflow="ellipsis")

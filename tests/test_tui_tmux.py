@@ -1,0 +1,120 @@
+"""The real ``memtui`` command in a tmux pane: keys in, screen text out.
+
+Runs ``memtui`` (the installed script, else ``python -m memtui.cli``) in an 80x24 pane of
+a private tmux server, sends keys with ``send-keys`` and reads the pane with
+``capture-pane``.  Skips where tmux is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from memtui.analysis.at_time import Timeline
+from memtui.analysis.table_views import format_time
+from memtui.sources import open_capture
+from tests.conftest import REPO
+
+DEMO = REPO / "snapshots" / "demo_training.pickle"
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed: the real-terminal test needs it")
+
+
+def memtui_command() -> str:
+    script = shutil.which("memtui")
+    if script:
+        return shlex.quote(script)
+    return f"{shlex.quote(sys.executable)} -m memtui.cli"
+
+
+class Pane:
+    """One tmux session on a private server, running ``command``."""
+
+    def __init__(self, command: str, width: int = 80, height: int = 24) -> None:
+        self.socket = f"memtui-test-{uuid.uuid4().hex[:8]}"
+        env_prefix = f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(str(REPO))} "
+        shell = f"{env_prefix}{command}; echo EXIT=$?; sleep 30"
+        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height),
+                  "env", "TERM=xterm-256color", "sh", "-c", shell)
+
+    def tmux(self, *args: str) -> str:
+        result = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                                text=True, timeout=20, env={**os.environ, "TMUX": ""})
+        return result.stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-t", "t")  # -J: join wrapped lines
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            self.tmux("send-keys", "-t", "t", key)
+            time.sleep(0.15)
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the pane shows:\n{screen}")
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+
+
+@pytest.fixture
+def pane_factory():
+    panes = []
+
+    def make(command: str) -> Pane:
+        pane = Pane(command)
+        panes.append(pane)
+        return pane
+
+    yield make
+    for pane in panes:
+        pane.close()
+
+
+def test_memtui_alone_opens_the_demo_and_answers_keys(pane_factory):
+    trace = open_capture(DEMO)
+    timeline = Timeline.build(trace, "cuda:0")
+    peak_time = format_time(timeline.peak_t, timeline.start, "ns")
+    pane = pane_factory(memtui_command())
+    screen = pane.wait_for("Live at")
+    assert "peak" in screen and "cuda:0" in screen
+    pane.keys("p")
+    screen = pane.wait_for(peak_time)
+    assert "alloc 5.4 GiB" in screen  # the status bar at the peak
+    pane.keys("[", "L", "L", "]")  # a window over two tenths of the view
+    screen = pane.wait_for("win ")
+    assert "ms" in screen.split("win ")[1].splitlines()[0]
+    pane.keys("z", "Z", "g")
+    pane.wait_for("+0.000000 s")
+    pane.keys("p", "5")
+    screen = pane.wait_for("[Blocks]")
+    assert "Call stack of block" in screen
+    pane.keys("Tab")
+    pane.wait_for("[Events]")
+    pane.keys("q")
+    pane.wait_for("EXIT=0")
+
+
+def test_a_bad_file_prints_one_line_and_exits_2(pane_factory, tmp_path):
+    bad = tmp_path / "broken.pickle"
+    bad.write_bytes(b"\x80\x04\x95garbage")
+    pane = pane_factory(f"{memtui_command()} {shlex.quote(str(bad))}")
+    screen = pane.wait_for("EXIT=")
+    assert f"memtui: {bad}: " in screen
+    assert "EXIT=2" in screen
+    assert "Traceback" not in screen
