@@ -106,17 +106,18 @@ def short_bytes(n: float) -> str:
 
 def format_time(trace: MemoryTrace, t: int | None, origin: int | None = None,
                 digits: int = 6) -> str:
-    """A time as the screens print it: seconds from ``origin``, or ``event #N``."""
+    """A time as the screens print it: seconds from ``origin``, or ``#N`` (event numbers),
+    as ``analysis.table_views.format_time`` does, with fewer digits where asked."""
     if t is None:
         return "-"
     if trace.meta.time_unit == "event":
-        return f"event #{t}"
+        return f"#{t}"
     return f"+{(t - (origin or 0)) / 1e9:.{digits}f} s"
 
 
 def format_span(trace: MemoryTrace, t0: int, t1: int) -> str:
     if trace.meta.time_unit == "event":
-        return f"{t1 - t0} events"
+        return f"{t1 - t0} ev"
     seconds = (t1 - t0) / 1e9
     return f"{seconds * 1e3:.3f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
