@@ -1,8 +1,8 @@
 """The Blocks, Pool and Stacks screens driven with Pilot at 80x24 and 120x40.
 
-They run in the app of tests/ui2_app.py, which has only the app contract (trace,
-reactive cursor, move_cursor, screens by name), on the hand trace (tests/ui2_traces.py,
-whose states are worked out by hand), the demo capture, and every real capture in
+They run in MemtuiApp (opened on a MemoryTrace, the screen shown with its key after the
+cursor goes to the end: tests/ui2_app.py), on the hand trace (tests/ui2_traces.py, whose
+states are worked out by hand), the demo capture, and every real capture in
 ../shared/data that a source reads.
 """
 
