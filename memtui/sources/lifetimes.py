@@ -41,7 +41,7 @@ def pair_by_address(
     its ``lifetime`` column, for joining ids back.
     """
     ops = ops.sort("addr", maintain_order=True)  # stable: seq order kept within an address
-    action = ops["action"].cast(pl.String)
+    action = ops["action"]
     is_open = action.is_in(list(open_actions)).to_numpy()
     is_close = action.is_in(list(close_actions)).to_numpy()
     is_request = action.is_in(list(request_actions)).to_numpy()

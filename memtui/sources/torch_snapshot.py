@@ -21,7 +21,7 @@ import polars as pl
 
 from memtui.errors import CaptureError
 from memtui.model import (
-    ACTIONS,
+    ACTION_DTYPE,
     DeviceInfo,
     MemoryTrace,
     TraceMeta,
@@ -38,6 +38,13 @@ SOURCE = "torch_snapshot"
 _ACTION_NAMES = {
     "free_completed": "free",
     "workspace_snapshot": "workspace",
+}
+#: Every action torch writes -> its canonical name (anything else is warned about, dropped).
+_ENUM_OF_TORCH = {
+    name: _ACTION_NAMES.get(name, name)
+    for name in ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+                 "segment_map", "segment_unmap", "oom", "snapshot", "annotate",
+                 "workspace_snapshot")
 }
 _ACTIVE_STATES = ("active_allocated", "active_pending_free")
 _NPU_ONLY_ACTIONS = ("workspace_snapshot",)
@@ -151,15 +158,18 @@ class _SnapshotBuilder:
         df = df.with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
-            pl.col("action").replace(_ACTION_NAMES),
+            # the canonical Enum from here on: comparisons are integer ops, not strings
+            pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
+                                            return_dtype=ACTION_DTYPE).alias("canonical"),
             self.interner.stack_ids([entry.get("frames") for entry in trace]),
         )
-        unknown = df.filter(~pl.col("action").is_in(ACTIONS))
+        unknown = df.filter(pl.col("canonical").is_null())
         if unknown.height:
             names = sorted(unknown["action"].unique().to_list())
             self.warnings.append(
                 f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
             )
+        df = df.drop("action").rename({"canonical": "action"})
         df = df.with_columns(pool=self._pool_column(df))
         self._collect_entry_markers(device, df, trace)
         return df
@@ -299,12 +309,12 @@ class _SnapshotBuilder:
     def _events(self, name: str, raw: pl.DataFrame | None, has_time: bool) -> pl.DataFrame:
         if raw is None:
             return pl.DataFrame(schema={
-                "action": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
+                "action": ACTION_DTYPE, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
                 "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
                 "device": pl.String})
         t = pl.col("time_us") * 1000 if has_time else pl.col("seq")
         return (
-            raw.filter(pl.col("action").is_in(ACTIONS))
+            raw.filter(pl.col("action").is_not_null())
             .with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
             .drop("time_us")
         )
@@ -367,7 +377,8 @@ class _SnapshotBuilder:
         self, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
     ) -> pl.DataFrame:
         """Segments from segment_alloc/free (and map/unmap) pairs, plus the final ones."""
-        ops = events.filter(pl.col("action").str.starts_with("segment_"))
+        ops = events.filter(pl.col("action").is_in(
+            ["segment_alloc", "segment_free", "segment_map", "segment_unmap"]))
         lifetimes, _ = pair_by_address(
             ops, ["segment_alloc", "segment_map"], ["segment_free", "segment_unmap"]
         )
@@ -464,7 +475,10 @@ class _SnapshotBuilder:
 
 def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:
     """``events`` (in seq order) with ``column`` taken from ``rows`` of the same seq."""
-    positions = np.searchsorted(events["seq"].to_numpy(), rows["seq"].to_numpy())
+    seq = events["seq"].to_numpy()
+    positions = rows["seq"].to_numpy()
+    if not (seq.size and seq[0] == 0 and seq[-1] == seq.size - 1):  # seq has gaps
+        positions = np.searchsorted(seq, positions)
     values = np.full(events.height, -1, dtype=np.int64)
     values[positions] = rows[column].fill_null(-1).to_numpy()
     series = pl.Series(column, values)
