@@ -13,8 +13,7 @@ import numpy as np
 import polars as pl
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at
@@ -25,7 +24,6 @@ from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend
-from memtui.tui.widgets.status import StatusBar
 
 DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -54,12 +52,7 @@ class BlocksScreen(LinkedScreen):
         self.index: DeviceIndex | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="main"):
-            yield Static("", id="status-line")
-            yield Static("", id="detail")
-        yield self.compose_search()
-        yield StatusBar()
-        yield Footer(compact=True)
+        yield from self.compose_layout()
 
     # -- preparing and building ---------------------------------------------------------------
 

@@ -9,14 +9,16 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Input, Static
+from textual.widgets import Footer, Input, Static
 
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets.requests import CursorRequest
+from memtui.tui.widgets.status import StatusBar
 
 #: Above this many blocks the analysis objects are built in a thread.
 BACKGROUND_BLOCKS = 200_000
@@ -68,6 +70,19 @@ class LinkedScreen(Screen):
 
     def compose_search(self) -> SearchBox:
         return SearchBox(placeholder=self.SEARCH_PLACEHOLDER, id="search")
+
+    def compose_layout(self, *line_ids: str) -> ComposeResult:
+        """The layout the three screens share: in ``#main`` a status line, the screen's own
+        lines (``line_ids``) and the detail pane (its map is mounted there once prepared);
+        then the search box, the status bar and the footer."""
+        with Vertical(id="main"):
+            yield Static("", id="status-line")
+            for line_id in line_ids:
+                yield Static("", id=line_id)
+            yield Static("", id="detail")
+        yield self.compose_search()
+        yield StatusBar()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
@@ -30,7 +29,6 @@ from memtui.tui.screens.blocks import block_details, find_address, select_event_
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap
-from memtui.tui.widgets.status import StatusBar
 
 
 class PoolScreen(LinkedScreen):
@@ -63,13 +61,7 @@ class PoolScreen(LinkedScreen):
         self.selected_segment: int | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="main"):
-            yield Static("", id="status-line")
-            yield Static("", id="oom")
-            yield Static("", id="detail")
-        yield self.compose_search()
-        yield StatusBar()
-        yield Footer(compact=True)
+        yield from self.compose_layout("oom")
 
     def prepare(self, device: str) -> None:
         trace = self.trace

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
@@ -26,7 +25,6 @@ from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
 from memtui.tui.widgets.stack_tree import StackTreeView
-from memtui.tui.widgets.status import StatusBar
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
@@ -72,12 +70,7 @@ class StacksScreen(LinkedScreen):
         self.taken_at: int | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="main"):
-            yield Static("", id="status-line")
-            yield Static("", id="detail")
-        yield self.compose_search()
-        yield StatusBar()
-        yield Footer(compact=True)
+        yield from self.compose_layout()
 
     def prepare(self, device: str) -> None:
         trace = self.trace
