@@ -54,7 +54,8 @@ def test_compare_baseline_csv(data):
     trace = open_capture(path)
     # 18 MALLOC PTA + 14 FREE PTA + 5 MALLOC HAL + 2 FREE HAL, all on device 0.
     assert _figures(trace) == {"npu:0": {
-        "device": "npu:0", "events": 39, "segments": None, "blocks": 23, "ghost_blocks": 0,
+        # segments: the 3 HAL blocks never freed (5 HAL MALLOCs, 2 FREEs)
+        "device": "npu:0", "events": 39, "segments": 3, "blocks": 23, "ghost_blocks": 0,
         "peak_allocated_bytes": 16781824, "peak_time_ns": 1764753084527393370,
         "allocated_at_end_bytes": 3072, "reserved_at_end_bytes": 20971520}}
     assert _max_used(path) == 16781824

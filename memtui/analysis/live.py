@@ -58,6 +58,7 @@ class DeviceIndex:
     t_free_requested: np.ndarray = field(init=False)
     ghost: np.ndarray = field(init=False)
     stack_id: np.ndarray = field(init=False)
+    is_segment: np.ndarray = field(init=False)  # the block is itself a segment (msMemScope HAL)
     # segments
     seg_id: np.ndarray = field(init=False)
     seg_addr: np.ndarray = field(init=False)
@@ -84,6 +85,8 @@ class DeviceIndex:
         self.seg_stream = _ints(s, "stream", 0)
         self.seg_t_alloc, self.seg_t_free = _lifetime(s, "t_alloc", "t_free")
         self.seg_ghost = s["ghost"].fill_null(False).to_numpy()
+        self.is_segment = (np.isin(self.block_id, _ints(s, "block_id", -1))
+                           if "block_id" in s.columns else np.zeros(b.height, dtype=bool))
         self.block_life = IntervalIndex(self.t_alloc, self.t_free)
         self.segment_life = IntervalIndex(self.seg_t_alloc, self.seg_t_free)
         self._seq_lives: tuple[IntervalIndex, IntervalIndex] | None = None

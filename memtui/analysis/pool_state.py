@@ -145,7 +145,12 @@ def state_at_seq(trace: MemoryTrace, device: str, seq: int) -> PoolState:
 
 
 def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t: int) -> PoolState:
-    """Lay the live ``blk_rows`` into the live ``seg_rows`` and measure the gaps."""
+    """Lay the live ``blk_rows`` into the live ``seg_rows`` and measure the gaps.
+
+    Blocks that are themselves segments (a segments ``block_id`` column names them, as
+    msMemScope's HAL blocks) are left out: they are the segments, not blocks inside them.
+    """
+    blk_rows = blk_rows[~index.is_segment[blk_rows]]
     seg_rows = seg_rows[np.argsort(index.seg_addr[seg_rows], kind="stable")]
     seg_addr = index.seg_addr[seg_rows]
     seg_size = index.seg_size[seg_rows]

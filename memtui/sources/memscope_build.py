@@ -16,6 +16,9 @@ file of a result folder) and builds the MemoryTrace, all in polars/numpy:
   (HAL, HOST_PINNED).  ``curves`` hold the same per pool (series ``Allocated`` and
   ``Reserved``, ``component`` = the pool), as Insight draws a line per Event Type;
 * stacks: distinct Python and C call-stack texts parsed once into frames;
+* segments: the HAL blocks (driver allocations, aclrtMalloc) that the framework caching
+  allocators carve their blocks from, kind ``driver``, with ``block_id`` (an extension
+  column) naming the HAL block each one is; the HAL blocks stay in ``blocks`` too;
 * markers and calls: :mod:`memscope_timeline`.
 """
 
@@ -35,6 +38,7 @@ from memtui.sources.memscope_timeline import calls_of, markers_of
 SOURCE = "msmemscope"
 FRAMEWORK_POOLS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
 DRIVER_POOLS = ("HAL", "HOST_PINNED")
+SEGMENT_POOL = "HAL"
 _POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
 _ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
 
@@ -60,7 +64,8 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None,
     markers = markers_of(other)
     del other
     calls = calls_of(trace, events, start, end, warnings)
-    devices = _devices(events, blocks, levels, markers, calls)
+    segments = _segments(blocks)
+    devices = _devices(events, blocks, levels, markers, calls, segments)
     meta = TraceMeta(
         source=SOURCE, path=str(path), devices=devices, warnings=warnings,
         extra={"files": [str(f.path) for f in files],
@@ -69,6 +74,7 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None,
     )
     return MemoryTrace(
         meta=meta, events=conform(events, "events"), blocks=conform(blocks, "blocks"),
+        segments=conform(segments, "segments"),
         frames=frames, stacks=stacks, calls=conform(calls, "calls"),
         curves=conform(curves, "curves"),
         markers=conform(markers, "markers"),
@@ -454,11 +460,27 @@ def _pool_curves(events: pl.DataFrame, ghosts: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([allocated, reserved])
 
 
+# -- segments ---------------------------------------------------------------------------
+
+
+def _segments(blocks: pl.DataFrame) -> pl.DataFrame:
+    """One ``driver`` segment per HAL block, in (device, block_id) order; ``block_id`` is
+    kept after the contract columns."""
+    hal = blocks.filter(pl.col("pool") == SEGMENT_POOL).sort("device", "block_id")
+    return hal.select(
+        segment_id=pl.int_range(pl.len(), dtype=pl.Int64), device="device", addr="addr",
+        size="size", t_alloc="t_alloc", t_free="t_free", stream=pl.lit(None, pl.Int64),
+        pool_id=pl.lit(None, pl.String), kind=pl.lit("driver"), seq_alloc="seq_alloc",
+        seq_free="seq_free", ghost="ghost", block_id="block_id",
+    )
+
+
 # -- devices ----------------------------------------------------------------------------
 
 
 def _devices(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
-             markers: pl.DataFrame, calls: pl.DataFrame) -> list[DeviceInfo]:
+             markers: pl.DataFrame, calls: pl.DataFrame,
+             segments: pl.DataFrame) -> list[DeviceInfo]:
     names = set()
     for frame in (events, markers, calls):
         if frame.height:
@@ -466,6 +488,8 @@ def _devices(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
     facts = {row["device"]: row for row in levels.iter_rows(named=True)}
     live = blocks.filter(pl.col("t_free").is_null() & pl.col("pool").is_in(FRAMEWORK_POOLS))
     live = dict(live.group_by("device").agg(pl.col("size").sum()).iter_rows())
+    segments_at_end = dict(segments.group_by("device").agg(
+        pl.col("t_free").is_null().sum()).iter_rows())
     devices = []
     for name in sorted(names, key=_device_sort_key):
         fact = facts.get(name)
@@ -476,6 +500,9 @@ def _devices(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
             info.start_reserved = (None if fact["has_total"] or not fact["has_driver"]
                                    else int(fact["start_driver"]))
             info.reserved_at_end = fact["reserved_at_end"]
+        if name in segments_at_end:
+            info.has_segments = True
+            info.segments_at_end = int(segments_at_end[name])
         devices.append(info)
     return devices
 

@@ -174,7 +174,7 @@ class PoolScreen(LinkedScreen):
         name = self.book.segment_name(row)
         ghost = " (existed before the trace)" if self.index.seg_ghost[row] else ""
         return (f"[b]{name}[/b] {format_bytes(int(state.seg_size[i]))} "
-                f"{segs['kind'][row] or ''} segment, stream {segs['stream'][row]}, pool "
+                f"{segs['kind'][row] or ''} segment, stream {_or_dash(segs['stream'][row])}, pool "
                 f"{segs['pool_id'][row] or '-'}{ghost}")
 
     def _segment_figures(self, state: PoolState, i: int) -> str:
@@ -232,3 +232,8 @@ class PoolScreen(LinkedScreen):
 
     def search(self, text: str) -> None:
         find_address(self, text)
+
+
+def _or_dash(value: object) -> str:
+    """``value`` as text, ``-`` where it is null."""
+    return "-" if value is None else str(value)
