@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
@@ -76,9 +77,8 @@ class BlocksScreen(LinkedScreen):
         await self.main_area().mount(self.slider, self.map, before=detail)
         self.map.focus()
 
-    def focus_main(self) -> None:
-        if self._ready:
-            self.map.focus()
+    def main_widget(self) -> Widget:
+        return self.map
 
     # -- following the cursor -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from memtui.model import MemoryTrace
@@ -149,8 +150,14 @@ class LinkedScreen(Screen):
     def follow(self, old: CursorState | None, new: CursorState) -> None:
         """Redraw from the cursor ``new`` (``old``: the one before, None on a full redraw)."""
 
+    def main_widget(self) -> Widget:
+        """The widget that holds the focus on this screen (its map or tree)."""
+        raise NotImplementedError
+
     def focus_main(self) -> None:
-        """Give the focus back to the screen's main widget."""
+        """Give the focus back to the screen's main widget, once it is built."""
+        if self._ready:
+            self.main_widget().focus()
 
     def search(self, text: str) -> None:
         """Run the search typed in the search box."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
@@ -76,9 +77,8 @@ class PoolScreen(LinkedScreen):
         await self.main_area().mount(self.map, before=self.query_one("#detail"))
         self.map.focus()
 
-    def focus_main(self) -> None:
-        if self._ready:
-            self.map.focus()
+    def main_widget(self) -> Widget:
+        return self.map
 
     # -- following the cursor -----------------------------------------------------------------
 

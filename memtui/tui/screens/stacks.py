@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.call_flame import CallFlame, threads
@@ -93,9 +94,8 @@ class StacksScreen(LinkedScreen):
         await self.main_area().mount(*widgets, before=self.query_one("#detail"))
         self.tree_view.focus()
 
-    def focus_main(self) -> None:
-        if self._ready:
-            self.tree_view.focus()
+    def main_widget(self) -> Widget:
+        return self.tree_view
 
     # -- following the cursor -----------------------------------------------------------------
 
