@@ -320,3 +320,17 @@ def test_trace_sizes_are_requested_sizes_and_final_blocks_give_the_rounded_size(
     blocks = open_capture(write(tmp_path, data)).blocks.sort("addr")
     assert blocks["size"].to_list() == [MiB - 7, MiB]
     assert blocks["requested_size"].to_list() == [MiB - 7, MiB - 100]
+
+
+def test_a_second_free_of_the_same_block_is_ignored_and_warned(tmp_path):
+    """alloc A, free A, free A again (a broken trace): the block ends at the first free."""
+    a = SEG
+    data = {
+        "segments": [segment(SEG, [block(a, MiB, "inactive")])],
+        "device_traces": [[entry("alloc", a, MiB, 1), entry("free_completed", a, MiB, 2),
+                           entry("free_completed", a, MiB, 3)]],
+    }
+    trace = open_capture(write(tmp_path, data))
+    assert trace.blocks["t_free"].to_list() == [2_000]
+    assert trace.blocks["ghost"].to_list() == [False]
+    assert any("already freed" in w for w in trace.meta.warnings)
