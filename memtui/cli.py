@@ -1,95 +1,60 @@
-"""Command line: ``memtui [PATH]`` opens the UI, ``memtui summary [PATH] [--json]`` prints figures.
+"""Command line dispatch: ``memtui [PATH]`` opens the UI, ``memtui COMMAND ...`` runs a command.
 
-With no PATH both use the demo capture shipped in ``snapshots/``.  Every unreadable input
-ends as one line on stderr, ``memtui: PATH: problem``, and exit status 2.
+Each command lives in its own module under :mod:`memtui.commands` and owns its arguments
+and output; this module only picks one and applies the one error rule: every unreadable
+input ends as one line on stderr, ``memtui: PATH: problem``, and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from types import ModuleType
 
 from memtui import __version__
+from memtui.commands import COMMANDS
 from memtui.errors import CaptureError
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
-DEMO_NAME = "demo_training.pickle"
+def _command_module(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS.get(name, "memtui.commands.ui"))
 
 
-def demo_path() -> Path:
-    """The demo capture ``snapshots/demo_training.pickle``.
-
-    A wheel installs ``snapshots/`` as ``memtui/snapshots``; in a source checkout (or an
-    editable install) it sits beside the package.
-    """
-    package = Path(__file__).resolve().parent
-    for folder in (package / "snapshots", package.parent / "snapshots"):
-        if (folder / DEMO_NAME).is_file():
-            return folder / DEMO_NAME
-    return package / "snapshots" / DEMO_NAME  # missing: open_capture says so in one line
-
-
-def _summary_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="memtui summary", description="Print per-device memory figures of a capture."
+def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
+    if name in COMMANDS:
+        return argparse.ArgumentParser(prog=f"memtui {name}", description=module.HELP)
+    commands = "\n".join(
+        f"  memtui {cmd:<9} {_command_module(cmd).HELP}" for cmd in COMMANDS
     )
-    parser.add_argument("path", nargs="?", help="capture file or folder (default: the demo)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser
-
-
-def _ui_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memtui",
-        description="Terminal explorer for GPU and Ascend NPU memory captures. "
-        "`memtui summary PATH [--json]` prints figures instead of opening the UI.",
+        description="Terminal explorer for GPU and Ascend NPU memory captures.",
+        epilog=f"commands:\n{commands}\n\n`memtui COMMAND --help` says more.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("path", nargs="?", help="capture file or folder (default: the demo)")
     parser.add_argument("--version", action="version", version=f"memtui {__version__}")
     return parser
 
 
-def run_summary(argv: Sequence[str]) -> int:
-    from memtui.analysis.summary import format_summary, summary
-    from memtui.sources import open_capture
-
-    args = _summary_parser().parse_args(argv)
-    path = Path(args.path) if args.path else demo_path()
-    trace = open_capture(path)
-    data = summary(trace)
-    if args.json:
-        print(json.dumps(data))
-    else:
-        print(format_summary(data, trace))
-    return 0
-
-
-def run_ui(argv: Sequence[str]) -> int:
-    args = _ui_parser().parse_args(argv)
-    path = Path(args.path) if args.path else demo_path()
-    try:
-        from memtui.tui.app import run_app
-    except ImportError:  # the UI is not built yet: fall back to the summary
-        return run_summary([str(path)])
-    return run_app(path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    name = argv[0] if argv and argv[0] in COMMANDS else ""
+    module = _command_module(name)
+    parser = _parser(name, module)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:] if name else argv)
     try:
-        if argv and argv[0] == "summary":
-            return run_summary(argv[1:])
-        return run_ui(argv)
+        return module.run(args)
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

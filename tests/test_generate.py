@@ -7,7 +7,7 @@ import polars as pl
 
 from benchmarks.generate import write_snapshot
 from memtui.analysis.levels import allocated_level
-from memtui.cli import demo_path
+from memtui.commands.paths import demo_path
 from memtui.sources import open_capture
 from tests.conftest import REPO
 
