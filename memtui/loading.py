@@ -14,6 +14,9 @@ from pathlib import Path
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
+from memtui.sources.common.files import check_input
+
+__all__ = ["check_input", "load_trace"]
 
 
 def load_trace(path: str | Path, progress: Callable[[float, str], None] | None = None,
