@@ -135,8 +135,11 @@ class FollowController:
 
     def badge(self, at_end: bool) -> tuple[str, str] | None:
         """``(full, short)`` text of the status bar's follow part."""
-        if self.state.problem:
-            return f"⚠ {self.state.problem}", "⚠ stopped"
+        problem = self.state.problem
+        if problem:
+            word = next((w for w in ("truncated", "deleted", "replaced") if w in problem),
+                        "stopped")
+            return f"⚠ {problem}", f"⚠ {word}"
         if at_end:
             return "● LIVE", "● LIVE"
         return "⏸ paused (G: live)", "⏸ G"
