@@ -20,6 +20,7 @@ and no rows: the caller skips it with a warning and shows the rest.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ from memtui.sources.ranks import RankCapture
 
 #: ``--cluster`` value that starts a Dask LocalCluster here.
 LOCAL_CLUSTER = "local"
+#: How often a waiting stream checks whether it was asked to stop (seconds).
+POLL_S = 0.2
 CLUSTER_HINT = "needs the cluster extra: pip install 'memtui[cluster]' (dask[distributed])"
 
 
@@ -122,43 +125,51 @@ def cores() -> int:
 
 def stream_results(captures: Sequence[RankCapture], how: str = "pool",
                    cluster: str | None = None, workers: int | None = None,
-                   points: int = CURVE_POINTS) -> Iterator[RankResult]:
+                   points: int = CURVE_POINTS,
+                   stop: threading.Event | None = None) -> Iterator[RankResult]:
     """Every capture's :class:`RankResult`, as each finishes.
 
     ``how`` is ``"serial"``, ``"pool"`` or ``"dask"`` (``cluster`` given: the scheduler's
     address, or ``"local"``).  ``workers`` caps the pool or the LocalCluster (default: the
-    cores).  Closing the generator stops the work not yet started.
+    cores).  Setting ``stop`` (from another thread), or closing the generator, ends the
+    stream within :data:`POLL_S` and drops the work not yet started.
     """
+    stop = stop or threading.Event()
     if cluster is not None:
         how = "dask"
     if how == "dask":
-        yield from _dask_results(captures, cluster or LOCAL_CLUSTER, workers, points)
+        yield from _dask_results(captures, cluster or LOCAL_CLUSTER, workers, points, stop)
     elif how == "pool" and len(captures) > 1 and min(workers or cores(), len(captures)) > 1:
-        yield from _pool_results(captures, min(workers or cores(), len(captures)), points)
+        yield from _pool_results(captures, min(workers or cores(), len(captures)), points,
+                                 stop)
     else:
         for capture in captures:
+            if stop.is_set():
+                return
             yield summarize_capture(capture, points)
 
 
-def _pool_results(captures: Sequence[RankCapture], workers: int,
-                  points: int) -> Iterator[RankResult]:
+def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
+                  stop: threading.Event) -> Iterator[RankResult]:
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=multiprocessing.get_context("spawn"))
     try:
-        futures = [pool.submit(summarize_capture, capture, points) for capture in captures]
-        for future in as_completed(futures):
-            yield future.result()
+        pending = {pool.submit(summarize_capture, capture, points) for capture in captures}
+        while pending and not stop.is_set():
+            done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | None,
-                  points: int) -> Iterator[RankResult]:
+                  points: int, stop: threading.Event) -> Iterator[RankResult]:
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, LocalCluster, wait
     except ImportError:
         raise CaptureError("--cluster", CLUSTER_HINT) from None
     local = None
@@ -174,13 +185,33 @@ def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | 
             local.close()
         raise CaptureError(address, f"cannot reach the Dask scheduler ({exc})") from None
     try:
-        futures = client.map(summarize_capture, list(captures), points=points, pure=False)
-        for future in as_completed(futures):
-            yield future.result()
+        pending = set(client.map(summarize_capture, list(captures), points=points, pure=False))
+        while pending and not stop.is_set():
+            try:
+                done, pending = wait(list(pending), timeout=POLL_S,
+                                     return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                continue
+            for future in done:
+                yield future.result()
+            pending = set(pending)
     finally:
         client.close()
         if local is not None:
             local.close()
+
+
+def prepare_processes() -> None:
+    """Start multiprocessing's resource tracker now, while ``sys.stderr`` is the real one.
+
+    A full-screen UI replaces ``sys.stderr`` with an object whose ``fileno()`` is not a
+    real descriptor; the tracker, started lazily by the first worker process, passes that
+    descriptor on and fails (``bad value(s) in fds_to_keep``).  Call this before the UI
+    starts when it will start processes (the pool, a Dask LocalCluster).
+    """
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
 
 
 def dask_available() -> bool:
@@ -192,5 +223,5 @@ def dask_available() -> bool:
     return True
 
 
-__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "cores", "dask_available", "stream_results",
+__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "cores", "dask_available", "prepare_processes", "stream_results",
            "summarize_capture"]
