@@ -223,5 +223,5 @@ def dask_available() -> bool:
     return True
 
 
-__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "cores", "dask_available", "prepare_processes", "stream_results",
-           "summarize_capture"]
+__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "cores", "dask_available",
+           "prepare_processes", "stream_results", "summarize_capture"]
