@@ -51,10 +51,10 @@ class RankResult:
 def summarize_capture(capture: RankCapture, points: int = CURVE_POINTS) -> RankResult:
     """Load one capture and return its rows (runs in a worker process or on a cluster)."""
     from memtui.analysis.summary import summary
-    from memtui.sources import open_capture
+    from memtui.loading import load_trace
 
     try:
-        trace = open_capture(capture.path)
+        trace = load_trace(capture.path)
     except CaptureError as exc:
         return RankResult(capture, error=str(exc))
     rows = rank_rows(trace, str(capture.path), capture.rank, points)

@@ -38,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
     if several_captures(args.paths, args.ranks):
         return _run_ranks(args)
     from memtui.analysis.summary import format_summary, summary
-    from memtui.sources import open_capture
+    from memtui.loading import load_trace
 
-    trace = open_capture(capture_path(args.paths[0] if args.paths else None))
+    trace = load_trace(capture_path(args.paths[0] if args.paths else None))
     data = summary(trace)
     print(json.dumps(data) if args.json else format_summary(data, trace))
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
 from textual.binding import Binding, BindingType
@@ -25,11 +25,13 @@ from memtui.analysis.summary import format_bytes
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.rankload import RankResult, RankTable, stream_results
-from memtui.sources.ranks import Discovery
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.modals import DeviceScreen, LoadingScreen
 from memtui.tui.screens.ranks import RanksScreen
+
+if TYPE_CHECKING:
+    from memtui.sources.ranks import Discovery
 
 RANKS = "ranks"
 
@@ -115,7 +117,7 @@ class RanksApp(MemtuiApp):
 
     @work(thread=True, exclusive=True, group="load")
     def _load_rank(self, row: RankRow) -> None:
-        from memtui.sources import open_capture
+        from memtui.loading import load_trace
 
         screen = self.screen
 
@@ -124,7 +126,7 @@ class RanksApp(MemtuiApp):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = open_capture(row.path, progress)
+            trace = load_trace(row.path, progress)
             timeline = Timeline.build(trace, row.device)
         except (CaptureError, KeyError) as exc:
             self.call_from_thread(self._rank_failed, str(exc))
