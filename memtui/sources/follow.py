@@ -1,8 +1,8 @@
 """Following a capture while it is written: read what is new since the last look, nothing twice.
 
 :func:`open_follower` picks a follower by content, as :func:`memtui.sources.open_capture`
-picks a source; each has ``poll() -> FollowUpdate`` (cheap when nothing changed: a ``stat``
-or a folder listing) and ``restart()``:
+picks a source; each has ``poll() -> FollowUpdate`` (cheap when nothing changed: a ``stat``,
+a folder listing, or one ``max(rowid)`` query) and ``restart()``:
 
 * :class:`MemscopeDbFollower`: an msMemScope DB being written (WAL or rollback journal).
   Each poll opens a fresh read-only connection (never writing beside the file, never
@@ -137,19 +137,10 @@ class MemscopeDbFollower(Follower):
         self._reset()
 
     def _reset(self) -> None:
-        from memtui.sources.memscope_db_tail import DbTail
+        from memtui.sources.memscope.tail import DbTail
 
         self.tail = DbTail(self.path)
-        self._seen: tuple | None = None
         self._file: _FileId | None = None
-
-    def _changed(self) -> bool:
-        """Whether the DB or its WAL changed since the last poll (a stat, no SQLite)."""
-        now = (_FileId.of(self.path), _FileId.of(Path(f"{self.path}-wal")))
-        if now == self._seen:
-            return False
-        self._seen = now
-        return True
 
     def _poll(self) -> FollowUpdate:
         now = _FileId.of(self.path)
@@ -158,8 +149,8 @@ class MemscopeDbFollower(Follower):
         if self._file is not None and now.inode != self._file.inode:
             raise _Stop("was replaced (rotated)")
         self._file = now
-        if not self._changed():
-            return FollowUpdate(waiting=None if self.tail.rows else self._waiting())
+        # No stat shortcut: a WAL reused after a checkpoint keeps its size, and mtimes
+        # can be coarse; asking SQLite for the largest rowid costs well under a ms.
         try:
             new = self.tail.read_new()
         except CaptureError as exc:
@@ -328,7 +319,8 @@ class SnapshotFollower(Follower):
 def open_follower(path: str | Path) -> Follower:
     """The follower for ``path`` (see the module docstring); a CaptureError otherwise."""
     from memtui.sources import memscope, torch_snapshot
-    from memtui.sources.memscope_read import csv_kind, is_sqlite
+    from memtui.sources.common.sqlite import is_sqlite
+    from memtui.sources.memscope.read import csv_kind
 
     path = Path(path)
     if not path.exists():
@@ -349,15 +341,15 @@ def open_follower(path: str | Path) -> Follower:
 
 def _empty_db(path: Path) -> bool:
     """An SQLite file without tables yet (the writer is about to create them)."""
-    from memtui.sources.memscope_read import db_tables
+    from memtui.sources.common.sqlite import table_names
 
-    return db_tables(path) == []
+    return table_names(path) == set()
 
 
 def _is_profiler_csv(path: Path) -> bool:
-    from memtui.sources import ascend_profiler
+    from memtui.sources import ascend
 
-    return path.suffix.lower() == ".csv" and ascend_profiler.sniff(path)
+    return path.suffix.lower() == ".csv" and ascend.sniff(path)
 
 
 __all__ = ["CsvFollower", "FollowUpdate", "Follower", "MemscopeDbFollower", "SnapshotFollower",

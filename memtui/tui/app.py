@@ -73,7 +73,6 @@ class MemtuiApp(App[int]):
         Binding("d", "device", "Device"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
-        Binding("R", "reload", "Reload (follow)", show=False),
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
@@ -100,6 +99,7 @@ class MemtuiApp(App[int]):
         self.follow: FollowController | None = None
         if follow and self.trace_path is not None:
             self.follow = FollowController(self, self.trace_path, *(poll or ()))
+            self.bind("R", "reload", description="Read the followed file again", show=False)
 
     # -- loading --------------------------------------------------------------------------
 
@@ -117,7 +117,7 @@ class MemtuiApp(App[int]):
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
-        from memtui.sources import open_capture
+        from memtui.loading import load_trace
 
         screen = self.screen
 
@@ -126,7 +126,7 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = open_capture(self.trace_path, progress)
+            trace = load_trace(self.trace_path, progress)
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
@@ -386,6 +386,9 @@ class MemtuiApp(App[int]):
         """(title, [(keys, description)]) for the app and the current screen."""
         screen = self.screen
         sections = [("Everywhere", _binding_rows(self, self.BINDINGS))]
+        if self.follow is not None:
+            sections.append(("Following", [("G", "back to the end: LIVE again"),
+                                           ("R", "read the followed file again")]))
         screen_rows = _binding_rows(self, getattr(screen, "BINDINGS", []))
         focused = screen.focused
         if focused is not None:
