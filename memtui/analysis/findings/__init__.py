@@ -95,5 +95,5 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]]) -> s
     return "\n".join(lines)
 
 
-__all__ = ["FINDERS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
+__all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
            "device_findings", "find_all", "findings_json", "flat", "format_findings"]

@@ -58,8 +58,8 @@ class _Blocks:
 def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> list[Finding]:
     """Leak findings of ``device``, largest growth first (none on a flat capture)."""
     steps = steps if steps is not None else find_steps(trace, device)
-    if steps is None or steps.count < MIN_STEPS_FOR_LEAK:
-        return []
+    if steps is None or steps.sliced or steps.count < MIN_STEPS_FOR_LEAK:
+        return []  # without steps a pass that grows is no evidence of a leak
     blocks = _leak_blocks(trace, device, steps.axis)
     if blocks is None:
         return []
@@ -70,7 +70,7 @@ def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> l
     k_end = np.searchsorted(bounds, blocks.end, side="right")
     k_end = np.where(blocks.end == INT64_MAX, n_bounds, k_end)
     seen = k_end > k_first
-    if not steps.by_markers and _churn_share(blocks, steps, k_first, seen) < MIN_CHURN:
+    if not steps.by_markers and _churn_share(blocks, steps, k_first, k_end) < MIN_CHURN:
         return []  # not a loop: the "steps" are layers of one pass, whose blocks all stay
     grows = seen & (k_first > 0) & (k_end == n_bounds)
     shrinks = seen & (k_first == 0) & (k_end < n_bounds)
@@ -131,14 +131,15 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
 
 
 def _churn_share(blocks: _Blocks, steps: Steps, k_first: np.ndarray,
-                 seen: np.ndarray) -> float:
+                 k_end: np.ndarray) -> float:
     """Share of the bytes allocated between the first and the last boundary that are
-    freed before the next boundary: near 1 in a training loop, low in one long pass."""
+    freed by the boundary after next (a step boundary may fall inside the step, so a
+    block may straddle one): near 1 in a training loop, low in one long pass."""
     inside = (k_first > 0) & (k_first < steps.bounds.size)
     total = blocks.size[inside].sum()
     if total <= 0:
         return 0.0
-    return float(blocks.size[inside & ~seen].sum() / total)
+    return float(blocks.size[inside & (k_end - k_first <= 1)].sum() / total)
 
 
 def _levels(blocks: _Blocks, candidates: np.ndarray, k_first: np.ndarray,
@@ -191,8 +192,6 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
     owner = info["owner"]
     who = f"{owner} in {where}" if owner and info["label"] else where
     severity = "high" if confidence >= HIGH_CONFIDENCE and total >= HIGH_BYTES else "medium"
-    if steps.sliced:
-        severity = "medium"
     steps_seen = steps.count
     title = (f"{who} leaks {format_bytes(int(round(per_step)))} per step "
              f"since {steps.name(first)} ({format_bytes(total)} in {steps_seen - 1 - first} "
