@@ -16,9 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from memtui.analysis.summary import format_summary, summary
     from memtui.commands.paths import capture_path
-    from memtui.sources import open_capture
+    from memtui.loading import load_trace
 
-    trace = open_capture(capture_path(args.path))
+    trace = load_trace(capture_path(args.path))
     data = summary(trace)
     print(json.dumps(data) if args.json else format_summary(data, trace))
     return 0
