@@ -16,9 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from memtui.analysis.findings import find_all, findings_json, format_findings
     from memtui.commands.paths import capture_path
-    from memtui.sources import open_capture
+    from memtui.loading import load_trace
 
-    trace = open_capture(capture_path(args.path))
+    trace = load_trace(capture_path(args.path))
     findings = find_all(trace)
     if args.json:
         print(json.dumps(findings_json(trace, findings)))

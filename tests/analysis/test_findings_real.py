@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from memtui.analysis.findings import find_all, findings_json, flat
-from memtui.sources import open_capture
+from memtui.loading import load_trace as open_capture
 from tests.conftest import REPO, shared_files
 
 DEMO = REPO / "snapshots" / "demo_training.pickle"

@@ -15,7 +15,7 @@ from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
 from memtui.analysis.findings.steps import find_steps
-from tests.findings_traces import DEVICE, MiB, TraceBuilder, training_loop
+from tests.helpers.findings_traces import DEVICE, MiB, TraceBuilder, training_loop
 
 
 def leaks(trace):
@@ -236,36 +236,3 @@ def test_counts_by_kind():
     counts = counts_by_kind(find_all(training_loop(8)))
     assert counts["leak"] == 1 and counts["peak"] == 1 and counts["oom"] == 0
 
-
-# -- the commands -----------------------------------------------------------------------------
-
-
-def test_findings_command_json(tmp_path, capsys):
-    from memtui.cli import main
-    from tests.conftest import REPO
-
-    demo = REPO / "snapshots" / "demo_oom.pickle"
-    assert main(["findings", str(demo), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)  # exactly one object
-    assert data["devices"][0]["findings"][0]["kind"] == "oom"
-    assert main(["findings", str(demo)]) == 0
-    text = capsys.readouterr().out
-    assert "[high] oom: out of memory asking" in text
-    bad = tmp_path / "bad.pickle"
-    bad.write_bytes(b"not a capture")
-    assert main(["findings", str(bad)]) == 2
-    assert capsys.readouterr().err.startswith(f"memtui: {bad}: ")
-
-
-def test_summary_gains_peak_reserved_and_findings(capsys):
-    from memtui.analysis.summary import summary
-
-    b = TraceBuilder()
-    b.segment(0x20_0000_0000, 100 * MiB)
-    b.segment(0x30_0000_0000, 20 * MiB)
-    block = b.alloc("forward", 10 * MiB, addr=0x20_0000_0000)
-    b.free(block)
-    (device,) = summary(b.build())["devices"]
-    assert device["peak_reserved_bytes"] == 120 * MiB
-    assert device["findings"] == {"leak": 0, "peak": 1, "oom": 0, "fragmentation": 1,
-                                  "inefficient": 0, "capture": 0}
