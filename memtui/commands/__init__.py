@@ -12,4 +12,5 @@ from __future__ import annotations
 #: Subcommand name -> module under ``memtui.commands`` (imported on use).
 COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
+    "compare": "memtui.commands.compare",
 }
