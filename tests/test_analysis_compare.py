@@ -201,3 +201,24 @@ def test_real_snapshots_of_different_torch_versions():
 def pl_mask(mask: np.ndarray):
     import polars as pl
     return pl.Series(mask)
+
+
+def test_curves_on_either_axis_and_their_delta(pair_files):
+    from memtui.analysis.compare import on_axis, realign, sample
+
+    a, b = open_capture(pair_files["clean"]), open_capture(pair_files["leak"])
+    d = compare(a, b).devices[0]
+    this, mapped, delta = on_axis(d, "a")
+    step = steps_of(a, "cuda:0")
+    # at the end of A's last step, B holds its four leaks (mapped by step onto A's axis)
+    end = int(step["t_end"][-1]) - 1
+    assert int(sample(delta, np.array([end]))[0]) == 4 * MiB
+    assert int(sample(this, np.array([end]))[0]) == 0
+    # in the middle of step 2 (both tensors alive): B holds 2 leaks more
+    middle = int(step["t"][2]) + 25_000
+    assert int(sample(mapped, np.array([middle]))[0]) == 6 * MiB + 2 * MiB
+    _, _, delta_b = on_axis(d, "b")
+    assert int(delta_b.values.max()) == 4 * MiB and int(delta_b.values.min()) == 0
+    moved = realign(d, a, b, "position", 1)
+    assert moved.alignment.mode == "position" and moved.steps == []
+    assert moved.by_stack.equals(d.by_stack)

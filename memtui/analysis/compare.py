@@ -30,7 +30,7 @@ line): the same code run on two machines or with two torch versions keeps it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -79,7 +79,8 @@ def device_bounds(trace: MemoryTrace, device: str) -> tuple[int, int]:
 def steps_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
     """The steps of ``device`` in time order: ``step`` (0-based), ``name``, ``t``, ``t_end``.
 
-    A step without an end ends where the next one starts (the last at the device's end).
+    A step ends at its own end or where the next one starts, whichever is first; the last
+    one without an end of its own at the device's end.
     """
     schema = {"step": pl.Int64, "name": pl.String, "t": pl.Int64, "t_end": pl.Int64}
     markers = trace.markers
@@ -93,11 +94,11 @@ def steps_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
     if rows.is_empty():
         return pl.DataFrame(schema=schema)
     end = device_bounds(trace, device)[1] + 1
-    next_start = pl.col("t").shift(-1).fill_null(end)
+    next_start = pl.col("t").shift(-1)
     return rows.select(
         step=pl.int_range(pl.len(), dtype=pl.Int64), name=name, t="t",
         t_end=pl.when(pl.col("t_end").is_not_null() & (pl.col("t_end") > pl.col("t")))
-        .then(pl.min_horizontal("t_end", next_start)).otherwise(next_start),
+        .then(pl.min_horizontal("t_end", next_start)).otherwise(next_start.fill_null(end)),
     ).cast(schema)
 
 
@@ -515,6 +516,38 @@ def compare_devices(a: MemoryTrace, b: MemoryTrace, dev_a: str, dev_b: str,
     )
 
 
+def realign(d: DeviceComparison, a: MemoryTrace, b: MemoryTrace, mode: str | None,
+            shift: int) -> DeviceComparison:
+    """``d`` with another alignment (and its steps); the attribution does not depend on it."""
+    alignment = align(a, b, d.device_a, d.device_b, mode, shift)
+    return replace(d, alignment=alignment, steps=aligned_steps(a, b, d.a, d.b, alignment))
+
+
+def sample(level: Level, times: np.ndarray) -> np.ndarray:
+    """``level`` at each of ``times`` (the value of the last point at or before each; the
+    first value before the level starts)."""
+    if level.values.size == 0:
+        return np.zeros(np.asarray(times).size, dtype=np.int64)
+    at = np.searchsorted(level.t, times, side="right") - 1
+    return level.values[np.clip(at, 0, level.values.size - 1)]
+
+
+def on_axis(d: DeviceComparison, side: str) -> tuple[Level, Level, Level]:
+    """For drawing on ``side``'s time axis (``"a"`` or ``"b"``): that side's allocated
+    level, the other side's mapped onto the axis by the alignment, and B - A there."""
+    if side == "a":
+        this, other = d.a.allocated, d.b.allocated
+        mapped = Level(d.alignment.b_to_a(other.t), other.values)
+    else:
+        this, other = d.b.allocated, d.a.allocated
+        mapped = Level(d.alignment.a_to_b(other.t), other.values)
+    times = np.union1d(this.t, mapped.t).astype(np.int64)
+    delta = sample(mapped, times) - sample(this, times)
+    if side == "b":
+        delta = -delta
+    return this, mapped, Level(times, delta.astype(np.int64))
+
+
 @dataclass
 class Comparison:
     """Two captures compared, device pair by device pair."""
@@ -544,5 +577,5 @@ def compare(a: MemoryTrace, b: MemoryTrace, mode: str | None = None,
 __all__ = [
     "ALIGNMENTS", "Alignment", "Comparison", "DeviceComparison", "align", "attribute",
     "compare", "compare_devices", "counted_blocks", "device_pairs", "moments", "new_blocks",
-    "op_names", "stack_keys", "step_peaks", "steps_of",
+    "on_axis", "op_names", "realign", "sample", "stack_keys", "step_peaks", "steps_of",
 ]
