@@ -222,3 +222,22 @@ def test_curves_on_either_axis_and_their_delta(pair_files):
     moved = realign(d, a, b, "position", 1)
     assert moved.alignment.mode == "position" and moved.steps == []
     assert moved.by_stack.equals(d.by_stack)
+
+
+def test_diff_rows_and_the_blocks_behind_a_row(pair_files):
+    from memtui.analysis.compare import blocks_of, diff_rows
+
+    a, b = open_capture(pair_files["clean"]), open_capture(pair_files["leak"])
+    d = compare(a, b).devices[0]
+    rows = diff_rows(d)
+    first = rows.row(0, named=True)
+    assert (first["kind"], first["label"], first["at"], first["delta"]) == (
+        "stack", "log_metrics (train.py:60)", "end", 4 * MiB)
+    ids_a, ids_b = blocks_of(d, "stack", first["key"], "end")
+    assert ids_a.size == 0 and ids_b.size == 4
+    leaked = b.blocks.filter(b.blocks["block_id"].is_in(ids_b.tolist()))
+    assert leaked["size"].to_list() == [MiB] * 4 and leaked["t_free"].null_count() == 4
+    ids_a, ids_b = blocks_of(d, "stack", rows.filter(
+        rows["label"] == "forward (model.py:10)")["key"][0] if rows.filter(
+        rows["label"] == "forward (model.py:10)").height else "forward\x1fmodel.py\x1f10")
+    assert ids_a.size == 4 and ids_b.size == 4  # every forward activation, either run

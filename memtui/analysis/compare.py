@@ -548,6 +548,47 @@ def on_axis(d: DeviceComparison, side: str) -> tuple[Level, Level, Level]:
     return this, mapped, Level(times, delta.astype(np.int64))
 
 
+#: The key column of each attribution's rows in the keyed block frames.
+KEY_COLUMNS = {"stack": "stack_key", "owner": "owner", "op": "op"}
+
+
+def diff_rows(d: DeviceComparison) -> pl.DataFrame:
+    """Every attributed delta of ``d`` in one frame, largest change first: ``kind``
+    (stack, owner, op), ``key``, ``label``, ``at``, ``a_bytes``, ``b_bytes``, ``delta``,
+    ``only_in``, ``launches`` (``"0 -> 2"`` where an op's launch count changed)."""
+    no_launch = pl.lit(None, pl.String)
+    parts = [
+        d.by_stack.select(kind=pl.lit("stack"), key="stack_key", label="label", at="at",
+                          a_bytes="a_bytes", b_bytes="b_bytes", delta="delta",
+                          only_in="only_in", launches=no_launch),
+        d.by_owner.filter(pl.col("owner") != NO_OWNER).select(
+            kind=pl.lit("owner"), key="owner", label="owner", at="at", a_bytes="a_bytes",
+            b_bytes="b_bytes", delta="delta", only_in="only_in", launches=no_launch),
+        d.by_op.filter(pl.col("op") != NO_OP).select(
+            kind=pl.lit("op"), key="op", label="op", at="at", a_bytes="a_bytes",
+            b_bytes="b_bytes", delta="delta", only_in="only_in",
+            launches=pl.when(pl.col("a_launches") != pl.col("b_launches")).then(
+                pl.format("{} -> {}", "a_launches", "b_launches"))),
+    ]
+    rows = pl.concat(parts, how="vertical_relaxed")
+    return rows.sort(pl.col("delta").abs(), pl.col("launches").is_not_null(), "kind", "at",
+                     descending=[True, True, False, False], maintain_order=True)
+
+
+def blocks_of(d: DeviceComparison, kind: str, key: str, at: str | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Block ids of A and of B under one attribution key (alive at ``at`` if given)."""
+    column = KEY_COLUMNS[kind]
+
+    def pick(keyed: pl.DataFrame) -> np.ndarray:
+        wanted = pl.col(column) == key
+        if at is not None:
+            wanted = wanted & pl.col(f"alive_{at}")
+        return keyed.filter(wanted)["block_id"].to_numpy()
+
+    return pick(d.keyed_a), pick(d.keyed_b)
+
+
 @dataclass
 class Comparison:
     """Two captures compared, device pair by device pair."""
@@ -576,6 +617,7 @@ def compare(a: MemoryTrace, b: MemoryTrace, mode: str | None = None,
 
 __all__ = [
     "ALIGNMENTS", "Alignment", "Comparison", "DeviceComparison", "align", "attribute",
-    "compare", "compare_devices", "counted_blocks", "device_pairs", "moments", "new_blocks",
-    "on_axis", "op_names", "realign", "sample", "stack_keys", "step_peaks", "steps_of",
+    "blocks_of", "compare", "compare_devices", "counted_blocks", "device_bounds",
+    "device_pairs", "diff_rows", "moments", "new_blocks", "on_axis", "op_names", "realign",
+    "sample", "stack_keys", "step_peaks", "steps_of",
 ]
