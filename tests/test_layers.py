@@ -1,4 +1,5 @@
-"""DESIGN.md section 2: sources/ and analysis/ never import textual; nothing imports torch."""
+"""DESIGN.md section 2, the layers: sources/ and analysis/ never import textual, sources/ never
+imports analysis/, a screen module imports no other screen module, nothing imports torch."""
 
 from __future__ import annotations
 
@@ -60,3 +61,40 @@ def test_every_package_is_installed():
     }
     assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"
     assert "memtui.snapshots" in listed
+
+
+@pytest.mark.parametrize("path", list(_modules("sources")), ids=lambda p: str(p.relative_to(REPO)))
+def test_sources_never_import_analysis(path):
+    """Data flows one way: file -> source -> model -> analysis -> widget."""
+    bad = [name for name in _imports(path) if name.startswith("memtui.analysis")
+           or name.startswith("memtui.tui") or name == "memtui.loading"]
+    assert not bad, f"{path} imports {bad}"
+
+
+@pytest.mark.parametrize("path", list(_modules("analysis")), ids=lambda p: str(p.relative_to(REPO)))
+def test_analysis_never_imports_the_ui(path):
+    bad = [name for name in _imports(path) if name.startswith("memtui.tui")]
+    assert not bad, f"{path} imports {bad}"
+
+
+#: The one screen module every screen may import: the base class and the parts they share.
+SHARED_SCREEN_MODULE = "memtui.tui.screens.linked"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "tui" / "screens").glob("*.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_screens_never_import_each_other(path):
+    if path.name in ("__init__.py", "linked.py"):
+        return  # the registry of screens, and the shared module itself
+    screens = [name for name in _imports(path) if name.startswith("memtui.tui.screens")]
+    bad = [name for name in screens if name != SHARED_SCREEN_MODULE]
+    assert not bad, f"{path} imports other screen modules {bad}"
+
+
+def test_layer_rules_catch_a_breach(tmp_path):
+    """The checks above can fail: a module that imports across a layer is seen."""
+    module = tmp_path / "breach.py"
+    module.write_text("from memtui.analysis.levels import allocated_level\n"
+                      "import memtui.tui.screens.blocks\n")
+    found = list(_imports(module))
+    assert "memtui.analysis.levels" in found and "memtui.tui.screens.blocks" in found

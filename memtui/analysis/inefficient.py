@@ -18,11 +18,16 @@ the block's life, which catches the textbook cases without drowning short blocks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
-from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION, FLAG_TEMPORARY_IDLENESS
+from memtui.model import (
+    FLAG_EARLY_ALLOCATION,
+    FLAG_LATE_DEALLOCATION,
+    FLAG_TEMPORARY_IDLENESS,
+    MemoryTrace,
+)
 
 
 @dataclass(frozen=True)
@@ -80,4 +85,24 @@ def inefficient_flags(blocks: pl.DataFrame, end_t: int | None,
     return blocks.select(flags.cast(pl.UInt8).alias("flags")).to_series()
 
 
-__all__ = ["DEFAULT_THRESHOLDS", "Threshold", "Thresholds", "inefficient_flags"]
+def with_inefficient_flags(trace: MemoryTrace,
+                           thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
+    """``trace`` with ``blocks.flags`` computed under ``thresholds`` (kept in ``meta.extra``).
+
+    Only blocks of a capture that records accesses can be flagged; other traces come back
+    unchanged.  The end of a block still alive is the end of the trace
+    (``meta.extra["trace_end_ns"]`` where the source knows it, else the last event).
+    """
+    blocks = trace.blocks
+    if blocks.is_empty() or blocks["first_access"].null_count() == blocks.height:
+        return trace
+    end_t = trace.meta.extra.get("trace_end_ns")
+    if end_t is None and trace.events.height:
+        end_t = int(trace.events["t"].max())
+    flags = inefficient_flags(blocks, end_t, thresholds)
+    meta = replace(trace.meta, extra={**trace.meta.extra, "thresholds": thresholds})
+    return replace(trace, meta=meta, blocks=blocks.with_columns(flags=flags))
+
+
+__all__ = ["DEFAULT_THRESHOLDS", "Threshold", "Thresholds", "inefficient_flags",
+           "with_inefficient_flags"]

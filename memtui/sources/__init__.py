@@ -1,9 +1,18 @@
-"""The input formats: each module sniffs a path by content and loads it into a MemoryTrace.
+"""The input formats: one package per format sniffs a path by content and loads a MemoryTrace.
 
-A source module exposes ``NAME``, ``sniff(path) -> bool`` (cheap: reads a few bytes or
-lists a folder, never raises) and ``load(path, progress) -> MemoryTrace``.  ``progress`` is
-``None`` or a callable ``(fraction, message)`` the loader calls as it goes.
-:func:`open_capture` tries them in :data:`SOURCES` order.
+* ``torch_snapshot/``: PyTorch (CUDA, torch_npu) snapshot pickles;
+* ``memscope/``: msMemScope DBs, CSVs, python traces, result folders;
+* ``ascend/``: Ascend profiler folders, CSVs and DBs;
+* ``common/``: what they share (safe unpickler, SQLite connect helper, alloc/free
+  pairing, call-stack interning).
+
+Each format package has the same shape: its ``__init__`` exposes ``NAME``,
+``sniff(path) -> bool`` (cheap: reads a few bytes or lists a folder, never raises) and
+``load(path, progress) -> MemoryTrace``; ``read*`` modules turn files into rows and
+``build`` turns rows into the model.  ``progress`` is ``None`` or a callable
+``(fraction, message)`` the loader calls as it goes.  :func:`open_capture` tries them in
+:data:`SOURCES` order.  Nothing here imports ``memtui.analysis`` or textual: data flows
+one way (file -> source -> model -> analysis -> screen).
 """
 
 from __future__ import annotations
@@ -14,12 +23,12 @@ from types import ModuleType
 
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
-from memtui.sources import ascend_profiler, memscope, torch_snapshot
+from memtui.sources import ascend, memscope, torch_snapshot
 
 Progress = Callable[[float, str], None]
 
 #: Every source, tried in this order.
-SOURCES: list[ModuleType] = [torch_snapshot, memscope, ascend_profiler]
+SOURCES: list[ModuleType] = [torch_snapshot, memscope, ascend]
 
 
 def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTrace:

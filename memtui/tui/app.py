@@ -108,7 +108,7 @@ class MemtuiApp(App[int]):
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
-        from memtui.sources import open_capture
+        from memtui.loading import load_trace
 
         screen = self.screen
 
@@ -117,7 +117,7 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = open_capture(self.trace_path, progress)
+            trace = load_trace(self.trace_path, progress)
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)

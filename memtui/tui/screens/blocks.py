@@ -19,10 +19,8 @@ from textual.widgets import Static
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
-from memtui.analysis.stack_tree import format_stack
-from memtui.analysis.summary import format_bytes
 from memtui.tui.cursor import CursorState
-from memtui.tui.screens.linked import LinkedScreen
+from memtui.tui.screens.linked import LinkedScreen, block_details, find_address, select_event_block
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend
 
@@ -140,69 +138,3 @@ class BlocksScreen(LinkedScreen):
 
     def search(self, text: str) -> None:
         find_address(self, text)
-
-
-def select_event_block(screen, old: CursorState | None, new: CursorState) -> bool:
-    """Select the block of the event under the cursor when the cursor moved in time
-    without choosing a block (or on first showing with none); True if it did."""
-    moved = old is not None and new.t != old.t and new.block_id == old.block_id
-    if not (moved or (old is None and new.block_id is None)):
-        return False
-    block = screen.events.block_at(new.t)
-    if block is None or block == new.block_id:
-        return False
-    screen.move_cursor(block_id=block)
-    return True
-
-
-def find_address(screen: BlocksScreen | LinkedScreen, text: str) -> None:
-    """Select what ``text`` names, moving the cursor (and the view) to when it lived."""
-    book: AddressBook = screen.book  # type: ignore[attr-defined]
-    cursor = screen.cursor
-    hit = book.find_text(text, cursor.t)
-    if hit is None:
-        screen.notify(f"no block or segment at {text!r} on {cursor.device}",
-                      severity="warning")
-        return
-    changes: dict = {"t": hit.t, "block_id": hit.block_id, "segment_id": hit.segment_id}
-    t0, t1 = cursor.view
-    if not t0 <= hit.t <= t1:
-        half = (t1 - t0) // 2
-        changes["view"] = (hit.t - half, hit.t + half)
-    screen.move_cursor(**changes)
-
-
-def block_details(screen, cursor: CursorState) -> str:
-    """The Slice Detail of the selected block: what, when, whose, and its stack."""
-    index: DeviceIndex = screen.index
-    trace = screen.trace
-    row = index.row_of_block(cursor.block_id)
-    if row is None:
-        return ("[dim]No block selected: move the cursor onto an event, click a band, "
-                "or press / to find an address.[/]")
-    blocks = index.blocks.row(row, named=True)
-    origin = index.t_start
-    name = screen.book.block_name(row)
-    marks = []
-    if index.ghost[row]:
-        marks.append("[b]ghost[/b]")
-    if blocks["t_free"] is None:
-        marks.append("[b]never freed[/b]")
-    requested = index.requested[row]
-    when = f"allocated {paint.format_time(trace, blocks['t_alloc'], origin)}"
-    if index.ghost[row]:
-        when = "allocated before the trace"
-    if blocks["t_free_requested"] is not None:
-        when += f", free requested {paint.format_time(trace, blocks['t_free_requested'], origin)}"
-    if blocks["t_free"] is not None:
-        when += f", freed {paint.format_time(trace, blocks['t_free'], origin)}"
-    owner = blocks.get("owner") or "-"
-    lines = [
-        f"[b]{name}[/b]  {format_bytes(int(index.size[row]))} "
-        f"(requested {int(requested):,} B)  stream {blocks['stream']}  {blocks['pool']}"
-        + ("  " + ", ".join(marks) if marks else ""),
-        f"{when}  owner {owner}",
-    ]
-    stack = format_stack(trace, blocks["stack_id"], limit=12)
-    lines += ["  " + frame for frame in stack]
-    return "\n".join(lines)

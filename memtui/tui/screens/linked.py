@@ -1,4 +1,5 @@
-"""What the Blocks, Pool and Stacks screens share: following the app's cursor.
+"""What the Blocks, Pool and Stacks screens share: following the app's cursor, and the parts
+they show alike (a block's Slice Detail, address search, selecting the event's block).
 
 A :class:`LinkedScreen` watches ``app.cursor`` and redraws from it, but only while it is
 the current screen (a hidden one notes that it is stale and catches up when shown), so a
@@ -16,8 +17,13 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
+from memtui.analysis.addresses import AddressBook
+from memtui.analysis.live import DeviceIndex
+from memtui.analysis.stack_tree import format_stack
+from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
+from memtui.tui.widgets import paint
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar
 
@@ -182,3 +188,72 @@ class LinkedScreen(Screen):
 
     def main_area(self) -> Vertical:
         return self.query_one("#main", Vertical)
+
+
+# -- Parts the map screens share -----------------------------------------------------
+
+
+def select_event_block(screen, old: CursorState | None, new: CursorState) -> bool:
+    """Select the block of the event under the cursor when the cursor moved in time
+    without choosing a block (or on first showing with none); True if it did."""
+    moved = old is not None and new.t != old.t and new.block_id == old.block_id
+    if not (moved or (old is None and new.block_id is None)):
+        return False
+    block = screen.events.block_at(new.t)
+    if block is None or block == new.block_id:
+        return False
+    screen.move_cursor(block_id=block)
+    return True
+
+
+def find_address(screen: LinkedScreen, text: str) -> None:
+    """Select what ``text`` names, moving the cursor (and the view) to when it lived."""
+    book: AddressBook = screen.book  # type: ignore[attr-defined]
+    cursor = screen.cursor
+    hit = book.find_text(text, cursor.t)
+    if hit is None:
+        screen.notify(f"no block or segment at {text!r} on {cursor.device}",
+                      severity="warning")
+        return
+    changes: dict = {"t": hit.t, "block_id": hit.block_id, "segment_id": hit.segment_id}
+    t0, t1 = cursor.view
+    if not t0 <= hit.t <= t1:
+        half = (t1 - t0) // 2
+        changes["view"] = (hit.t - half, hit.t + half)
+    screen.move_cursor(**changes)
+
+
+def block_details(screen, cursor: CursorState) -> str:
+    """The Slice Detail of the selected block: what, when, whose, and its stack."""
+    index: DeviceIndex = screen.index
+    trace = screen.trace
+    row = index.row_of_block(cursor.block_id)
+    if row is None:
+        return ("[dim]No block selected: move the cursor onto an event, click a band, "
+                "or press / to find an address.[/]")
+    blocks = index.blocks.row(row, named=True)
+    origin = index.t_start
+    name = screen.book.block_name(row)
+    marks = []
+    if index.ghost[row]:
+        marks.append("[b]ghost[/b]")
+    if blocks["t_free"] is None:
+        marks.append("[b]never freed[/b]")
+    requested = index.requested[row]
+    when = f"allocated {paint.format_time(trace, blocks['t_alloc'], origin)}"
+    if index.ghost[row]:
+        when = "allocated before the trace"
+    if blocks["t_free_requested"] is not None:
+        when += f", free requested {paint.format_time(trace, blocks['t_free_requested'], origin)}"
+    if blocks["t_free"] is not None:
+        when += f", freed {paint.format_time(trace, blocks['t_free'], origin)}"
+    owner = blocks.get("owner") or "-"
+    lines = [
+        f"[b]{name}[/b]  {format_bytes(int(index.size[row]))} "
+        f"(requested {int(requested):,} B)  stream {blocks['stream']}  {blocks['pool']}"
+        + ("  " + ", ".join(marks) if marks else ""),
+        f"{when}  owner {owner}",
+    ]
+    stack = format_stack(trace, blocks["stack_id"], limit=12)
+    lines += ["  " + frame for frame in stack]
+    return "\n".join(lines)

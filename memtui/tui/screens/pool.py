@@ -26,8 +26,12 @@ from memtui.analysis.pool_state import (
 )
 from memtui.analysis.summary import format_bytes
 from memtui.tui.cursor import CursorState
-from memtui.tui.screens.blocks import block_details, find_address, select_event_block
-from memtui.tui.screens.linked import LinkedScreen
+from memtui.tui.screens.linked import (
+    LinkedScreen,
+    block_details,
+    find_address,
+    select_event_block,
+)
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap
 

@@ -1,0 +1,102 @@
+"""msMemScope (formerly msLeaks) captures: DB, dump CSV, python-trace CSV, or a result folder.
+
+Sniffs by content: an SQLite file with a ``memscope_dump``/``leaks_dump`` or
+``python_trace_<pid>`` table (profiler DBs have none of these), a CSV whose header is
+msMemScope's, or a folder holding such files (``.../device_N/dump/...``, every device).
+Reading is :mod:`memscope_read`'s job, turning rows into the model
+:mod:`memscope_build`'s; see ../shared/formats/msmemscope.md for the formats.
+
+Blocks carry their access times; the inefficient-block ``flags`` are left null here and
+set after loading by :func:`memtui.analysis.inefficient.with_inefficient_flags` (the
+thresholds are a user setting, not a property of the file).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from memtui.errors import CaptureError
+from memtui.model import MemoryTrace
+from memtui.sources.memscope.build import build_trace
+from memtui.sources.memscope.read import (
+    RawFile,
+    csv_kind,
+    db_tables,
+    is_memscope_db,
+    is_sqlite,
+    read_csv,
+    read_db,
+)
+
+NAME = "msMemScope capture"
+_FILE_NAME = re.compile(r"(memscope_dump|leaks_dump)_.*\.(db|csv)$|python_trace_.*\.csv$")
+_MAX_DEPTH = 6
+_MAX_ENTRIES = 20_000
+
+
+def sniff(path: Path) -> bool:
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return bool(_folder_files(path, first_only=True))
+        return _file_is_ours(path)
+    except OSError:
+        return False
+
+
+def _file_is_ours(path: Path) -> bool:
+    if is_sqlite(path):
+        # An SQLite file too damaged to list its tables is ours only by its name.
+        return is_memscope_db(path) or (
+            db_tables(path) is None and _FILE_NAME.search(path.name) is not None)
+    return csv_kind(path) is not None
+
+
+def _folder_files(folder: Path, first_only: bool = False) -> list[Path]:
+    """msMemScope files under ``folder`` (by name, then content), a few levels deep."""
+    found: list[Path] = []
+    seen = 0
+    base = len(folder.parts)
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        if len(Path(root).parts) - base >= _MAX_DEPTH:
+            dirs[:] = []
+        for name in sorted(files):
+            seen += 1
+            candidate = Path(root) / name
+            if _FILE_NAME.search(name) and _file_is_ours(candidate):
+                found.append(candidate)
+                if first_only:
+                    return found
+        if seen > _MAX_ENTRIES:
+            break
+    return found
+
+
+def load(path: Path, progress=None) -> MemoryTrace:
+    path = Path(path)
+    files = _folder_files(path) if path.is_dir() else [path]
+    if not files:
+        raise CaptureError(path, "a folder without msMemScope dump or python-trace files")
+    raws: list[RawFile] = []
+    for index, file in enumerate(files):
+        message = f"reading {file.name}"
+
+        def report(fraction: float, index: int = index, message: str = message) -> None:
+            if progress is not None:
+                progress(0.5 * (index + fraction) / len(files), message)
+
+        report(0.0)
+        raws.append(read_db(file, report) if is_sqlite(file) else read_csv(file))
+    if not any(_has_rows(raw) for raw in raws):
+        raise CaptureError(path, "an msMemScope capture without a single row")
+    trace = build_trace(raws, path, progress)
+    if progress is not None:
+        progress(1.0, "done")
+    return trace
+
+
+def _has_rows(raw: RawFile) -> bool:
+    return any(frame is not None and frame.height for frame in (raw.memory, raw.other, raw.trace))

@@ -1,0 +1,558 @@
+"""Reading msMemScope files (SQLite DBs, dump CSVs, python-trace CSVs) into raw polars frames.
+
+This module owns the file formats of ../shared/formats/msmemscope.md: which tables and
+columns exist in which version, how SQLite is opened (read-only, never blocking a writer
+in WAL mode), how the CSVs are split (quoted multi-line stacks, rows broken by unquoted
+commas), the two Attr grammars (JSON in DBs, ``{k:v,...}`` in CSVs) and the two time units.
+It turns each file into a :class:`RawFile`: the dump rows split into *memory* rows
+(MALLOC/FREE/ACCESS, their Attr already parsed into columns) and *other* rows (launches,
+marks, system), plus python-trace rows, all with normalised column names.  Turning rows
+into the model is :mod:`memtui.sources.memscope.build`'s job.
+
+SQLite tables are read in rowid chunks by one query each that has SQLite itself join the
+columns of every row with control characters (``printf`` + ``group_concat``), which
+polars' CSV reader then splits: no Python object per row.  A chunk whose text holds those
+control characters falls back to a plain ``fetchall`` of that chunk.  Each chunk is its own
+short read transaction, bounded by the largest rowid seen first: msMemScope only appends,
+so rows written meanwhile are left out, and a writer's checkpoint never waits long on us.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from memtui.errors import CaptureError
+from memtui.sources.common.sqlite import (
+    connect_readonly,
+    is_sqlite,
+    sqlite_problem,
+    table_names,
+)
+
+DUMP_TABLES = ("memscope_dump", "leaks_dump")
+TRACE_TABLE = re.compile(r"python_trace_(\d+)")
+MEMORY_EVENTS = ("MALLOC", "FREE", "ACCESS")
+#: Other rows whose Attr says something worth keeping (as the marker's detail).
+_DETAIL_EVENTS = ("SNAPSHOT", "OOM_DETAIL", "SYSTEM")
+
+#: Normalised column name (lower case, letters and digits only) -> raw column.
+_DUMP_COLUMNS = {
+    "id": "id", "event": "event", "eventtype": "etype", "name": "name",
+    "timestampns": "t", "timestampus": "t_us", "timestamp": "t",
+    "processid": "pid", "threadid": "tid", "deviceid": "dev", "ptr": "ptr", "attr": "attr",
+    "callstackpython": "py_stack", "callstackc": "c_stack",
+}
+_REQUIRED = ("event", "etype", "t", "dev", "ptr", "attr")
+_INT_COLUMNS = ("id", "t", "pid", "tid")
+RAW_COLUMNS = ("id", "event", "etype", "name", "t", "pid", "tid", "dev", "ptr", "attr",
+               "py_stack", "c_stack")
+_TRACE_COLUMNS = {"funcinfo": "func", "starttimens": "start", "endtimens": "end",
+                  "threadid": "tid", "processid": "pid"}
+TRACE_HEADER = "FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id"
+_LEGACY_HEADER = "Record Index,"
+#: Timestamps below this are microseconds (2025 data); above, nanoseconds since 1970.
+_US_LIMIT = 10**17
+_CHUNK_ROWS = 65_536  # ~18 MB of text: small enough for malloc to reuse, not re-fault
+_FIELD, _RECORD = "\x1f", "\x1e"
+_DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
+
+
+@dataclass
+class RawFile:
+    """One file's rows, ready for the model builder (see the module docstring).
+
+    ``memory`` has ``RAW_COLUMNS`` (``t`` in ns) plus the parsed Attr columns ``aid``
+    (allocation_id), ``size``, ``total``, ``owner``, ``ineff`` (inefficient_type) and
+    ``apool`` (the pool an ACCESS names); ``other`` has ``RAW_COLUMNS`` but the stacks;
+    both carry ``row`` and ``seq`` (the row's order in the file) and ``file_device``.
+    ``trace`` has ``func, start, end, tid, pid`` (times in ns, null for ``N/A``), ``row``,
+    ``seq`` and ``file_device``.  ``device`` is the device the path names
+    (``device_N/``), if any.
+    """
+
+    path: Path
+    memory: pl.DataFrame | None = None
+    other: pl.DataFrame | None = None
+    trace: pl.DataFrame | None = None
+    device: str | None = None
+    layout: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+# -- sniffing -------------------------------------------------------------------------------
+
+
+def first_line(path: Path, limit: int = 65536) -> str:
+    """The first line of a text file (BOM and line end removed), or '' when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(limit)
+    except OSError:
+        return ""
+    return head.split(b"\n", 1)[0].decode("utf-8-sig", "replace").rstrip("\r")
+
+
+def csv_kind(path: Path) -> str | None:
+    """``dump``, ``trace`` or ``legacy`` for msMemScope CSVs (by header), else None."""
+    header = first_line(path)
+    if header.startswith(TRACE_HEADER):
+        return "trace"
+    if header.startswith(_LEGACY_HEADER) and ",Event,Event Type," in header:
+        return "legacy"
+    names = {_norm(name) for name in header.split(",")}
+    if {"id", "event", "eventtype", "deviceid", "ptr", "attr"} <= names and (
+        names & {"timestampns", "timestampus"}
+    ):
+        return "dump"
+    return None
+
+
+def db_tables(path: Path) -> list[str] | None:
+    """Table names of an SQLite file, or None when it cannot be opened (never raises)."""
+    tables = table_names(path)
+    return None if tables is None else sorted(tables)
+
+
+def is_memscope_db(path: Path) -> bool:
+    tables = db_tables(path) if is_sqlite(path) else None
+    return bool(tables) and any(
+        t in DUMP_TABLES or TRACE_TABLE.fullmatch(t) for t in tables
+    )
+
+
+def device_of_path(path: Path) -> str | None:
+    """``npu:N`` or ``host`` for a file under msMemScope's ``device_N/`` or ``device_cpu/``."""
+    for part in reversed(Path(path).parts[:-1]):
+        match = _DEVICE_DIR.fullmatch(part)
+        if match:
+            return "host" if match.group(1) == "cpu" else f"npu:{match.group(1)}"
+    return None
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def device_names(raw: pl.Series) -> dict[str, str | None]:
+    """Raw ``Device Id`` values -> device names: ``npu:N``, ``host`` (cpu/host), or None."""
+    names: dict[str, str | None] = {}
+    for value in raw.drop_nulls().unique().to_list():
+        text = value.strip()
+        if text.isdigit():
+            names[value] = f"npu:{int(text)}"
+        elif text.lower() in ("cpu", "host"):
+            names[value] = "host"
+        else:
+            names[value] = None  # N/A (no device: SYSTEM rows, 2025 host frees), empty
+    return names
+
+
+def device_column(frame: pl.DataFrame) -> pl.Expr:
+    """The ``dev`` column of ``frame`` as device names (see :func:`device_names`)."""
+    mapping = device_names(frame["dev"])
+    if not mapping:
+        return pl.lit(None, pl.String)
+    return pl.col("dev").replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+# -- SQLite -------------------------------------------------------------------------------
+
+
+Report = Callable[[float], None] | None
+
+
+def read_db(path: Path, report: Report = None) -> RawFile:
+    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come)."""
+    try:
+        con = connect_readonly(path)
+    except sqlite3.Error as exc:
+        raise CaptureError(path, sqlite_problem(exc)) from None
+    try:
+        return _read_db_tables(path, con, report)
+    except sqlite3.Error as exc:
+        raise CaptureError(path, sqlite_problem(exc)) from None
+    finally:
+        con.close()
+
+
+def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawFile:
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    dump = next((t for t in DUMP_TABLES if t in tables), None)
+    traces = sorted(t for t in tables if TRACE_TABLE.fullmatch(t))
+    if dump is None and not traces:
+        raise CaptureError(path, "an SQLite file without a memscope_dump, leaks_dump or "
+                                 "python_trace_<pid> table: not an msMemScope DB")
+    raw = RawFile(path=Path(path), device=device_of_path(path))
+    if dump is not None:
+        columns = _table_columns(con, dump)
+        mapping = _map_columns(path, dump, columns, _DUMP_COLUMNS, _REQUIRED)
+        camel = "eventType" in columns
+        raw.layout = "Insight prototype (camelCase columns)" if camel else dump
+        if camel:
+            raw.warnings.append(
+                f"{Path(path).name}: an early MindStudio Insight prototype layout "
+                "(camelCase columns); read as msLeaks data")
+        dump_rows = _DumpRows(raw, micro="t_us" in mapping.values(), attr_json=True)
+        for chunk in _read_table(con, dump, mapping, int_columns=_INT_COLUMNS, report=report):
+            dump_rows.add(chunk)
+        unreadable = dump_rows.finish()
+        if unreadable:
+            raw.warnings.append(f"{Path(path).name}: {unreadable} rows without a readable "
+                                "event or timestamp skipped")
+    parts = []
+    for table in traces:
+        mapping = _map_columns(path, table, _table_columns(con, table), _TRACE_COLUMNS,
+                               ("func", "start", "end"))
+        chunks = list(_read_table(con, table, mapping, int_columns=("tid", "pid")))
+        if not chunks:
+            continue
+        part = pl.concat(chunks)
+        if "pid" not in part.columns or part["pid"].null_count() == part.height:
+            part = part.with_columns(pid=pl.lit(int(TRACE_TABLE.fullmatch(table).group(1))))
+        parts.append(part)
+    if parts:
+        raw.trace = _with_order(_trace_times(pl.concat(parts, how="diagonal_relaxed")), raw)
+    return raw
+
+
+def _with_order(frame: pl.DataFrame, raw: RawFile) -> pl.DataFrame:
+    return frame.with_columns(seq=pl.col("row"), file_device=pl.lit(raw.device, pl.String))
+
+
+def _table_columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _map_columns(path: Path, table: str, columns: list[str], known: dict[str, str],
+                 required: tuple[str, ...]) -> dict[str, str]:
+    """Source column -> raw name, by name; a CaptureError naming what is missing."""
+    mapping = {}
+    for column in columns:
+        name = known.get(_norm(column))
+        if name is not None and name not in mapping.values():
+            mapping[column] = name
+    got = {("t" if v == "t_us" else v) for v in mapping.values()}
+    missing = [r for r in required if r not in got]
+    if missing:
+        raise CaptureError(path, f"table {table} lacks the column(s) {', '.join(missing)} "
+                                 "that msMemScope writes")
+    return mapping
+
+
+def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
+                int_columns: tuple[str, ...], report: Report = None) -> Iterator[pl.DataFrame]:
+    """The rows of ``table``'s mapped columns in rowid chunks, each with its ``row`` index.
+
+    SQLite reads the next chunk in a worker thread (``sqlite3`` lets go of the GIL while
+    SQLite works) while the caller parses the current one.
+    """
+    query = _ChunkQuery(con, table, mapping, int_columns)
+    try:
+        lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        ranges = [] if lo is None else [
+            (a, min(a + _CHUNK_ROWS - 1, hi)) for a in range(lo, hi + 1, _CHUNK_ROWS)]
+    except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
+        ranges = [None]
+    offset = 0
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        pending = worker.submit(query.fetch, ranges[0]) if ranges else None
+        for index, bounds in enumerate(ranges):
+            count, blob = pending.result()
+            if index + 1 < len(ranges):
+                pending = worker.submit(query.fetch, ranges[index + 1])
+            chunk = query.parse(count, blob, bounds)
+            del blob
+            if report is not None:
+                report((index + 1) / len(ranges))
+            if chunk.height:
+                yield chunk.with_row_index("row", offset=offset).with_columns(
+                    pl.col("row").cast(pl.Int64))
+                offset += chunk.height
+
+
+class _ChunkQuery:
+    """One table's columns, fetched as one text per rowid range and split by polars."""
+
+    def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
+                 int_columns: tuple[str, ...]) -> None:
+        sources = list(mapping)
+        self.con = con  # used by the worker thread only
+        self.path = Path(con.execute("PRAGMA database_list").fetchone()[2])
+        self.table = table
+        self.schema = {mapping[c]: (pl.Int64 if mapping[c] in int_columns or mapping[c] == "t_us"
+                                    else pl.String) for c in sources}
+        self.select = ", ".join(f'"{c}"' for c in sources)
+        self.fmt = _FIELD.join(["%s"] * len(sources))
+
+    @staticmethod
+    def _where(bounds) -> tuple[str, tuple]:
+        return ("", ()) if bounds is None else (" WHERE rowid BETWEEN ? AND ?", bounds)
+
+    def fetch(self, bounds) -> tuple[int, bytes | None]:
+        where, params = self._where(bounds)
+        return self.con.execute(
+            f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
+            f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
+
+    def parse(self, count: int, blob: bytes | None, bounds) -> pl.DataFrame:
+        if not count:
+            return pl.DataFrame(schema=self.schema)
+        try:
+            df = pl.read_csv(blob, separator=_FIELD, eol_char=_RECORD, quote_char=None,
+                             has_header=False, schema=self.schema, ignore_errors=True,
+                             encoding="utf8-lossy")
+            if df.height == count:
+                return df
+        except pl.exceptions.PolarsError:
+            pass
+        return self._plain(bounds)
+
+    def _plain(self, bounds) -> pl.DataFrame:
+        """The text holds the separators themselves: read this chunk row by row."""
+        where, params = self._where(bounds)
+        con = connect_readonly(self.path)  # its own connection: the worker may be using self.con
+        try:
+            rows = con.execute(f'SELECT {self.select} FROM "{self.table}" NOT INDEXED{where}',
+                               params).fetchall()
+        finally:
+            con.close()
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in self.schema]
+        return pl.DataFrame(
+            {n: pl.Series(n, col, dtype=pl.String, strict=False) if dt == pl.String
+             else _ints(n, col) for (n, dt), col in zip(self.schema.items(), columns,
+                                                        strict=True)}
+        ).with_columns(pl.col(pl.String).replace("", None))
+
+
+def _ints(name: str, values) -> pl.Series:
+    text = pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
+    return text.str.strip_chars().cast(pl.Int64, strict=False)
+
+
+# -- CSV ------------------------------------------------------------------------------------
+
+
+def read_csv(path: Path) -> RawFile:
+    """A ``memscope_dump_*.csv`` / ``leaks_dump_*.csv`` or a ``python_trace_*.csv``."""
+    kind = csv_kind(path)
+    if kind == "legacy":
+        raise CaptureError(path, "an msLeaks CSV of the early-2025 layout (Record Index, "
+                                 "Kernel Index, Flag, ...), which memtui does not read")
+    if kind == "trace":
+        return _read_trace_csv(path)
+    if kind != "dump":
+        raise CaptureError(path, "not an msMemScope CSV (unknown header)")
+    header = next(csv.reader([first_line(path)]))
+    mapping = _map_columns(path, "header", header, _DUMP_COLUMNS, _REQUIRED)
+    names = [mapping.get(column, f"_unused{i}") for i, column in enumerate(header)]
+    raw = RawFile(path=Path(path), device=device_of_path(path), layout="csv")
+    rows, bad = _split_csv(path, names)
+    rows = rows.select([c for c in rows.columns if not c.startswith("_unused")])
+    for column in _INT_COLUMNS + ("t_us",):
+        if column in rows.columns:
+            rows = rows.with_columns(pl.col(column).str.strip_chars().cast(pl.Int64, strict=False))
+    # A row shifted by an unquoted comma shows as one without a readable timestamp.
+    dump_rows = _DumpRows(raw, micro="t_us" in names, attr_json=False)
+    for offset in range(0, rows.height, _CHUNK_ROWS):
+        dump_rows.add(rows.slice(offset, _CHUNK_ROWS))
+    del rows
+    bad += dump_rows.finish()
+    if bad:
+        raw.warnings.append(f"{Path(path).name}: {bad} malformed rows skipped")
+    return raw
+
+
+def _split_csv(path: Path, names: list[str]) -> tuple[pl.DataFrame, int]:
+    """Rows of a dump CSV as strings, and how many were malformed and skipped.
+
+    polars reads it with a few spare columns: a row with text in them had an unquoted
+    comma (misaligned, skipped).  A file polars refuses (an unterminated quote, a stray
+    quote) is read again with Python's csv module, keeping the rows of the right width.
+    """
+    spare = [f"_spare{i}" for i in range(4)]
+    schema = {n: pl.String for n in names + spare}
+    complete = _ends_with_newline(path)
+    try:
+        df = pl.read_csv(path, has_header=False, skip_rows=1, schema=schema,
+                         truncate_ragged_lines=True, missing_columns="insert",
+                         encoding="utf8-lossy", infer_schema=False)
+    except pl.exceptions.PolarsError:
+        return _split_csv_slowly(path, names, complete)
+    bad = 0
+    if not complete and df.height:  # the writer is mid-row: its last row is incomplete
+        df, bad = df.head(df.height - 1), 1
+    misaligned = pl.any_horizontal(pl.col(spare).is_not_null())
+    bad += int(df.select(misaligned.sum()).item())
+    return df.filter(~misaligned).drop(spare).with_row_index("row").with_columns(
+        pl.col("row").cast(pl.Int64)), bad
+
+
+def _split_csv_slowly(path: Path, names: list[str], complete: bool) -> tuple[pl.DataFrame, int]:
+    width = len(names)
+    kept: list[list[str]] = []
+    bad = 0
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        try:
+            for row in reader:
+                if len(row) == width:
+                    kept.append(row)
+                else:
+                    bad += 1
+        except csv.Error:
+            bad += 1
+    if not complete and kept:
+        kept.pop()
+        bad += 1
+    columns = list(zip(*kept, strict=True)) if kept else [[] for _ in names]
+    df = pl.DataFrame({n: pl.Series(n, c, dtype=pl.String) for n, c in zip(names, columns,
+                                                                             strict=True)})
+    return df.with_columns(pl.col(pl.String).replace("", None)).with_row_index("row").with_columns(
+        pl.col("row").cast(pl.Int64)), bad
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, io.SEEK_END)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, io.SEEK_END)
+        return fh.read(1) == b"\n"
+
+
+def _read_trace_csv(path: Path) -> RawFile:
+    """``FuncInfo`` is not quoted and may hold commas: split each line from the right."""
+    lines = pl.read_csv(path, has_header=False, skip_rows=1, separator=_FIELD, quote_char=None,
+                        schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False)
+    pattern = r"^(?<func>.*),(?<start>[^,]*),(?<end>[^,]*),(?<tid>[^,]*),(?<pid>[^,]*?)\r?$"
+    parts = lines.with_row_index("row").select(
+        pl.col("row").cast(pl.Int64), pl.col("line").str.extract_groups(pattern).alias("g")
+    ).unnest("g")
+    bad = parts.filter(pl.col("func").is_null()).height
+    parts = parts.filter(pl.col("func").is_not_null()).with_columns(
+        pl.col("tid", "pid").str.strip_chars().cast(pl.Int64, strict=False))
+    if not _ends_with_newline(path) and parts.height:
+        parts, bad = parts.head(parts.height - 1), bad + 1
+    raw = RawFile(path=Path(path), device=device_of_path(path), layout="python trace csv")
+    raw.trace = _with_order(_trace_times(parts), raw)
+    if bad:
+        raw.warnings.append(f"{Path(path).name}: {bad} malformed python-trace rows skipped")
+    return raw
+
+
+def _trace_times(parts: pl.DataFrame) -> pl.DataFrame:
+    """Start and end as ns integers (null for ``N/A``), µs scaled like the dump."""
+    parts = parts.with_columns(
+        pl.col("start", "end").cast(pl.String).str.strip_chars().cast(pl.Int64, strict=False))
+    top = parts.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
+    if top is not None and top < _US_LIMIT:
+        parts = parts.with_columns(pl.col("start", "end") * 1000)
+    keep = [c for c in ("row", "func", "start", "end", "tid", "pid") if c in parts.columns]
+    return parts.select(keep)
+
+
+# -- rows into memory rows and other rows ---------------------------------------------------
+
+
+class _DumpRows:
+    """Dump rows chunk by chunk into ``raw.memory`` and ``raw.other``, parsed as they come.
+
+    Each chunk is split and its memory rows' Attr parsed before the next is read, so the
+    raw text of the whole table is never held at once; call stacks become categoricals
+    (one copy of each distinct text).  Rows without an event or a timestamp are dropped
+    and counted.  Timestamps are µs where the header says so or the first values are too
+    small for ns (2025 data).
+    """
+
+    def __init__(self, raw: RawFile, micro: bool, attr_json: bool) -> None:
+        self.raw = raw
+        self.scale: int | None = 1000 if micro else None
+        self.attr_json = attr_json
+        self.memory: list[pl.DataFrame] = []
+        self.other: list[pl.DataFrame] = []
+        self.unreadable = 0
+
+    def add(self, rows: pl.DataFrame) -> None:
+        if "t_us" in rows.columns:
+            rows = rows.rename({"t_us": "t"})
+        rows = rows.with_columns([
+            pl.lit(None, pl.Int64 if c in _INT_COLUMNS else pl.String).alias(c)
+            for c in RAW_COLUMNS if c not in rows.columns]).select(
+            "row", *RAW_COLUMNS, seq=pl.col("row"),
+            file_device=pl.lit(self.raw.device, pl.String))
+        readable = pl.col("event").is_not_null() & pl.col("t").is_not_null()
+        kept = rows.filter(readable)
+        self.unreadable += rows.height - kept.height
+        if kept.is_empty():
+            return
+        if self.scale is None:
+            self.scale = 1000 if kept["t"].max() < _US_LIMIT else 1
+        if self.scale != 1:
+            kept = kept.with_columns(pl.col("t") * self.scale)
+        is_memory = pl.col("event").is_in(MEMORY_EVENTS)
+        memory = parse_attr(kept.filter(is_memory), self.attr_json)
+        # Each chunk made contiguous now (cheap, small): the concatenated frame's columns
+        # then share their chunks, so later column work never has to copy it whole.
+        self.memory.append(memory.with_columns(
+            pl.col("py_stack", "c_stack").cast(pl.Categorical)).rechunk())
+        detail = pl.col("event").is_in(_DETAIL_EVENTS)
+        self.other.append(kept.filter(~is_memory).drop("py_stack", "c_stack").with_columns(
+            attr=pl.when(detail).then(pl.col("attr"))).rechunk())
+
+    def finish(self) -> int:
+        if self.memory:
+            self.raw.memory = pl.concat(self.memory, rechunk=False)
+            self.raw.other = pl.concat(self.other, rechunk=False)
+        self.memory, self.other = [], []
+        return self.unreadable
+
+
+def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
+    """The Attr keys the model needs, as columns, vectorised (no row loop).
+
+    DB Attr is JSON with every value a string (``{"size":"512"}``; the Insight prototype
+    puts a space after the colon); CSV Attr is ``{size:512,owner:PTA@ops}``, whose text
+    values may contain commas: a text value runs to the next ``,key:`` or the closing ``}``.
+    """
+    attr = pl.col("attr")
+
+    def after(*markers: str) -> pl.Expr:
+        """The text after the first of ``markers`` found (memmem, much cheaper than a regex)."""
+        found = [attr.str.find(m, literal=True) + len(m) for m in markers]
+        return attr.str.slice(found[0] if len(found) == 1 else pl.min_horizontal(found))
+
+    if attr_json:
+        def number(key: str) -> pl.Expr:
+            value = after(f'"{key}":').str.strip_chars_start(' "')
+            return value.str.head(value.str.find('"', literal=True))
+
+        def text(key: str) -> pl.Expr:
+            return after(f'"{key}":').str.extract(r'^\s*"((?:[^"\\]|\\.)*)"', 1)
+    else:
+        def number(key: str) -> pl.Expr:
+            return after(f"{{{key}:", f",{key}:").str.extract(r"^\s*(-?\d+)", 1)
+
+        def text(key: str) -> pl.Expr:
+            return attr.str.extract(rf"[{{,]\s*{key}\s*:(.*?)(?:,[A-Za-z_]\w*\s*:|\}}\s*$)", 1)
+    # One pass over all rows: splitting them by event to skip absent keys costs more.
+    return rows.with_columns(
+        aid=number("allocation_id").cast(pl.Int64, strict=False),
+        size=number("size").cast(pl.Int64, strict=False).abs(),
+        total=number("total").cast(pl.Int64, strict=False),
+        owner=text("owner").replace("", None),
+        ineff=text("inefficient_type").replace("", None),
+        apool=text("type"),
+    )
+
+
+ATTR_SIZE = r'[{,]\s*"?size"?\s*:\s*"?\s*(-?\d+)'

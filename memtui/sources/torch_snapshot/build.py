@@ -1,0 +1,511 @@
+"""Build the model of a PyTorch (CUDA and torch_npu) memory snapshot.
+
+Reads what ``torch.cuda.memory._dump_snapshot()`` and ``torch_npu.npu.memory._dump_snapshot()``
+write (torch 2.0 to 2.15 keys, pickle protocols 2 to 5), the bare segment list of
+``torch.cuda.memory_snapshot()`` and the legacy blocks with ``history``; see
+../shared/formats/torch_snapshot.md.  Unknown keys are ignored.
+
+The trace dicts are turned into columns once (one pass per key), call stacks are interned
+by object identity (the pickle memo shares them heavily), and everything after that is
+polars: pairing allocs and frees into blocks, segments, and the levels, which are found
+by walking back from the final state (start = active at end - allocs + frees).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from memtui.errors import CaptureError
+from memtui.model import (
+    ACTION_DTYPE,
+    DeviceInfo,
+    MemoryTrace,
+    TraceMeta,
+    conform,
+)
+from memtui.sources.common.lifetimes import pair_by_address
+from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
+from memtui.sources.common.stacks import StackInterner
+
+NAME = "PyTorch memory snapshot"
+SOURCE = "torch_snapshot"
+
+#: Trace actions as torch writes them -> canonical actions.
+_ACTION_NAMES = {
+    "free_completed": "free",
+    "workspace_snapshot": "workspace",
+}
+#: Every action torch writes -> its canonical name (anything else is warned about, dropped).
+_ENUM_OF_TORCH = {
+    name: _ACTION_NAMES.get(name, name)
+    for name in ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+                 "segment_map", "segment_unmap", "oom", "snapshot", "annotate",
+                 "workspace_snapshot")
+}
+_ACTIVE_STATES = ("active_allocated", "active_pending_free")
+_NPU_ONLY_ACTIONS = ("workspace_snapshot",)
+_TRACE_SCHEMA = {"action": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
+                 "time_us": pl.Int64}
+
+
+def sniff(path: Path) -> bool:
+    return Path(path).is_file() and looks_like_pickle(Path(path))
+
+
+def load(path: Path, progress=None) -> MemoryTrace:
+    path = Path(path)
+    _report(progress, 0.0, f"unpickling {path.name}")
+    data = load_pickle(path)
+    _report(progress, 0.6, "building the model")
+    snapshot = _normalise(path, data)
+    try:
+        trace = _SnapshotBuilder(path, snapshot).build()
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise CaptureError(
+            path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
+        ) from None
+    _report(progress, 1.0, "done")
+    return trace
+
+
+def _report(progress, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(fraction, message)
+
+
+def _normalise(path: Path, data: Any) -> dict:
+    """The snapshot as a dict with ``segments`` and ``device_traces``, or a CaptureError."""
+    if isinstance(data, list):  # torch.cuda.memory_snapshot(): the bare segment list
+        data = {"segments": data, "device_traces": []}
+    if not isinstance(data, dict) or "segments" not in data:
+        kind = type(data).__name__
+        raise CaptureError(
+            path, f"a pickle of a {kind}, not a PyTorch memory snapshot (no 'segments')"
+        )
+    segments = data["segments"]
+    traces = data.get("device_traces") or []
+    if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments):
+        raise CaptureError(path, "not a PyTorch memory snapshot ('segments' is not a list)")
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise CaptureError(path, "not a PyTorch memory snapshot ('device_traces' is malformed)")
+    return data
+
+
+def _is_npu(snapshot: dict) -> bool:
+    """torch_npu writes no ``time_us``, has ``pool_id`` on entries and workspace actions."""
+    entries = [e for trace in snapshot.get("device_traces") or [] for e in trace[:1000]]
+    if any(e.get("action") in _NPU_ONLY_ACTIONS for e in entries):
+        return True
+    return bool(entries) and all("pool_id" in e and "time_us" not in e for e in entries)
+
+
+def _block_address(segment: dict, block: dict, offset: int) -> int:
+    """Blocks before torch 2.1 have no address: they tile their segment in order."""
+    address = block.get("address")
+    return segment["address"] + offset if address is None else address
+
+
+def _block_frames(block: dict) -> list | None:
+    """A block's allocation context: ``frames`` (2.1+) or its last ``history`` entry (2.0)."""
+    frames = block.get("frames")
+    if frames is None and block.get("history"):
+        frames = block["history"][-1].get("frames")
+    return frames
+
+
+class _SnapshotBuilder:
+    """Turns one unpickled snapshot into a MemoryTrace."""
+
+    def __init__(self, path: Path, snapshot: dict) -> None:
+        self.path = path
+        self.snapshot = snapshot
+        self.interner = StackInterner()
+        self.warnings: list[str] = []
+        self.prefix = "npu" if _is_npu(snapshot) else "cuda"
+        self.pool = "PTA" if self.prefix == "npu" else "CUDA"
+
+    def device_name(self, index: int | str) -> str:
+        return f"{self.prefix}:{index}"
+
+    # -- raw dicts to columns -------------------------------------------------------------
+
+    def _device_traces(self) -> list[tuple[str, list[dict]]]:
+        """(device name, trace entries) of every device with a non-empty trace."""
+        traces = [(self.device_name(i), t) for i, t in
+                  enumerate(self.snapshot.get("device_traces") or [])]
+        host = self.snapshot.get("host_traces") or []
+        if host and isinstance(host[0], list):
+            host = [entry for trace in host for entry in trace]
+        traces.append((self.device_name("host"), host))
+        return [(name, trace) for name, trace in traces if trace]
+
+    def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
+        """One device's trace entries as columns (polars reads the dicts natively)."""
+        try:
+            df = pl.DataFrame(trace, schema=_TRACE_SCHEMA)
+        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+            raise CaptureError(self.path, f"malformed trace entries of {device} ({exc})") from None
+        for key in ("action", "size"):
+            missing = df[key].null_count()
+            if missing:
+                raise CaptureError(
+                    self.path, f"malformed PyTorch memory snapshot: {missing} trace entries of "
+                    f"{device} have no '{key}'")
+        df = df.with_columns(
+            pl.lit(device, pl.String).alias("device"),
+            pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
+            # the canonical Enum from here on: comparisons are integer ops, not strings
+            pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
+                                            return_dtype=ACTION_DTYPE).alias("canonical"),
+            self.interner.stack_ids([entry.get("frames") for entry in trace]),
+        )
+        unknown = df.filter(pl.col("canonical").is_null())
+        if unknown.height:
+            names = sorted(unknown["action"].unique().to_list())
+            self.warnings.append(
+                f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
+            )
+        df = df.drop("action").rename({"canonical": "action"})
+        df = df.with_columns(pool=self._pool_column(df))
+        self._collect_entry_markers(device, df, trace)
+        return df
+
+    def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
+        """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
+        if self.prefix != "npu":
+            return pl.lit(self.pool)
+        workspace_end = df["action"].eq("workspace").arg_true()
+        if workspace_end.len() == 0:
+            return pl.lit(self.pool)
+        return (
+            pl.when(pl.col("seq") <= workspace_end[0])
+            .then(pl.lit("PTA_WORKSPACE"))
+            .otherwise(pl.lit(self.pool))
+        )
+
+    def _collect_entry_markers(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
+        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine)."""
+        rows = []
+        for index in df["action"].is_in(["annotate", "oom"]).arg_true().to_list():
+            entry = trace[index]
+            if entry["action"] == "annotate":
+                name = str(entry.get("user_metadata") or "annotation")
+                rows.append((index, entry.get("time_us"), "annotate", name))
+            else:
+                free = entry.get("device_free")
+                name = f"out of memory: {entry.get('size', 0)} bytes requested"
+                if free is not None:
+                    name += f", {free} free on the device"
+                rows.append((index, entry.get("time_us"), "oom", name))
+        self.entry_markers.extend((device, *row) for row in rows)
+
+    def _final_blocks(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Segments and their active blocks in the final state, as frames."""
+        segments = self.snapshot["segments"]
+        host = self.snapshot.get("host_segments") or []
+        seg_rows: dict[str, list] = {k: [] for k in (
+            "device", "addr", "size", "stream", "pool_id", "kind")}
+        block_rows: dict[str, list] = {k: [] for k in (
+            "device", "addr", "size", "requested_size", "state", "stream", "frames")}
+        for segment, device in [(s, self.device_name(s.get("device", 0))) for s in segments] + [
+            (s, self.device_name("host")) for s in host
+        ]:
+            pool_id = segment.get("segment_pool_id")
+            kind = "expandable" if segment.get("is_expandable") else segment.get("segment_type")
+            for key, value in (
+                ("device", device), ("addr", segment["address"]),
+                ("size", segment["total_size"]), ("stream", segment.get("stream", 0)),
+                ("pool_id", ",".join(map(str, pool_id)) if pool_id else None), ("kind", kind),
+            ):
+                seg_rows[key].append(value)
+            offset = 0
+            for block in segment.get("blocks", []):
+                if block.get("state") in _ACTIVE_STATES:
+                    for key, value in (
+                        ("device", device),
+                        ("addr", _block_address(segment, block, offset)),
+                        ("size", block["size"]),
+                        ("requested_size", block.get("requested_size", block["size"])),
+                        ("state", block["state"]), ("stream", segment.get("stream", 0)),
+                        ("frames", _block_frames(block)),
+                    ):
+                        block_rows[key].append(value)
+                offset += block["size"]
+        seg_df = pl.DataFrame(seg_rows, schema={
+            "device": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
+            "pool_id": pl.String, "kind": pl.String})
+        frames = block_rows.pop("frames")
+        block_df = pl.DataFrame(block_rows, schema={
+            "device": pl.String, "addr": pl.UInt64, "size": pl.Int64,
+            "requested_size": pl.Int64, "state": pl.String, "stream": pl.Int64,
+        }).with_columns(stack_id=self.interner.stack_ids(frames))
+        return seg_df, block_df
+
+    # -- the model -------------------------------------------------------------------------
+
+    def build(self) -> MemoryTrace:
+        self.entry_markers: list[tuple] = []
+        raw = {}
+        for name, trace in self._device_traces():
+            raw[name] = self._device_trace_frame(name, trace)
+            trace.clear()  # the dicts are columns now: free them before the heavy work
+        has_time = bool(raw) and all(df["time_us"].null_count() == 0 for df in raw.values())
+        final_segments, final_blocks = self._final_blocks()
+        names = sorted(set(raw) | set(final_segments["device"].to_list()), key=_device_sort_key)
+        devices, events, blocks, segments = [], [], [], []
+        for name in names:
+            info, device_events, device_blocks, device_segments = self._device(
+                name, raw.get(name), final_segments.filter(pl.col("device") == name),
+                final_blocks.filter(pl.col("device") == name), has_time)
+            devices.append(info)
+            events.append(device_events)
+            blocks.append(device_blocks)
+            segments.append(device_segments)
+        meta = TraceMeta(
+            source=SOURCE, path=str(self.path), devices=devices,
+            time_unit="ns" if has_time else "event", warnings=self.warnings,
+            extra={
+                "allocator_settings": self.snapshot.get("allocator_settings") or {},
+                "device_kind": self.prefix,
+            },
+        )
+        frames, stacks = self.interner.frames()
+        return MemoryTrace(
+            meta=meta,
+            events=_merge_device_events(events, names, blocks),
+            blocks=_concat(blocks, "blocks").with_columns(
+                block_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
+            segments=_concat(segments, "segments").with_columns(
+                segment_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
+            frames=frames,
+            stacks=stacks,
+            markers=conform(self._markers(has_time), "markers"),
+        )
+
+    def _device(
+        self, name: str, raw: pl.DataFrame | None, final_segments: pl.DataFrame,
+        final_blocks: pl.DataFrame, has_time: bool,
+    ) -> tuple[DeviceInfo, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """One device's info, events, blocks and segments (block ids local to the device)."""
+        events = self._events(name, raw, has_time)
+        start = int(events["t"].min()) if events.height else 0
+        allocated = final_blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
+        info = DeviceInfo(
+            name=name, kind=self.prefix, has_segments=True,
+            allocated_at_end=int(allocated or 0),
+            reserved_at_end=int(final_segments["size"].sum() or 0),
+            segments_at_end=final_segments.height,
+        )
+        blocks, events = self._blocks(name, events, final_blocks, start)
+        segments = self._segments(events, final_segments, start)
+        events = self._levels(events, info, int(final_blocks["size"].sum() or 0))
+        device = pl.lit(name, pl.String).alias("device")
+        return info, events, blocks.with_columns(device), segments.with_columns(device)
+
+    def _events(self, name: str, raw: pl.DataFrame | None, has_time: bool) -> pl.DataFrame:
+        if raw is None:
+            return pl.DataFrame(schema={
+                "action": ACTION_DTYPE, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
+                "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
+                "device": pl.String})
+        t = pl.col("time_us") * 1000 if has_time else pl.col("seq")
+        return (
+            raw.filter(pl.col("action").is_not_null())
+            .with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
+            .drop("time_us")
+        )
+
+    def _blocks(
+        self, device: str, events: pl.DataFrame, final_blocks: pl.DataFrame, start: int
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Blocks from alloc/free pairs, ghosts, and final-state blocks with no alloc.
+
+        Returns the blocks (``block_id`` numbered within the device) and the events with
+        the ``block_id`` of their block.
+        """
+        ops = events.filter(pl.col("action").is_in(["alloc", "free_requested", "free"]))
+        lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"])
+        broken = int(lifetimes["extra_closes"].sum() or 0)
+        if broken:
+            self.warnings.append(
+                f"{device}: {broken} frees of an address already freed were ignored")
+        traced = lifetimes.filter(
+            pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
+        alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
+        pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
+        # Final blocks: requested size for the traced ones still alive, ghosts for the rest.
+        final = final_blocks.join(pending.select("addr", "lifetime", "t_free_requested"),
+                                  on="addr", how="left")
+        final_ghosts = final.join(alive.select("addr"), on="addr", how="anti").select(
+            "addr", "lifetime", "size", "requested_size", "stream", "stack_id",
+            "t_free_requested", t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True),
+        )
+        # Trace entries carry the requested size; the allocator's rounded block size is
+        # known only for blocks still alive at the dump, from the final state.
+        traced = traced.join(
+            final.select("addr", final_size="size"), on="addr", how="left"
+        ).select(
+            "addr", "lifetime", "seq_alloc", "seq_free", "t_free", "t_free_requested",
+            ghost=pl.col("seq_alloc").is_null(),
+            t_alloc=pl.col("t_alloc").fill_null(start),
+            size=pl.when(pl.col("t_free").is_null() & pl.col("final_size").is_not_null())
+            .then(pl.col("final_size"))
+            .otherwise(pl.col("size").fill_null(pl.col("free_size"))),
+            requested_size=pl.col("size").fill_null(pl.col("free_size")),
+            stack_id=pl.col("stack_id").fill_null(pl.col("free_stack_id")),
+            stream=pl.col("stream").fill_null(pl.col("free_stream")),
+        )
+        missing = alive.join(final_blocks, on="addr", how="anti").height
+        if missing and not final_blocks.is_empty():
+            self.warnings.append(
+                f"{device}: {missing} blocks allocated in the trace and never freed are not "
+                "in the final state")
+        blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
+            "t_alloc", "seq_alloc", nulls_last=False
+        ).with_columns(
+            block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
+        )
+        ids = blocks.filter(pl.col("lifetime").is_not_null()).select("lifetime", "block_id")
+        ops = ops.join(ids, on="lifetime", how="left").select("seq", "block_id")
+        return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
+
+    def _segments(
+        self, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
+    ) -> pl.DataFrame:
+        """Segments from segment_alloc/free (and map/unmap) pairs, plus the final ones."""
+        ops = events.filter(pl.col("action").is_in(
+            ["segment_alloc", "segment_free", "segment_map", "segment_unmap"]))
+        lifetimes, _ = pair_by_address(
+            ops, ["segment_alloc", "segment_map"], ["segment_free", "segment_unmap"]
+        )
+        alive = lifetimes.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
+        matched = final_segments.join(alive.select("addr"), on="addr", how="semi")
+        unmatched = final_segments.join(alive.select("addr"), on="addr", how="anti")
+        # An expandable segment grows by segment_map inside its range: what the trace mapped
+        # is counted there, and only the rest of the segment existed before the trace.
+        mapped_inside = (
+            unmatched.join(alive.select(m_addr="addr", m_size="size"), how="cross")
+            .filter((pl.col("m_addr") >= pl.col("addr"))
+                    & (pl.col("m_addr") < pl.col("addr") + pl.col("size")))
+            .group_by("addr").agg(mapped=pl.col("m_size").sum())
+        )
+        ghosts = (
+            unmatched.join(mapped_inside, on="addr", how="left")
+            .with_columns(size=pl.col("size") - pl.col("mapped").fill_null(0))
+            .filter(pl.col("size") > 0)
+            .select("addr", "size", "stream", "pool_id", "kind",
+                    t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True))
+        )
+        traced = lifetimes.filter(
+            pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null()
+        ).join(
+            matched.select("addr", "pool_id", "kind"), on="addr", how="left",
+        ).select(
+            "addr", "seq_alloc", "seq_free", "t_free", "pool_id",
+            t_alloc=pl.col("t_alloc").fill_null(start),
+            size=pl.col("size").fill_null(pl.col("free_size")),
+            stream=pl.col("stream").fill_null(pl.col("free_stream")),
+            ghost=pl.col("seq_alloc").is_null(),
+            kind=pl.col("kind").fill_null(
+                pl.when(pl.col("open_action") == "segment_map").then(pl.lit("expandable"))
+            ),
+        )
+        return pl.concat([traced, ghosts], how="diagonal_relaxed").sort("t_alloc", "addr")
+
+    def _levels(self, events: pl.DataFrame, info: DeviceInfo, active_end: int) -> pl.DataFrame:
+        """allocated/active/reserved after each event, walked back from the final state.
+
+        ``active_end`` is the bytes not yet free_completed at the dump (allocated plus
+        pending free): start = active_end - allocs + frees.  Sets the device's start levels.
+        """
+        action = pl.col("action")
+        alloc_delta = (
+            pl.when(action == "alloc").then(pl.col("size"))
+            .when(action == "free").then(-pl.col("size")).otherwise(0)
+        )
+        seg_delta = (
+            pl.when(action.is_in(["segment_alloc", "segment_map"])).then(pl.col("size"))
+            .when(action.is_in(["segment_free", "segment_unmap"])).then(-pl.col("size"))
+            .otherwise(0)
+        )
+        events = events.with_columns(  # events are in seq order here
+            allocated=alloc_delta.cum_sum(), reserved=seg_delta.cum_sum())
+        total_alloc = int(events["allocated"][-1]) if events.height else 0
+        total_seg = int(events["reserved"][-1]) if events.height else 0
+        info.start_allocated = active_end - total_alloc
+        info.start_reserved = (info.reserved_at_end or 0) - total_seg
+        return events.with_columns(
+            allocated=pl.col("allocated") + info.start_allocated,
+            reserved=pl.col("reserved") + info.start_reserved,
+        ).with_columns(active=pl.col("allocated"))
+
+    def _markers(self, has_time: bool) -> pl.DataFrame:
+        rows = [
+            {"t": time_us * 1000 if has_time else seq, "t_end": None, "device": device,
+             "kind": kind, "name": name}
+            for device, seq, time_us, kind, name in self.entry_markers
+        ]
+        if has_time:
+            rows.extend(self._annotation_ranges())
+        return pl.DataFrame(rows, schema={"t": pl.Int64, "t_end": pl.Int64, "device": pl.String,
+                                          "kind": pl.String, "name": pl.String}).sort("t")
+
+    def _annotation_ranges(self) -> list[dict]:
+        """``external_annotations`` START/END pairs (record_function scopes) as ranges."""
+        open_starts: dict[tuple, list[int]] = {}
+        rows = []
+        for note in self.snapshot.get("external_annotations") or []:
+            device = self.device_name(note.get("device", 0))
+            key = (device, note.get("name", ""))
+            t = int(note.get("time_us", 0)) * 1000
+            if note.get("stage") == "START":
+                open_starts.setdefault(key, []).append(t)
+            elif open_starts.get(key):
+                rows.append({"t": open_starts[key].pop(), "t_end": t, "device": device,
+                             "kind": "annotation", "name": key[1]})
+        for (device, name), ts in open_starts.items():
+            rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
+                         "name": name} for t in ts)
+        return rows
+
+
+def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:
+    """``events`` (in seq order) with ``column`` taken from ``rows`` of the same seq."""
+    seq = events["seq"].to_numpy()
+    positions = rows["seq"].to_numpy()
+    if not (seq.size and seq[0] == 0 and seq[-1] == seq.size - 1):  # seq has gaps
+        positions = np.searchsorted(seq, positions)
+    values = np.full(events.height, -1, dtype=np.int64)
+    values[positions] = rows[column].fill_null(-1).to_numpy()
+    series = pl.Series(column, values)
+    return events.with_columns(pl.when(series >= 0).then(series).alias(column))
+
+
+def _concat(parts: list[pl.DataFrame], name: str) -> pl.DataFrame:
+    return conform(pl.concat(parts, how="diagonal_relaxed") if parts else None, name)
+
+
+def _merge_device_events(
+    events: list[pl.DataFrame], names: list[str], blocks: list[pl.DataFrame]
+) -> pl.DataFrame:
+    """All devices' events in time order, block ids shifted past the devices before."""
+    if len(events) <= 1:
+        return _concat(events, "events")
+    offset, shifted = 0, []
+    for part, device_blocks in zip(events, blocks, strict=True):
+        shifted.append(part.with_columns(pl.col("block_id") + offset))
+        offset += device_blocks.height
+    order = {name: i for i, name in enumerate(names)}
+    merged = pl.concat(shifted, how="diagonal_relaxed").with_columns(
+        _device_order=pl.col("device").replace_strict(order, return_dtype=pl.Int32)
+    )
+    return _concat([merged.sort("t", "_device_order", "seq").drop("_device_order")], "events")
+
+
+def _device_sort_key(name: str) -> tuple[int, str]:
+    index = name.split(":", 1)[-1]
+    return (int(index), "") if index.isdigit() else (1 << 30, index)

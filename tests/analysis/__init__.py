@@ -1,0 +1,1 @@
+"""Tests of memtui/analysis/: hand-built traces with known answers, and properties."""

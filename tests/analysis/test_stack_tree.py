@@ -1,0 +1,130 @@
+"""Bytes by call stack (analysis.stack_tree): sums worked out by hand on the hand trace,
+frame filtering, search, and the sums on a real snapshot checked against a plain walk."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from memtui.analysis.live import device_index
+from memtui.analysis.stack_tree import (
+    ROOT,
+    StackTree,
+    block_rows_for,
+    format_stack,
+    frame_keep_mask,
+)
+from memtui.sources import open_capture
+from tests.helpers.hand_snapshot import SNAPSHOTS, us, write_hand_snapshot
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    trace = open_capture(write_hand_snapshot(tmp_path_factory.mktemp("tree") / "h.pickle"))
+    return trace, StackTree(trace), device_index(trace, "cuda:0")
+
+
+def _tree(tree: StackTree, figures, node=ROOT) -> dict:
+    """``{label: (bytes, {children...})}`` of the nodes holding bytes."""
+    return {tree.label(int(k)): (int(figures.bytes[k]), _tree(tree, figures, int(k)))
+            for k in tree.children(node, figures)}
+
+
+def _figures(hand, mode, t=0, window=None):
+    trace, tree, index = hand
+    rows, _ = block_rows_for(trace, index, mode, t, window)
+    return tree.figures(index.stack_id[rows], index.size[rows])
+
+
+def test_live_at_the_end(hand):
+    figures = _figures(hand, "cursor", us(11))
+    assert figures.total == 3072
+    assert _tree(hand[1], figures) == {
+        "main  train.py:1": (2048, {
+            "forward  model.py:5": (1536, {
+                "alloc_b1  model.py:10": (1024, {}),
+                "alloc_b2  model.py:11": (512, {}),
+            }),
+            "step  opt.py:1": (512, {"alloc_b3  opt.py:3": (512, {})}),
+        }),
+        "(no stack recorded)": (1024, {}),
+    }
+    assert figures.blocks[ROOT] == 4
+
+
+def test_live_at_the_peak(hand):
+    trace, tree, index = hand
+    rows, t = block_rows_for(trace, index, "peak", 0)
+    assert t == us(4)
+    figures = tree.figures(index.stack_id[rows], index.size[rows])
+    assert figures.total == 4096
+    got = _tree(tree, figures)
+    assert got["main  train.py:1"][0] == 2560
+    assert got["main  train.py:1"][1]["forward  model.py:5"][0] == 2048
+    assert got["(no stack recorded)"] == (1536, {})  # the ghosts g1 and g2
+
+
+def test_allocated_over_a_window(hand):
+    assert _figures(hand, "window", window=(us(2), us(4))).total == 2560
+    figures = _figures(hand, "window", window=(us(9), us(9)))
+    assert _tree(hand[1], figures) == {"main  train.py:1": (512, {"forward  model.py:5": (
+        512, {"alloc_b2  model.py:11": (512, {})})})}
+    assert _figures(hand, "window").total == 1024 + 1024 + 512 + 512  # the traced allocs
+
+
+def test_search_ancestors_and_blocks_under_a_node(hand):
+    trace, tree, index = hand
+    found = tree.search("ALLOC_B")
+    assert sorted(tree.label(int(n)) for n in found) == [
+        "alloc_b1  model.py:10", "alloc_b2  model.py:11", "alloc_b3  opt.py:3"]
+    step = [int(n) for n in tree.search("opt.py") if tree.label(int(n)).startswith("step")][0]
+    assert [tree.label(n) for n in tree.ancestors(step)] == ["all", "main  train.py:1"]
+    forward = int(tree.search("forward")[0])
+    rows = tree.block_rows_under(forward, index, index.blocks_at(us(11)))
+    assert sorted(index.addr[rows].tolist()) == [0x1000, 0x1400]
+    assert tree.search("") .size == 0
+    nostack = tree.block_rows_under(1, index, index.blocks_at(us(11)))
+    assert index.addr[nostack].tolist() == [0x10200]
+
+
+def test_format_stack_and_hidden_frames(hand):
+    trace, _, index = hand
+    row = int(np.flatnonzero(index.addr == 0x1800)[0])
+    assert format_stack(trace, int(index.stack_id[row])) == [
+        "/src/opt.py:3:alloc_b3", "/src/opt.py:1:step", "/src/train.py:1:main"]
+    assert format_stack(trace, None)[0].startswith("(no stack recorded")
+    frames = pl.DataFrame({
+        "frame_id": [0, 1, 2, 3], "line": [0, 0, 3, 0],
+        "name": ["torch::unwind::unwind()", "_PyEval_EvalFrameDefault", "forward", "x"],
+        "filename": ["", "", "m.py", "/pytorch/aten/src/ATen/core/boxing/impl.h"],
+    })
+    assert frame_keep_mask(frames).tolist() == [False, False, True, False]
+
+
+def test_real_sums_match_a_plain_walk():
+    path = SNAPSHOTS / "t26_cs336_kk_ctx128_forward.pickle"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    trace = open_capture(path)
+    tree = StackTree(trace)
+    index = device_index(trace, trace.meta.device_names[0])
+    rows = index.blocks_at(index.t_end)
+    figures = tree.figures(index.stack_id[rows], index.size[rows])
+    assert figures.total == index.size[rows].sum()
+    # a node holds at least what its children hold
+    child_sum = np.bincount(tree.parent[1:], weights=figures.bytes[1:], minlength=tree.size)
+    assert np.all(figures.bytes + 0.5 >= child_sum)
+    # the first-level nodes against a walk of the stacks in Python
+    hidden = set(trace.frames.filter(pl.Series(~frame_keep_mask(trace.frames)))["frame_id"])
+    frames_of = dict(zip(trace.stacks["stack_id"].to_list(),
+                         trace.stacks["frame_ids"].to_list(), strict=True))
+    outermost: dict[int, int] = {}
+    for stack, size in zip(index.stack_id[rows].tolist(), index.size[rows].tolist(),
+                           strict=True):
+        kept = [f for f in frames_of.get(stack, []) if f not in hidden]
+        key = kept[-1] if kept else -1
+        outermost[key] = outermost.get(key, 0) + size
+    for node in tree.children(ROOT, figures):
+        frame = int(tree.frame[node])
+        assert figures.bytes[node] == outermost[frame if frame >= 0 else -1]

@@ -1,0 +1,1 @@
+"""Builders of tiny captures and Pilot helpers shared by the tests."""

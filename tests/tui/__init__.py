@@ -1,0 +1,1 @@
+"""Tests of memtui/tui/: Pilot behaviour, SVG snapshots, the real command in tmux."""

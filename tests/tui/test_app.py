@@ -1,0 +1,252 @@
+"""The app shell with Pilot: loading, errors, the shared cursor, keys, mouse, devices, help.
+
+Most tests run on the hand-built toy trace of tests/helpers/toy_traces.py, whose every answer
+is known: the cursor starts at t=500 (the first event), the peak is 400 B at t=2000.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual import events
+
+from memtui.tui.app import MemtuiApp, run_app
+from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
+from memtui.tui.widgets.curve import TrendPlot
+from memtui.tui.widgets.status import StatusBar
+from tests.conftest import REPO
+from tests.helpers.toy_traces import profiler_trace, ready, settle, status_text, toy_trace
+
+DEMO = REPO / "snapshots" / "demo_training.pickle"
+SIZE = (80, 24)
+
+
+async def test_opens_a_path_behind_a_progress_bar():
+    app = MemtuiApp(DEMO)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.current_mode == "trend"
+        assert app.trace.events.height > 0
+        loading = app._screen_stacks["_default"][-1]
+        assert isinstance(loading, LoadingScreen) and loading.file_name == DEMO.name
+        assert loading.query_one("ProgressBar").progress == 100
+        assert "cuda:0" in status_text(app)
+
+
+async def test_a_bad_file_exits_2_with_the_one_line_error(tmp_path):
+    bad = tmp_path / "notes.pickle"
+    bad.write_text("this is not a pickle\n")
+    app = MemtuiApp(bad)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(200):
+            if app.load_error:
+                break
+            await pilot.pause(0.02)
+    assert app.return_code == 2
+    assert app.load_error.startswith(str(bad) + ": ")
+    assert "\n" not in app.load_error
+
+
+def test_run_app_on_a_missing_file(tmp_path, capsys):
+    assert run_app(tmp_path / "nothing.pickle") == 2
+    err = capsys.readouterr().err
+    assert err == f"memtui: {tmp_path / 'nothing.pickle'}: no such file or folder\n"
+
+
+async def test_cursor_keys_move_the_cursor_and_the_status_bar():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.cursor.t == 500 and app.cursor.device == "cuda:0"
+        assert "ev 1/6" in status_text(app) and "alloc 0 B" in status_text(app)
+        await pilot.press("l")
+        assert app.cursor.t == 1000
+        assert "alloc 100 B" in status_text(app)
+        await pilot.press("right", "right")
+        assert app.cursor.t == 3000 and "ev 4/6" in status_text(app)
+        await pilot.press("h")
+        assert app.cursor.t == 2000
+        await pilot.press("G")
+        assert app.cursor.t == 5000 and "alloc 50 B" in status_text(app)
+        await pilot.press("g")
+        assert app.cursor.t == 500
+        await pilot.press("p")
+        assert app.cursor.t == 2000 and "alloc 400 B" in status_text(app)
+        assert "resv 1.0 KiB" in status_text(app)
+        await pilot.press("L")  # a tenth of the view: (5000 - 500) / 10
+        assert app.cursor.t == 2450
+        await pilot.press("H", "H")
+        assert app.cursor.t == 1550
+
+
+async def test_window_and_zoom():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("l", "left_square_bracket")
+        assert app.cursor.window == (1000, 5000)
+        await pilot.press("l", "l", "right_square_bracket")
+        assert app.cursor.window == (1000, 3000)
+        assert "win 2 us" in status_text(app)  # 80 columns: the short form
+        await pilot.press("z")
+        assert app.cursor.view == (1000, 3000)
+        await pilot.press("z")  # no other window inside: zoom in around the cursor
+        assert app.cursor.view[1] - app.cursor.view[0] == 1000
+        assert app.cursor.view[0] <= app.cursor.t <= app.cursor.view[1]
+        await pilot.press("Z", "Z", "Z")
+        assert app.cursor.view == (500, 5000)
+        await pilot.press("x")
+        assert app.cursor.window is None
+
+
+async def test_the_view_follows_the_cursor_when_zoomed():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.move_cursor(view=(500, 1500), t=1000)
+        await pilot.press("l", "l")
+        assert app.cursor.t == 3000
+        assert app.cursor.view == (2000, 3000)
+
+
+async def test_mouse_click_drag_and_wheel_on_the_plot():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        plot = app.screen.query_one(TrendPlot)
+        x0 = plot.axis_width
+        await pilot.click(plot, offset=(x0 + plot.plot_width // 2, 2))
+        middle = plot.time_of_column(plot.plot_width // 2)
+        assert app.cursor.t == middle and 2600 < middle < 2900
+        await pilot.mouse_down(plot, offset=(x0 + 5, 2))
+        await pilot._post_mouse_events([events.MouseMove], plot, offset=(x0 + 20, 2), button=1)
+        await pilot.mouse_up(plot, offset=(x0 + 20, 2))
+        await pilot.pause()
+        assert app.cursor.window == (plot.time_of_column(5), plot.time_of_column(20))
+        await pilot._post_mouse_events([events.MouseScrollUp], plot, offset=(x0 + 10, 2))
+        await pilot.pause()
+        width = app.cursor.view[1] - app.cursor.view[0]
+        assert width < 4500
+        await pilot._post_mouse_events([events.MouseScrollDown], plot, offset=(x0 + 10, 2))
+        await pilot._post_mouse_events([events.MouseScrollDown], plot, offset=(x0 + 10, 2))
+        await pilot.pause()
+        assert app.cursor.view == (500, 5000)
+
+
+async def test_device_switch():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("p", "d")
+        assert isinstance(app.screen, DeviceScreen)
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert app.cursor.device == "cuda:1"
+        assert (app.cursor.view, app.cursor.window, app.cursor.block_id) == ((1500, 2500), None,
+                                                                            None)
+        assert status_text(app).startswith(" cuda:1")
+        await pilot.press("d", "escape")
+        assert app.cursor.device == "cuda:1"
+
+
+async def test_help_lists_every_binding():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        sections = dict(app.screen.sections)
+        keys = dict(sections["Everywhere"])
+        for binding in MemtuiApp.BINDINGS:
+            assert binding.description in keys.values()
+        assert "Stacks/owners" in dict(sections["Trend screen"]).values()
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_screens_on_keys_and_in_the_palette():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        for key, name in (("2", "blocks"), ("3", "pool"), ("4", "stacks"), ("5", "tables"),
+                          ("1", "trend")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert app.current_mode == name
+            assert app.screen.query(StatusBar)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Trend screen (1)", "Tables screen (5)", "Go to the peak (p)",
+                      "Switch device (d)", "Keys (?)"):
+            assert title in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"tables screen")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.current_mode == "tables"
+
+
+async def test_q_quits():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code in (0, None)
+    assert not app.is_running
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 200])
+async def test_layouts_fit(width):
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=(width, 24 if width <= 80 else 50)) as pilot:
+        await ready(pilot)
+        assert app.screen.has_class("-narrow") == (width < 90)
+        plot = app.screen.query_one(TrendPlot)
+        assert plot.size.height >= 8 and plot.size.width == width
+        assert len(status_text(app)) <= width
+        await pilot.press("5")
+        await settle(pilot)
+        stack = app.screen.query_one("#stack-pane")
+        body = app.screen.query_one("#tables-body")
+        assert stack.region.right <= width and body.region.bottom <= app.size.height - 2
+        if width < 90:
+            assert stack.region.y > app.screen.query_one("#tables-main").region.y
+        else:
+            assert stack.region.x > 0
+
+
+async def test_event_unit_traces_say_event_numbers():
+    app = MemtuiApp(toy_trace(time_unit="event"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("p")
+        assert "event #2000" in status_text(app)
+        assert "+" not in status_text(app).split("│")[1]
+
+
+async def test_profiler_trend_group_by():
+    app = MemtuiApp(profiler_trace())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        legend = str(screen.query_one("#trend-legend").render())
+        assert "Operators Allocated 10 B" in legend and "App Reserved 100 B" in legend
+        assert "group: overall" in legend
+        await pilot.press("b")
+        legend = str(screen.query_one("#trend-legend").render())
+        assert "Allocated of stream 7 5 B" in legend and "group: stream" in legend
+        await pilot.press("b")
+        assert "PTA Operators Reserved" in str(screen.query_one("#trend-legend").render())
+        await pilot.press("p")
+        assert app.cursor.t == 10
+        assert "No blocks" in str(screen.query_one("#live-title").render())
+
+
+def test_package_data_lists_the_ui():
+    """pyproject installs the stylesheet and the screen/widget packages."""
+    text = (REPO / "pyproject.toml").read_text()
+    assert '"memtui.tui.screens"' in text and '"memtui.tui.widgets"' in text
+    assert Path(REPO / "memtui" / "tui" / "memtui.tcss").is_file()

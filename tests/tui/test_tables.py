@@ -1,0 +1,179 @@
+"""The Tables screen with Pilot: Block and Event View, the cursor link, sort, filter, copy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memtui.tui.app import MemtuiApp
+from memtui.tui.widgets.table import VirtualTable
+from tests.helpers.toy_traces import FORWARD, big_trace, ready, settle, status_text, toy_trace
+
+SIZE = (120, 40)
+
+
+async def open_tables(pilot, view: str = "blocks"):
+    await ready(pilot)
+    await pilot.press("5")
+    await settle(pilot)
+    if view == "events":
+        await pilot.press("tab")
+        await settle(pilot)
+    screen = pilot.app.screen
+    return screen, screen.query_one(f"#{view}-table", VirtualTable)
+
+
+def shown(table: VirtualTable, column: str) -> list:
+    model = table.model
+    return [model.record(i)[column] for i in range(model.rows.size)]
+
+
+async def test_moving_the_cursor_on_the_trend_moves_the_event_view_and_status_bar():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, events = await open_tables(pilot, "events")
+        assert events.model.record(events.cursor_row)["t"] == 500
+        await pilot.press("1", "p")  # the peak, on the Trend screen
+        await pilot.press("5")
+        await settle(pilot)
+        assert events.model.record(events.cursor_row)["t"] == 2000
+        assert "alloc 400 B" in status_text(app)
+        await pilot.press("l")  # and on the Tables screen itself
+        await settle(pilot)
+        assert events.model.record(events.cursor_row)["t"] == 3000
+        assert "alloc 300 B" in status_text(app)
+
+
+async def test_enter_moves_the_cursor_to_the_row_and_selects_its_block():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, blocks = await open_tables(pilot)
+        assert shown(blocks, "block_id") == [0, 1, 2]
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert app.cursor.t == 2000 and app.cursor.block_id == 1
+        assert "ev 3/6" in status_text(app)
+        text = str(screen.query_one("#stack-text").render())
+        assert "Call stack of block 1" in text and "main (train.py:20)" in text
+        line = blocks.render_line(2).text
+        assert line.startswith("›●")  # highlighted, and the selected block
+        await pilot.press("tab")
+        await settle(pilot)
+        events = screen.query_one("#events-table", VirtualTable)
+        assert events.model.record(events.cursor_row)["t"] == 2000
+        await pilot.press("down", "enter")  # the free of block 0 at 3000
+        await settle(pilot)
+        assert app.cursor.t == 3000 and app.cursor.block_id == 0
+
+
+async def test_sort_by_the_highlighted_column_and_by_a_header_click():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, blocks = await open_tables(pilot)
+        await pilot.press("right", "s")  # Size: largest first
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [1, 0, 2]
+        assert "sort Size ▼" in str(screen.query_one("#tables-header").render())
+        assert "Size ▼" in blocks.render_line(0).text
+        await pilot.press("s")
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [2, 0, 1]
+        a, _ = blocks._column_span(0)
+        await pilot.click(blocks, offset=(a + 1, 0))  # the ID header
+        await settle(pilot)
+        assert blocks.model.sort_key == "block_id" and shown(blocks, "block_id") == [0, 1, 2]
+
+
+async def test_filter_by_size_time_and_text():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, blocks = await open_tables(pilot)
+        await pilot.press("f", *"size>=100", "enter")
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [0, 1]
+        assert "filter size>=100" in str(screen.query_one("#tables-header").render())
+        await pilot.press("f")
+        screen.query_one("#tables-input").value = "forward"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [0, 2]
+        await pilot.press("f")
+        screen.query_one("#tables-input").value = "size>lots"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert shown(blocks, "block_id") == [0, 2]  # a bad filter is refused, said so
+        await pilot.press("escape")
+        await pilot.press("f")
+        screen.query_one("#tables-input").value = ""
+        await pilot.press("enter")
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [0, 1, 2]
+
+
+async def test_scope_window_and_alive_at_the_cursor():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, blocks = await open_tables(pilot)
+        app.move_cursor(t=4500, window=(3500, 4500))
+        await settle(pilot)
+        await pilot.press("w")  # blocks overlapping the window
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [1, 2]
+        await pilot.press("w")  # alive at the cursor
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [1, 2]
+        await pilot.press("p")
+        await settle(pilot)
+        assert shown(blocks, "block_id") == [0, 1]
+        await pilot.press("tab", "w")
+        await settle(pilot)
+        events = screen.query_one("#events-table", VirtualTable)
+        assert shown(events, "t") == [4000]
+
+
+async def test_search_jumps_to_the_next_match():
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, events = await open_tables(pilot, "events")
+        await pilot.press("slash", *"free", "enter")
+        await settle(pilot)
+        assert events.model.record(events.cursor_row)["t"] == 3000
+        await pilot.press("n")
+        assert events.model.record(events.cursor_row)["t"] == 5000
+
+
+async def test_copy_writes_the_visible_rows_as_csv(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = MemtuiApp(toy_trace())
+    copied = []
+    app.copy_to_clipboard = copied.append
+    async with app.run_test(size=SIZE) as pilot:
+        await open_tables(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+    files = list(tmp_path.glob("memtui-blocks-*.csv"))
+    assert len(files) == 1
+    text = files[0].read_text()
+    assert copied == [text]
+    lines = text.splitlines()
+    assert lines[0].startswith("ID,Size,State,Stack top,Alloc,Free,Duration")
+    assert len(lines) == 4 and FORWARD in lines[1]
+
+
+async def test_two_million_rows_scroll_and_sort():
+    """Virtual rendering: the end of a 2M-row table is one key away, and sorts work."""
+    app = MemtuiApp(big_trace(2_000_000))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen, events = await open_tables(pilot, "events")
+        assert events.row_count == 2_000_000
+        await pilot.press("end")
+        assert events.cursor_row == 1_999_999
+        assert events.first_row == 1_999_999 - events.page_rows + 1
+        last = events.render_line(events.page_rows).text
+        assert "1999999" in last
+        await pilot.press("pageup")
+        assert events.cursor_row == 1_999_999 - events.page_rows
+        await pilot.press("home", "right", "right", "right", "s")  # Size, largest first
+        await settle(pilot)
+        sizes = events.model.frame["size"].to_numpy()[events.model.rows[:50]]
+        assert np.all(np.diff(sizes) <= 0)
+        assert sizes[0] == events.model.frame["size"].max()
