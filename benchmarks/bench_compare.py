@@ -1,7 +1,8 @@
 """Compare benchmark: ``memtui compare A B`` against opening A and B, in one run.
 
 Writes two synthetic snapshots of N events with ``benchmarks/generate.py`` (seeds 0 and
-1), then times, each in a fresh interpreter, ``open_capture(A)``, ``open_capture(B)`` and
+1), then times, each in a fresh interpreter, ``load_trace(A)``, ``load_trace(B)`` (what
+every command and the UI open a capture with) and
 the whole comparison (both files opened in parallel threads, then
 ``analysis.compare.compare``).  Goal (issue 10): the comparison costs at most the two
 opens plus 20%, ratio printed; the compare step alone is printed too.  The machines are
@@ -30,13 +31,13 @@ import json, sys, time
 what, paths = sys.argv[1], sys.argv[2:]
 start = time.perf_counter()
 if what == "open":
-    from memtui.sources import open_capture
-    open_capture(paths[0])
+    from memtui.loading import load_trace
+    load_trace(paths[0])
     print(json.dumps({"seconds": time.perf_counter() - start}))
 else:
     from memtui.analysis.compare import compare
-    from memtui.sources.parallel import open_captures
-    a, b = open_captures(paths)
+    from memtui.loading import load_traces
+    a, b = load_traces(paths)
     opened = time.perf_counter()
     result = compare(a, b)
     json.dumps(result.to_json())

@@ -25,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from memtui.analysis.compare import compare
     from memtui.analysis.compare_text import format_comparison
-    from memtui.sources.parallel import open_captures
+    from memtui.loading import load_traces
 
-    a, b = open_captures([args.a, args.b])
+    a, b = load_traces([args.a, args.b])
     result = compare(a, b, mode=args.align, shift=args.shift)
     print(json.dumps(result.to_json()) if args.json else format_comparison(result, args.top))
     return 0

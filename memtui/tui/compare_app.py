@@ -96,7 +96,7 @@ class CompareApp(MemtuiApp):
 
     @work(thread=True, exclusive=True, group="load")
     def _load_pair(self) -> None:
-        from memtui.sources.parallel import open_captures
+        from memtui.loading import load_traces
 
         screen = self.screen
         shares = [0.0, 0.0]
@@ -108,7 +108,7 @@ class CompareApp(MemtuiApp):
                                       f"{'AB'[index]}: {message}")
 
         try:
-            a, b = open_captures([p for p in self.paths if p is not None], progress)
+            a, b = load_traces([p for p in self.paths if p is not None], progress)
             result = compare(a, b)
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))

@@ -1,6 +1,6 @@
 """Comparing two captures (analysis.compare, ``memtui compare``).
 
-Hand-made pairs of the same loop (tests/compare_traces.py) with answers worked out by
+Hand-made pairs of the same loop (tests/helpers/compare_traces.py) with answers worked out by
 hand: a leak, a peak that moved to another stack, runs of different lengths; then the
 real msMemScope pair (baseline / leaks) and real snapshots of different torch versions.
 """
@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 
 from memtui.analysis.compare import align, compare, device_pairs, steps_of
-from memtui.cli import main
+from memtui.loading import load_traces
 from memtui.sources import open_capture
-from memtui.sources.parallel import open_captures
-from tests.compare_traces import MiB, write_loop
 from tests.conftest import require_shared, shared_files
+from tests.helpers.compare_traces import MiB, write_loop
 
 
 @pytest.fixture(scope="module")
@@ -120,41 +119,8 @@ def test_device_pairs_by_name_then_order(pair_files):
 
 
 def test_the_files_load_in_parallel_in_order(pair_files):
-    a, b = open_captures([pair_files["clean"], pair_files["long"]])
+    a, b = load_traces([pair_files["clean"], pair_files["long"]])
     assert a.meta.path.endswith("clean.pickle") and b.meta.path.endswith("long.pickle")
-
-
-# -- the command ------------------------------------------------------------------------
-
-
-def test_json_is_one_object_of_the_issue_shape(pair_files, capsys):
-    assert main(["compare", str(pair_files["clean"]), str(pair_files["leak"]), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["a"] == {"path": str(pair_files["clean"]), "source": "torch_snapshot"}
-    assert data["b"]["source"] == "torch_snapshot"
-    assert data["alignment"] == "step"
-    [d] = data["devices"]
-    assert {"device_a", "device_b", "peak_allocated", "peak_reserved", "end_allocated",
-            "by_stack", "by_owner", "by_op", "steps"} <= set(d)
-    assert {"label", "file", "line", "a_bytes", "b_bytes", "delta"} <= set(d["by_stack"][0])
-    assert {"step", "a_peak", "b_peak", "delta"} == set(d["steps"][0])
-
-
-def test_text_report_names_the_leak(pair_files, capsys):
-    assert main(["compare", str(pair_files["clean"]), str(pair_files["leak"])]) == 0
-    out = capsys.readouterr().out
-    lines = out.splitlines()
-    first = lines.index("  by stack (innermost user frame):") + 1
-    assert "+4.0 MiB at end" in lines[first] and "log_metrics (train.py:60)" in lines[first]
-    assert "(only in B)" in lines[first]
-
-
-def test_a_bad_file_is_one_line_and_status_2(pair_files, tmp_path, capsys):
-    bad = tmp_path / "bad.pickle"
-    bad.write_bytes(b"not a pickle at all")
-    assert main(["compare", str(pair_files["clean"]), str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"memtui: {bad}:") and err.count("\n") == 1
 
 
 # -- real captures ----------------------------------------------------------------------
@@ -185,7 +151,7 @@ def test_real_snapshots_of_different_torch_versions():
     new = [p for p in shared_files("torch_snapshots", "t26_*.pickle")]
     if not old or not new:
         pytest.skip("the torch 2.0 and 2.6 snapshots are absent")
-    a, b = open_captures([old[0], new[0]])
+    a, b = load_traces([old[0], new[0]])
     result = compare(a, b)
     data = json.loads(json.dumps(result.to_json()))
     [d] = data["devices"]
