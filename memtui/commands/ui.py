@@ -29,9 +29,12 @@ def run(args: argparse.Namespace) -> int:
     paths = args.paths
     if args.follow:
         return _run_follow(paths)
-    if several_captures(paths, args.ranks, at_least=3) or len(paths) == 2:
-        # Two paths: compare mode once it lands (issue 10); until then, two ranks.
+    if several_captures(paths, args.ranks, at_least=3):
         return _run_ranks(args)
+    if len(paths) == 2:  # compare mode (issue 10): A and B on one cursor
+        from memtui.tui.compare_app import run_compare
+
+        return run_compare(paths[0], paths[1])
     from memtui.tui.app import run_app
 
     return run_app(capture_path(paths[0] if paths else None))
