@@ -95,8 +95,11 @@ class FollowController:
         self.app.run_worker(self._read, thread=True, group="follow", exit_on_error=False)
 
     def _read(self) -> None:
+        timelines = {}
         try:
             update = self.follower.poll()
+            if update.trace is not None:
+                timelines = self._prepare(update)
         except CaptureError as exc:
             from memtui.sources.follow import FollowUpdate
 
@@ -106,9 +109,25 @@ class FollowController:
 
             update = FollowUpdate(problem=f"reading failed ({type(exc).__name__}: {exc})")
         if not self._stopped:
-            self.app.call_from_thread(self._done, update)
+            self.app.call_from_thread(self._done, update, timelines)
 
-    def _done(self, update: FollowUpdate) -> None:
+    def _prepare(self, update: FollowUpdate) -> dict:
+        """In the worker: the load-time analyses, and the shown device's timeline, so that
+        the UI thread only swaps them in."""
+        from memtui.analysis.at_time import Timeline
+        from memtui.loading import prepare_trace
+
+        trace = update.trace = prepare_trace(update.trace)
+        cursor = self.app.cursor
+        names = trace.meta.device_names
+        device = cursor.device if cursor is not None and cursor.device in names else None
+        if device is None:
+            from memtui.tui.app import initial_device
+
+            device = initial_device(trace)
+        return {} if device is None else {device: Timeline.build(trace, device)}
+
+    def _done(self, update: FollowUpdate, timelines: dict) -> None:
         self._polling = False
         state = self.state
         state.polls += 1
@@ -124,7 +143,7 @@ class FollowController:
             state.rows += update.new_rows
             state.last_update = time.monotonic()
             self.interval = self.min_interval
-            self.app.show_followed(update.trace)
+            self.app.show_followed(update.trace, timelines)
         else:
             self.interval = min(self.interval * GROWTH, self.max_interval)
             self.app.follow_polled()
