@@ -453,9 +453,11 @@ def step_peaks(level: Level, steps: pl.DataFrame) -> np.ndarray:
         return np.zeros(t0.size, dtype=np.int64)
     lo = np.clip(np.searchsorted(level.t, t0, side="right") - 1, 0, level.values.size - 1)
     hi = np.maximum(np.searchsorted(level.t, t1, side="left"), lo + 1)
-    # prefix maxima cannot answer ranges; steps are few, one reduce per step
-    return np.array([level.values[i:j].max() for i, j in zip(lo, hi, strict=True)],
-                    dtype=np.int64)
+    # one reduceat over (lo, hi) pairs: the max of values[lo:hi] for each step (a padded
+    # copy so that hi may be the end)
+    padded = np.append(level.values, level.values[-1])
+    bounds = np.column_stack([lo, hi]).ravel()
+    return np.maximum.reduceat(padded, bounds)[::2].astype(np.int64)
 
 
 def aligned_steps(a: MemoryTrace, b: MemoryTrace, ma: Moments, mb: Moments,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import polars as pl
 import pytest
 
 from memtui.analysis.compare import align, compare, device_pairs, steps_of
@@ -219,3 +220,13 @@ def test_without_markers_the_recurring_pattern_gives_the_steps(pair_files):
     assert d.alignment.mode == "step"
     assert steps_of(a, "cuda:0").height == 4 and steps_of(b, "cuda:0").height == 6
     assert [s["delta"] for s in d.steps] == [0, 0, 0, 0]
+
+
+def test_step_peaks_by_hand():
+    from memtui.analysis.compare import step_peaks
+    from memtui.analysis.levels import Level
+
+    level = Level(np.array([0, 10, 20, 30, 40, 50]), np.array([1, 5, 2, 7, 3, 4]))
+    steps = pl.DataFrame({"t": [0, 15, 30, 45, 60], "t_end": [15, 30, 45, 60, 70]})
+    # [0,15): 1, 5; [15,30): 5 held at 15, 2; [30,45): 7, 3; [45,60): 3 held, 4; after: 4
+    assert step_peaks(level, steps).tolist() == [5, 5, 7, 4, 4]
