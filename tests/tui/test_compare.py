@@ -123,6 +123,8 @@ async def test_diff_enter_selects_the_leak_in_both_runs(pair):
                 break
         assert "log_metrics" in screen_text(app)
         assert "4.0 MiB" in screen_text(app)
+        stacks = app.screen
+        assert stacks.stack_tree.label(stacks.tree_view.selected) == "log_metrics  train.py:60"
 
 
 def test_run_compare_on_a_missing_file(pair, tmp_path, capsys):
