@@ -2,8 +2,10 @@
 
 ``memtui.sources.open_capture`` reads a file into a :class:`MemoryTrace` and knows nothing
 of analyses (data flows one way).  The commands and the UI call :func:`load_trace`, which
-adds what depends on user settings rather than on the file: today the inefficient-block
-flags under the chosen thresholds.
+first asks the reopen cache (:mod:`memtui.cache`) for the file's trace, reads it with the
+source where the cache has none (and stores it for next time), then adds what depends on
+user settings rather than on the file: today the inefficient-block flags under the chosen
+thresholds (so the cache holds the source's trace, never the flags).
 """
 
 from __future__ import annotations
@@ -15,34 +17,33 @@ from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_ine
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
 
-
-def load_trace(path: str | Path, progress: Callable[[float, str], None] | None = None,
-               thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
-    """The capture at ``path`` with its load-time analyses applied."""
-    return with_inefficient_flags(open_capture(path, progress), thresholds)
+Progress = Callable[[float, str], None]
 
 
-#: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.
-IndexedProgress = Callable[[int, float, str], None]
+def load_trace(path: str | Path, progress: Progress | None = None,
+               thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
+               use_cache: bool = True) -> MemoryTrace:
+    """The capture at ``path`` with its load-time analyses applied.
+
+    ``use_cache=False`` (``--no-cache``) neither reads nor writes the reopen cache.
+    """
+    trace = _cached_or_loaded(path, progress) if use_cache else open_capture(path, progress)
+    return with_inefficient_flags(trace, thresholds)
 
 
-def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None,
-                thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[MemoryTrace]:
-    """Every path loaded with :func:`load_trace`, side by side in threads, in order
-    (compare mode).  The loaders spend most of their time in polars and in the C
-    unpickler, which release the GIL for much of it, so nothing is copied between
-    processes; the first capture that cannot be read raises its CaptureError."""
-    from concurrent.futures import ThreadPoolExecutor
+def _cached_or_loaded(path: str | Path, progress: Progress | None) -> MemoryTrace:
+    from memtui import cache
 
-    def load(index: int) -> MemoryTrace:
-        report = None
+    key = cache.key_of(path)
+    if key is not None:
+        trace = cache.lookup(key)
+        if trace is not None:
+            if progress is not None:
+                progress(1.0, "opened from the cache")
+            return trace
+    trace = open_capture(path, progress)
+    if key is not None:
         if progress is not None:
-            def report(fraction: float, message: str) -> None:
-                progress(index, fraction, message)
-        return load_trace(paths[index], report, thresholds)
-
-    if len(paths) < 2:
-        return [load(i) for i in range(len(paths))]
-    with ThreadPoolExecutor(max_workers=len(paths), thread_name_prefix="memtui-load") as pool:
-        futures = [pool.submit(load, i) for i in range(len(paths))]
-        return [future.result() for future in futures]
+            progress(1.0, "storing in the cache")
+        cache.store(key, trace)
+    return trace
