@@ -25,27 +25,41 @@ Every failure to read or write the cache is silent: the cache only ever saves ti
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from memtui import __version__
-from memtui.model import SCHEMAS, DeviceInfo, MemoryTrace, TraceMeta
+
+if TYPE_CHECKING:  # polars and the model are imported on use: `--no-cache` stays light
+    import polars as pl
+
+    from memtui.model import MemoryTrace, TraceMeta
 
 #: Bump when a loader or the model changes what a trace of the same file holds.
 MODEL_VERSION = 1
 DEFAULT_MAX_BYTES = 5 * 10**9
 _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"
-_TABLES = tuple(SCHEMAS)
+NO_CACHE_ENV = "MEMTUI_NO_CACHE"
+
+
+def enabled() -> bool:
+    """False where ``--no-cache`` (or ``MEMTUI_NO_CACHE=1``) turned the cache off."""
+    return os.environ.get(NO_CACHE_ENV, "") in ("", "0")
+
+
+def disable() -> None:
+    """``--no-cache``: this process and the ones it starts (rank workers) skip the cache."""
+    os.environ[NO_CACHE_ENV] = "1"
 
 
 def cache_dir() -> Path:
@@ -71,6 +85,7 @@ class CacheKey:
     size: int
     mtime_ns: int
     edges: str
+    code: str = ""
 
     @property
     def path_part(self) -> str:
@@ -78,7 +93,8 @@ class CacheKey:
 
     @property
     def folder(self) -> str:
-        content = f"{self.size}:{self.mtime_ns}:{self.edges}:{MODEL_VERSION}:{__version__}"
+        content = (f"{self.size}:{self.mtime_ns}:{self.edges}:{self.code}:{MODEL_VERSION}:"
+                   f"{__version__}")
         digest = hashlib.blake2b(content.encode(), digest_size=12).hexdigest()
         return f"{self.path_part}-{digest}"
 
@@ -102,7 +118,26 @@ def key_of(path: str | Path) -> CacheKey | None:
                 digest.update(fh.read(_EDGE))
     except OSError:
         return None
-    return CacheKey(str(resolved), stat.st_size, stat.st_mtime_ns, digest.hexdigest())
+    return CacheKey(str(resolved), stat.st_size, stat.st_mtime_ns, digest.hexdigest(),
+                    code_stamp())
+
+
+_code_stamp: str | None = None
+
+
+def code_stamp() -> str:
+    """A hash of memtui's own source files (names, sizes, mtimes): an entry written by other
+    code (a loader or an analysis changed since, even without a version bump) is stale."""
+    global _code_stamp
+    if _code_stamp is None:
+        package = Path(__file__).resolve().parent
+        digest = hashlib.blake2b(digest_size=8)
+        for file in sorted(package.rglob("*.py")):
+            stat = file.stat()
+            digest.update(f"{file.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns};"
+                          .encode())
+        _code_stamp = digest.hexdigest()
+    return _code_stamp
 
 
 # -- meta as JSON -----------------------------------------------------------------------------
@@ -119,6 +154,8 @@ def meta_to_json(meta: TraceMeta) -> dict[str, Any] | None:
 
 
 def meta_from_json(data: dict[str, Any]) -> TraceMeta:
+    from memtui.model import DeviceInfo, TraceMeta
+
     devices = [DeviceInfo(**device) for device in data.pop("devices")]
     return TraceMeta(devices=devices, **data)
 
@@ -137,19 +174,19 @@ def lookup(key: CacheKey) -> MemoryTrace | None:
     if trace is None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    try:
+    with contextlib.suppress(OSError):
         os.utime(entry)  # last use, for eviction
-    except OSError:
-        pass
     return trace
 
 
 def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
+    from memtui.model import SCHEMAS, MemoryTrace
+
     manifest = json.loads((entry / _MANIFEST).read_text())
     if manifest.get("key") != key.as_json():
         return None
     frames: dict[str, pl.DataFrame] = {}
-    for name in _TABLES:
+    for name in SCHEMAS:
         file = entry / f"{name}.arrow"
         if file.stat().st_size != manifest["sizes"][name]:
             return None
@@ -161,6 +198,7 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
 
 def _read_arrow(file: Path) -> pl.DataFrame:
     """An IPC file as a frame whose columns are pages of the file (memory-mapped)."""
+    import polars as pl
     import pyarrow as pa
 
     # not closed here: the buffers keep the mapping alive as long as the columns live
@@ -169,6 +207,8 @@ def _read_arrow(file: Path) -> pl.DataFrame:
 
 
 def _fits_contract(df: pl.DataFrame, name: str) -> bool:
+    from memtui.model import SCHEMAS
+
     want = list(SCHEMAS[name].items())
     return list(df.schema.items())[: len(want)] == want
 
@@ -180,8 +220,11 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
 
     Returns False where nothing was stored (meta not JSON-safe, disk full, no permission).
     """
+    from memtui.model import SCHEMAS
+
+    fields = {f.name for f in dataclasses.fields(trace)}
     meta = meta_to_json(trace.meta)
-    if meta is None:
+    if meta is None or fields != {"meta", *SCHEMAS}:
         return False
     root = cache_dir()
     try:
@@ -191,7 +234,7 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
         return False
     try:
         sizes = {}
-        for name in _TABLES:
+        for name in SCHEMAS:
             file = staging / f"{name}.arrow"
             trace.frame(name).write_ipc(file, compression="uncompressed")
             sizes[name] = file.stat().st_size
@@ -205,6 +248,55 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
         return False
     evict(root, max_bytes(), keep=key.folder)
     return True
+
+
+_pending: list[threading.Thread] = []
+
+
+def store_in_background(key: CacheKey, trace: MemoryTrace) -> None:
+    """:func:`store` in a thread (mostly file writes, which release the GIL), so the first
+    screen or the summary need not wait for it; :func:`wait_for_stores` joins them."""
+    thread = threading.Thread(target=store, args=(key, trace), name="memtui-cache-store")
+    _pending.append(thread)
+    thread.start()
+
+
+def wait_for_stores() -> None:
+    """Block until every background store has finished (the CLI calls it before exiting)."""
+    while _pending:
+        _pending.pop().join()
+
+
+def load_derived(key: CacheKey, name: str) -> Any | None:
+    """A result computed from the trace of ``key`` and kept beside it (JSON), or None."""
+    try:
+        manifest = json.loads((cache_dir() / key.folder / _MANIFEST).read_text())
+        if manifest.get("key") != key.as_json():
+            return None
+        return json.loads((cache_dir() / key.folder / f"derived-{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_derived(key: CacheKey, name: str, value: Any) -> None:
+    """Keep ``value`` (JSON-ready) beside the trace of ``key``, where that entry exists.
+
+    Waits for the entry's own background store first.  Names a result and its settings:
+    the caller puts whatever the value depends on beyond the trace into ``name``."""
+    wait_for_stores()
+    entry = cache_dir() / key.folder
+    if not entry.is_dir():
+        return
+    try:
+        text = json.dumps(value)
+        if json.loads(text) != value:  # it would not come back the same
+            return
+        fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(staging, entry / f"derived-{name}.json")
+    except (OSError, TypeError, ValueError):
+        return
 
 
 def _drop_entries_of(root: Path, key: CacheKey) -> None:
@@ -259,3 +351,12 @@ def clear() -> tuple[int, int]:
             shutil.rmtree(entry, ignore_errors=True)
             count += not entry.name.startswith(".tmp-")
     return count, freed
+
+
+def usage() -> tuple[int, int]:
+    """(entries, bytes) the cache holds now."""
+    root = cache_dir()
+    if not root.is_dir():
+        return 0, 0
+    entries = [e for e in root.iterdir() if e.is_dir() and not e.name.startswith(".tmp-")]
+    return len(entries), sum(_entry_size(e) for e in entries)

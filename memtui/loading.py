@@ -22,16 +22,27 @@ Progress = Callable[[float, str], None]
 
 def load_trace(path: str | Path, progress: Progress | None = None,
                thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
-               use_cache: bool = True) -> MemoryTrace:
+               use_cache: bool | None = None, store_in_background: bool = False) -> MemoryTrace:
     """The capture at ``path`` with its load-time analyses applied.
 
-    ``use_cache=False`` (``--no-cache``) neither reads nor writes the reopen cache.
+    ``use_cache=False`` neither reads nor writes the reopen cache; ``None`` (the default)
+    uses it unless ``--no-cache`` turned it off for the process (``MEMTUI_NO_CACHE``).
+    ``store_in_background`` writes a new cache entry in a thread and returns at once
+    (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits).
     """
-    trace = _cached_or_loaded(path, progress) if use_cache else open_capture(path, progress)
+    if use_cache is None:
+        from memtui import cache
+
+        use_cache = cache.enabled()
+    if use_cache:
+        trace = _cached_or_loaded(path, progress, store_in_background)
+    else:
+        trace = open_capture(path, progress)
     return with_inefficient_flags(trace, thresholds)
 
 
-def _cached_or_loaded(path: str | Path, progress: Progress | None) -> MemoryTrace:
+def _cached_or_loaded(path: str | Path, progress: Progress | None,
+                      in_background: bool) -> MemoryTrace:
     from memtui import cache
 
     key = cache.key_of(path)
@@ -42,8 +53,37 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None) -> MemoryTrac
                 progress(1.0, "opened from the cache")
             return trace
     trace = open_capture(path, progress)
-    if key is not None:
+    if key is not None and in_background:
+        cache.store_in_background(key, trace)
+    elif key is not None:
         if progress is not None:
             progress(1.0, "storing in the cache")
         cache.store(key, trace)
     return trace
+
+
+#: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.
+IndexedProgress = Callable[[int, float, str], None]
+
+
+def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None,
+                thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
+                use_cache: bool | None = None) -> list[MemoryTrace]:
+    """Every path loaded with :func:`load_trace`, side by side in threads, in order
+    (compare mode).  The loaders spend most of their time in polars and in the C
+    unpickler, which release the GIL for much of it, so nothing is copied between
+    processes; the first capture that cannot be read raises its CaptureError."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def load(index: int) -> MemoryTrace:
+        report = None
+        if progress is not None:
+            def report(fraction: float, message: str) -> None:
+                progress(index, fraction, message)
+        return load_trace(paths[index], report, thresholds, use_cache=use_cache)
+
+    if len(paths) < 2:
+        return [load(i) for i in range(len(paths))]
+    with ThreadPoolExecutor(max_workers=len(paths), thread_name_prefix="memtui-load") as pool:
+        futures = [pool.submit(load, i) for i in range(len(paths))]
+        return [future.result() for future in futures]
