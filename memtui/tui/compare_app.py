@@ -35,6 +35,7 @@ from memtui.analysis.compare import (
     blocks_of,
     compare,
     device_bounds,
+    on_axis,
     realign,
 )
 from memtui.errors import CaptureError
@@ -81,6 +82,7 @@ class CompareApp(MemtuiApp):
         self._run_filters: dict[str, tuple] = {}  # side -> (device, block ids, label)
         self._stack_search: dict[str, str] = {}  # side -> frame name to find on Stacks
         self._moment: str | None = None  # "peak" / "end" of the chosen difference
+        self._axes: dict[tuple, tuple] = {}  # (id(pair), side) -> on_axis levels
 
     # -- loading --------------------------------------------------------------------------
 
@@ -110,14 +112,18 @@ class CompareApp(MemtuiApp):
         try:
             a, b = load_traces([p for p in self.paths if p is not None], progress)
             result = compare(a, b)
+            axes = {(id(d), side): on_axis(d, side) for d in result.devices[:1]
+                    for side in SIDES}
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
-        self.call_from_thread(self._start_pair, a, b, result)
+        self.call_from_thread(self._start_pair, a, b, result, axes)
 
-    def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison) -> None:
+    def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison,
+                    axes: dict | None = None) -> None:
         self.traces = [a, b]
         self.comparison = result
+        self._axes = dict(axes or {})
         self._start(a)
         pairs = [d.device_a for d in result.devices]
         if self.cursor is not None and self.cursor.device not in pairs and pairs:
@@ -148,6 +154,17 @@ class CompareApp(MemtuiApp):
             if (pair.device_a if self.side == "a" else pair.device_b) == device:
                 return pair
         return None
+
+    def axis_levels(self, pair: DeviceComparison, side: str | None = None) -> tuple:
+        """:func:`~memtui.analysis.compare.on_axis` of ``pair`` on ``side``'s axis (the
+        shown run's by default), computed once per alignment."""
+        side = side or self.side
+        key = (id(pair), side)
+        if key not in self._axes:
+            self._axes = {k: v for k, v in self._axes.items()
+                          if any(id(d) == k[0] for d in self.comparison.devices)}
+            self._axes[key] = on_axis(pair, side)
+        return self._axes[key]
 
     def alignment_text(self, device: str) -> str:
         pair = self.comparison_for(device)
