@@ -38,6 +38,13 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         trace = _cached_or_loaded(path, progress, store_in_background)
     else:
         trace = open_capture(path, progress)
+    return prepare_trace(trace, thresholds)
+
+
+def prepare_trace(trace: MemoryTrace,
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
+    """The load-time analyses applied to a trace a source built (``--follow`` builds one
+    per new batch of rows)."""
     return with_inefficient_flags(trace, thresholds)
 
 

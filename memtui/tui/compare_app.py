@@ -263,6 +263,19 @@ class CompareApp(MemtuiApp):
         self.comparison_key += 1
         self.notify(f"showing {self.side_label(self.side)}", timeout=2)
 
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """MemtuiApp's sections, its own keys under "Everywhere" and these under "Compare"."""
+        sections = super().help_sections()  # "Everywhere" lists self.BINDINGS: the ones here
+
+        def rows(bindings) -> list[tuple[str, str]]:
+            return [(", ".join(self.get_key_display(Binding(key, ""))
+                               for key in b.key.split(",")), b.description or b.action)
+                    for b in bindings if isinstance(b, Binding)]
+
+        sections[0] = ("Everywhere", rows(MemtuiApp.BINDINGS))
+        sections.insert(1, ("Compare", rows(CompareApp.BINDINGS)))
+        return sections
+
     def status_prefix(self) -> str:
         """What the status bar says first: the shown run."""
         return self.side.upper()
@@ -281,8 +294,7 @@ class CompareApp(MemtuiApp):
                  else f"{row['kind']} {row['label']} at {row['at']}")
         self._run_filters = {"a": (pair.device_a, ids_a, label), "b": (pair.device_b, ids_b, label)}
         if row["kind"] == "stack" and row["label"] and not row["label"].startswith("("):
-            name = row["label"].split(" (")[0]
-            self._stack_search = {"a": name, "b": name}
+            self._stack_search = {"a": row["label"], "b": row["label"]}
         else:
             self._stack_search = {}
         self.block_filter = self._run_filters[self.side]
@@ -329,12 +341,27 @@ class CompareApp(MemtuiApp):
             tries[0] += 1
             ready = getattr(screen, "_ready", False) and self.current_mode == "stacks"
             if ready and self.side in self._stack_search:
-                screen.search(self._stack_search.pop(self.side))  # type: ignore[attr-defined]
+                _find_frame(screen, self._stack_search.pop(self.side))
                 timer.stop()
             elif tries[0] > 100 or self.current_mode != "stacks":
                 timer.stop()
 
         timer = self.set_interval(0.05, attempt)
+
+
+def _find_frame(screen, label: str) -> None:
+    """On a Stacks screen: search the frame's function and select the match that is this
+    very frame (``name (file:line)``), not the largest of that name."""
+    name = label.split(" (")[0]
+    screen.search(name)
+    tree = getattr(screen, "stack_tree", None)
+    matches = list(getattr(screen, "match_list", []))
+    wanted = label.replace(" (", "  ", 1).removesuffix(")")
+    for index, node in enumerate(matches):
+        if tree is not None and tree.label(node) == wanted:
+            screen.match_at = index - 1
+            screen.action_match(1)
+            return
 
 
 def run_compare(path_a: str | Path, path_b: str | Path) -> int:
