@@ -263,6 +263,19 @@ class CompareApp(MemtuiApp):
         self.comparison_key += 1
         self.notify(f"showing {self.side_label(self.side)}", timeout=2)
 
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """MemtuiApp's sections, its own keys under "Everywhere" and these under "Compare"."""
+        sections = super().help_sections()  # "Everywhere" lists self.BINDINGS: the ones here
+
+        def rows(bindings) -> list[tuple[str, str]]:
+            return [(", ".join(self.get_key_display(Binding(key, ""))
+                               for key in b.key.split(",")), b.description or b.action)
+                    for b in bindings if isinstance(b, Binding)]
+
+        sections[0] = ("Everywhere", rows(MemtuiApp.BINDINGS))
+        sections.insert(1, ("Compare", rows(CompareApp.BINDINGS)))
+        return sections
+
     def status_prefix(self) -> str:
         """What the status bar says first: the shown run."""
         return self.side.upper()
