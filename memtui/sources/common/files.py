@@ -67,8 +67,9 @@ def read_head(path: Path, size: int) -> bytes:
         return b""
 
 
-def check_input(path: Path) -> None:
-    """Raise a :class:`CaptureError` saying why ``path`` cannot be read, if it cannot."""
+def check_input(path: Path, allow_empty: bool = False) -> None:
+    """Raise a :class:`CaptureError` saying why ``path`` cannot be read, if it cannot
+    (``allow_empty``: an empty file is fine, as one followed before its writer wrote)."""
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -87,7 +88,7 @@ def check_input(path: Path) -> None:
         raise CaptureError(path, "cannot read it (permission denied)") from None
     except OSError as exc:
         raise CaptureError(path, f"cannot read it ({exc.strerror or exc})") from None
-    if info.st_size == 0:
+    if info.st_size == 0 and not allow_empty:
         raise CaptureError(path, "the file is empty")
 
 
