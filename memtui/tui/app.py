@@ -126,7 +126,7 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = load_trace(self.trace_path, progress)
+            trace = load_trace(self.trace_path, progress, store_in_background=True)
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
