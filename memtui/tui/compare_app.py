@@ -261,6 +261,8 @@ class CompareApp(MemtuiApp):
             await self.switch_mode(mode)
             self._after_show(mode)
         self.comparison_key += 1
+        for bar in self.screen.query("StatusBar"):  # the cursor may map onto an equal one
+            bar.refresh()
         self.notify(f"showing {self.side_label(self.side)}", timeout=2)
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
