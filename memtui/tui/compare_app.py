@@ -110,7 +110,8 @@ class CompareApp(MemtuiApp):
                                       f"{'AB'[index]}: {message}")
 
         try:
-            a, b = load_traces([p for p in self.paths if p is not None], progress)
+            a, b = load_traces([p for p in self.paths if p is not None], progress,
+                               store_in_background=True)
             result = compare(a, b)
             axes = {(id(d), side): on_axis(d, side) for d in result.devices[:1]
                     for side in SIDES}
