@@ -13,4 +13,6 @@ from __future__ import annotations
 COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
     "findings": "memtui.commands.findings",
+    "compare": "memtui.commands.compare",
+    "record": "memtui.commands.record",
 }

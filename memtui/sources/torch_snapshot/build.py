@@ -13,6 +13,7 @@ by walking back from the final state (start = active at end - allocs + frees).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from memtui.model import (
     TraceMeta,
     conform,
 )
+from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
@@ -58,16 +60,19 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path, progress=None) -> MemoryTrace:
     path = Path(path)
-    _report(progress, 0.0, f"unpickling {path.name}")
-    data = load_pickle(path)
-    _report(progress, 0.6, "building the model")
-    snapshot = _normalise(path, data)
-    try:
-        trace = _SnapshotBuilder(path, snapshot).build()
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise CaptureError(
-            path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
-        ) from None
+    # Millions of dicts come and go here: the cyclic collector would walk them again and
+    # again (more than half the unpickling time) for no cycle to find.
+    with collector_paused():
+        _report(progress, 0.0, f"unpickling {path.name}")
+        snapshot = _normalise(path, load_pickle(path))
+        _report(progress, 0.6, "building the model")
+        try:
+            trace = _SnapshotBuilder(path, snapshot).build()
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise CaptureError(
+                path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
+            ) from None
+        del snapshot
     _report(progress, 1.0, "done")
     return trace
 
@@ -144,10 +149,11 @@ class _SnapshotBuilder:
         return [(name, trace) for name, trace in traces if trace]
 
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        """One device's trace entries as columns (polars reads the dicts natively)."""
+        """One device's trace entries as columns, one C-level pass per key."""
         try:
-            df = pl.DataFrame(trace, schema=_TRACE_SCHEMA)
-        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+            df = pl.DataFrame([_trace_column(trace, key, dtype)
+                               for key, dtype in _TRACE_SCHEMA.items()])
+        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
             raise CaptureError(self.path, f"malformed trace entries of {device} ({exc})") from None
         for key in ("action", "size"):
             missing = df[key].null_count()
@@ -161,7 +167,7 @@ class _SnapshotBuilder:
             # the canonical Enum from here on: comparisons are integer ops, not strings
             pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
                                             return_dtype=ACTION_DTYPE).alias("canonical"),
-            self.interner.stack_ids([entry.get("frames") for entry in trace]),
+            self.interner.stack_ids(_trace_values(trace, "frames")),
         )
         unknown = df.filter(pl.col("canonical").is_null())
         if unknown.height:
@@ -471,6 +477,31 @@ class _SnapshotBuilder:
             rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
                          "name": name} for t in ts)
         return rows
+
+
+_NUMPY_OF = {pl.Int64: np.int64, pl.UInt64: np.uint64}
+
+
+def _trace_values(trace: list[dict], key: str) -> list:
+    """``entry[key]`` of every entry (None where an entry lacks it)."""
+    try:
+        return list(map(itemgetter(key), trace))
+    except (KeyError, TypeError):
+        return [entry.get(key) for entry in trace]
+
+
+def _trace_column(trace: list[dict], key: str, dtype: type[pl.DataType]) -> pl.Series:
+    """Column ``key`` of the trace entries: straight into a typed array where every entry
+    has an integer there (one pass, no intermediate list), else through a list with nulls."""
+    numpy_dtype = _NUMPY_OF.get(dtype)
+    if numpy_dtype is not None:
+        try:
+            values = np.fromiter(map(itemgetter(key), trace), dtype=numpy_dtype,
+                                 count=len(trace))
+            return pl.Series(key, values, dtype=dtype)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            pass  # a missing key, a None, a float: the general path below decides
+    return pl.Series(key, _trace_values(trace, key), dtype=dtype, strict=True)
 
 
 def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:

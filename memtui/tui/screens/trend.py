@@ -193,6 +193,13 @@ class TrendScreen(Screen):
                           row["where"])
         self.query_one("#live-table", Static).update(table)
 
+    def trace_replaced(self) -> None:
+        """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
+        self._series_key = None
+        cursor = self.app.cursor
+        if self.is_attached and cursor is not None:
+            self._cursor_changed(cursor)
+
     # -- actions --------------------------------------------------------------------------
 
     def action_toggle_live_by(self) -> None:
