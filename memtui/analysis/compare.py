@@ -338,8 +338,8 @@ def op_names(trace: MemoryTrace, device: str, blocks: pl.DataFrame) -> pl.Series
         pl.col("t_alloc").fill_null(np.iinfo(np.int64).min)).sort("t_alloc")
     right = ops.select(pl.col("t").alias("t_alloc"), "t_end", "name", *(by or [])).sort("t_alloc")
     if by:
-        left = left.with_columns(pl.col("thread").cast(pl.Int64))
-        right = right.with_columns(pl.col("thread").cast(pl.Int64))
+        left = left.with_columns(pl.col("thread").cast(pl.Int64, strict=False))
+        right = right.with_columns(pl.col("thread").cast(pl.Int64, strict=False))
     joined = left.join_asof(right, on="t_alloc", by=by, strategy="backward",
                             check_sortedness=False).sort("row")
     inside = pl.col("t_end").is_null() | (pl.col("t_alloc") <= pl.col("t_end"))
@@ -436,7 +436,8 @@ def new_blocks(ka: pl.DataFrame, kb: pl.DataFrame, limit: int = 20) -> pl.DataFr
         b_count=pl.len(), block_ids=pl.col("block_id").sort(), label=pl.col("stack_label").first(),
         file=pl.col("file").first(), line=pl.col("line").first())
     rows = ends_b.join(ends_a, on=group, how="left").with_columns(
-        count=pl.col("b_count") - pl.col("a_count").fill_null(0)).filter(pl.col("count") > 0)
+        count=pl.col("b_count").cast(pl.Int64) - pl.col("a_count").cast(pl.Int64).fill_null(0),
+    ).filter(pl.col("count") > 0)
     return rows.select(
         "label", "file", "line", "size", "count", bytes=pl.col("size") * pl.col("count"),
         block_ids=pl.col("block_ids").list.tail(pl.col("count")).list.head(limit),
@@ -549,6 +550,15 @@ def sample(level: Level, times: np.ndarray) -> np.ndarray:
     return level.values[np.clip(at, 0, level.values.size - 1)]
 
 
+def _merged(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The distinct values of two sorted arrays, sorted (a stable sort of two runs is a
+    merge; ``np.union1d`` sorts from scratch)."""
+    both = np.sort(np.concatenate([x, y]).astype(np.int64), kind="stable")
+    keep = np.ones(both.size, dtype=bool)
+    keep[1:] = both[1:] != both[:-1]
+    return both[keep]
+
+
 def on_axis(d: DeviceComparison, side: str) -> tuple[Level, Level, Level]:
     """For drawing on ``side``'s time axis (``"a"`` or ``"b"``): that side's allocated
     level, the other side's mapped onto the axis by the alignment, and B - A there."""
@@ -558,7 +568,7 @@ def on_axis(d: DeviceComparison, side: str) -> tuple[Level, Level, Level]:
     else:
         this, other = d.b.allocated, d.a.allocated
         mapped = Level(d.alignment.a_to_b(other.t), other.values)
-    times = np.union1d(this.t, mapped.t).astype(np.int64)
+    times = _merged(this.t, mapped.t)
     delta = sample(mapped, times) - sample(this, times)
     if side == "b":
         delta = -delta
