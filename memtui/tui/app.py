@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
