@@ -35,6 +35,7 @@ from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
     connect_readonly,
     is_sqlite,
+    read_consistently,
     sqlite_problem,
     table_names,
 )
@@ -168,17 +169,12 @@ Report = Callable[[float], None] | None
 
 
 def read_db(path: Path, report: Report = None) -> RawFile:
-    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come)."""
+    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come),
+    read again from a private copy if a writer changed the file meanwhile."""
     try:
-        con = connect_readonly(path)
+        return read_consistently(path, lambda con: _read_db_tables(path, con, report))
     except sqlite3.Error as exc:
         raise CaptureError(path, sqlite_problem(exc)) from None
-    try:
-        return _read_db_tables(path, con, report)
-    except sqlite3.Error as exc:
-        raise CaptureError(path, sqlite_problem(exc)) from None
-    finally:
-        con.close()
 
 
 def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawFile:
