@@ -250,9 +250,7 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
     """
     query = _ChunkQuery(con, table, mapping, int_columns)
     try:
-        lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        ranges = [] if lo is None else [
-            (a, min(a + _CHUNK_ROWS - 1, hi)) for a in range(lo, hi + 1, _CHUNK_ROWS)]
+        ranges = rowid_chunks(con, table)
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
@@ -270,6 +268,30 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
                 yield chunk.with_row_index("row", offset=offset).with_columns(
                     pl.col("row").cast(pl.Int64))
                 offset += chunk.height
+
+
+_MAX_ROWID = 2**63 - 1
+
+
+def rowid_chunks(con: sqlite3.Connection, table: str,
+                 rows: int = _CHUNK_ROWS) -> list[tuple[int, int]]:
+    """Rowid ranges of about ``rows`` rows each, following the rows that exist.
+
+    Each range starts at the first rowid after the last one (an indexed seek), so a table
+    whose rowids are sparse (one row at 2**63-1) costs as many ranges as it has runs of
+    rows, never ``(max - min) / rows``; a range ending past the largest rowid is clamped.
+    """
+    lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    ranges: list[tuple[int, int]] = []
+    start = lo
+    while start is not None:
+        end = min(start + rows - 1, hi, _MAX_ROWID)
+        ranges.append((start, end))
+        if end >= hi:
+            break
+        start = con.execute(f'SELECT min(rowid) FROM "{table}" WHERE rowid > ?',
+                            (end,)).fetchone()[0]
+    return ranges
 
 
 class _ChunkQuery:
