@@ -110,7 +110,7 @@ def test_leak_by_owner_without_stacks():
     """msMemScope style: no call stacks, owners, mstx "step start" ranges as steps."""
     b = TraceBuilder(source="msmemscope", path="/toy/leaks_dump.db")
     b.alloc(None, 64 * MiB, owner="PTA@weight")
-    for k in range(8):
+    for _ in range(8):
         b.step("step start", kind="mstx_range")
         act = b.alloc(None, 32 * MiB, owner="PTA@activation")
         b.alloc(None, 2 * MiB, owner="PTA@leaks_mem")
