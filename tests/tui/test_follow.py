@@ -120,7 +120,7 @@ async def test_an_appended_csv(tmp_path):
 
 
 async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
-    tmp_path = tmp_path / "dumps [b]of[/b] run"  # a name that is not markup on screen
+    tmp_path = tmp_path / "dumps [bold]of run"  # a name that is not markup on screen
     tmp_path.mkdir()
     shown: list[str] = []
 
@@ -136,7 +136,7 @@ async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
         await polls(pilot, 1)
         waiting = str(app.screen.query_one("#loading-message").render())
         assert "waiting for a complete snapshot dump" in waiting
-        assert "dumps [b]of[/b] run" in waiting
+        assert "dumps [bold]of run" in waiting
         await asyncio.to_thread(write_dumps)
         for _ in range(4):
             await polls(pilot, 1)
