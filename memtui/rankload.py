@@ -165,7 +165,9 @@ def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
             for future in done:
                 yield future.result()
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # All done: wait for the workers to exit (nothing left behind); stopped early:
+        # drop what has not started and let the running ranks finish on their own.
+        pool.shutdown(wait=not pending, cancel_futures=True)
 
 
 def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | None,
