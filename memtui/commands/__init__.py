@@ -14,4 +14,6 @@ COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
+    "record": "memtui.commands.record",
+    "cache": "memtui.commands.cache",
 }

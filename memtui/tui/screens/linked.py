@@ -10,6 +10,7 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -21,6 +22,7 @@ from memtui.analysis.addresses import AddressBook
 from memtui.analysis.live import DeviceIndex
 from memtui.analysis.stack_tree import format_stack
 from memtui.analysis.summary import format_bytes
+from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets import paint
@@ -59,6 +61,7 @@ class LinkedScreen(Screen):
         self._stale = True
         self._ready = False
         self._seen: CursorState | None = None  # the cursor last drawn
+        self._trace_stale = False  # the app replaced the trace while this screen was hidden
 
     # -- the app's contract -----------------------------------------------------------------
 
@@ -96,7 +99,10 @@ class LinkedScreen(Screen):
         self._start(self.cursor.device)
 
     def on_screen_resume(self) -> None:
-        if self._ready and (self._stale or self.cursor.device != self.device):
+        if self._trace_stale:
+            self._trace_stale = False
+            self._start(self.cursor.device)
+        elif self._ready and (self._stale or self.cursor.device != self.device):
             self._cursor_changed(self._seen, self.cursor)
         self.focus_main()
 
@@ -104,7 +110,7 @@ class LinkedScreen(Screen):
         self.device = device
         self._ready = False
         if self.trace.blocks.height > BACKGROUND_BLOCKS:
-            self.query_one("#status-line", Static).update(f"indexing {device}...")
+            self.query_one("#status-line", Static).update(Text(f"indexing {printable(device)}..."))
             self.run_worker(lambda: self._prepare_then_ready(device), thread=True,
                             exclusive=True, group="prepare")
         else:
@@ -144,6 +150,16 @@ class LinkedScreen(Screen):
     def _follow(self, old: CursorState | None, new: CursorState) -> None:
         self._seen = new
         self.follow(old, new)
+
+    def trace_replaced(self) -> None:
+        """The app shows a grown trace (``--follow``): prepare and build again, now if this
+        screen is shown, else when it is."""
+        if not self.is_attached:
+            return
+        if self.is_current:
+            self._start(self.cursor.device)
+        else:
+            self._trace_stale = True
 
     # -- for subclasses ----------------------------------------------------------------------
 
@@ -249,11 +265,12 @@ def block_details(screen, cursor: CursorState) -> str:
         when += f", freed {paint.format_time(trace, blocks['t_free'], origin)}"
     owner = blocks.get("owner") or "-"
     lines = [
-        f"[b]{name}[/b]  {format_bytes(int(index.size[row]))} "
-        f"(requested {int(requested):,} B)  stream {blocks['stream']}  {blocks['pool']}"
+        f"[b]{paint.plain(name)}[/b]  {format_bytes(int(index.size[row]))} "
+        f"(requested {int(requested):,} B)  stream {blocks['stream']}  "
+        f"{paint.plain(blocks['pool'])}"
         + ("  " + ", ".join(marks) if marks else ""),
-        f"{when}  owner {owner}",
+        f"{when}  owner {paint.plain(owner)}",
     ]
     stack = format_stack(trace, blocks["stack_id"], limit=12)
-    lines += ["  " + frame for frame in stack]
+    lines += ["  " + paint.plain(frame) for frame in stack]
     return "\n".join(lines)

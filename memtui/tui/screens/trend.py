@@ -22,6 +22,7 @@ from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
+from memtui.errors import printable
 from memtui.tui.widgets.curve import Markers, TrendPlot
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
@@ -190,8 +191,15 @@ class TrendScreen(Screen):
         for row in top.iter_rows(named=True):
             share = 100 * row["bytes"] / total if total else 0
             table.add_row(format_bytes(row["bytes"]), f"{share:.0f}", f"{row['blocks']:,}",
-                          row["where"])
+                          Text(printable(str(row["where"]))))  # a name from the file
         self.query_one("#live-table", Static).update(table)
+
+    def trace_replaced(self) -> None:
+        """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
+        self._series_key = None
+        cursor = self.app.cursor
+        if self.is_attached and cursor is not None:
+            self._cursor_changed(cursor)
 
     # -- actions --------------------------------------------------------------------------
 
