@@ -15,7 +15,6 @@ from pathlib import Path
 
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
 from memtui.model import MemoryTrace
-from memtui.sources import open_capture
 
 Progress = Callable[[float, str], None]
 
@@ -37,7 +36,7 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     if use_cache:
         trace = _cached_or_loaded(path, progress, store_in_background)
     else:
-        trace = open_capture(path, progress)
+        trace = _open_capture(path, progress)
     return prepare_trace(trace, thresholds)
 
 
@@ -46,6 +45,13 @@ def prepare_trace(trace: MemoryTrace,
     """The load-time analyses applied to a trace a source built (``--follow`` builds one
     per new batch of rows)."""
     return with_inefficient_flags(trace, thresholds)
+
+
+def _open_capture(path: str | Path, progress: Progress | None) -> MemoryTrace:
+    """The source's read (imported on use: a reopen from the cache needs no loader)."""
+    from memtui.sources import open_capture
+
+    return open_capture(path, progress)
 
 
 def _cached_or_loaded(path: str | Path, progress: Progress | None,
@@ -59,7 +65,7 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
             if progress is not None:
                 progress(1.0, "opened from the cache")
             return trace
-    trace = open_capture(path, progress)
+    trace = _open_capture(path, progress)
     if key is not None and in_background:
         cache.store_in_background(key, trace)
     elif key is not None:
