@@ -81,7 +81,8 @@ IndexedProgress = Callable[[int, float, str], None]
 
 def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None,
                 thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
-                use_cache: bool | None = None) -> list[MemoryTrace]:
+                use_cache: bool | None = None,
+                store_in_background: bool = False) -> list[MemoryTrace]:
     """Every path loaded with :func:`load_trace`, side by side in threads, in order
     (compare mode).  The loaders spend most of their time in polars and in the C
     unpickler, which release the GIL for much of it, so nothing is copied between
@@ -93,7 +94,8 @@ def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None
         if progress is not None:
             def report(fraction: float, message: str) -> None:
                 progress(index, fraction, message)
-        return load_trace(paths[index], report, thresholds, use_cache=use_cache)
+        return load_trace(paths[index], report, thresholds, use_cache=use_cache,
+                          store_in_background=store_in_background)
 
     if len(paths) < 2:
         return [load(i) for i in range(len(paths))]

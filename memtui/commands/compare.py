@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from memtui.analysis.compare_text import format_comparison
     from memtui.loading import load_traces
 
-    a, b = load_traces([args.a, args.b])
+    a, b = load_traces([args.a, args.b], store_in_background=True)
     result = compare(a, b, mode=args.align, shift=args.shift)
     print(json.dumps(result.to_json()) if args.json else format_comparison(result, args.top))
     return 0

@@ -10,9 +10,13 @@ a folder listing, or one ``max(rowid)`` query) and ``restart()``:
   short chunks; the rows append to the raw frames read before, from which the model is
   built again (:func:`memtui.sources.memscope.build.build_trace`).
 * :class:`CsvFollower`: an msMemScope or profiler CSV being appended.  Only complete new
-  lines are read (from the byte offset reached, a half-written last line waits); they are
-  appended to a private copy in a temporary folder (never beside the file), which the
-  format's own loader reads.
+  records are read, from the byte offset reached (a half-written last one waits).  A
+  dump CSV's records are parsed as they come and appended to the rows read
+  (:class:`memtui.sources.memscope.tail.CsvTail`); other CSVs (python traces, profiler
+  tables) have their new lines appended to a private copy in a temporary folder (never
+  beside the file), which the format's own loader reads whole.
+* :class:`FolderFollower`: a folder holding msMemScope results follows its newest dump
+  file as above; else it is a :class:`SnapshotFollower`:
 * :class:`SnapshotFollower`: a folder where snapshot dumps appear (``memtui record``'s, or
   any job's ``_dump_snapshot``), or one snapshot file rewritten in place: the newest
   complete dump (hidden and temporary names ignored; a dump that does not load whole is
@@ -25,6 +29,7 @@ and reading stops there, the last good trace kept, until ``restart()``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -178,20 +183,20 @@ class CsvFollower(Follower):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
-        # The last folders too: loaders read the device from ``device_N/``.
-        self.copy = self._folder.joinpath(*Path(path).resolve().parts[-3:])
-        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        self._folder: Path | None = None
         self._reset()
 
     def _reset(self) -> None:
-        self.offset = 0
+        self.offset = 0  # bytes of the file read
         self.lines = 0
+        self.tail = None  # memscope.tail.CsvTail, once the header says a dump CSV
         self._file: _FileId | None = None
-        self.copy.write_bytes(b"")
+        if self._folder is not None:
+            self.copy.write_bytes(b"")
 
     def close(self) -> None:
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
     def _poll(self) -> FollowUpdate:
         now = _FileId.of(self.path)
@@ -203,6 +208,45 @@ class CsvFollower(Follower):
         self._file = now
         if now.size == self.offset:
             return FollowUpdate(waiting=self._waiting())
+        if self.tail is None and self._folder is None and not self._choose():
+            return FollowUpdate(waiting=self._waiting())
+        if self.tail is not None:
+            return self._poll_dump()
+        return self._poll_copy(now)
+
+    def _choose(self) -> bool:
+        """Once the header line is whole: a dump CSV is parsed as it grows, any other CSV
+        (python trace, profiler) is copied and read whole by its loader."""
+        from memtui.sources.memscope.read import csv_kind, first_line
+        from memtui.sources.memscope.tail import CsvTail
+
+        with open(self.path, "rb") as fh:
+            if b"\n" not in fh.read(65536):
+                return False
+        if csv_kind(self.path) == "dump" and first_line(self.path):
+            self.tail = CsvTail(self.path)
+            return True
+        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
+        # The last folders too: loaders read the device from ``device_N/``.
+        self.copy = self._folder.joinpath(*Path(self.path).resolve().parts[-3:])
+        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        self.copy.write_bytes(b"")
+        return True
+
+    def _poll_dump(self) -> FollowUpdate:
+        """A dump CSV: the complete records past the offset parsed and appended."""
+        new = self.tail.read_new()
+        self.offset = self.tail.offset
+        self.lines = self.tail.rows + 1
+        if not new:
+            return FollowUpdate(waiting=self._waiting())
+        trace = self.tail.trace()
+        if trace is None:
+            return FollowUpdate(new_rows=new, waiting=f"no memory rows yet in {self.path.name}")
+        return FollowUpdate(trace=trace, new_rows=new)
+
+    def _poll_copy(self, now: _FileId) -> FollowUpdate:
+        """Another CSV: its complete new lines appended to the private copy, read whole."""
         with open(self.path, "rb") as fh:
             fh.seek(self.offset)
             data = fh.read(now.size - self.offset)
@@ -313,26 +357,113 @@ class SnapshotFollower(Follower):
         return f"waiting for the first complete snapshot dump in {self.path}"
 
 
+# -- a folder: snapshot dumps, or an msMemScope result folder ---------------------------------
+
+#: msMemScope's dump files, by name (a file being created may not sniff yet).
+_DUMP_NAME = re.compile(r"(memscope_dump|leaks_dump)_.*\.(db|csv)$")
+_MAX_DEPTH = 6
+_MAX_ENTRIES = 20_000
+
+
+class FolderFollower(Follower):
+    """A folder: the newest complete snapshot dump in it (:class:`SnapshotFollower`), or,
+    where it holds msMemScope results (``memscopeDumpResults/``, a run's folder, its
+    ``device_N/dump/``), the newest dump file under it, followed as a file; a newer one (a
+    new run) takes its place.  Nothing there yet: it waits for either."""
+
+    kind = "folder"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.snapshots = SnapshotFollower(path)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.snapshots.restart()
+        self.inner: Follower | None = None
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+    def _poll(self) -> FollowUpdate:
+        if not self.path.is_dir():
+            raise _Stop("was deleted")
+        if self.inner is None or not isinstance(self.inner, SnapshotFollower):
+            newest = newest_dump_file(self.path)
+            if newest is not None:
+                return self._follow_file(newest)
+        update = self.snapshots.poll()
+        if update.trace is not None:
+            self.inner = self.snapshots
+        elif self.inner is None and update.waiting:
+            update.waiting = (f"waiting for a complete snapshot dump or an msMemScope dump "
+                              f"file in {self.path}")
+        return update
+
+    def _follow_file(self, newest: Path) -> FollowUpdate:
+        if self.inner is None or self.inner.path != newest:
+            if self.inner is not None:
+                self.inner.close()
+            self.inner = _file_follower(newest)
+        update = self.inner.poll()
+        if update.problem:  # the file followed went away: the next poll looks again
+            self.inner.close()
+            self.inner = None
+            update = FollowUpdate(waiting=update.problem)
+        return update
+
+
+def newest_dump_file(folder: Path) -> Path | None:
+    """The most recently modified msMemScope dump file under ``folder`` (a few levels deep),
+    a DB before a CSV of the same time."""
+    best: tuple[int, int, str] | None = None
+    found: Path | None = None
+    seen = 0
+    base = len(folder.parts)
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [] if len(Path(root).parts) - base >= _MAX_DEPTH else sorted(dirs)
+        for name in files:
+            seen += 1
+            if not _DUMP_NAME.search(name):
+                continue
+            path = Path(root) / name
+            stat = _FileId.of(path)
+            if stat is None:
+                continue
+            key = (stat.mtime_ns, name.endswith(".db"), name)
+            if best is None or key > best:
+                best, found = key, path
+        if seen > _MAX_ENTRIES:
+            break
+    return found
+
+
 # -- picking one ------------------------------------------------------------------------------
 
 
 def open_follower(path: str | Path) -> Follower:
     """The follower for ``path`` (see the module docstring); a CaptureError otherwise."""
-    from memtui.sources import memscope, torch_snapshot
-    from memtui.sources.common.sqlite import is_sqlite
-    from memtui.sources.memscope.read import csv_kind
-
     path = Path(path)
     if not path.exists():
         raise CaptureError(path, "no such file or folder")
     if path.is_dir():
-        return SnapshotFollower(path)
+        return FolderFollower(path)
+    return _file_follower(path)
+
+
+def _file_follower(path: Path) -> Follower:
+    from memtui.sources import memscope, torch_snapshot
+    from memtui.sources.common.sqlite import is_sqlite
+    from memtui.sources.memscope.read import csv_kind
+
     if is_sqlite(path):
         if memscope.sniff(path) or _empty_db(path):
             return MemscopeDbFollower(path)
         raise CaptureError(path, "an SQLite file --follow does not read (only msMemScope DBs)")
-    if csv_kind(path) is not None or _is_profiler_csv(path):
-        return CsvFollower(path)
+    if csv_kind(path) is not None or _is_profiler_csv(path) or (
+            path.suffix.lower() == ".csv" and path.stat().st_size < 65536):
+        return CsvFollower(path)  # a CSV whose header is still being written waits
     if path.stat().st_size == 0 or torch_snapshot.sniff(path):
         return SnapshotFollower(path)
     raise CaptureError(path, "--follow reads msMemScope DBs and CSVs, profiler CSVs, snapshot "
@@ -352,5 +483,5 @@ def _is_profiler_csv(path: Path) -> bool:
     return path.suffix.lower() == ".csv" and ascend.sniff(path)
 
 
-__all__ = ["CsvFollower", "FollowUpdate", "Follower", "MemscopeDbFollower", "SnapshotFollower",
-           "open_follower"]
+__all__ = ["CsvFollower", "FolderFollower", "FollowUpdate", "Follower", "MemscopeDbFollower",
+           "SnapshotFollower", "open_follower"]

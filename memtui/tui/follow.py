@@ -61,6 +61,7 @@ class FollowController:
         self._polling = False
         self._stopped = False
         self.last_poll_seconds = 0.0
+        self._restart_wanted = False
 
     def start(self) -> None:
         """Open the follower (a CaptureError for what cannot be followed) and poll now."""
@@ -77,16 +78,23 @@ class FollowController:
             self.follower.close()
 
     def restart(self) -> None:
-        """Read the file again from its start (after a truncation or a rotation)."""
+        """Read the file again from its start (after a truncation or a rotation).  While a
+        poll runs in the worker, the restart waits for it (its result is dropped)."""
         if self.follower is None:
             return
+        if self._polling:
+            self._restart_wanted = True
+            return
+        self._restart_now()
+
+    def _restart_now(self) -> None:
+        self._restart_wanted = False
         self.follower.restart()
         self.state.problem = None
         self.interval = self.min_interval
-        if not self._polling:
-            if self._timer is not None:
-                self._timer.stop()
-            self._poll()
+        if self._timer is not None:
+            self._timer.stop()
+        self._poll()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -133,6 +141,9 @@ class FollowController:
 
     def _done(self, update: FollowUpdate, timelines: dict) -> None:
         self._polling = False
+        if self._restart_wanted:  # asked for while this poll ran: read from the start
+            self._restart_now()
+            return
         state = self.state
         state.polls += 1
         state.waiting = update.waiting
@@ -168,4 +179,4 @@ class FollowController:
             return f"⚠ {problem}", f"⚠ {word}"
         if at_end:
             return "● LIVE", "● LIVE"
-        return "⏸ paused (G: live)", "⏸ G"
+        return "⏸ paused (G: live)", "⏸ G: live"

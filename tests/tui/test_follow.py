@@ -132,7 +132,7 @@ async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
     app = MemtuiApp(tmp_path, follow=True, poll=POLL)
     async with app.run_test(size=(120, 40)) as pilot:
         await polls(pilot, 1)
-        assert "waiting for the first complete snapshot dump" in str(
+        assert "waiting for a complete snapshot dump" in str(
             app.screen.query_one("#loading-message").render())
         await asyncio.to_thread(write_dumps)
         for _ in range(4):
