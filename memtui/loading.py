@@ -15,6 +15,10 @@ from pathlib import Path
 
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
 from memtui.model import MemoryTrace
+from memtui.sources import open_capture
+from memtui.sources.common.files import check_input
+
+__all__ = ["check_input", "load_trace"]
 
 Progress = Callable[[float, str], None]
 
@@ -29,6 +33,7 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     ``store_in_background`` writes a new cache entry in a thread and returns at once
     (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits).
     """
+    check_input(Path(path))  # before the cache looks at it: loops, FIFOs, permissions
     if use_cache is None:
         from memtui import cache
 
@@ -36,7 +41,7 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     if use_cache:
         trace = _cached_or_loaded(path, progress, store_in_background)
     else:
-        trace = _open_capture(path, progress)
+        trace = open_capture(path, progress)
     return prepare_trace(trace, thresholds)
 
 
@@ -45,13 +50,6 @@ def prepare_trace(trace: MemoryTrace,
     """The load-time analyses applied to a trace a source built (``--follow`` builds one
     per new batch of rows)."""
     return with_inefficient_flags(trace, thresholds)
-
-
-def _open_capture(path: str | Path, progress: Progress | None) -> MemoryTrace:
-    """The source's read (imported on use: a reopen from the cache needs no loader)."""
-    from memtui.sources import open_capture
-
-    return open_capture(path, progress)
 
 
 def _cached_or_loaded(path: str | Path, progress: Progress | None,
@@ -65,7 +63,7 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
             if progress is not None:
                 progress(1.0, "opened from the cache")
             return trace
-    trace = _open_capture(path, progress)
+    trace = open_capture(path, progress)
     if key is not None and in_background:
         cache.store_in_background(key, trace)
     elif key is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from textual.timer import Timer
 
 from memtui.errors import CaptureError
@@ -150,8 +151,8 @@ class FollowController:
         if update.problem != state.problem:
             state.problem = update.problem
             if update.problem:
-                self.app.notify(f"{update.problem}: the last good view stays; R reads it "
-                                "again from the start", title="follow", severity="warning",
+                self.app.notify(f"{escape(update.problem)}: the last good view stays; R reads "
+                                "it again from the start", title="follow", severity="warning",
                                 timeout=10)
         if update.trace is not None:
             state.updates += 1
