@@ -88,6 +88,36 @@ def connect_readonly(path: Path, private_copy: bool = False) -> ReadOnlyConnecti
     return con
 
 
+def readonly_uri(path: Path) -> str:
+    """The URI every reader opens ``path`` with (see :func:`connect_readonly`): ``mode=ro``,
+    plus ``immutable=1`` for a WAL-mode file with no ``-wal`` beside it."""
+    path = Path(path).resolve()
+    params = "mode=ro"
+    if _wal_mode(path) and not Path(f"{path}-wal").exists():
+        params += "&immutable=1"
+    return f"{path.as_uri()}?{params}"
+
+
+def connect_arrow(path: Path):
+    """An ADBC (Arrow) connection to ``path`` opened through :func:`readonly_uri`, or None
+    where ``adbc-driver-sqlite`` is missing or cannot open it.  Typed columns come back as
+    Arrow batches: no Python object per row, no text round trip."""
+    if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists():
+        return None  # a leftover -wal: SQLite would create a -shm beside the capture
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError:
+        return None
+    try:
+        con = adbc.connect(readonly_uri(path))
+        cursor = con.cursor()
+        cursor.execute("PRAGMA query_only = 1")
+        cursor.close()
+    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
+        return None
+    return con
+
+
 def read_consistently(path: Path, read: Callable[[ReadOnlyConnection], T]) -> T:
     """``read(connection)``, again from a private copy if the file changed meanwhile (a
     writer that started after an ``immutable`` open could have torn the read)."""
