@@ -126,7 +126,7 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = load_trace(self.trace_path, progress)
+            trace = load_trace(self.trace_path, progress, store_in_background=True)
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
@@ -166,15 +166,17 @@ class MemtuiApp(App[int]):
         except CaptureError as exc:
             self._load_failed(str(exc))
 
-    def show_followed(self, trace: MemoryTrace) -> None:
-        """A new trace from the follower: the first one starts the app, later ones replace
-        the shown one in place (the cursor pinned to the end while it is there)."""
+    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
+        """A new trace from the follower (with the timelines built beside it): the first
+        one starts the app, later ones replace the shown one in place (the cursor pinned
+        to the end while it is there)."""
         if self.trace is None or self.cursor is None:
+            self._timelines.update(timelines or {})
             self._start(trace)
             if self.cursor is not None:
                 self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
             return
-        self.replace_trace(trace)
+        self.replace_trace(trace, timelines)
 
     def follow_polled(self) -> None:
         """A poll found nothing new: say why on the loading screen, refresh the badge."""
@@ -198,7 +200,7 @@ class MemtuiApp(App[int]):
             return None
         return self.follow.badge(self.at_end())
 
-    def replace_trace(self, trace: MemoryTrace) -> None:
+    def replace_trace(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
         """Show ``trace`` (the same capture, grown) in place of the current one.
 
         The derived analyses are dropped and rebuilt from the new frames; each screen
@@ -209,7 +211,7 @@ class MemtuiApp(App[int]):
         pinned = old.t >= old_timeline.end
         whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
         self.trace = trace
-        self._timelines.clear()
+        self._timelines = dict(timelines or {})
         self._live.clear()
         self._tops = None
         device = old.device if old.device in trace.meta.device_names else initial_device(trace)

@@ -110,7 +110,8 @@ class CompareApp(MemtuiApp):
                                       f"{'AB'[index]}: {message}")
 
         try:
-            a, b = load_traces([p for p in self.paths if p is not None], progress)
+            a, b = load_traces([p for p in self.paths if p is not None], progress,
+                               store_in_background=True)
             result = compare(a, b)
             axes = {(id(d), side): on_axis(d, side) for d in result.devices[:1]
                     for side in SIDES}
@@ -261,7 +262,22 @@ class CompareApp(MemtuiApp):
             await self.switch_mode(mode)
             self._after_show(mode)
         self.comparison_key += 1
+        for bar in self.screen.query("StatusBar"):  # the cursor may map onto an equal one
+            bar.refresh()
         self.notify(f"showing {self.side_label(self.side)}", timeout=2)
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """MemtuiApp's sections, its own keys under "Everywhere" and these under "Compare"."""
+        sections = super().help_sections()  # "Everywhere" lists self.BINDINGS: the ones here
+
+        def rows(bindings) -> list[tuple[str, str]]:
+            return [(", ".join(self.get_key_display(Binding(key, ""))
+                               for key in b.key.split(",")), b.description or b.action)
+                    for b in bindings if isinstance(b, Binding)]
+
+        sections[0] = ("Everywhere", rows(MemtuiApp.BINDINGS))
+        sections.insert(1, ("Compare", rows(CompareApp.BINDINGS)))
+        return sections
 
     def status_prefix(self) -> str:
         """What the status bar says first: the shown run."""
@@ -281,8 +297,7 @@ class CompareApp(MemtuiApp):
                  else f"{row['kind']} {row['label']} at {row['at']}")
         self._run_filters = {"a": (pair.device_a, ids_a, label), "b": (pair.device_b, ids_b, label)}
         if row["kind"] == "stack" and row["label"] and not row["label"].startswith("("):
-            name = row["label"].split(" (")[0]
-            self._stack_search = {"a": name, "b": name}
+            self._stack_search = {"a": row["label"], "b": row["label"]}
         else:
             self._stack_search = {}
         self.block_filter = self._run_filters[self.side]
@@ -329,12 +344,27 @@ class CompareApp(MemtuiApp):
             tries[0] += 1
             ready = getattr(screen, "_ready", False) and self.current_mode == "stacks"
             if ready and self.side in self._stack_search:
-                screen.search(self._stack_search.pop(self.side))  # type: ignore[attr-defined]
+                _find_frame(screen, self._stack_search.pop(self.side))
                 timer.stop()
             elif tries[0] > 100 or self.current_mode != "stacks":
                 timer.stop()
 
         timer = self.set_interval(0.05, attempt)
+
+
+def _find_frame(screen, label: str) -> None:
+    """On a Stacks screen: search the frame's function and select the match that is this
+    very frame (``name (file:line)``), not the largest of that name."""
+    name = label.split(" (")[0]
+    screen.search(name)
+    tree = getattr(screen, "stack_tree", None)
+    matches = list(getattr(screen, "match_list", []))
+    wanted = label.replace(" (", "  ", 1).removesuffix(")")
+    for index, node in enumerate(matches):
+        if tree is not None and tree.label(node) == wanted:
+            screen.match_at = index - 1
+            screen.action_match(1)
+            return
 
 
 def run_compare(path_a: str | Path, path_b: str | Path) -> int:

@@ -2,7 +2,8 @@
 
 :class:`FollowController` owns the polling: a timer whose interval adapts (it starts at
 ``min_interval``, grows by half after each poll that found nothing, up to ``max_interval``,
-and drops back to ``min_interval`` as soon as data comes), a thread worker that calls the
+and drops back to ``min_interval``, or to the time the last read and build took if longer,
+as soon as data comes), a thread worker that calls the
 source's follower (:func:`memtui.sources.follow.open_follower`: reading only what is new,
 building the model from the frames read), and the hand-over of each new trace to the app
 (``app.replace_trace``).  Nothing is parsed here.
@@ -59,6 +60,7 @@ class FollowController:
         self._timer: Timer | None = None
         self._polling = False
         self._stopped = False
+        self.last_poll_seconds = 0.0
 
     def start(self) -> None:
         """Open the follower (a CaptureError for what cannot be followed) and poll now."""
@@ -95,8 +97,12 @@ class FollowController:
         self.app.run_worker(self._read, thread=True, group="follow", exit_on_error=False)
 
     def _read(self) -> None:
+        timelines = {}
+        started = time.monotonic()
         try:
             update = self.follower.poll()
+            if update.trace is not None:
+                timelines = self._prepare(update)
         except CaptureError as exc:
             from memtui.sources.follow import FollowUpdate
 
@@ -105,10 +111,27 @@ class FollowController:
             from memtui.sources.follow import FollowUpdate
 
             update = FollowUpdate(problem=f"reading failed ({type(exc).__name__}: {exc})")
+        self.last_poll_seconds = time.monotonic() - started
         if not self._stopped:
-            self.app.call_from_thread(self._done, update)
+            self.app.call_from_thread(self._done, update, timelines)
 
-    def _done(self, update: FollowUpdate) -> None:
+    def _prepare(self, update: FollowUpdate) -> dict:
+        """In the worker: the load-time analyses, and the shown device's timeline, so that
+        the UI thread only swaps them in."""
+        from memtui.analysis.at_time import Timeline
+        from memtui.loading import prepare_trace
+
+        trace = update.trace = prepare_trace(update.trace)
+        cursor = self.app.cursor
+        names = trace.meta.device_names
+        device = cursor.device if cursor is not None and cursor.device in names else None
+        if device is None:
+            from memtui.tui.app import initial_device
+
+            device = initial_device(trace)
+        return {} if device is None else {device: Timeline.build(trace, device)}
+
+    def _done(self, update: FollowUpdate, timelines: dict) -> None:
         self._polling = False
         state = self.state
         state.polls += 1
@@ -123,8 +146,11 @@ class FollowController:
             state.updates += 1
             state.rows += update.new_rows
             state.last_update = time.monotonic()
-            self.interval = self.min_interval
-            self.app.show_followed(update.trace)
+            # As long as the last read and build took, at least: while rows stream in, a
+            # big capture's rebuilds keep to about half of one core.
+            self.interval = min(max(self.min_interval, self.last_poll_seconds),
+                                self.max_interval)
+            self.app.show_followed(update.trace, timelines)
         else:
             self.interval = min(self.interval * GROWTH, self.max_interval)
             self.app.follow_polled()
@@ -142,4 +168,4 @@ class FollowController:
             return f"⚠ {problem}", f"⚠ {word}"
         if at_end:
             return "● LIVE", "● LIVE"
-        return "⏸ paused (G: live)", "⏸ G"
+        return "⏸ paused (G: live)", "⏸ G: live"

@@ -111,6 +111,14 @@ async def test_diff_enter_selects_the_leak_in_both_runs(pair):
         await settle(pilot)
         assert app.current_mode == "tables"
         assert "0 of" in screen_text(app)
+        await pilot.press("7")
+        await settle(pilot)
+        await pilot.press("tab")  # on the Diff: the status bar says B at once
+        await settle(pilot)
+        assert app.side == "b" and status_text(app).startswith(" B │")
+        await pilot.press("tab", "5")
+        await settle(pilot)
+        assert app.side == "a" and app.current_mode == "tables"
         await pilot.press("tab")  # run B: its four leaked blocks
         await settle(pilot)
         assert app.side == "b" and app.current_mode == "tables"
@@ -123,9 +131,20 @@ async def test_diff_enter_selects_the_leak_in_both_runs(pair):
                 break
         assert "log_metrics" in screen_text(app)
         assert "4.0 MiB" in screen_text(app)
+        stacks = app.screen
+        assert stacks.stack_tree.label(stacks.tree_view.selected) == "log_metrics  train.py:60"
 
 
 def test_run_compare_on_a_missing_file(pair, tmp_path, capsys):
     assert run_compare(pair[0], tmp_path / "nothing.pickle") == 2
     assert capsys.readouterr().err == (
         f"memtui: {tmp_path / 'nothing.pickle'}: no such file or folder\n")
+
+
+async def test_help_lists_the_app_keys_and_the_compare_keys(pair):
+    app = CompareApp(open_capture(pair[0]), open_capture(pair[1]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        titles = {title: dict((d, k) for k, d in rows) for title, rows in app.help_sections()}
+        assert "Peak" in titles["Everywhere"] and "Quit" in titles["Everywhere"]
+        assert {"Diff", "A/B", "Shift B back", "Shift B on", "Align"} <= set(titles["Compare"])

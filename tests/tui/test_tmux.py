@@ -119,3 +119,22 @@ def test_a_bad_file_prints_one_line_and_exits_2(pane_factory, tmp_path):
     assert f"memtui: {bad}: " in screen
     assert "EXIT=2" in screen
     assert "Traceback" not in screen
+
+
+def test_two_paths_compare_in_the_terminal(pane_factory, tmp_path):
+    from tests.helpers.compare_traces import MiB, write_loop
+
+    clean = write_loop(tmp_path / "clean.pickle")
+    leak = write_loop(tmp_path / "leak.pickle", leak=MiB)
+    pane = pane_factory(f"{memtui_command()} {shlex.quote(str(clean))} {shlex.quote(str(leak))}")
+    screen = pane.wait_for("B - A")
+    assert "A clean.pickle" in screen and "B leak.pickle" in screen
+    pane.keys("G")
+    pane.wait_for("B - A +3.0 MiB here")
+    pane.keys("7")
+    screen = pane.wait_for("log_metrics (train.py:60)")
+    assert "+4.0 MiB" in screen
+    pane.keys("Tab")
+    pane.wait_for("B │ cuda:0")
+    pane.keys("q")
+    pane.wait_for("EXIT=0")
