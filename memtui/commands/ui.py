@@ -49,6 +49,9 @@ def _run_follow(paths: list[str]) -> int:
 
     if len(paths) != 1:
         raise CaptureError("--follow", "needs one PATH: the file or folder being written")
+    from memtui.sources.follow import open_follower
+
+    open_follower(paths[0]).close()  # what cannot be followed: one line, before the UI
     return run_app(paths[0], follow=True)
 
 
