@@ -144,6 +144,12 @@ class MemtuiApp(App[int]):
             self.notify(warning, title="warning", severity="warning", timeout=10)
         self.switch_mode("trend")
 
+    def notify(self, message: str, *, title: str = "", severity="information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A toast, always plain text: key names (``[`` ``]``) and names from files are
+        never read as Rich markup (``markup`` is accepted and ignored)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``)."""
         self.painted.setdefault(name, time.perf_counter())

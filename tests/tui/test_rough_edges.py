@@ -31,3 +31,39 @@ async def test_search_box_shows_what_is_typed(demo, size, name):
         assert box.has_focus
         assert box.content_region.height == 1
         assert "0x7f" in screen_text(app)
+
+
+def alive_rows(trace, device: str, t: int) -> int:
+    blocks = trace.device_blocks(device)
+    t_free = blocks["t_free"].fill_null(2**62)
+    return int(((blocks["t_alloc"] <= t) & (t_free > t)).sum())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_tables_alive_at_the_cursor_follows_the_cursor(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "tables", at_end=False)
+        app.action_peak()
+        await pilot.press("w")  # no window: "all" goes to "alive at the cursor"
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        device, peak_t = app.cursor.device, app.cursor.t
+        assert screen.model("blocks").rows.size == alive_rows(demo, device, peak_t)
+        # the toast names the keys: [ and ] are not eaten as markup
+        toasts = [n for n in app._notifications if "[ and ]" in n.message]
+        assert toasts and not toasts[0].markup
+        await pilot.press("1")
+        app.move_cursor(t=app.timeline(device).start + 1)
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        t = app.cursor.t
+        assert t != peak_t
+        model = screen.model("blocks")
+        assert model.rows.size == alive_rows(demo, device, t)
+        codes = model.state_codes(model.rows, t)
+        assert not (codes == 0).any()  # no "not yet" row among those alive
+        header = str(screen.query_one("#tables-header").render())
+        assert f"{model.rows.size:,} of" in header and "alive at" in header
