@@ -336,8 +336,8 @@ class MemtuiApp(App[int]):
 def _binding_rows(app: App, bindings) -> list[tuple[str, str]]:
     rows = []
     for binding in bindings:
-        if not isinstance(binding, Binding):
-            continue
+        if not isinstance(binding, Binding) or not binding.description:
+            continue  # a binding without a description is an internal one: never raw names
         keys = ", ".join(app.get_key_display(Binding(key, "")) for key in binding.key.split(","))
         rows.append((keys, binding.description or binding.action))
     return rows

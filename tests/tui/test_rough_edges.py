@@ -67,3 +67,43 @@ async def test_tables_alive_at_the_cursor_follows_the_cursor(demo, size):
         assert not (codes == 0).any()  # no "not yet" row among those alive
         header = str(screen.query_one("#tables-header").render())
         assert f"{model.rows.size:,} of" in header and "alive at" in header
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "pool")
+        screen = app.screen
+        segments = [int(s) for s in screen.state.seg_id]
+        assert len(segments) > 2
+        await pilot.press(*["pageup"] * (len(segments) // 10 + 1))
+        await pilot.pause()
+        at = 0
+        assert app.cursor.segment_id == segments[at]
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.cursor.segment_id == segments[at + 1]
+        await pilot.press("j")
+        await pilot.pause()
+        assert app.cursor.segment_id == segments[at + 2]
+        await pilot.press("up")
+        await pilot.pause()
+        assert app.cursor.segment_id == segments[at + 1]
+        await pilot.press("question_mark")
+        await pilot.pause()
+        rows = dict(row for _, section in app.screen.sections for row in section)
+        assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
+        assert not any("(" in what for what in rows.values())  # no raw action names
+
+
+async def test_help_says_clicks_work_on_every_map(demo):
+    app = maps_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "blocks")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        app.screen.query_one("#help-box").scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        text = " ".join(screen_text(app).split())
+        assert "Blocks: select the band" in text and "Pool: select the block" in text

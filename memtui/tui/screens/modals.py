@@ -60,9 +60,12 @@ class DeviceScreen(ModalScreen[str | None]):
 
 
 MOUSE_HELP = (
-    ("click", "Trend: set the cursor; Tables: highlight a row (double click: go to it)"),
-    ("drag", "Trend: select a window"),
-    ("wheel", "Trend: zoom around the pointer; Tables: scroll"),
+    ("click", "Trend: set the cursor; Blocks: select the band and move the cursor there; "
+              "Pool: select the block (or segment); Stacks: open/close a node (double: its "
+              "blocks); Tables: highlight a row (double click: go to it)"),
+    ("drag", "Trend, Blocks: select a window; Blocks' slider: pan the view (drag the shade) "
+             "or choose a new one"),
+    ("wheel", "Trend, Blocks: zoom around the pointer; Pool, Stacks, Tables: scroll"),
     ("header click", "Tables: sort by that column"),
 )
 

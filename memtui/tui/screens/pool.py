@@ -50,8 +50,8 @@ class PoolScreen(LinkedScreen):
     BINDINGS = [
         Binding("up,k", "segment(-1)", "Segment up", show=False),
         Binding("down,j", "segment(1)", "Segment down", show=False),
-        Binding("pageup", "segment(-10)", show=False),
-        Binding("pagedown", "segment(10)", show=False),
+        Binding("pageup", "segment(-10)", "Ten segments up", show=False),
+        Binding("pagedown", "segment(10)", "Ten segments down", show=False),
         Binding("comma", "block(-1)", "Prev block"),
         Binding("full_stop", "block(1)", "Next block"),
         Binding("slash", "search", "Find address"),

@@ -34,7 +34,7 @@ _COLOURS = paint.colour_table(
 WIDE = 110
 
 
-class PoolMap(ScrollView, can_focus=True):
+class PoolMap(ScrollView, can_focus=True, inherit_bindings=False):
     """Segments of a :class:`PoolState` (see the module docstring)."""
 
     DEFAULT_CSS = """

@@ -34,7 +34,7 @@ def share_bar(share: float, width: int = BAR) -> str:
     return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(width)
 
 
-class StackTreeView(ScrollView, can_focus=True):
+class StackTreeView(ScrollView, can_focus=True, inherit_bindings=False):
     """A :class:`StackTree` with figures (see the module docstring)."""
 
     DEFAULT_CSS = """
