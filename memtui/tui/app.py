@@ -150,6 +150,25 @@ class MemtuiApp(App[int]):
         never read as Rich markup (``markup`` is accepted and ignored)."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Save an SVG of the screen where a server has room for it ($XDG_PICTURES_DIR,
+        else the current folder, else the temp folder) and say where; in a browser
+        (``memtui serve``) the browser downloads it."""
+        if self.is_web:
+            return super().deliver_screenshot(filename, path, time_format)
+        name = filename or f"memtui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        for folder in screenshot_folders(path):
+            target = folder / name
+            try:
+                target.write_text(self.export_screenshot(), encoding="utf-8")
+            except OSError:
+                continue
+            self.notify(f"Screenshot saved to {target}", title="screenshot", timeout=8)
+            return str(target)
+        self.notify("Could not save the screenshot: no writable folder", severity="error")
+        return None
+
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``)."""
         self.painted.setdefault(name, time.perf_counter())
@@ -312,7 +331,12 @@ class MemtuiApp(App[int]):
         return sections
 
     def get_system_commands(self, screen: Screen):
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Keys", "Screenshot"):  # ours below, once each
+                yield command
+        yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the folder "
+                            "is $XDG_PICTURES_DIR, else the current one)",
+                            lambda: self.set_timer(0.1, self.deliver_screenshot))
         if not self._has_cursor():
             return
         for key, name in SCREEN_KEYS.items():
@@ -341,6 +365,15 @@ def _binding_rows(app: App, bindings) -> list[tuple[str, str]]:
         keys = ", ".join(app.get_key_display(Binding(key, "")) for key in binding.key.split(","))
         rows.append((keys, binding.description or binding.action))
     return rows
+
+
+def screenshot_folders(path: str | None = None) -> list[Path]:
+    """Where a screenshot may go, best first: ``path``, $XDG_PICTURES_DIR, the current
+    folder, the temp folder (only folders that exist)."""
+    import tempfile
+
+    candidates = [path, os.environ.get("XDG_PICTURES_DIR"), os.getcwd(), tempfile.gettempdir()]
+    return [Path(c).expanduser() for c in candidates if c and Path(c).expanduser().is_dir()]
 
 
 def initial_device(trace: MemoryTrace) -> str | None:

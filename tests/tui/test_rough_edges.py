@@ -107,3 +107,39 @@ async def test_help_says_clicks_work_on_every_map(demo):
         await pilot.pause()
         text = " ".join(screen_text(app).split())
         assert "Blocks: select the band" in text and "Pool: select the block" in text
+
+
+async def test_palette_screenshot_goes_to_the_pictures_folder_and_says_where(
+        demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_PICTURES_DIR", str(tmp_path))
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        assert sum(title.startswith("Keys") for title in titles) == 1
+        assert titles.count("Screenshot") == 1
+        saved = app.deliver_screenshot()
+        assert saved is not None and Path(saved).parent == tmp_path
+        assert Path(saved).read_text().startswith("<svg")
+        await pilot.pause()
+        assert any(saved in n.message for n in app._notifications)
+
+
+async def test_screenshot_falls_back_to_the_current_folder(demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_PICTURES_DIR", str(tmp_path / "absent"))
+    monkeypatch.chdir(tmp_path)
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        saved = app.deliver_screenshot()
+        assert Path(saved).parent == tmp_path
+
+
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("name", ["trend", "blocks", "tables"])
+async def test_footer_keys_never_run_into_the_palette_label(demo, width, name):
+    app = maps_app(demo)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await open_screen(pilot, name)
+        last = screen_text(app).splitlines()[-1]
+        assert last.rstrip().endswith("▏^p palette")
