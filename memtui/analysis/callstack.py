@@ -64,14 +64,16 @@ def frame_label() -> pl.Expr:
     )
 
 
-def stack_tops(trace: MemoryTrace) -> pl.DataFrame:
-    """One row per stack: ``stack_id`` and ``top``, the label of the frame that names it.
+def stack_top_frames(trace: MemoryTrace) -> pl.DataFrame:
+    """One row per stack: ``stack_id``, the frame that names it (``name``, ``filename``,
+    ``line``) and its label ``top``.
 
-    That is the innermost Python frame outside torch itself, else the innermost Python
-    frame, else the innermost frame that memory_viz does not omit and that is not the
-    allocator's own, else the innermost frame.
+    That frame is the innermost Python frame outside torch itself, else the innermost
+    Python frame, else the innermost frame that memory_viz does not omit and that is not
+    the allocator's own, else the innermost frame.
     """
-    schema = {"stack_id": pl.Int32, "top": pl.String}
+    schema = {"stack_id": pl.Int32, "name": pl.String, "filename": pl.String,
+              "line": pl.Int64, "top": pl.String}
     if trace.stacks.is_empty():
         return pl.DataFrame(schema=schema)
     filename = pl.col("filename").fill_null("")
@@ -91,19 +93,29 @@ def stack_tops(trace: MemoryTrace) -> pl.DataFrame:
         .with_columns(pos=pl.int_range(0, pl.len()).over("stack_id"))
         .join(frames, left_on="frame_ids", right_on="frame_id", how="left")
     )
-    label = pl.col("label")
+    frame = pl.col("frame_ids")
     firsts = (
         exploded.sort("stack_id", "pos")
         .group_by("stack_id", maintain_order=True)
         .agg(
-            user=label.filter(pl.col("user").fill_null(False)).first(),
-            python=label.filter(pl.col("python").fill_null(False)).first(),
-            keep=label.filter(~pl.col("skip").fill_null(False)).first(),
-            any=label.first(),
+            user=frame.filter(pl.col("user").fill_null(False)).first(),
+            python=frame.filter(pl.col("python").fill_null(False)).first(),
+            keep=frame.filter(~pl.col("skip").fill_null(False)).first(),
+            any=frame.first(),
         )
     )
-    top = pl.coalesce("user", "python", "keep", "any")
-    return firsts.select(pl.col("stack_id").cast(pl.Int32), top=top)
+    chosen = firsts.select(pl.col("stack_id").cast(pl.Int32),
+                           frame_id=pl.coalesce("user", "python", "keep", "any"))
+    named = trace.frames.with_columns(top=frame_label()).select(
+        "frame_id", "name", "filename", "line", "top")
+    return chosen.join(named, on="frame_id", how="left", maintain_order="left").select(
+        list(schema)).cast(schema)
+
+
+def stack_tops(trace: MemoryTrace) -> pl.DataFrame:
+    """One row per stack: ``stack_id`` and ``top``, the label of the frame that names it
+    (see :func:`stack_top_frames`)."""
+    return stack_top_frames(trace).select("stack_id", "top")
 
 
 def stack_lines(trace: MemoryTrace, stack_id: int | None) -> list[tuple[str, bool]]:
@@ -121,4 +133,4 @@ def stack_lines(trace: MemoryTrace, stack_id: int | None) -> list[tuple[str, boo
     return list(zip(labelled["label"].to_list(), labelled["skip"].to_list(), strict=True))
 
 
-__all__ = ["frame_label", "stack_lines", "stack_tops"]
+__all__ = ["frame_label", "stack_lines", "stack_top_frames", "stack_tops"]

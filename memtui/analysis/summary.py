@@ -22,10 +22,11 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
     else:
         allocated_at_end = int(allocated.values[-1]) if allocated.values.size else 0
     reserved_at_end = info.reserved_at_end
-    if reserved_at_end is None:
-        reserved = reserved_level(trace, device)
-        if reserved is not None and reserved.values.size:
-            reserved_at_end = int(reserved.values[-1])
+    reserved = reserved_level(trace, device)
+    if reserved_at_end is None and reserved is not None and reserved.values.size:
+        reserved_at_end = int(reserved.values[-1])
+    peak_reserved = reserved.peak()[0] if reserved is not None and reserved.values.size \
+        else None
     return {
         "device": device,
         "events": trace.device_events(device).height,
@@ -36,15 +37,30 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         "peak_time_ns": peak_time,
         "allocated_at_end_bytes": allocated_at_end,
         "reserved_at_end_bytes": reserved_at_end,
+        "peak_reserved_bytes": peak_reserved,
     }
 
 
-def summary(trace: MemoryTrace) -> dict[str, Any]:
-    """The whole ``memtui summary --json`` object."""
+def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
+    """The whole ``memtui summary --json`` object.
+
+    Each device gets ``findings``, its count of findings per kind
+    (:mod:`memtui.analysis.findings`), computed here once unless ``findings``
+    (per device, as :func:`~memtui.analysis.findings.find_all` returns them) is given.
+    """
+    from memtui.analysis.findings import KINDS, find_all
+
+    findings = find_all(trace) if findings is None else findings
+    devices = []
+    for name in trace.meta.device_names:
+        entry = device_summary(trace, name)
+        kinds = [f.kind for f in findings.get(name, [])]
+        entry["findings"] = {kind: kinds.count(kind) for kind in KINDS}
+        devices.append(entry)
     return {
         "source": trace.meta.source,
         "path": trace.meta.path,
-        "devices": [device_summary(trace, name) for name in trace.meta.device_names],
+        "devices": devices,
         "warnings": list(trace.meta.warnings),
     }
 
@@ -80,6 +96,9 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
             f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
             f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
         )
+        found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]
+        if found:
+            lines.append(f"    findings: {', '.join(found)} (memtui findings PATH)")
     if not data["devices"]:
         lines.append("  no device has events or segments")
     if trace.meta.time_unit == "event":

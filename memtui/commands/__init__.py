@@ -12,4 +12,6 @@ from __future__ import annotations
 #: Subcommand name -> module under ``memtui.commands`` (imported on use).
 COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
+    "findings": "memtui.commands.findings",
+    "compare": "memtui.commands.compare",
 }

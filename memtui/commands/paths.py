@@ -1,7 +1,8 @@
-"""Where the demo capture lives, for commands run without a PATH."""
+"""Which captures a command was given: the demo without a PATH, or several ranks."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 DEMO_NAME = "demo_training.pickle"
@@ -23,3 +24,23 @@ def demo_path() -> Path:
 def capture_path(arg: str | None) -> Path:
     """The path a command was given, or the demo where it was given none."""
     return Path(arg) if arg else demo_path()
+
+
+def several_captures(paths: list[str], force: bool = False, at_least: int = 2) -> bool:
+    """Whether ``paths`` open as ranks: ``at_least`` paths or more, one folder holding
+    several captures, or ``force`` (``--ranks``)."""
+    from memtui.sources.ranks import count_captures
+
+    if force or len(paths) >= at_least:
+        return bool(paths)
+    return len(paths) == 1 and Path(paths[0]).is_dir() and count_captures(paths) >= 2
+
+
+def common_folder(paths: list[str]) -> str:
+    """The one path given, or the folder the paths share (what ``summary`` names)."""
+    if len(paths) == 1:
+        return paths[0]
+    try:
+        return os.path.commonpath([str(Path(p).absolute()) for p in paths])
+    except ValueError:
+        return "."

@@ -1,4 +1,9 @@
-"""``memtui [PATH]``: open a capture in the terminal UI."""
+"""``memtui [PATH ...]``: open a capture in the terminal UI, or several ranks of one run.
+
+A folder holding several captures, three paths or more, or ``--ranks`` open the Ranks
+screen (issue 14); two paths are the compare mode's (issue 10) unless ``--ranks`` says
+they are ranks.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,38 @@ HELP = "open a capture in the terminal UI (the default command)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", help="capture file or folder (default: the demo)")
+    from memtui.commands.summary import add_rank_arguments
+
+    parser.add_argument("paths", nargs="*", metavar="path",
+                        help="capture file or folder, or several ranks (default: the demo)")
+    add_rank_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.commands.paths import capture_path
+    from memtui.commands.paths import capture_path, several_captures
+
+    paths = args.paths
+    if several_captures(paths, args.ranks, at_least=3):
+        return _run_ranks(args)
+    if len(paths) == 2:  # compare mode (issue 10): A and B on one cursor
+        from memtui.tui.compare_app import run_compare
+
+        return run_compare(paths[0], paths[1])
     from memtui.tui.app import run_app
 
-    return run_app(capture_path(args.path))
+    return run_app(capture_path(paths[0] if paths else None))
+
+
+def _run_ranks(args: argparse.Namespace) -> int:
+    from memtui.commands.paths import common_folder
+    from memtui.errors import CaptureError
+    from memtui.rankload import CLUSTER_HINT, dask_available
+    from memtui.sources.ranks import discover_ranks
+    from memtui.tui.ranks_app import run_ranks_app
+
+    if args.cluster and not dask_available():
+        raise CaptureError("--cluster", CLUSTER_HINT)
+    found = discover_ranks(args.paths)
+    if not found.captures:
+        raise CaptureError(common_folder(args.paths), "holds no capture memtui reads")
+    return run_ranks_app(found, cluster=args.cluster, workers=args.workers)

@@ -27,7 +27,9 @@ def data():
 
 
 def _figures(trace):
-    return {d["device"]: d for d in summary(trace)["devices"]}
+    """The summary by device, without the findings counts (tests/test_findings*.py)."""
+    return {d["device"]: {k: v for k, v in d.items() if k != "findings"}
+            for d in summary(trace)["devices"]}
 
 
 def _max_used(path) -> int:
@@ -57,7 +59,8 @@ def test_compare_baseline_csv(data):
         # segments: the 3 HAL blocks never freed (5 HAL MALLOCs, 2 FREEs)
         "device": "npu:0", "events": 39, "segments": 3, "blocks": 23, "ghost_blocks": 0,
         "peak_allocated_bytes": 16781824, "peak_time_ns": 1764753084527393370,
-        "allocated_at_end_bytes": 3072, "reserved_at_end_bytes": 20971520}}
+        "allocated_at_end_bytes": 3072, "reserved_at_end_bytes": 20971520,
+        "peak_reserved_bytes": 20971520}}
     assert _max_used(path) == 16781824
     blocks = trace.blocks
     # Never freed: PTA allocation ids 14 (1536), 15, 20, 21 (512 each); HAL 5, 9, 12.
@@ -120,7 +123,9 @@ def test_insight_host_pinned_db(data):
     assert _figures(trace) == {"host": {
         "device": "host", "events": 7, "segments": None, "blocks": 6, "ghost_blocks": 0,
         "peak_allocated_bytes": 0, "peak_time_ns": 1779862932214628220,
-        "allocated_at_end_bytes": 0, "reserved_at_end_bytes": 19664896}}
+        "allocated_at_end_bytes": 0, "reserved_at_end_bytes": 19664896,
+        # one 3018752-byte pinned block was freed: 19664896 + 3018752 at the most
+        "peak_reserved_bytes": 22683648}}
     # Insight's own memory_allocation ends at the same 19664896 live pinned bytes.
     con = connect_readonly(path)  # plain mode=ro would leave -wal/-shm files beside a WAL file
     assert con.execute("SELECT totalSize FROM memory_allocation ORDER BY timestamp DESC "

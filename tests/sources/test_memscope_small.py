@@ -57,11 +57,13 @@ def scenario(tmp_path):
 def test_summary_figures(scenario):
     data = summary(scenario)
     assert data["source"] == "msmemscope"
+    assert set(data["devices"][0].pop("findings")) >= {"leak", "peak", "oom"}
     assert data["devices"] == [{
         # segments: the HAL block (aid 1) is the one driver segment, alive at the end
         "device": "npu:0", "events": 13, "segments": 1, "blocks": 5, "ghost_blocks": 1,
         "peak_allocated_bytes": 3584, "peak_time_ns": T0 + 1400,
         "allocated_at_end_bytes": 256, "reserved_at_end_bytes": 8192,
+        "peak_reserved_bytes": 8192,
     }]
     assert data["warnings"] == ["1 python-trace rows ending before they start skipped"]
 

@@ -12,6 +12,7 @@ import pickle
 
 import pytest
 
+from memtui.analysis.findings import KINDS
 from memtui.cli import main
 from memtui.model import validate
 from memtui.sources import open_capture
@@ -60,6 +61,10 @@ def expected_devices(data):
         level = active_end - sum(e["size"] for e in trace if e["action"] == "alloc") + sum(
             e["size"] for e in trace if e["action"] == "free_completed")
         peak, peak_index = level, 0
+        reserved = sum(s["total_size"] for s in segments) - sum(
+            e["size"] for e in trace if e["action"] in ("segment_alloc", "segment_map")) + sum(
+            e["size"] for e in trace if e["action"] in ("segment_free", "segment_unmap"))
+        peak_reserved = reserved
         live: dict[int, bool] = {}
         blocks = ghosts = 0
         for i, entry in enumerate(trace):
@@ -72,6 +77,11 @@ def expected_devices(data):
                 if live.pop(entry["addr"], None) is None:
                     ghosts += 1
                     blocks += 1
+            elif entry["action"] in ("segment_alloc", "segment_map"):
+                reserved += entry["size"]
+            elif entry["action"] in ("segment_free", "segment_unmap"):
+                reserved -= entry["size"]
+            peak_reserved = max(peak_reserved, reserved)
             if level > peak:
                 peak, peak_index = level, i
         for addr, block in final:
@@ -89,6 +99,7 @@ def expected_devices(data):
             "allocated_at_end_bytes": sum(
                 b["size"] for _, b in final if b["state"] == "active_allocated"),
             "reserved_at_end_bytes": sum(s["total_size"] for s in segments),
+            "peak_reserved_bytes": peak_reserved,
         })
     return out
 
@@ -99,6 +110,8 @@ def test_summary_matches_independent_replay(path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["source"] == "torch_snapshot"
     assert data["path"] == str(path)
+    for device in data["devices"]:  # counts per kind of memtui findings (tested there)
+        assert set(device.pop("findings")) == set(KINDS)
     assert data["devices"] == expected_devices(_raw(path))
     assert data["warnings"] == []
 

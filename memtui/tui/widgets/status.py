@@ -70,6 +70,9 @@ class StatusBar(Widget):
         resv = f"resv {format_bytes(levels.reserved)}" if levels.reserved is not None else ""
         resv_short = f"R {short_bytes(levels.reserved)}" if levels.reserved is not None else ""
         parts = [(cursor.device, cursor.device), (when, when_short), (alloc, alloc_short)]
+        prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
+        if prefix is not None:
+            parts.insert(0, (prefix(), prefix()))
         if resv:
             parts.append((resv, resv_short))
         if cursor.window is not None:

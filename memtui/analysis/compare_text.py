@@ -1,0 +1,86 @@
+"""``memtui compare`` without ``--json``: the comparison as a short report for people."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from memtui.analysis.compare import Comparison, DeviceComparison
+from memtui.analysis.summary import format_bytes
+
+
+def signed_bytes(n: int | None) -> str:
+    """``+1.5 GiB`` / ``-512 B`` / ``0`` (``-`` where unknown)."""
+    if n is None:
+        return "-"
+    if n == 0:
+        return "0"
+    return ("+" if n > 0 else "-") + format_bytes(abs(n))
+
+
+def _figure(name: str, triple: tuple[int | None, int | None]) -> str:
+    a, b = triple
+    delta = None if a is None or b is None else b - a
+    return (f"    {name:<16} {format_bytes(a):>11} {format_bytes(b):>11} "
+            f"{signed_bytes(delta):>12}")
+
+
+def _only(value: str | None) -> str:
+    return {"a": "  (only in A)", "b": "  (only in B)"}.get(value or "", "")
+
+
+def _rows(title: str, frame: pl.DataFrame, label: str, top: int, launches: bool = False):
+    if frame.is_empty():
+        return []
+    lines = [f"  {title}:"]
+    for row in frame.head(top).iter_rows(named=True):
+        extra = ""
+        if launches and row["a_launches"] != row["b_launches"]:
+            extra = f"  launches {row['a_launches']} -> {row['b_launches']}"
+        lines.append(
+            f"    {signed_bytes(row['delta']):>12} at {row['at']:<4} "
+            f"({format_bytes(row['a_bytes'])} -> {format_bytes(row['b_bytes'])})  "
+            f"{row[label]}{_only(row['only_in'])}{extra}")
+    if frame.height > top:
+        lines.append(f"    ... {frame.height - top} more (--top N, or --json)")
+    return lines
+
+
+def format_device(d: DeviceComparison, top: int = 10) -> list[str]:
+    align = d.alignment
+    shift = f", B shifted by {align.shift}" if align.shift else ""
+    lines = [f"  {d.device_a} (A) against {d.device_b} (B), aligned by {align.mode}{shift}",
+             f"    {'':<16} {'A':>11} {'B':>11} {'B - A':>12}",
+             _figure("peak allocated", (d.a.peak, d.b.peak)),
+             _figure("peak reserved", (d.a.peak_reserved, d.b.peak_reserved)),
+             _figure("allocated at end", (d.a.end_allocated, d.b.end_allocated))]
+    lines += _rows("by stack (innermost user frame)", d.by_stack, "label", top)
+    owners = d.by_owner.filter(pl.col("owner") != "(no owner)")
+    lines += _rows("by owner", owners, "owner", top)
+    ops = d.by_op.filter(pl.col("op") != "(outside any op)")
+    lines += _rows("by op", ops, "op", top, launches=True)
+    if d.steps:
+        worst = sorted(d.steps, key=lambda s: -abs(s["delta"]))[:top]
+        lines.append(f"  steps ({len(d.steps)} aligned), largest peak changes:")
+        lines += [f"    step {s['step']:>4}: {format_bytes(s['a_peak']):>11} -> "
+                  f"{format_bytes(s['b_peak']):>11} {signed_bytes(s['delta']):>12}"
+                  for s in worst]
+    if d.new_blocks.height:
+        total = int(d.new_blocks["bytes"].sum())
+        lines.append(f"  alive at B's end without a counterpart in A: "
+                     f"{int(d.new_blocks['count'].sum())} blocks, {format_bytes(total)}")
+        for row in d.new_blocks.head(top).iter_rows(named=True):
+            lines.append(f"    {row['count']:>6} x {format_bytes(row['size']):>10}  {row['label']}")
+    return lines
+
+
+def format_comparison(result: Comparison, top: int = 10) -> str:
+    a, b = result.a.meta, result.b.meta
+    lines = [f"A: {a.path}  ({a.source})", f"B: {b.path}  ({b.source})"]
+    for device in result.devices:
+        lines += format_device(device, top)
+    if not result.devices:
+        lines.append("  no device to compare: one of the captures has none")
+    return "\n".join(lines)
+
+
+__all__ = ["format_comparison", "format_device", "signed_bytes"]

@@ -1,0 +1,250 @@
+"""Leaks: code (or an msMemScope owner) whose live bytes grow step after step.
+
+The blocks of a device are grouped by memory pool, owner and the frame that names their
+call stack (:mod:`memtui.analysis.findings.frames`).  Each group's live bytes are taken
+at every step boundary (:mod:`memtui.analysis.findings.steps`) with one ``bincount``
+over all blocks, so a group's level ``L[k]`` is what it held when step ``k`` began.
+Blocks allocated in the last, possibly unfinished step are never counted: a capture that
+stopped mid-step leaves its activations alive, and they are not leaks.
+
+A group leaks when its level rises at three boundaries or more, falls back by at most a
+quarter of what it rose, and still grows in the second half of the steps (a warm-up
+that stops is not a leak).  Bytes per step is the growth between the step after the
+first rise and the step after the last, divided by the steps between: exact for a leak
+every step and for one every k-th step alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_frames
+from memtui.analysis.findings.model import Evidence, Finding
+from memtui.analysis.findings.steps import Steps, find_steps
+from memtui.analysis.intervals import INT64_MAX, INT64_MIN
+from memtui.analysis.summary import format_bytes
+from memtui.model import MemoryTrace
+
+MIN_RISES = 3
+MIN_STEPS_FOR_LEAK = MIN_RISES + 1
+MAX_FALL_SHARE = 0.25
+MIN_LATE_SHARE = 0.25
+MAX_GROUPS = 64
+HIGH_CONFIDENCE = 0.7
+HIGH_BYTES = 1 << 20
+#: Without step markers, the share of bytes a step must free again for the trace to be
+#: a loop at all (a training step frees its activations, gradients and temporaries).
+MIN_CHURN = 0.5
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The device's blocks that count for leaks, as arrays, with their group."""
+
+    block_id: np.ndarray
+    start: np.ndarray  # seq (or t) of the alloc; INT64_MIN for ghosts
+    end: np.ndarray  # seq (or t) of the free; INT64_MAX where never freed
+    size: np.ndarray
+    t_alloc: np.ndarray
+    seq_alloc: np.ndarray
+    stack_id: np.ndarray
+    group: np.ndarray
+    groups: pl.DataFrame  # group -> pool, owner, frame_id, label, filename, line, name
+
+
+def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> list[Finding]:
+    """Leak findings of ``device``, largest growth first (none on a flat capture)."""
+    steps = steps if steps is not None else find_steps(trace, device)
+    if steps is None or steps.sliced or steps.count < MIN_STEPS_FOR_LEAK:
+        return []  # without steps a pass that grows is no evidence of a leak
+    blocks = _leak_blocks(trace, device, steps.axis)
+    if blocks is None:
+        return []
+    bounds = steps.bounds
+    n_bounds = bounds.size
+    # boundary k sees a block when start < bounds[k] <= end: k in [k_first, k_end)
+    k_first = np.searchsorted(bounds, blocks.start, side="right")
+    k_end = np.searchsorted(bounds, blocks.end, side="right")
+    k_end = np.where(blocks.end == INT64_MAX, n_bounds, k_end)
+    seen = k_end > k_first
+    if not steps.by_markers and _churn_share(blocks, steps, k_first, k_end) < MIN_CHURN:
+        return []  # not a loop: the "steps" are layers of one pass, whose blocks all stay
+    grows = seen & (k_first > 0) & (k_end == n_bounds)
+    shrinks = seen & (k_first == 0) & (k_end < n_bounds)
+    n_groups = blocks.groups.height
+    net = (np.bincount(blocks.group[grows], weights=blocks.size[grows], minlength=n_groups)
+           - np.bincount(blocks.group[shrinks], weights=blocks.size[shrinks],
+                         minlength=n_groups))
+    candidates = np.flatnonzero(net > 0)
+    candidates = candidates[np.argsort(-net[candidates], kind="stable")][:MAX_GROUPS]
+    if candidates.size == 0:
+        return []
+    levels = _levels(blocks, candidates, k_first, k_end, seen, n_bounds)
+    findings = []
+    for row, group in enumerate(candidates):
+        finding = _judge(trace, device, steps, blocks, int(group), levels[row], k_first, k_end)
+        if finding is not None:
+            findings.append(finding)
+    findings.sort(key=lambda f: -(f.detail["total_bytes"]))
+    return findings
+
+
+
+def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
+    blocks = trace.device_blocks(device)
+    if blocks.is_empty():
+        return None
+    pools = blocks["pool"].drop_nulls().unique().to_list()
+    if len(pools) > 1 and "HAL" in pools:  # HAL holds the segments of the pools above it
+        blocks = blocks.filter(pl.col("pool").fill_null("") != "HAL")
+    names = stack_frames(trace)
+    start_col = "seq_alloc" if axis == "seq" else "t_alloc"
+    end_col = "seq_free" if axis == "seq" else "t_free"
+    keyed = blocks.join(names, on="stack_id", how="left").with_columns(
+        pool=pl.col("pool").fill_null(""), owner_key=pl.col("owner").fill_null(""),
+        frame_key=pl.col("frame_id").fill_null(-1),
+    )
+    groups = keyed.select("pool", "owner_key", "frame_key").unique(maintain_order=True) \
+        .with_row_index("group")
+    keyed = keyed.join(groups, on=["pool", "owner_key", "frame_key"], how="left")
+    ghost = keyed["ghost"].fill_null(False).to_numpy()
+    start = keyed[start_col].fill_null(INT64_MIN).to_numpy().astype(np.int64)
+    start = np.where(ghost, INT64_MIN, start)
+    end = keyed[end_col].fill_null(INT64_MAX).to_numpy().astype(np.int64)
+    info = keyed.group_by("group").agg(
+        pool=pl.col("pool").first(), owner=pl.col("owner").first(),
+        frame_id=pl.col("frame_id").first(), label=pl.col("label").first(),
+        filename=pl.col("filename").first(), line=pl.col("line").first(),
+        name=pl.col("name").first(), user=pl.col("user").first(),
+    ).sort("group")
+    return _Blocks(
+        block_id=keyed["block_id"].to_numpy(), start=start, end=end,
+        size=keyed["size"].fill_null(0).to_numpy().astype(np.int64),
+        t_alloc=keyed["t_alloc"].fill_null(0).to_numpy().astype(np.int64),
+        seq_alloc=keyed["seq_alloc"].fill_null(-1).to_numpy().astype(np.int64),
+        stack_id=keyed["stack_id"].fill_null(-1).to_numpy().astype(np.int64),
+        group=keyed["group"].to_numpy().astype(np.int64), groups=info,
+    )
+
+
+def _churn_share(blocks: _Blocks, steps: Steps, k_first: np.ndarray,
+                 k_end: np.ndarray) -> float:
+    """Share of the bytes allocated between the first and the last boundary that are
+    freed by the boundary after next (a step boundary may fall inside the step, so a
+    block may straddle one): near 1 in a training loop, low in one long pass."""
+    inside = (k_first > 0) & (k_first < steps.bounds.size)
+    total = blocks.size[inside].sum()
+    if total <= 0:
+        return 0.0
+    return float(blocks.size[inside & (k_end - k_first <= 1)].sum() / total)
+
+
+def _levels(blocks: _Blocks, candidates: np.ndarray, k_first: np.ndarray,
+            k_end: np.ndarray, seen: np.ndarray, n_bounds: int) -> np.ndarray:
+    """Live bytes of each candidate group at each boundary, shape (groups, bounds)."""
+    row_of = np.full(blocks.groups.height, -1, dtype=np.int64)
+    row_of[candidates] = np.arange(candidates.size)
+    rows = row_of[blocks.group]
+    keep = seen & (rows >= 0)
+    width = n_bounds + 1
+    size = blocks.size[keep].astype(np.float64)
+    diff = (np.bincount(rows[keep] * width + k_first[keep], weights=size,
+                        minlength=candidates.size * width)
+            - np.bincount(rows[keep] * width + k_end[keep], weights=size,
+                          minlength=candidates.size * width))
+    return np.cumsum(diff.reshape(candidates.size, width), axis=1)[:, :n_bounds]
+
+
+def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group: int,
+           level: np.ndarray, k_first: np.ndarray, k_end: np.ndarray) -> Finding | None:
+    """A leak finding for ``group`` with levels ``level`` at the boundaries, or None."""
+    level = np.rint(level).astype(np.int64)
+    diffs = np.diff(level)
+    rises = np.flatnonzero(diffs > 0)
+    rise_total = int(diffs[diffs > 0].sum())
+    fall_total = int(-diffs[diffs < 0].sum())
+    net = int(level[-1] - level[0])
+    mid = level.size // 2
+    if rises.size < MIN_RISES or net <= 0 or fall_total > MAX_FALL_SHARE * rise_total:
+        return None
+    if level[-1] - level[mid] < MIN_LATE_SHARE * net:
+        return None
+    first, last = int(rises[0]), int(rises[-1])
+    span = last - first
+    growth = int(level[last + 1] - level[first + 1])
+    per_step = growth / span if span > 0 else float(diffs[first])
+    total = int(level[-1] - level[first])
+    confidence = _confidence(level[first:], rises.size, rise_total, fall_total,
+                             steps.by_markers)
+    n_bounds = steps.bounds.size
+    leaked = (blocks.group == group) & (k_first > first) & (k_first < n_bounds) \
+        & (k_end == n_bounds)
+    leaked_ids = blocks.block_id[leaked]
+    order = np.argsort(blocks.seq_alloc[leaked], kind="stable")
+    info = blocks.groups.row(group, named=True)
+    stacks = blocks.stack_id[leaked]
+    stack_id = int(np.bincount(stacks[stacks >= 0]).argmax()) if (stacks >= 0).any() else None
+    first_block = np.flatnonzero(leaked)[order[0]] if leaked.any() else None
+    where = info["label"] or (info["owner"] or NO_STACK)
+    owner = info["owner"]
+    who = f"{owner} in {where}" if owner and info["label"] else where
+    severity = "high" if confidence >= HIGH_CONFIDENCE and total >= HIGH_BYTES else "medium"
+    steps_seen = steps.count
+    title = (f"{who} leaks {format_bytes(int(round(per_step)))} per step "
+             f"since {steps.name(first)} ({format_bytes(total)} in {steps_seen - 1 - first} "
+             "steps)")
+    detail = {
+        "function": info["name"],
+        "file": info["filename"],
+        "line": info["line"],
+        "frame_is_user_code": bool(info["user"]) if info["user"] is not None else False,
+        "owner": owner,
+        "pool": info["pool"] or None,
+        "bytes_per_step": int(round(per_step)),
+        "steps": steps_seen,
+        "steps_grown": int(rises.size),
+        "first_step": first,
+        "first_step_name": steps.name(first),
+        "blocks": int(leaked.sum()),
+        "total_bytes": total,
+        "confidence": round(float(confidence), 2),
+        "steps_from": _steps_source(trace, steps),
+        "level_at_steps": [int(v) for v in level[:: max(1, level.size // 200)]],
+    }
+    evidence = Evidence(
+        t=int(blocks.t_alloc[first_block]) if first_block is not None else None,
+        seq=int(blocks.seq_alloc[first_block]) if first_block is not None
+        and blocks.seq_alloc[first_block] >= 0 else None,
+        block_ids=tuple(int(b) for b in leaked_ids[order]),
+        stack=evidence_stack(trace, stack_id), owner=owner, stack_id=stack_id,
+    )
+    return Finding(kind="leak", severity=severity, title=title, device=device,
+                   bytes=total, detail=detail, evidence=evidence)
+
+
+def _confidence(level: np.ndarray, rises: int, rise_total: int, fall_total: int,
+                by_markers: bool) -> float:
+    """0..1: how steady the growth is (monotone, linear, seen often, steps known)."""
+    monotone = 1.0 - fall_total / rise_total if rise_total else 0.0
+    x = np.arange(level.size, dtype=np.float64)
+    y = level.astype(np.float64)
+    linear = 1.0
+    if level.size > 2 and y.std() > 0:
+        linear = float(np.corrcoef(x, y)[0, 1]) ** 2
+    often = min(1.0, rises / 6.0)
+    known = 1.0 if by_markers else 0.9
+    return max(0.0, monotone * linear * often * known)
+
+
+def _steps_source(trace: MemoryTrace, steps: Steps) -> str:
+    if steps.anchor_stack is None:
+        return steps.source
+    names = stack_frames(trace).filter(pl.col("stack_id") == steps.anchor_stack)
+    label = names["label"][0] if names.height else f"stack {steps.anchor_stack}"
+    return f"the recurring allocations of {label}"
+
+
+__all__ = ["find_leaks"]

@@ -1,0 +1,168 @@
+"""Where the training steps of a device begin: from markers, else from the trace's rhythm.
+
+Steps come, in this order, from
+
+* markers that name steps: snapshot ``external_annotations`` such as ``ProfilerStep#N``,
+  msMemScope ``STEP`` / mstx marks and ranges (any marker whose name says "step"); of
+  those, the name pattern (digits ignored) seen most often;
+* the recurring allocation pattern: a training loop allocates from the same call stacks
+  every iteration.  The stack (or, without stacks, the size) whose allocations are most
+  evenly spaced, at least 4 of them spread over most of the trace, and most often among
+  those, beats once per step (without markers, :mod:`.leak` also asks that the steps free
+  most of what they allocate, as a loop does);
+* equal slices of the trace, where nothing recurs (said so, and trusted less).
+
+Boundaries are positions on the event axis (``seq``): a block is alive at boundary ``b``
+when ``seq_alloc < b <= seq_free`` (ghosts from the start, never-freed ones to the end).
+Where a source has no ``seq`` on its blocks, times are used the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from memtui.model import MemoryTrace
+
+STEP_NAME = re.compile(r"step", re.IGNORECASE)
+MIN_STEPS = 4
+#: Largest coefficient of variation of the spacing of a stack's allocations that still
+#: counts as "once per step".
+REGULAR_CV = 0.25
+#: Share of the trace (in allocations) the recurring stack must span, times
+#: ``(count - 1) / count`` (a loop of n steps is beaten n times, from step 0 to step n-1):
+#: a rhythm of layers inside one forward or backward pass spans only that pass.
+MIN_COVERAGE = 0.8
+FALLBACK_SLICES = 16
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Step starts of one device on the axis ``axis`` (``"seq"`` or ``"t"``).
+
+    ``bounds[k]`` is where step ``k`` begins; the last step runs to the end of the trace
+    and may be cut short (the capture stopped in it).  ``times`` are the same boundaries
+    as times.  ``source`` says where they came from, ``by_markers`` whether markers said so.
+    """
+
+    bounds: np.ndarray
+    times: np.ndarray
+    axis: str
+    source: str
+    by_markers: bool
+    anchor_stack: int | None = None
+    names: tuple[str, ...] = ()
+    sliced: bool = False  # equal slices: nothing recurs
+
+    def name(self, k: int) -> str:
+        """What step ``k`` is called: its marker's name, or ``step k``."""
+        if 0 <= k < len(self.names) and self.names[k]:
+            return self.names[k]
+        return f"step {k}"
+
+    @property
+    def count(self) -> int:
+        return int(self.bounds.size)
+
+
+def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
+    """The step boundaries of ``device`` (None without events enough to have steps)."""
+    events = trace.device_events(device)
+    if events.height < 2:
+        return None
+    axis = "seq" if _blocks_have_seq(trace, device) else "t"
+    t = events["t"].to_numpy().astype(np.int64)
+    pos = events[axis].to_numpy().astype(np.int64)
+    marked = _marker_steps(trace, device)
+    if marked is not None:
+        starts, names, pattern = marked
+        index = np.searchsorted(t, starts, side="left")
+        index, first = np.unique(index, return_index=True)
+        names = [names[i] for i in first]
+        keep = index < t.size
+        if keep.sum() >= MIN_STEPS - 1:
+            return Steps(bounds=pos[index[keep]], times=t[index[keep]], axis=axis,
+                         source=f"markers ({pattern})", by_markers=True,
+                         names=tuple(n for n, k in zip(names, keep, strict=True) if k))
+    rhythm = _rhythm_steps(events)
+    if rhythm is not None:
+        index, label, stack = rhythm
+        return Steps(bounds=pos[index], times=t[index], axis=axis,
+                     source=f"the recurring allocations of {label}", by_markers=False,
+                     anchor_stack=stack)
+    index = np.unique(np.linspace(0, t.size - 1, FALLBACK_SLICES + 1).astype(np.int64)[:-1])
+    return Steps(bounds=pos[index], times=t[index], axis=axis,
+                 source=f"{index.size} equal slices of the trace (no steps found)",
+                 by_markers=False, sliced=True)
+
+
+def _blocks_have_seq(trace: MemoryTrace, device: str) -> bool:
+    blocks = trace.device_blocks(device)
+    traced = blocks.filter(~pl.col("ghost").fill_null(False))
+    return traced.height > 0 and traced["seq_alloc"].null_count() == 0 \
+        and trace.device_events(device)["seq"].null_count() == 0
+
+
+def _marker_steps(trace: MemoryTrace,
+                  device: str) -> tuple[np.ndarray, list[str], str] | None:
+    """Start times and names of the most frequent step-naming marker pattern, and it."""
+    markers = trace.markers
+    if markers.is_empty():
+        return None
+    rows = markers.filter(
+        (pl.col("device").is_null() | (pl.col("device") == device))
+        & pl.col("t").is_not_null() & pl.col("name").is_not_null()
+        & (pl.col("name").str.contains("(?i)step") | pl.col("kind").str.contains("(?i)step"))
+    ).with_columns(pattern=pl.col("name").str.replace_all(r"\d+", "N"))
+    if rows.is_empty():
+        return None
+    counts = rows.group_by("pattern").agg(n=pl.col("t").n_unique()).sort(
+        ["n", "pattern"], descending=[True, False])
+    pattern, n = counts.row(0)
+    if n < MIN_STEPS - 1:
+        return None
+    chosen = rows.filter(pl.col("pattern") == pattern).sort("t").unique(
+        "t", keep="first", maintain_order=True)
+    return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
+
+
+def _rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | None:
+    """Row indexes (into ``events``) of the allocations that beat once per step."""
+    allocs = events.select(
+        row=pl.int_range(0, pl.len(), dtype=pl.Int64), action=pl.col("action"),
+        stack_id=pl.col("stack_id"), size=pl.col("size"),
+    ).filter(pl.col("action") == "alloc")
+    if allocs.height < MIN_STEPS * 2:
+        return None
+    use_stack = allocs["stack_id"].null_count() <= allocs.height // 2
+    key = "stack_id" if use_stack else "size"
+    allocs = allocs.filter(pl.col(key).is_not_null()).with_columns(
+        pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
+    n = allocs.height
+    if n < MIN_STEPS * 2:
+        return None
+    stats = (
+        allocs.sort(key, "pos")
+        .with_columns(gap=pl.col("pos").diff().over(key))
+        .group_by(key)
+        .agg(count=pl.len(), mean=pl.col("gap").mean(), std=pl.col("gap").std(ddof=0),
+             first=pl.col("pos").min(), last=pl.col("pos").max())
+        .with_columns(cv=pl.col("std") / pl.col("mean"),
+                      coverage=(pl.col("last") - pl.col("first")) / n)
+        .filter((pl.col("count") >= MIN_STEPS) & (pl.col("cv") <= REGULAR_CV)
+                & (pl.col("coverage")
+                   >= MIN_COVERAGE * (pl.col("count") - 1) / pl.col("count")))
+        .sort(["count", "cv", "first"], descending=[True, False, False])
+    )
+    if stats.is_empty():
+        return None
+    value = stats[key][0]
+    rows = allocs.filter(pl.col(key) == value)["row"].to_numpy()
+    label = f"stack {value}" if use_stack else f"{value}-byte blocks"
+    return rows.astype(np.int64), label, int(value) if use_stack else None
+
+
+__all__ = ["Steps", "find_steps"]

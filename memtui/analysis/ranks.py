@@ -1,0 +1,213 @@
+"""Many ranks side by side: one small row per rank and device, and the outliers among them.
+
+:func:`rank_rows` turns one loaded capture into a :class:`RankRow` per device: peak
+allocated, peak reserved, allocated at the end, when the peak happened, a min-max
+downsampled curve for a sparkline, and (where the findings analyses exist) leak bytes per
+step and fragmentation.  A row is small (a few hundred bytes), so a process or a cluster
+worker can load a whole rank, compute its rows and send back only them.
+
+:func:`flag_outliers` marks the rows whose figure lies beyond the median plus three median
+absolute deviations (MAD) of all rows, with a sentence saying which figure and by how
+much.  The MAD is taken as at least 1% of the median, so ranks within a percent of each
+other are never outliers (identical ranks have a MAD of zero).  Only the high side
+counts: the rank that peaks or keeps more is the one that runs out of memory first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from memtui.analysis.downsample import minmax_bins
+from memtui.analysis.levels import allocated_level, reserved_level
+from memtui.analysis.summary import device_summary, format_bytes
+from memtui.model import MemoryTrace
+
+#: Points of the downsampled curve each row carries (the sparkline's resolution).
+CURVE_POINTS = 48
+#: Outlier rule: beyond median + MAD_FACTOR * max(MAD, MIN_SPREAD * median).
+MAD_FACTOR = 3.0
+MIN_SPREAD = 0.01
+#: Rows needed before anything can be called an outlier.
+MIN_ROWS = 3
+
+#: (RankRow attribute, words in the ``why`` sentence), the figures tested for outliers.
+OUTLIER_FIGURES: tuple[tuple[str, str], ...] = (
+    ("peak_allocated", "peak allocated"),
+    ("peak_reserved", "peak reserved"),
+    ("allocated_at_end", "allocated at end"),
+    ("leak_bytes_per_step", "leak per step"),
+)
+
+
+@dataclass
+class RankRow:
+    """One rank's device: the figures of the Ranks screen and of ``summary``'s ``ranks``.
+
+    ``peak_time`` is relative to the device's first time, in the trace's ``time_unit``
+    (ns, or event numbers).  ``curve`` holds the highest allocated level in each of
+    :data:`CURVE_POINTS` equal slices of the device's time range.  ``device_entry`` is the
+    device's entry of the summary object (``summary`` JSON ``devices``).
+    """
+
+    rank: int | None
+    device: str
+    path: str
+    peak_allocated: int
+    peak_reserved: int | None
+    allocated_at_end: int
+    peak_time: int | None
+    time_unit: str = "ns"
+    curve: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    leak_bytes_per_step: int | None = None
+    fragmentation: float | None = None
+    outlier: bool = False
+    why: str = ""
+    device_entry: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells rows apart: the capture's path and the device in it."""
+        return self.path, self.device
+
+    def as_json(self) -> dict[str, Any]:
+        """The row's entry of ``summary --json``'s ``ranks`` list."""
+        return {
+            "rank": self.rank,
+            "device": self.device,
+            "path": self.path,
+            "peak_allocated_bytes": self.peak_allocated,
+            "peak_reserved_bytes": self.peak_reserved,
+            "allocated_at_end_bytes": self.allocated_at_end,
+            "outlier": self.outlier,
+            "why": self.why,
+        }
+
+
+def rank_rows(trace: MemoryTrace, path: str, rank: int | None = None,
+              points: int = CURVE_POINTS) -> list[RankRow]:
+    """One row per device of ``trace`` (devices with no level at all are left out).
+
+    ``rank`` is what the capture's names said; where it is None, the device's own rank
+    (profiler DBs, msMemScope) is taken.
+    """
+    rows = []
+    for device in trace.meta.device_names:
+        entry = device_summary(trace, device)
+        allocated = allocated_level(trace, device)
+        if allocated.values.size == 0:
+            continue
+        rows.append(_row(trace, device, path, rank, entry, allocated, points))
+    return rows
+
+
+def _row(trace: MemoryTrace, device: str, path: str, rank: int | None, entry: dict,
+         allocated, points: int) -> RankRow:
+    info = trace.meta.device(device)
+    t = allocated.t
+    peak, index = allocated.peak()
+    reserved = reserved_level(trace, device)
+    peak_reserved = int(reserved.values.max()) if reserved is not None and \
+        reserved.values.size else None
+    start, end = int(t[0]), int(t[-1])
+    curve = minmax_bins(t, allocated.values, start, max(end, start + 1), points).hi
+    return RankRow(
+        rank=rank if rank is not None else info.rank,
+        device=device,
+        path=path,
+        peak_allocated=peak,
+        peak_reserved=peak_reserved,
+        allocated_at_end=int(entry["allocated_at_end_bytes"] or 0),
+        peak_time=int(t[index]) - start if index >= 0 else None,
+        time_unit=trace.meta.time_unit,
+        curve=curve.astype(np.int64),
+        device_entry=entry,
+    )
+
+
+def median_and_spread(values: np.ndarray) -> tuple[float, float]:
+    """The median and the spread the outlier rule uses: max(MAD, MIN_SPREAD * |median|)."""
+    median = float(np.median(values))
+    mad = float(np.median(np.abs(values - median)))
+    return median, max(mad, MIN_SPREAD * abs(median))
+
+
+def flag_outliers(rows: Sequence[RankRow]) -> list[RankRow]:
+    """``rows`` (copies) with ``outlier`` and ``why`` set by the rule of the module
+    docstring, for every figure of :data:`OUTLIER_FIGURES` that at least
+    :data:`MIN_ROWS` rows have."""
+    reasons: list[list[str]] = [[] for _ in rows]
+    for attribute, words in OUTLIER_FIGURES:
+        known = [(i, getattr(row, attribute)) for i, row in enumerate(rows)
+                 if getattr(row, attribute) is not None]
+        if len(known) < MIN_ROWS:
+            continue
+        values = np.array([value for _, value in known], dtype=np.float64)
+        median, spread = median_and_spread(values)
+        threshold = median + MAD_FACTOR * spread
+        for (i, value), x in zip(known, values, strict=True):
+            if x > threshold:
+                reasons[i].append(
+                    f"{words} {format_bytes(int(value))} is {format_bytes(int(x - median))} "
+                    f"above the median {format_bytes(int(median))} (limit "
+                    f"{format_bytes(int(threshold))}: median + 3 MAD)")
+    return [replace(row, outlier=bool(why), why="; ".join(why))
+            for row, why in zip(rows, reasons, strict=True)]
+
+
+def sort_rows(rows: Sequence[RankRow]) -> list[RankRow]:
+    """Rows in rank order (unknown ranks last), then by path and device."""
+    return sorted(rows, key=lambda r: (r.rank is None, r.rank or 0, r.path, r.device))
+
+
+def sparkline(curve: np.ndarray, top: int, width: int) -> str:
+    """``curve`` as ``width`` block characters scaled to ``top`` (the same for every row,
+    so heights compare across ranks); each character is the highest point under it."""
+    ticks = "▁▂▃▄▅▆▇█"
+    if curve.size == 0 or width <= 0:
+        return ""
+    edges = np.linspace(0, curve.size, width + 1).astype(np.int64)
+    edges[1:] = np.maximum(edges[1:], edges[:-1] + 1)
+    edges = np.minimum(edges, curve.size)
+    highs = np.array([curve[a:b].max() if b > a else curve[-1]
+                      for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    scale = max(int(top), 1)
+    levels = np.clip((highs * (len(ticks) - 1) + scale - 1) // scale, 0, len(ticks) - 1)
+    return "".join(ticks[int(level)] for level in levels)
+
+
+def format_peak_time(row: RankRow) -> str:
+    """When the row's peak happened, relative to its start: ``+1.234 s`` or ``#N``."""
+    if row.peak_time is None:
+        return "-"
+    if row.time_unit == "event":
+        return f"#{row.peak_time}"
+    return f"+{row.peak_time / 1e9:.3f} s"
+
+
+def format_ranks(data: dict[str, Any], rows: Sequence[RankRow]) -> str:
+    """The human ``memtui summary`` of several ranks: one line per rank and device, the
+    outliers and why, the warnings."""
+    lines = [f"{data['path']}  ({len(rows)} rank devices, {data['source']})",
+             f"  {'':1} {'rank':>4}  {'device':<14} {'peak alloc':>10}  {'peak resv':>10}  "
+             f"{'at end':>10}  {'peak at':>12}"]
+    for row in rows:
+        rank = "-" if row.rank is None else str(row.rank)
+        lines.append(
+            f"  {'!' if row.outlier else ' '} {rank:>4}  {row.device:<14} "
+            f"{format_bytes(row.peak_allocated):>10}  {format_bytes(row.peak_reserved):>10}  "
+            f"{format_bytes(row.allocated_at_end):>10}  {format_peak_time(row):>12}  "
+            f"{row.path}")
+    for row in rows:
+        if row.outlier:
+            lines.append(f"  outlier: rank {row.rank} {row.device}: {row.why}")
+    for warning in data["warnings"]:
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
+
+__all__ = ["CURVE_POINTS", "OUTLIER_FIGURES", "RankRow", "flag_outliers", "format_peak_time",
+           "format_ranks", "median_and_spread", "rank_rows", "sort_rows", "sparkline"]

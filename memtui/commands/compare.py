@@ -1,0 +1,33 @@
+"""``memtui compare A B [--json]``: what changed from capture A to capture B, and where."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "compare two captures: peaks, deltas, and the stacks, owners and ops behind them"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="the baseline capture (file or folder)")
+    parser.add_argument("b", help="the capture compared against it")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--align", choices=("step", "time", "position"), default=None,
+                        help="how B's time maps onto A's (default: step where both have "
+                             "steps, else time, else event position)")
+    parser.add_argument("--shift", type=int, default=0,
+                        help="shift B against A: steps, ns (events without a clock), or "
+                             "events, by alignment")
+    parser.add_argument("--top", type=int, default=10,
+                        help="rows of each attribution in the text output (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memtui.analysis.compare import compare
+    from memtui.analysis.compare_text import format_comparison
+    from memtui.loading import load_traces
+
+    a, b = load_traces([args.a, args.b])
+    result = compare(a, b, mode=args.align, shift=args.shift)
+    print(json.dumps(result.to_json()) if args.json else format_comparison(result, args.top))
+    return 0

@@ -1,0 +1,27 @@
+"""``memtui findings [PATH] [--json]``: leaks, the peak, OOMs and more, found for you."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "find leaks, the peak, OOM causes, fragmentation and capture limits"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", nargs="?", help="capture file or folder (default: the demo)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memtui.analysis.findings import find_all, findings_json, format_findings
+    from memtui.commands.paths import capture_path
+    from memtui.loading import load_trace
+
+    trace = load_trace(capture_path(args.path))
+    findings = find_all(trace)
+    if args.json:
+        print(json.dumps(findings_json(trace, findings)))
+    else:
+        print(format_findings(trace, findings))
+    return 0

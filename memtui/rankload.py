@@ -1,0 +1,227 @@
+"""Loading many ranks: each rank's rows computed away from the caller, streamed back.
+
+One rank is one capture (see :mod:`memtui.sources.ranks`).  :func:`summarize_capture`
+loads it, computes its :class:`~memtui.analysis.ranks.RankRow` per device and its
+``summary`` entries, and returns only those (a few KB), so that the process asking never
+holds more than the small per-rank results.  :func:`stream_results` runs it for every
+capture and yields the results as they finish, in one of three ways:
+
+* ``"serial"``: in this process, one rank after the other;
+* ``"pool"`` (default): a pool of processes sized to the cores (``spawn``: no fork of a
+  process that already runs polars threads);
+* ``"dask"``: on a Dask distributed cluster (the ``cluster`` extra), at an existing
+  scheduler's address, or on a ``LocalCluster`` started here for ``"local"``.  Workers
+  read the files from the (shared) filesystem and send back only the results.
+
+A capture that cannot be read yields a result with ``error`` set (the one-line message)
+and no rows: the caller skips it with a warning and shows the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtui.analysis.ranks import CURVE_POINTS, RankRow, flag_outliers, rank_rows, sort_rows
+from memtui.errors import CaptureError
+from memtui.sources.ranks import RankCapture
+
+#: ``--cluster`` value that starts a Dask LocalCluster here.
+LOCAL_CLUSTER = "local"
+#: How often a waiting stream checks whether it was asked to stop (seconds).
+POLL_S = 0.2
+CLUSTER_HINT = "needs the cluster extra: pip install 'memtui[cluster]' (dask[distributed])"
+
+
+@dataclass
+class RankResult:
+    """What one rank sends back: its rows and summary entries, or why it could not."""
+
+    capture: RankCapture
+    rows: list[RankRow] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    source: str = ""
+    error: str | None = None
+
+
+def summarize_capture(capture: RankCapture, points: int = CURVE_POINTS) -> RankResult:
+    """Load one capture and return its rows (runs in a worker process or on a cluster)."""
+    from memtui.analysis.summary import summary
+    from memtui.loading import load_trace
+
+    try:
+        trace = load_trace(capture.path)
+    except CaptureError as exc:
+        return RankResult(capture, error=str(exc))
+    rows = rank_rows(trace, str(capture.path), capture.rank, points)
+    data = summary(trace)
+    ranks = {row.device: row.rank for row in rows}
+    devices = [{**entry, "rank": ranks.get(entry["device"]), "path": str(capture.path)}
+               for entry in data["devices"]]
+    warnings = [f"{capture.path}: {warning}" for warning in data["warnings"]]
+    return RankResult(capture, rows=rows, devices=devices, warnings=warnings,
+                      source=trace.meta.source)
+
+
+class RankTable:
+    """The results gathered so far: rows with outliers flagged, devices, warnings.
+
+    ``add`` takes results in any order; ``rows`` stays in rank order and is re-flagged on
+    every addition (the median moves as ranks arrive).
+    """
+
+    def __init__(self, expected: int = 0) -> None:
+        self.expected = expected
+        self.done = 0
+        self.rows: list[RankRow] = []
+        self.devices: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self.errors: list[str] = []
+        self.sources: set[str] = set()
+
+    def add(self, result: RankResult) -> None:
+        self.done += 1
+        if result.error is not None:
+            self.errors.append(result.error)
+            self.warnings.append(f"skipped {result.error}")
+            return
+        self.sources.add(result.source)
+        self.warnings.extend(result.warnings)
+        self.devices.extend(result.devices)
+        self.devices.sort(key=_device_order)
+        self.rows = flag_outliers(sort_rows([*self.rows, *result.rows]))
+
+    @property
+    def source(self) -> str:
+        """The one source every rank came from, or ``"mixed"``."""
+        return next(iter(self.sources)) if len(self.sources) == 1 else "mixed"
+
+    def progress(self) -> str:
+        return f"{self.done}/{self.expected} ranks"
+
+    def as_json(self, path: str) -> dict[str, Any]:
+        """The ``summary --json`` object: the usual keys plus ``ranks``."""
+        return {"source": self.source, "path": path, "devices": list(self.devices),
+                "ranks": [row.as_json() for row in self.rows],
+                "warnings": list(self.warnings)}
+
+
+def _device_order(entry: dict[str, Any]) -> tuple:
+    rank = entry.get("rank")
+    return (rank is None, rank or 0, entry.get("path", ""), entry["device"])
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def stream_results(captures: Sequence[RankCapture], how: str = "pool",
+                   cluster: str | None = None, workers: int | None = None,
+                   points: int = CURVE_POINTS,
+                   stop: threading.Event | None = None) -> Iterator[RankResult]:
+    """Every capture's :class:`RankResult`, as each finishes.
+
+    ``how`` is ``"serial"``, ``"pool"`` or ``"dask"`` (``cluster`` given: the scheduler's
+    address, or ``"local"``).  ``workers`` caps the pool or the LocalCluster (default: the
+    cores).  Setting ``stop`` (from another thread), or closing the generator, ends the
+    stream within :data:`POLL_S` and drops the work not yet started.
+    """
+    stop = stop or threading.Event()
+    if cluster is not None:
+        how = "dask"
+    if how == "dask":
+        yield from _dask_results(captures, cluster or LOCAL_CLUSTER, workers, points, stop)
+    elif how == "pool" and len(captures) > 1 and min(workers or cores(), len(captures)) > 1:
+        yield from _pool_results(captures, min(workers or cores(), len(captures)), points,
+                                 stop)
+    else:
+        for capture in captures:
+            if stop.is_set():
+                return
+            yield summarize_capture(capture, points)
+
+
+def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
+                  stop: threading.Event) -> Iterator[RankResult]:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pool = ProcessPoolExecutor(max_workers=workers,
+                               mp_context=multiprocessing.get_context("spawn"))
+    try:
+        pending = {pool.submit(summarize_capture, capture, points) for capture in captures}
+        while pending and not stop.is_set():
+            done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | None,
+                  points: int, stop: threading.Event) -> Iterator[RankResult]:
+    try:
+        from distributed import Client, LocalCluster, wait
+    except ImportError:
+        raise CaptureError("--cluster", CLUSTER_HINT) from None
+    local = None
+    try:
+        if address == LOCAL_CLUSTER:
+            local = LocalCluster(n_workers=workers or cores(), threads_per_worker=1,
+                                 processes=True, dashboard_address=None)
+            client = Client(local)
+        else:
+            client = Client(address, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        if local is not None:
+            local.close()
+        raise CaptureError(address, f"cannot reach the Dask scheduler ({exc})") from None
+    try:
+        pending = set(client.map(summarize_capture, list(captures), points=points, pure=False))
+        while pending and not stop.is_set():
+            try:
+                done, pending = wait(list(pending), timeout=POLL_S,
+                                     return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                continue
+            for future in done:
+                yield future.result()
+            pending = set(pending)
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+
+
+def prepare_processes() -> None:
+    """Start multiprocessing's resource tracker now, while ``sys.stderr`` is the real one.
+
+    A full-screen UI replaces ``sys.stderr`` with an object whose ``fileno()`` is not a
+    real descriptor; the tracker, started lazily by the first worker process, passes that
+    descriptor on and fails (``bad value(s) in fds_to_keep``).  Call this before the UI
+    starts when it will start processes (the pool, a Dask LocalCluster).
+    """
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
+def dask_available() -> bool:
+    """Whether the ``cluster`` extra (dask distributed) is installed."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "cores", "dask_available",
+           "prepare_processes", "stream_results", "summarize_capture"]

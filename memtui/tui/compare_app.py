@@ -1,0 +1,337 @@
+"""Compare mode: two captures in one app, one cursor over both (``memtui A B``).
+
+:class:`CompareApp` is a :class:`~memtui.tui.app.MemtuiApp` that holds two traces and
+shows one of them at a time (``app.side``: ``"a"`` or ``"b"``): ``app.trace`` is the shown
+run, so every screen of the single-capture app works unchanged on it.  ``tab`` switches
+the run: the cursor (time, view, window) goes to the aligned point of the other run and
+the run's screens are built afresh.  The Trend becomes
+:class:`~memtui.tui.screens.compare_trend.CompareTrendScreen` (both curves on one axis,
+B - A under them) and key ``7`` shows the
+:class:`~memtui.tui.screens.diff.DiffScreen` (the attributed deltas).  ``<`` ``>`` shift B
+against A and ``a`` switches the alignment (:mod:`memtui.analysis.compare`).
+
+API for its screens, beyond MemtuiApp's: ``app.comparison_for(device)`` (the
+:class:`~memtui.analysis.compare.DeviceComparison` of the shown run's device, or None),
+``app.side`` / ``app.other_side``, ``app.side_label(side)``, ``app.alignment_text(device)``,
+``app.select_difference(row)``, and the reactive ``app.comparison_key`` that changes
+whenever the alignment does.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from textual import events, work
+from textual.binding import Binding, BindingType
+from textual.reactive import reactive
+
+from memtui.analysis.compare import (
+    ALIGNMENTS,
+    Comparison,
+    DeviceComparison,
+    blocks_of,
+    compare,
+    device_bounds,
+    realign,
+)
+from memtui.errors import CaptureError
+from memtui.model import MemoryTrace
+from memtui.tui.app import EXIT_BAD_INPUT, MemtuiApp, initial_device
+from memtui.tui.cursor import CursorState, settle
+from memtui.tui.screens import SCREENS
+from memtui.tui.screens.compare_trend import CompareTrendScreen
+from memtui.tui.screens.diff import DiffScreen
+from memtui.tui.screens.modals import LoadingScreen
+
+SIDES = ("a", "b")
+#: The screens that show one run: rebuilt when ``tab`` switches the run.
+RUN_SCREENS = {**SCREENS, "trend": CompareTrendScreen}
+#: ``<`` ``>`` move B by this share of its events or time (by one step when aligned by step).
+SHIFT_SHARE = 0.01
+
+
+class CompareApp(MemtuiApp):
+    """See the module docstring."""
+
+    MODES: ClassVar = {**RUN_SCREENS, "diff": DiffScreen}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("7", "show_screen('diff')", "Diff"),
+        Binding("tab", "switch_run", "A/B", priority=True),
+        Binding("less_than_sign", "shift(-1)", "Shift B back", show=False),
+        Binding("greater_than_sign", "shift(1)", "Shift B on", show=False),
+        Binding("a", "alignment", "Align", show=False),
+        Binding("E", "tables_view", "Blocks/Events"),  # tab, the Tables' own key, is A/B
+    ]
+
+    comparison_key: reactive[int] = reactive(0, init=False)
+
+    def __init__(self, a: str | Path | MemoryTrace, b: str | Path | MemoryTrace) -> None:
+        given = isinstance(a, MemoryTrace) and isinstance(b, MemoryTrace)
+        super().__init__(a if given else None, trace_path=None if given else a)
+        self.paths = (Path(str(a)) if not given else None, Path(str(b)) if not given else None)
+        self.traces: list[MemoryTrace] = [a, b] if given else []  # type: ignore[list-item]
+        self.comparison: Comparison | None = None
+        self.side = "a"
+        self.align_mode = None  # alignment mode (None: the default)
+        self.shift = 0
+        self._run_caches: dict[str, tuple] = {}
+        self._run_filters: dict[str, tuple] = {}  # side -> (device, block ids, label)
+        self._stack_search: dict[str, str] = {}  # side -> frame name to find on Stacks
+        self._moment: str | None = None  # "peak" / "end" of the chosen difference
+
+    # -- loading --------------------------------------------------------------------------
+
+    def on_mount(self, event: events.Mount) -> None:
+        event.prevent_default()  # MemtuiApp's on_mount would load one capture
+        if self.traces:
+            self._start_pair(self.traces[0], self.traces[1], compare(*self.traces))
+            return
+        names = " / ".join(p.name for p in self.paths if p is not None)
+        self.sub_title = names
+        self.push_screen(LoadingScreen(names))
+        self._load_pair()
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load_pair(self) -> None:
+        from memtui.loading import load_traces
+
+        screen = self.screen
+        shares = [0.0, 0.0]
+
+        def progress(index: int, fraction: float, message: str) -> None:
+            shares[index] = fraction
+            if isinstance(screen, LoadingScreen):
+                self.call_from_thread(screen.set_progress, sum(shares) / 2,
+                                      f"{'AB'[index]}: {message}")
+
+        try:
+            a, b = load_traces([p for p in self.paths if p is not None], progress)
+            result = compare(a, b)
+        except CaptureError as exc:
+            self.call_from_thread(self._load_failed, str(exc))
+            return
+        self.call_from_thread(self._start_pair, a, b, result)
+
+    def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison) -> None:
+        self.traces = [a, b]
+        self.comparison = result
+        self._start(a)
+        pairs = [d.device_a for d in result.devices]
+        if self.cursor is not None and self.cursor.device not in pairs and pairs:
+            self.move_cursor(device=pairs[0])
+        self.sub_title = f"A {self.side_label('a')} / B {self.side_label('b')}"
+
+    # -- the comparison ---------------------------------------------------------------------
+
+    @property
+    def other_side(self) -> str:
+        return "b" if self.side == "a" else "a"
+
+    def side_label(self, side: str, short: bool = False) -> str:
+        """``A clean.pickle`` (``short``: the file name cut to 18 characters)."""
+        index = SIDES.index(side)
+        if not self.traces:
+            return side.upper()
+        name = Path(self.traces[index].meta.path).name
+        if short and len(name) > 18:
+            name = name[:8] + "…" + name[-9:]
+        return f"{side.upper()} {name}"
+
+    def comparison_for(self, device: str) -> DeviceComparison | None:
+        """The device pair holding ``device`` of the shown run (None: it has no pair)."""
+        if self.comparison is None:
+            return None
+        for pair in self.comparison.devices:
+            if (pair.device_a if self.side == "a" else pair.device_b) == device:
+                return pair
+        return None
+
+    def alignment_text(self, device: str) -> str:
+        pair = self.comparison_for(device)
+        if pair is None:
+            return ""
+        align = pair.alignment
+        text = f"aligned by {align.mode} (a)"
+        if align.mode == "step":
+            text += f", {align.steps} step pairs"
+        if align.shift:
+            unit = {"step": "steps", "position": "events"}.get(align.mode, "")
+            if align.mode == "time":
+                unit = "events" if self.trace.meta.time_unit == "event" else "ns"
+            text += f", B shifted {align.shift:+,} {unit} (< >)"
+        return text
+
+    def _realign(self) -> None:
+        a, b = self.traces
+        devices = [realign(d, a, b, self.align_mode, self.shift) for d in self.comparison.devices]
+        self.comparison = Comparison(a, b, devices, devices[0].alignment.mode if devices
+                                     else self.comparison.mode)
+        self.comparison_key += 1
+
+    def action_shift(self, direction: int) -> None:
+        pair = self.comparison_for(self.cursor.device) if self.cursor else None
+        if pair is None:
+            return
+        mode = pair.alignment.mode
+        if mode == "step":
+            unit = 1
+        elif mode == "position":
+            unit = max(1, int(self.traces[1].device_events(pair.device_b).height * SHIFT_SHARE))
+        else:
+            b0, b1 = device_bounds(self.traces[1], pair.device_b)
+            unit = max(1, int((b1 - b0) * SHIFT_SHARE))
+        self.align_mode, self.shift = mode, self.shift + direction * unit
+        self._realign()
+        self.notify(self.alignment_text(self.cursor.device), timeout=3)
+
+    def action_alignment(self) -> None:
+        pair = self.comparison_for(self.cursor.device) if self.cursor else None
+        if pair is None:
+            return
+        now = pair.alignment.mode
+        self.align_mode = ALIGNMENTS[(ALIGNMENTS.index(now) + 1) % len(ALIGNMENTS)]
+        self.shift = 0
+        self._realign()
+        got = self.comparison_for(self.cursor.device).alignment.mode
+        if got != self.align_mode:
+            self.notify(f"cannot align by {self.align_mode} here: aligned by {got}", timeout=4)
+            self.align_mode = got
+        else:
+            self.notify(self.alignment_text(self.cursor.device), timeout=3)
+
+    # -- switching the run --------------------------------------------------------------------
+
+    def _mapped_cursor(self, cursor: CursorState) -> tuple[str, CursorState]:
+        """The cursor on the other run: the paired device, times through the alignment."""
+        pair = self.comparison_for(cursor.device)
+        target = self.traces[SIDES.index(self.other_side)]
+        if pair is None:
+            device = initial_device(target) or cursor.device
+            return device, CursorState(device=device, t=cursor.t, view=cursor.view)
+        to_other = pair.alignment.a_to_b if self.side == "a" else pair.alignment.b_to_a
+        device = pair.device_b if self.side == "a" else pair.device_a
+        t, v0, v1 = (int(x) for x in to_other(np.array([cursor.t, *cursor.view])))
+        window = None
+        if cursor.window is not None:
+            w0, w1 = (int(x) for x in to_other(np.array(cursor.window)))
+            window = (w0, w1)
+        return device, CursorState(device=device, t=t, view=(v0, max(v1, v0 + 1)),
+                                   window=window)
+
+    async def action_switch_run(self) -> None:
+        if self.cursor is None or len(self.traces) != 2:
+            return
+        mode = self.current_mode
+        device, state = self._mapped_cursor(self.cursor)
+        self._run_caches[self.side] = (self._timelines, self._live, self._tops)
+        self.side = self.other_side
+        self.trace = self.traces[SIDES.index(self.side)]
+        self._timelines, self._live, self._tops = self._run_caches.get(self.side, ({}, {}, None))
+        if mode != "diff":
+            await self.switch_mode("diff")
+        for name in RUN_SCREENS:
+            await self.remove_mode(name)
+            self.add_mode(name, RUN_SCREENS[name])
+        timeline = self.timeline(device)
+        self.cursor = settle(state, (timeline.start, timeline.end))
+        if self.side in self._stack_search:  # a chosen difference: this run's own moment
+            self._go_to_moment()
+        self.block_filter = self._run_filters.get(self.side)
+        if mode != "diff":
+            await self.switch_mode(mode)
+            self._after_show(mode)
+        self.comparison_key += 1
+        self.notify(f"showing {self.side_label(self.side)}", timeout=2)
+
+    def status_prefix(self) -> str:
+        """What the status bar says first: the shown run."""
+        return self.side.upper()
+
+    # -- selecting a difference ----------------------------------------------------------------
+
+    def select_difference(self, row: dict) -> None:
+        """Diff's Enter: both runs' Stacks search the row's frame and both Block tables show
+        only its blocks (alive where the row counts them); shows this run's Stacks (a
+        stack) or Tables (an owner or op)."""
+        pair = self.comparison_for(self.cursor.device)
+        if pair is None:
+            return
+        ids_a, ids_b = blocks_of(pair, row["kind"], row["key"], row["at"])
+        label = (f"{row['label']} at {row['at']}" if row["kind"] == "stack"
+                 else f"{row['kind']} {row['label']} at {row['at']}")
+        self._run_filters = {"a": (pair.device_a, ids_a, label), "b": (pair.device_b, ids_b, label)}
+        if row["kind"] == "stack" and row["label"] and not row["label"].startswith("("):
+            name = row["label"].split(" (")[0]
+            self._stack_search = {"a": name, "b": name}
+        else:
+            self._stack_search = {}
+        self.block_filter = self._run_filters[self.side]
+        self._moment = row["at"]
+        self._go_to_moment()
+        if not (ids_a.size or ids_b.size):
+            self.notify("no block of either run is behind this row", severity="warning")
+            return
+        target = "stacks" if self._stack_search else "tables"
+        if self.current_mode == target == "tables":
+            self.screen._take_block_filter()  # type: ignore[attr-defined]
+        self.switch_mode(target)
+        self._after_show(target)
+
+    def _go_to_moment(self) -> None:
+        """The cursor to the chosen difference's moment in the shown run: its peak or end."""
+        if self._moment is None or self.cursor is None:
+            return
+        timeline = self.timeline(self.cursor.device)
+        self.move_cursor(t=timeline.peak_t if self._moment == "peak" else timeline.end)
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "tables_view":
+            return self.current_mode == "tables"
+        return super().check_action(action, parameters)
+
+    def action_tables_view(self) -> None:
+        switch = getattr(self.screen, "action_switch_view", None)
+        if self.current_mode == "tables" and switch is not None:
+            switch()
+
+    def action_show_screen(self, name: str) -> None:
+        super().action_show_screen(name)
+        self._after_show(name)
+
+    def _after_show(self, name: str) -> None:
+        """Run the pending Stacks search of the shown run once its screen is ready."""
+        if name != "stacks" or self.side not in self._stack_search:
+            return
+        tries = [0]
+
+        def attempt() -> None:
+            screen = self.screen
+            tries[0] += 1
+            ready = getattr(screen, "_ready", False) and self.current_mode == "stacks"
+            if ready and self.side in self._stack_search:
+                screen.search(self._stack_search.pop(self.side))  # type: ignore[attr-defined]
+                timer.stop()
+            elif tries[0] > 100 or self.current_mode != "stacks":
+                timer.stop()
+
+        timer = self.set_interval(0.05, attempt)
+
+
+def run_compare(path_a: str | Path, path_b: str | Path) -> int:
+    """Open two captures in compare mode; the exit status (2 where one cannot be read)."""
+    for path in (Path(path_a), Path(path_b)):
+        if not path.exists():
+            print(f"memtui: {CaptureError(path, 'no such file or folder')}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    app = CompareApp(path_a, path_b)
+    code = app.run()
+    if app.load_error:
+        print(f"memtui: {app.load_error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return int(code or 0)
+
+
+__all__ = ["CompareApp", "run_compare"]

@@ -1,0 +1,130 @@
+"""Screen 7 in compare mode, Diff: where the difference between the two runs sits.
+
+A header with both files, the alignment and the peak / end figures of the cursor's device
+pair; then every attributed delta (by stack, owner and op, at each run's peak and at its
+end, :func:`memtui.analysis.compare.diff_rows`), largest change first, keys seen in one
+run only marked so.  Enter on a row asks the app to select it
+(``app.select_difference``): both runs' Stacks screens search its frame and both Block
+tables show only its blocks.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from memtui.analysis.compare import diff_rows
+from memtui.analysis.compare_text import signed_bytes
+from memtui.analysis.summary import format_bytes
+from memtui.tui.widgets.status import StatusBar
+
+MAX_ROWS = 5000
+_ONLY = {"a": "A", "b": "B"}  # the "only" column: the run the key appears in alone
+
+
+class DiffScreen(Screen):
+    """See the module docstring."""
+
+    BINDINGS = [Binding("enter", "choose", "Select in both runs")]
+    DEFAULT_CSS = """
+    DiffScreen #diff-header { height: auto; max-height: 4; padding: 0 1; }
+    DiffScreen #diff-table { height: 1fr; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._key: tuple | None = None
+        self._rows = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="diff-header")
+        table = DataTable(id="diff-table", cursor_type="row", zebra_stripes=False)
+        yield table
+        yield StatusBar()
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for label, width in (("B - A", 10), ("at", 4), ("A", 9), ("B", 9), ("by", 5),
+                             ("only", 4), ("where", None)):
+            table.add_column(label, key=label, width=width)
+        self.watch(self.app, "cursor", self._refresh, init=False)
+        self.watch(self.app, "comparison_key", self._comparison_changed, init=False)
+        self._refresh(self.app.cursor)
+        table.focus()
+        self.call_after_refresh(self.app.mark_painted, "diff")
+
+    def on_screen_resume(self) -> None:
+        self._refresh(self.app.cursor)
+        self.query_one(DataTable).focus()
+
+    def _comparison_changed(self, _key) -> None:
+        self._key = None
+        self._refresh(self.app.cursor)
+
+    def _refresh(self, cursor) -> None:
+        if cursor is None or not self.is_attached:
+            return
+        app = self.app
+        pair = app.comparison_for(cursor.device)
+        key = (cursor.device, id(pair), app.side)
+        if key == self._key:
+            return
+        self._key = key
+        self._header(pair)
+        table = self.query_one(DataTable)
+        table.clear()
+        if pair is None:
+            self._rows = None
+            return
+        self._rows = diff_rows(pair).head(MAX_ROWS)
+        for index, row in enumerate(self._rows.iter_rows(named=True)):
+            where = Text(row["label"] or "", no_wrap=True, overflow="ellipsis")
+            only = Text(_ONLY.get(row["only_in"] or "", ""), style="bold")
+            if row["launches"]:
+                where.append(f"  launches {row['launches']}", style="italic")
+            delta = Text(signed_bytes(row["delta"]), justify="right",
+                         style="bold" if row["delta"] else "")
+            table.add_row(delta, row["at"], Text(format_bytes(row["a_bytes"]), justify="right"),
+                          Text(format_bytes(row["b_bytes"]), justify="right"), row["kind"],
+                          only, where, key=str(index))
+
+    def _header(self, pair) -> None:
+        app = self.app
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("Diff ", style="bold")
+        text.append(f"{app.side_label('a')}  {app.side_label('b')}\n")
+        if pair is None:
+            text.append(f"{app.cursor.device} has no counterpart in the other run")
+            self.query_one("#diff-header", Static).update(text)
+            return
+        text.append(f"{pair.device_a} vs {pair.device_b}, ")
+        text.append(app.alignment_text(app.cursor.device) + "\n", style="dim")
+        for name, a, b in (("peak", pair.a.peak, pair.b.peak),
+                           ("end", pair.a.end_allocated, pair.b.end_allocated)):
+            delta = b - a
+            text.append(f"{name} {format_bytes(a)} -> {format_bytes(b)} ")
+            text.append(f"({signed_bytes(delta)})  ", style="bold")
+        if pair.new_blocks.height:
+            text.append(f"new at B's end: {int(pair.new_blocks['count'].sum()):,} blocks "
+                        f"{format_bytes(int(pair.new_blocks['bytes'].sum()))}")
+        self.query_one("#diff-header", Static).update(text)
+
+    def selected_row(self) -> dict | None:
+        if self._rows is None or self._rows.is_empty():
+            return None
+        table = self.query_one(DataTable)
+        index = min(max(table.cursor_row, 0), self._rows.height - 1)
+        return self._rows.row(index, named=True)
+
+    def action_choose(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.app.select_difference(row)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_choose()

@@ -1,0 +1,238 @@
+"""Findings on hand-made traces whose answers are worked out by hand (issue 16)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memtui.analysis.findings import counts_by_kind, find_all, findings_json
+from memtui.analysis.findings.allocator import advice, settings_of
+from memtui.analysis.findings.capture import find_capture_limits
+from memtui.analysis.findings.leak import find_leaks
+from memtui.analysis.findings.oom import find_ooms
+from memtui.analysis.findings.peak import find_peak
+from memtui.analysis.findings.steps import find_steps
+from tests.helpers.findings_traces import DEVICE, MiB, TraceBuilder, training_loop
+
+
+def leaks(trace):
+    return find_leaks(trace, DEVICE)
+
+
+# -- leaks ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
+def test_leak_every_step(markers):
+    """10 steps each keeping 1 MiB from leaky_cache: 1 MiB per step, 9 steps of growth
+    seen at the step starts (the 10th step's block is alive only at the end)."""
+    found = leaks(training_loop(10, markers=markers))
+    assert len(found) == 1
+    leak = found[0]
+    assert leak.detail["function"] == "leaky_cache"
+    assert leak.detail["file"] == "/work/leaky_cache.py"
+    assert leak.detail["line"] == 10 + 3  # the 4th stack named
+    assert leak.detail["bytes_per_step"] == MiB
+    assert leak.detail["steps"] == 10
+    assert leak.detail["first_step"] == 0
+    assert leak.detail["blocks"] == 9
+    assert leak.detail["total_bytes"] == 9 * MiB
+    assert leak.severity == "high"
+    assert len(leak.evidence.block_ids) == 9
+    assert leak.evidence.stack[0].name == "leaky_cache"
+
+
+def test_leak_steps_from_markers_or_rhythm():
+    assert find_steps(training_loop(10), DEVICE).by_markers
+    steps = find_steps(training_loop(10, markers=False), DEVICE)
+    assert not steps.by_markers and steps.count == 10
+
+
+@pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
+def test_leak_every_third_step(markers):
+    """1 MiB kept in steps 2, 5, 8, ...: a third of a MiB per step on average."""
+    found = leaks(training_loop(30, every=3, markers=markers))
+    assert len(found) == 1
+    assert found[0].detail["bytes_per_step"] == pytest.approx(MiB / 3, rel=0.05)
+    assert found[0].detail["first_step"] == 2
+
+
+@pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
+def test_small_leak_of_one_percent(markers):
+    """Each step allocates and frees 100 MiB (+25 MiB gradients) and keeps 1 MiB."""
+    found = leaks(training_loop(20, leak=MiB, churn=100 * MiB, markers=markers))
+    assert [f.detail["function"] for f in found] == ["leaky_cache"]
+    assert found[0].detail["bytes_per_step"] == MiB
+
+
+@pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
+def test_clean_loop_has_no_leak(markers):
+    assert leaks(training_loop(20, leak=0, markers=markers)) == []
+
+
+@pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
+def test_capture_stopped_mid_step_is_no_leak(markers):
+    """The last step's activations are alive at the end: the capture stopped there."""
+    trace = training_loop(12, leak=0, markers=markers, stop_mid_step=True)
+    assert leaks(trace) == []
+
+
+def test_warm_up_that_stops_is_no_leak():
+    """A cache filled in the first three steps and then flat is not a leak."""
+    b = TraceBuilder()
+    for k in range(12):
+        b.step(f"ProfilerStep#{k}")
+        act = b.alloc("forward", 10 * MiB)
+        if k < 3:
+            b.alloc("warm_cache", MiB)
+        b.free(act)
+    assert leaks(b.build()) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.integers(6, 24), leak_kib=st.integers(1, 4096),
+       clean=st.integers(0, 6), clean_kib=st.integers(1, 100_000), markers=st.booleans())
+def test_clean_loop_around_a_leak_keeps_bytes_per_step(steps, leak_kib, clean, clean_kib,
+                                                      markers):
+    """Adding clean allocations (freed in the same step) around the leak changes nothing."""
+    leak = leak_kib * 1024
+    bare = leaks(training_loop(steps, leak=leak, markers=markers))
+    wrapped = leaks(training_loop(steps, leak=leak, markers=markers, clean_allocs=clean,
+                                  clean_size=clean_kib * 1024))
+    assert [f.detail["bytes_per_step"] for f in bare] == [leak]
+    assert [f.detail["bytes_per_step"] for f in wrapped] == [leak]
+
+
+# -- the peak ---------------------------------------------------------------------------------
+
+
+def test_peak_by_stack():
+    """Params 150 MiB + forward 50 + forward_mlp 50 + leaks: the peak is in the last step
+    after backward's alloc (150 + 100 + 25 + leaks so far)."""
+    trace = training_loop(4)
+    peak = find_peak(trace, DEVICE)[0]
+    assert peak.bytes == 150 * MiB + 100 * MiB + 25 * MiB + 4 * MiB
+    by_stack = {row["label"]: row for row in peak.detail["by_stack"]}
+    assert by_stack["init_params (init_params.py:10)"]["bytes"] == 150 * MiB
+    assert by_stack["init_params (init_params.py:10)"]["blocks"] == 3
+    assert by_stack["leaky_cache (leaky_cache.py:13)"]["bytes"] == 4 * MiB
+    assert peak.detail["by_stack"][0]["label"] == "init_params (init_params.py:10)"
+    assert peak.detail["by_stack"][0]["share"] == pytest.approx(150 / 279, abs=1e-3)
+
+
+# -- OOMs -------------------------------------------------------------------------------------
+
+
+def _pool_with_gaps() -> TraceBuilder:
+    """One 100 MiB segment: four 10 MiB gaps between five 12 MiB blocks (40 MiB free)."""
+    b = TraceBuilder()
+    base = 0x20_0000_0000
+    b.segment(base, 100 * MiB)
+    for i in range(5):
+        b.alloc("forward", 12 * MiB, addr=base + i * 22 * MiB)
+    return b
+
+
+def test_oom_by_fragmentation():
+    b = _pool_with_gaps()
+    b.oom(20 * MiB, device_free=0)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.severity == "high"
+    assert oom.detail["requested_bytes"] == 20 * MiB
+    assert oom.detail["pool_free_bytes"] == 40 * MiB
+    assert oom.detail["largest_gap_bytes"] == 10 * MiB
+    assert oom.detail["cause_kind"] == "fragmentation"
+    assert oom.detail["cause"].startswith(
+        "fragmentation: 40.0 MiB free in the pool but the largest gap is 10.0 MiB, less than "
+        "the 20.0 MiB asked")
+    assert "expandable_segments:True" in oom.detail["advice"]
+    assert oom.evidence.seq == 6
+
+
+def test_oom_by_full_device():
+    b = TraceBuilder()
+    b.segment(0x20_0000_0000, 100 * MiB)
+    b.alloc("forward", 95 * MiB, addr=0x20_0000_0000)
+    b.oom(50 * MiB, device_free=10 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["cause_kind"] == "full"
+    assert oom.detail["device_free_bytes"] == 10 * MiB
+    assert oom.detail["cause"].startswith("the device is full")
+    assert oom.detail["allocated_bytes"] == 95 * MiB
+
+
+def test_oom_advice_knows_the_settings():
+    b = _pool_with_gaps()
+    b.settings = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:128",
+                  "max_split_size": 128 * MiB, "expandable_segments": True}
+    b.oom(20 * MiB, device_free=0)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert "already on" in oom.detail["advice"]
+    assert "expandable_segments:True" not in oom.detail["advice"].split("already")[0]
+    assert len(oom.detail["conflicts"]) == 1
+    assert "max_split_size_mb:128" in oom.detail["conflicts"][0]
+
+
+def test_settings_from_the_conf_string_alone():
+    b = TraceBuilder(settings={"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"})
+    b.alloc("x", 1)
+    s = settings_of(b.build())
+    assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
+    assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+
+
+# -- capture ----------------------------------------------------------------------------------
+
+
+def test_wrapped_ring_buffer():
+    """1000 events (max_entries=1000) starting with frees of blocks whose alloc fell out."""
+    b = TraceBuilder()
+    for _ in range(10):
+        b.ghost_free(MiB)
+    while b.seq < 1000:
+        b.free(b.alloc("forward", MiB))
+    found = find_capture_limits(b.build(), DEVICE)
+    (ring,) = [f for f in found if f.detail.get("problem") == "ring_buffer_full"]
+    assert ring.detail["freed_without_alloc"] == 10
+    assert ring.detail["max_entries"] == 1000
+    assert ring.evidence.seq == 0
+
+
+def test_late_start_is_not_a_full_ring_buffer():
+    b = TraceBuilder()
+    b.ghost_free(MiB)
+    for _ in range(10):
+        b.free(b.alloc("forward", MiB))
+    (late,) = [f for f in find_capture_limits(b.build(), DEVICE)
+               if f.detail.get("problem") == "late_start"]
+    assert late.detail["ghost_blocks"] == 1
+
+
+# -- all together -----------------------------------------------------------------------------
+
+
+def test_json_shape():
+    trace = training_loop(8)
+    data = findings_json(trace)
+    assert set(data) == {"source", "path", "devices", "warnings"}
+    (device,) = data["devices"]
+    assert device["device"] == DEVICE
+    for finding in device["findings"]:
+        assert set(finding) == {"kind", "severity", "title", "bytes", "detail", "evidence"}
+        assert set(finding["evidence"]) == {"t", "seq", "block_ids", "stack", "owner"}
+    leak = next(f for f in device["findings"] if f["kind"] == "leak")
+    for key in ("function", "file", "line", "owner", "bytes_per_step", "steps", "blocks",
+                "total_bytes"):
+        assert key in leak["detail"]
+    assert leak["evidence"]["stack"][0] == {"filename": "/work/leaky_cache.py", "line": 13,
+                                            "name": "leaky_cache"}
+    json.dumps(data)  # every value is JSON
+
+
+def test_counts_by_kind():
+    counts = counts_by_kind(find_all(training_loop(8)))
+    assert counts["leak"] == 1 and counts["peak"] == 1 and counts["oom"] == 0
+

@@ -1,0 +1,76 @@
+"""Per-rank rows and outliers (issue 14): the median + 3 MAD rule and the sparkline by
+hand, and the rows of the hand-made rank folder (tests/helpers/rank_folders.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memtui.analysis.ranks import CURVE_POINTS, RankRow, flag_outliers, sparkline
+from memtui.rankload import RankTable, stream_results
+from memtui.sources.ranks import discover_ranks
+from tests.helpers.rank_folders import (
+    LEAK_RANK,
+    PEAK_RANK,
+    MiB,
+    expected_figures,
+    write_ranks,
+)
+
+
+@pytest.fixture(scope="module")
+def ranks_dir(tmp_path_factory) -> Path:
+    return write_ranks(tmp_path_factory.mktemp("run") / "snapshots")
+
+
+def gather(captures, **how) -> RankTable:
+    table = RankTable(len(captures))
+    for result in stream_results(captures, **how):
+        table.add(result)
+    return table
+
+
+def figures(table: RankTable) -> list[tuple]:
+    return [(r.rank, r.device, Path(r.path).name, r.peak_allocated, r.peak_reserved,
+             r.allocated_at_end, r.peak_time, r.outlier) for r in table.rows]
+
+
+def test_rows_and_outliers_of_the_generated_ranks(ranks_dir):
+    table = gather(discover_ranks([ranks_dir]).captures, how="serial")
+    assert figures(table) == expected_figures()
+    why = {row.rank: row.why for row in table.rows if row.outlier}
+    assert "peak allocated 40.0 MiB is 24.0 MiB above the median 16.0 MiB" in why[PEAK_RANK]
+    assert "allocated at end 16.0 MiB" in why[LEAK_RANK]
+    assert "peak" not in why[LEAK_RANK]
+    # The curve: the highest level in each slice of the rank's time, 40 MiB at most.
+    curve = table.rows[PEAK_RANK].curve
+    assert curve.max() == 40 * MiB and curve.size == CURVE_POINTS
+
+
+def row(value: int, rank: int = 0) -> RankRow:
+    return RankRow(rank=rank, device="d", path="p", peak_allocated=value, peak_reserved=None,
+                   allocated_at_end=0, peak_time=0)
+
+
+def test_outlier_rule_median_plus_three_mad():
+    # median 10, |x - 10| = 0 0 1 1 2 -> MAD 1, limit 13: 13 is not beyond it, 14 is.
+    values = [10, 10, 11, 9, 12, 13]
+    assert [r.outlier for r in flag_outliers([row(v) for v in values])] == [False] * 6
+    values = [10 * MiB, 10 * MiB, 11 * MiB, 9 * MiB, 12 * MiB, 14 * MiB]
+    flagged = flag_outliers([row(v) for v in values])
+    assert [r.outlier for r in flagged] == [False] * 5 + [True]
+    # median 10.5 MiB, MAD 1 MiB: limit 13.5 MiB
+    assert "limit 13.5 MiB" in flagged[-1].why
+    # Two rows are too few to call either an outlier.
+    assert not any(r.outlier for r in flag_outliers([row(1), row(100)]))
+    # Within a percent of each other: never outliers (MAD 0 otherwise flags any excess).
+    assert not any(r.outlier for r in flag_outliers([row(1000), row(1000), row(1009)]))
+
+
+def test_sparkline_scales_to_the_common_top():
+    curve = np.array([0, 4, 8, 4], dtype=np.int64)
+    assert sparkline(curve, 8, 4) == "▁▅█▅"
+    assert sparkline(curve, 16, 2) == "▃▅"  # 4 and 8 of 16: ceil(1.75), ceil(3.5)
+    assert sparkline(np.zeros(0, dtype=np.int64), 8, 4) == ""

@@ -1,0 +1,117 @@
+"""Many ranks from the command line and every way of loading them (issue 14): summary
+JSON of a folder and of several paths, a bad file skipped with a warning, the real
+two-rank profiler DBs, and the same rows from one process, the pool and a Dask
+LocalCluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memtui.analysis.ranks import flag_outliers
+from memtui.cli import main
+from memtui.rankload import RankTable, dask_available, stream_results, summarize_capture
+from memtui.sources.ranks import discover_ranks
+from tests.conftest import SHARED_DATA
+from tests.helpers.rank_folders import expected_figures, write_ranks
+
+
+@pytest.fixture(scope="module")
+def ranks_dir(tmp_path_factory) -> Path:
+    return write_ranks(tmp_path_factory.mktemp("run") / "snapshots")
+
+
+def gather(captures, **how) -> RankTable:
+    table = RankTable(len(captures))
+    for result in stream_results(captures, **how):
+        table.add(result)
+    return table
+
+
+def figures(table: RankTable) -> list[tuple]:
+    return [(r.rank, r.device, Path(r.path).name, r.peak_allocated, r.peak_reserved,
+             r.allocated_at_end, r.peak_time, r.outlier) for r in table.rows]
+
+
+def test_a_bad_file_is_skipped_with_a_warning(tmp_path, capsys):
+    folder = write_ranks(tmp_path / "run", n=4)
+    (folder / "rank9.pickle").write_bytes(b"\x80\x04not a pickle at all")
+    assert main(["summary", str(folder), "--json"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert [r["rank"] for r in data["ranks"]] == [0, 1, 2, 3]
+    assert len(data["devices"]) == 4
+    assert any(w.startswith("skipped ") and "rank9.pickle" in w for w in data["warnings"])
+    assert "rank9.pickle" in err and "warning" in err
+
+
+def test_no_readable_rank_is_an_error(tmp_path, capsys):
+    for name in ("rank0.pickle", "rank1.pickle"):
+        (tmp_path / name).write_bytes(b"garbage")
+    assert main(["summary", str(tmp_path)]) == 2
+    assert "no rank could be read" in capsys.readouterr().err
+
+
+def test_real_profiler_ranks(tmp_path):
+    from tests.sources.test_ascend_profiler_real import db_figures
+
+    names = [f"pt_db_l0_rank{r}__ascend_pytorch_profiler_{r}.db" for r in (0, 1)]
+    if not all((SHARED_DATA / "profiler" / name).is_file() for name in names):
+        pytest.skip(f"{SHARED_DATA / 'profiler'} is absent (shared data)")
+    for name in names:
+        (tmp_path / name).symlink_to(SHARED_DATA / "profiler" / name)
+    found = discover_ranks([tmp_path]).captures
+    assert [c.rank for c in found] == [0, 1]
+    table = gather(found, how="serial")
+    assert [(r.rank, r.device) for r in table.rows] == [(0, "rank0/npu0"), (1, "rank1/npu1")]
+    for r, name in zip(table.rows, names, strict=True):
+        hand = db_figures(name)
+        assert (r.peak_allocated, r.allocated_at_end) == (hand["peak"], hand["alloc_end"])
+        assert r.peak_reserved >= hand["resv_end"]
+    assert not any(r.outlier for r in table.rows)  # two ranks: too few to judge
+
+
+def test_summary_json_of_a_folder(ranks_dir, capsys):
+    assert main(["summary", str(ranks_dir), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["source"] == "torch_snapshot"
+    assert [(r["rank"], r["device"], r["peak_allocated_bytes"], r["peak_reserved_bytes"],
+             r["allocated_at_end_bytes"], r["outlier"]) for r in data["ranks"]] == [
+        (rank, dev, peak, resv, end, out) for rank, dev, _, peak, resv, end, _, out
+        in expected_figures()]
+    assert all(set(r) == {"rank", "device", "path", "peak_allocated_bytes",
+                          "peak_reserved_bytes", "allocated_at_end_bytes", "outlier", "why"}
+               for r in data["ranks"])
+    assert [(d["device"], d["rank"], d["events"]) for d in data["devices"]][:2] == [
+        ("cuda:0", 0, 3), ("cuda:1", 1, 3)]
+
+
+def test_summary_of_several_paths(ranks_dir, capsys):
+    paths = [str(ranks_dir / f"rank{r}.pickle") for r in (6, 5, 0, 1)]
+    assert main(["summary", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "4 rank devices" in out
+    # Four ranks: median end 0, rank 6 keeps 16 MiB; median peak 16 MiB, rank 5 40 MiB.
+    assert "outlier: rank 5 cuda:5: peak allocated 40.0 MiB" in out
+    assert "outlier: rank 6 cuda:6: allocated at end 16.0 MiB" in out
+
+
+def test_process_pool_gives_the_same_rows(ranks_dir):
+    captures = discover_ranks([ranks_dir]).captures
+    assert figures(gather(captures, how="pool", workers=2)) == expected_figures()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dask_available(), reason="dask[distributed] (the cluster extra) "
+                                                 "is not installed")
+
+
+def test_local_dask_cluster_gives_the_same_rows(ranks_dir, capsys):
+    captures = discover_ranks([ranks_dir]).captures
+    serial = [summarize_capture(c) for c in captures]
+    table = gather(captures, cluster="local", workers=2)
+    assert figures(table) == expected_figures()
+    assert [r.why for r in table.rows] == [r.why for r in flag_outliers(
+        [row for result in serial for row in result.rows])]

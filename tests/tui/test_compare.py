@@ -1,0 +1,131 @@
+"""Compare mode with Pilot at 80x24 (and 120x40): ``memtui A B`` on the hand-made pair of
+tests/helpers/compare_traces.py (a clean loop, the same loop leaking 1 MiB a step), whose
+figures are worked out in tests/analysis/test_compare.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from memtui.analysis.compare import steps_of
+from memtui.sources import open_capture
+from memtui.tui.compare_app import CompareApp, run_compare
+from memtui.tui.widgets.curve import TrendPlot
+from memtui.tui.widgets.delta import DeltaStrip
+from tests.helpers.compare_traces import MiB, write_loop
+from tests.helpers.toy_traces import ready, settle, status_text
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("compare_ui")
+    return write_loop(folder / "clean.pickle"), write_loop(folder / "leak.pickle", leak=MiB)
+
+
+def screen_text(app) -> str:
+    """The current screen as painted, one line per row."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_both_curves_on_one_axis_with_the_delta(pair, size):
+    app = CompareApp(*pair)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        assert app.current_mode == "trend" and app.side == "a"
+        plot = app.screen.query_one(TrendPlot)
+        assert [s.role for s in plot.series] == ["allocated", "line"]
+        legend = str(app.screen.query_one("#cmp-legend").render())
+        assert "A clean.pickle" in legend and "B leak.pickle" in legend
+        assert status_text(app).startswith(" A │ cuda:0")
+        # at A's last event B holds the three leaks of the steps before (aligned by step)
+        await pilot.press("G")
+        await settle(pilot)
+        title = str(app.screen.query_one("#cmp-delta-title").render())
+        assert "B - A +3.0 MiB here" in title and "aligned by step" in title
+        strip = app.screen.query_one(DeltaStrip)
+        assert strip.columns()[1] == 3 * MiB  # the view's largest growth
+        figures = screen_text(app)
+        assert "+4.0" in figures  # allocated at end: 0 B -> 4.0 MiB
+
+
+async def test_tab_moves_the_one_cursor_to_the_aligned_point_of_b(pair):
+    app = CompareApp(*pair)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        a_steps = steps_of(app.traces[0], "cuda:0")
+        b_steps = steps_of(app.traces[1], "cuda:0")
+        app.move_cursor(t=int(a_steps["t"][2]) + 25_000)  # step 2, both tensors alive
+        await settle(pilot)
+        await pilot.press("tab")
+        await settle(pilot)
+        assert app.side == "b" and app.trace is app.traces[1]
+        assert app.cursor.t == int(b_steps["t"][2]) + 25_000
+        assert status_text(app).startswith(" B │ cuda:0")
+        assert "alloc 8.0 MiB" in status_text(app)  # 6 MiB live + 2 leaks
+        await pilot.press("tab")
+        await settle(pilot)
+        assert app.side == "a" and app.cursor.t == int(a_steps["t"][2]) + 25_000
+        assert "alloc 6.0 MiB" in status_text(app)
+
+
+async def test_shift_and_alignment_keys(pair):
+    app = CompareApp(*pair)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        pair_now = app.comparison_for("cuda:0")
+        assert pair_now.alignment.mode == "step" and len(pair_now.steps) == 4
+        await pilot.press("greater_than_sign")
+        await settle(pilot)
+        shifted = app.comparison_for("cuda:0")
+        assert shifted.alignment.shift == 1 and [s["step"] for s in shifted.steps] == [0, 1, 2]
+        assert "B shifted +1 steps" in str(app.screen.query_one("#cmp-delta-title").render())
+        await pilot.press("less_than_sign")
+        await settle(pilot)
+        assert app.comparison_for("cuda:0").alignment.shift == 0
+        await pilot.press("a")
+        await settle(pilot)
+        assert app.comparison_for("cuda:0").alignment.mode == "time"
+        await pilot.press("a")
+        await settle(pilot)
+        assert app.comparison_for("cuda:0").alignment.mode == "position"
+
+
+async def test_diff_enter_selects_the_leak_in_both_runs(pair):
+    app = CompareApp(open_capture(pair[0]), open_capture(pair[1]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press("7")
+        await settle(pilot)
+        assert app.current_mode == "diff"
+        shot = screen_text(app)
+        assert "log_metrics (train.py:60)" in shot and "+4.0 MiB" in shot
+        await pilot.press("enter")  # the first row: the leak, at the end, only in B
+        for _ in range(50):
+            await settle(pilot)
+            if app.current_mode == "stacks" and "1 matches" in screen_text(app):
+                break
+        assert app.current_mode == "stacks"
+        # run A never ran log_metrics: its Stacks find nothing, its Block table is empty
+        assert app.cursor.t == app.timeline("cuda:0").end
+        await pilot.press("5")
+        await settle(pilot)
+        assert app.current_mode == "tables"
+        assert "0 of" in screen_text(app)
+        await pilot.press("tab")  # run B: its four leaked blocks
+        await settle(pilot)
+        assert app.side == "b" and app.current_mode == "tables"
+        shot = screen_text(app)
+        assert "4 of" in shot and "log_metrics" in shot
+        await pilot.press("4")
+        for _ in range(50):
+            await settle(pilot)
+            if "1 matches" in screen_text(app):
+                break
+        assert "log_metrics" in screen_text(app)
+        assert "4.0 MiB" in screen_text(app)
+
+
+def test_run_compare_on_a_missing_file(pair, tmp_path, capsys):
+    assert run_compare(pair[0], tmp_path / "nothing.pickle") == 2
+    assert capsys.readouterr().err == (
+        f"memtui: {tmp_path / 'nothing.pickle'}: no such file or folder\n")

@@ -1,0 +1,99 @@
+"""The Ranks screen with Pilot at 80x24: rows streamed in, outliers flagged, sorting,
+Enter opens a rank in the other screens, ``d`` switches ranks there, ``r`` comes back.
+
+The folder is the one of tests/helpers/rank_folders.py (eight hand-made ranks: rank 5 peaks at
+40 MiB instead of 16 MiB, rank 6 keeps 16 MiB to the end) plus one file that is not a
+capture, which is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import DataTable, Static
+
+from memtui.sources.ranks import discover_ranks
+from memtui.tui.ranks_app import RanksApp
+from memtui.tui.screens.modals import DeviceScreen
+from memtui.tui.screens.ranks import RanksScreen
+from tests.helpers.rank_folders import LEAK_RANK, PEAK_RANK, write_ranks
+
+SIZE = (80, 24)
+
+
+async def wait_for(pilot, condition, tries: int = 300) -> None:
+    for _ in range(tries):
+        if condition():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("timed out")
+
+
+def text_of(screen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+def first_column(table: DataTable, key: str) -> list[str]:
+    return [str(table.get_cell_at((i, table.get_column_index(key))))
+            for i in range(table.row_count)]
+
+
+async def test_ranks_screen(tmp_path: Path):
+    folder = write_ranks(tmp_path / "run")
+    (folder / "rank8.pickle").write_bytes(b"not a snapshot")
+    app = RanksApp(discover_ranks([folder]), how="serial")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.rank_table.done == 9)
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, RanksScreen) and app.current_mode == "ranks"
+        title = text_of(screen, "#ranks-title")
+        assert "9/9 ranks" in title and "8 rows" in title and "2 outliers" in title
+        assert "1 warnings" in title
+        assert any("rank8.pickle" in w for w in app.rank_table.warnings)
+        table = screen.query_one(DataTable)
+        assert first_column(table, "rank") == [str(r) for r in range(8)]
+        flags = first_column(table, "flag")
+        assert [i for i, flag in enumerate(flags) if flag == "!"] == [PEAK_RANK, LEAK_RANK]
+        # o: the next outlier, and why it is one
+        await pilot.press("o")
+        assert table.cursor_row == PEAK_RANK
+        assert "peak allocated 40.0 MiB" in text_of(screen, "#ranks-detail")
+        await pilot.press("o")
+        assert table.cursor_row == LEAK_RANK
+        assert "allocated at end 16.0 MiB" in text_of(screen, "#ranks-detail")
+        # s twice: by peak allocated, highest first; the highlighted rank stays highlighted
+        await pilot.press("s", "s")
+        assert screen.sort_key == "peak" and screen.descending
+        assert first_column(table, "rank")[0] == str(PEAK_RANK)
+        assert first_column(table, "rank")[table.cursor_row] == str(LEAK_RANK)
+        # Enter: rank 6 in the Trend screen
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_mode == "trend" and app.cursor is not None)
+        assert app.trace.meta.path.endswith(f"rank{LEAK_RANK}.pickle")
+        assert app.cursor.device == f"cuda:{LEAK_RANK}"
+        # d: another rank, from any screen
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "blocks")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, DeviceScreen))
+        await pilot.press("home", "down", "enter")  # rank 1
+        await wait_for(pilot, lambda: app.trace.meta.path.endswith("rank1.pickle")
+                       and app.current_mode == "trend" and app.cursor is not None)
+        assert app.cursor.device == "cuda:1"
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.current_mode == "blocks")
+        assert "cuda:1" in str(app.screen.query_one("StatusBar").render())
+        # r: back to the Ranks screen, as it was
+        await pilot.press("r")
+        assert app.current_mode == "ranks" and app.screen.sort_key == "peak"
+
+
+async def test_keys_before_a_rank_is_open_say_what_to_do(tmp_path: Path):
+    folder = write_ranks(tmp_path / "run", n=3)
+    app = RanksApp(discover_ranks([folder]), how="serial")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.rank_table.done == 3)
+        await pilot.press("1", "p")
+        assert app.current_mode == "ranks"
+        assert app.cursor is None
