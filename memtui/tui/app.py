@@ -43,6 +43,7 @@ from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
 EXIT_BAD_INPUT = 2
+LEGEND_TITLE = "Legend (colours and marks of this screen)"
 DEFAULT_THEME = "ansi-dark"  # the terminal's own colours
 
 
@@ -328,6 +329,9 @@ class MemtuiApp(App[int]):
             title = SCREEN_TITLES.get(self.current_mode, "This screen")
             sections.append((f"{title} screen", screen_rows))
         sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
+        legend = getattr(screen, "legend_rows", None)
+        if legend is not None:
+            sections.append((LEGEND_TITLE, legend()))
         return sections
 
     def get_system_commands(self, screen: Screen):

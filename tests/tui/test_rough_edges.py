@@ -92,7 +92,8 @@ async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
         assert app.cursor.segment_id == segments[at + 1]
         await pilot.press("question_mark")
         await pilot.pause()
-        rows = dict(row for _, section in app.screen.sections for row in section)
+        rows = dict(row for title, section in app.screen.sections for row in section
+                    if not title.startswith("Legend"))
         assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
         assert not any("(" in what for what in rows.values())  # no raw action names
 
@@ -143,3 +144,85 @@ async def test_footer_keys_never_run_into_the_palette_label(demo, width, name):
         await open_screen(pilot, name)
         last = screen_text(app).splitlines()[-1]
         assert last.rstrip().endswith("▏^p palette")
+
+
+def test_block_axis_labels_are_evenly_spaced_and_never_repeat():
+    from memtui.tui.widgets.block_map import axis_labels
+
+    # 22 rows: a label every 5 rows from the bottom, each the bytes at its row's bottom edge
+    assert axis_labels(2200, 22) == {21: "0", 16: "500", 11: "1000", 6: "1.5K", 1: "2.0K"}
+    # so small a range that two rows round alike: the upper one is left out
+    labels = axis_labels(3, 12)
+    assert list(labels.values()) == sorted(set(labels.values()), key=list(labels.values()).index)
+    rows = sorted(axis_labels(5.4 * 2**30, 9))
+    assert all(b - a >= 3 for a, b in zip(rows, rows[1:], strict=False))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_blocks_gutter_prints_each_byte_label_once(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "blocks")
+        lines = screen_text(app).splitlines()[1:-3]
+        labels = [line[:6].strip() for line in lines if line[:6].strip()]
+        assert labels and labels[0] == "run"  # the slider: the whole run
+        byte_labels = [label for label in labels[1:] if label[-1].isdigit() or label[-1] in "KMGT"]
+        assert len(byte_labels) == len(set(byte_labels)), labels
+
+
+def test_meaning_colours_stay_apart_from_the_block_colours():
+    import colorsys
+
+    from memtui.tui.widgets import paint
+
+    def hue(colour: str) -> float:
+        r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+        return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+    meaning = {paint.PENDING, paint.SUMMARIZED, paint.SELECTED, paint.CURSOR, paint.LARGEST_GAP}
+    assert not meaning & (set(paint.PALETTE) | set(paint.WARM))
+    assert all(20 <= hue(c) <= 60 for c in paint.WARM)  # never freed: oranges and yellows
+    assert all(abs(hue(c) - hue(paint.PENDING)) > 15 for c in paint.WARM)
+
+
+@pytest.mark.parametrize("name,words", [
+    ("blocks", ["never freed", "ghost", "summed", "selected", "out-of-memory"]),
+    ("pool", ["pending free", "existed before the trace", "never freed", "largest usable"]),
+    ("trend", ["OOM on the time axis", "the peak of allocated", "the cursor"]),
+])
+async def test_help_has_a_legend_for_every_mark(name, words):
+    app = maps_app(open_capture(DEMO.parent / "demo_oom.pickle"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, name)
+        legend = dict(app.help_sections())
+        rows = next(rows for title, rows in legend.items() if title.startswith("Legend"))
+        meanings = " ".join(what for _, what in rows)
+        for word in words:
+            assert word in meanings
+        if name == "pool":
+            assert ("*", next(w for k, w in rows if k == "*")) in rows
+
+
+@pytest.mark.parametrize("name", ["blocks", "pool"])
+async def test_maps_draw_shapes_without_colour(demo, monkeypatch, name):
+    from memtui.tui.widgets import paint
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, name)
+        text = screen_text(app)
+        assert "▀" not in text and "▌" not in text  # two colours a cell mean nothing here
+        assert paint.GLYPH_BLOCK in text
+        if name == "pool":
+            assert paint.GLYPH_FREE in text or paint.GLYPH_PENDING in text
+
+
+@pytest.mark.parametrize("name", ["trend", "blocks", "pool", "stacks", "tables"])
+async def test_every_screen_draws_with_no_color(demo, monkeypatch, name):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, name)
+        assert app.return_code is None  # no crash in the no-colour filter
+        assert "^p palette" in screen_text(app)

@@ -85,8 +85,9 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("what", ratio=1)
         for title, rows in [*self.sections, ("Mouse", list(MOUSE_HELP))]:
             table.add_row(Text(title, style="bold underline"), "")
+            legend = title.startswith("Legend")  # samples are Rich markup
             for key, what in rows:
-                table.add_row(key, what)
+                table.add_row(Text.from_markup(key) if legend else Text(key), Text(what))
             table.add_row("", "")
         with VerticalScroll(id="help-box"):
             yield Static("Keys (Esc, q or ? to close)", classes="modal-title")

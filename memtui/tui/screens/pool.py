@@ -33,7 +33,7 @@ from memtui.tui.screens.linked import (
     select_event_block,
 )
 from memtui.tui.widgets import paint
-from memtui.tui.widgets.pool_map import PoolMap
+from memtui.tui.widgets.pool_map import PoolMap, legend_rows
 
 
 class PoolScreen(LinkedScreen):
@@ -236,6 +236,9 @@ class PoolScreen(LinkedScreen):
 
     def search(self, text: str) -> None:
         find_address(self, text)
+
+    def legend_rows(self) -> list[tuple[str, str]]:
+        return legend_rows()
 
 
 def _or_dash(value: object) -> str:

@@ -22,7 +22,7 @@ from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
-from memtui.tui.widgets.curve import Markers, TrendPlot
+from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
 LIVE_ROWS = 12
@@ -132,6 +132,9 @@ class TrendScreen(Screen):
                 text.append(f"{short_bytes(timeline.peak)} {when}")
             else:
                 text.append(f"{format_bytes(timeline.peak)} at {when}")
+        for char, name in marker_kinds(timeline.markers):
+            text.append(f"  {char} ", style="bold")
+            text.append(name)
         marker = _marker_at(timeline.markers, cursor.t)
         if marker:
             text.append(f"  in {marker}", style="italic")
@@ -193,6 +196,27 @@ class TrendScreen(Screen):
                           row["where"])
         self.query_one("#live-table", Static).update(table)
 
+    def legend_rows(self) -> list[tuple[str, str]]:
+        """(Rich markup sample, meaning) of the plot's marks, for the help."""
+        plot = self.query_one(TrendPlot)
+        rows = []
+        line = 0
+        for series in self._series:
+            if series.role == "allocated":
+                glyph, component = _GLYPHS[0], "trendplot--fill"
+            else:
+                glyph, component = _GLYPHS[1], f"trendplot--line-{min(line, 5)}"
+                line += 1
+            colour = plot.get_component_rich_style(component).color
+            name = colour.name if colour is not None else "default"
+            rows.append((f"[{name}]{glyph * 3}[/]", f"{series.label} (filled: the main curve)"
+                         if series.role == "allocated" else series.label))
+        rows.append(("▲", "the peak of allocated"))
+        rows.append(("│", "the cursor; the window is shaded"))
+        markers = self.app.timeline(self.app.cursor.device).markers
+        rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
+        return rows
+
     # -- actions --------------------------------------------------------------------------
 
     def action_toggle_live_by(self) -> None:
@@ -218,6 +242,24 @@ class TrendScreen(Screen):
             app.move_cursor(window=message.window)
         elif message.t is not None:
             app.move_cursor(t=message.t, view=cursor.view)
+
+
+MARKER_NAMES = {"step": "step", "mstx": "mark", "annotation": "annotation", "oom": "OOM",
+                "annotate": "mark"}
+
+
+def marker_kinds(markers) -> list[tuple[str, str]]:
+    """(axis character, name) of each kind of point mark in ``markers``, and ``├─┤`` where
+    there are ranges: the Trend legend names every mark on its time axis."""
+    if markers.is_empty():
+        return []
+    out = []
+    points = markers.filter(pl.col("t_end").is_null() | (pl.col("t_end") == pl.col("t")))
+    for kind in sorted(set(points["kind"].drop_nulls().to_list())):
+        out.append((MARKER_CHARS.get(kind, "╷"), MARKER_NAMES.get(kind, kind)))
+    if points.height < markers.height:
+        out.append(("├─┤", "range"))
+    return out
 
 
 def _marker_at(markers, t: int) -> str | None:

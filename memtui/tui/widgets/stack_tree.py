@@ -169,7 +169,7 @@ class StackTreeView(ScrollView, can_focus=True, inherit_bindings=False):
         row = y + int(self.scroll_offset.y)
         width = self.size.width
         if self.figures is None or row >= len(self.rows):
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         node = self.rows[row]
         key = (self._generation, row, width, node == self.selected)
         strip = self._lines.get(key)
