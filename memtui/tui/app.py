@@ -35,7 +35,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from memtui.analysis.at_time import LiveBlocks, Timeline
-from memtui.analysis.callstack import stack_tops
+from memtui.analysis.callstack import TOP_RULES, stack_tops
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState, settle, zoom
@@ -71,11 +71,14 @@ class MemtuiApp(App[int]):
         Binding("z", "zoom_in", "Zoom"),
         Binding("Z", "zoom_out", "Zoom out", show=False),
         Binding("d", "device", "Device"),
+        Binding("T", "stack_top", "Stack top rule", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
+    #: which frame names a stack (analysis.callstack.TOP_RULES); ``T`` cycles it
+    top_rule: reactive[str] = reactive("user", init=False)
 
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None) -> None:
@@ -182,9 +185,22 @@ class MemtuiApp(App[int]):
         return self._timelines[device]
 
     def stack_tops(self) -> pl.DataFrame:
+        """stack_id -> ``top``, the label of the frame that names the stack under the
+        current ``top_rule``."""
         if self._tops is None:
-            self._tops = stack_tops(self.trace)
+            self._tops = stack_tops(self.trace, self.top_rule)
         return self._tops
+
+    def watch_top_rule(self) -> None:
+        self._tops = None
+        self._live.clear()
+
+    def action_stack_top(self) -> None:
+        """Cycle the frame that names a stack: innermost user frame, outermost user frame,
+        innermost frame."""
+        rules = list(TOP_RULES)
+        self.top_rule = rules[(rules.index(self.top_rule) + 1) % len(rules)]
+        self.notify(f"Stacks are named by their {TOP_RULES[self.top_rule]} (T: change)")
 
     def live_blocks(self, device: str) -> LiveBlocks:
         if device not in self._live:
@@ -355,6 +371,8 @@ class MemtuiApp(App[int]):
             ("Zoom out (Z)", "Show twice as much time", self.action_zoom_out),
             ("Clear the window (x)", "Forget the selected window", self.action_clear_window),
             ("Switch device (d)", "Pick another device or rank", self.action_device),
+            ("Stack top rule (T)", "Name stacks by their innermost user frame, outermost "
+             "user frame or innermost frame", self.action_stack_top),
             ("Keys (?)", "Show every key binding", self.action_help),
         ]
         for title, help_text, callback in actions:

@@ -299,3 +299,15 @@ def test_group_by_legend_puts_the_biggest_part_first_and_hides_empty_series():
                                          "PTA Operators Reserved"]
     assert series[0].role == "allocated"
     assert series[0].level.values.tolist() == [30, 60, 90]
+
+
+def test_stack_top_rules():
+    """Stack 0 is malloc <- forward <- main, stack 1 malloc <- main (innermost first)."""
+    trace = toy_trace()
+    by_rule = {rule: stack_tops(trace, rule).sort("stack_id")["top"].to_list()
+               for rule in ("user", "outer", "innermost")}
+    assert by_rule["user"] == [FORWARD, MAIN]
+    assert by_rule["outer"] == [MAIN, MAIN]
+    assert by_rule["innermost"] == [FORWARD, MAIN]  # the allocator's own frame is skipped
+    with pytest.raises(ValueError):
+        stack_tops(trace, "middle")

@@ -226,3 +226,28 @@ async def test_every_screen_draws_with_no_color(demo, monkeypatch, name):
         await open_screen(pilot, name)
         assert app.return_code is None  # no crash in the no-colour filter
         assert "^p palette" in screen_text(app)
+
+
+async def test_stack_top_rule_is_said_and_can_be_changed(demo):
+    app = maps_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "trend", at_end=False)
+        app.action_peak()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        title = str(app.screen.query_one("#live-title").render())
+        assert "by innermost user frame" in title
+        before = app.stack_tops()
+        await pilot.press("T")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.top_rule == "outer"
+        assert "by outermost user frame" in str(app.screen.query_one("#live-title").render())
+        assert "Innermost" not in screen_text(app) and "Outermost user frame" in screen_text(app)
+        after = app.stack_tops()
+        assert (before.sort("stack_id")["top"] != after.sort("stack_id")["top"]).any()
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        model = app.screen.model("blocks")
+        assert model is not None

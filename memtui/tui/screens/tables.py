@@ -88,6 +88,7 @@ class TablesScreen(Screen):
         self.query_one("#tables-input", Input).display = False
         self.query_one("#events-table").display = False
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
         self._show_device(self.app.cursor.device)
         self._take_block_filter()
         self.call_after_refresh(self.app.mark_painted, "tables")
@@ -107,6 +108,12 @@ class TablesScreen(Screen):
         for kind, scope in self.scope.items():
             if scope == "cursor" and self._scoped_at.get(kind) != cursor.t:
                 self._reapply(kind)
+
+    def _top_rule_changed(self) -> None:
+        """Stacks are named by another frame: the tables are built again."""
+        self.models.clear()
+        if self.app.cursor is not None and self.is_attached:
+            self._show_device(self.app.cursor.device)
 
     # -- the blocks of a call stack (from the Stacks screen) ------------------------------
 

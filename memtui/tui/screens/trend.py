@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from memtui.analysis.callstack import TOP_RULES
 from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
@@ -57,10 +58,16 @@ class TrendScreen(Screen):
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
         self.query_one(TrendPlot).focus()
         self._first_paint = True  # the live table waits until the curves are on screen
         self._cursor_changed(self.app.cursor)
         self.call_after_refresh(self._painted)
+
+    def _top_rule_changed(self) -> None:
+        cursor = self.app.cursor
+        if cursor is not None and not self._first_paint:
+            self._update_live(cursor.device, cursor.t)
 
     def _painted(self) -> None:
         self.app.mark_painted("trend")
@@ -147,13 +154,13 @@ class TrendScreen(Screen):
                 Text("No blocks in this capture: it has levels only.", style="italic"))
             self.query_one("#live-table", Static).update("")
             return
-        self._live_wanted = (device, t, self.live_by)
+        self._live_wanted = (device, t, self.live_by, self.app.top_rule)
         if not self._live_running:
             self._live_running = True
             self._compute_live(*self._live_wanted)
 
     @work(thread=True, group="live")
-    def _compute_live(self, device: str, t: int, by: str) -> None:
+    def _compute_live(self, device: str, t: int, by: str, rule: str) -> None:
         try:
             live = self.app.live_blocks(device)
             top = live.top(t, by=by, limit=LIVE_ROWS)
@@ -161,27 +168,27 @@ class TrendScreen(Screen):
         except Exception:
             self.app.call_from_thread(self._live_done, None)
             raise
-        self.app.call_from_thread(self._live_done, (device, t, by, top, total, count))
+        self.app.call_from_thread(self._live_done, (device, t, by, rule, top, total, count))
 
     def _live_done(self, result) -> None:
         self._live_running = False
         if result is not None:
             self._show_live(*result)
-            if self._live_wanted is not None and self._live_wanted != result[:3]:
+            if self._live_wanted is not None and self._live_wanted != result[:4]:
                 self._live_running = True
                 self._compute_live(*self._live_wanted)
 
-    def _show_live(self, device, t, by, top, total, count) -> None:
+    def _show_live(self, device, t, by, rule, top, total, count) -> None:
         cursor = self.app.cursor
-        if cursor is None or (cursor.device, cursor.t) != (device, t):
+        if cursor is None or (cursor.device, cursor.t, self.app.top_rule) != (device, t, rule):
             return
         timeline = self.app.timeline(device)
         when = format_time(t, timeline.start, self.app.trace.meta.time_unit)
-        what = "stack top" if by == "stack" else "owner"
+        what = TOP_RULES[rule] if by == "stack" else "owner"
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(f"Live at {when}", style="bold")
         title.append(f": {count:,} blocks, {format_bytes(total)}, by {what} ")
-        title.append("(o: by " + ("owner" if by == "stack" else "stack top") + ")",
+        title.append("(o: by " + ("owner" if by == "stack" else "stack") + ", T: which frame)",
                      style="dim")
         self.query_one("#live-title", Static).update(title)
         table = Table(box=None, expand=True, show_edge=False, pad_edge=False,
