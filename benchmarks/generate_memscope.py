@@ -11,6 +11,10 @@ Memory rows are written when their block is freed (not in time order), IDs are t
 per-process event counter.  Numbers are drawn with numpy, rows inserted in batches.
 
     python benchmarks/generate_memscope.py OUT.db --rows 10000000
+    python benchmarks/generate_memscope.py live.db --rows 200000 --bursts 60 --pause 1
+
+The second writes the rows in 60 commits a second apart, as a running job would: the
+two-pane demo of ``memtui --follow live.db``.
 """
 
 from __future__ import annotations
@@ -272,11 +276,19 @@ def _python_trace(rows: int, rng: np.random.Generator, span: int) -> pl.DataFram
 
 
 def generate_db(path: Path, rows: int, seed: int = 0, trace_rows: int | None = None,
-                batch: int = 500_000) -> Path:
-    """Write a ``memscope_dump`` table of ``rows`` rows (and a python trace table) to ``path``."""
+                batch: int = 500_000, bursts: int = 1, pause: float = 0.0,
+                say=None) -> Path:
+    """Write a ``memscope_dump`` table of ``rows`` rows (and a python trace table) to ``path``.
+
+    With ``bursts`` > 1 the rows go in that many commits ``pause`` seconds apart, in the
+    order msMemScope writes them, the connection held open (a live WAL writer, as while
+    a job runs): ``memtui --follow`` on the file shows it grow.  ``say(text)`` reports
+    each burst.
+    """
     path = Path(path)
-    if path.exists():
-        path.unlink()
+    for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if stale.exists():
+            stale.unlink()
     df, plan = _all_rows(rows, seed)
     rng = np.random.default_rng(seed + 1)
     py_stacks = pl.Series(_python_stacks(rng, 500))
@@ -284,14 +296,21 @@ def generate_db(path: Path, rows: int, seed: int = 0, trace_rows: int | None = N
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(f"CREATE TABLE memscope_dump ({_COLUMNS})")
-    for offset in range(0, df.height, batch):
-        text = _format(df.slice(offset, batch), c_stack, py_stacks)
-        con.executemany("INSERT INTO memscope_dump VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                        text.iter_rows())
+    con.execute(f"CREATE TABLE python_trace_{PID} ({_TRACE_COLUMNS})")
+    con.commit()
+    size = -(-df.height // max(bursts, 1)) if bursts > 1 else batch
+    for index, offset in enumerate(range(0, df.height, size)):
+        if bursts > 1 and index:
+            time.sleep(pause)
+        for sub in range(offset, min(offset + size, df.height), batch):
+            text = _format(df.slice(sub, min(batch, offset + size - sub)), c_stack, py_stacks)
+            con.executemany("INSERT INTO memscope_dump VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                            text.iter_rows())
         con.commit()
+        if say is not None and bursts > 1:
+            say(f"burst {index + 1}/{bursts}: {min(offset + size, df.height):,} rows")
     trace = _python_trace(trace_rows if trace_rows is not None else max(rows // 30, 15),
                           rng, plan.span)
-    con.execute(f"CREATE TABLE python_trace_{PID} ({_TRACE_COLUMNS})")
     con.executemany(f"INSERT INTO python_trace_{PID} VALUES (?,?,?,?,?)", trace.iter_rows())
     con.commit()
     con.execute("PRAGMA wal_checkpoint(FULL)")
@@ -304,9 +323,14 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bursts", type=int, default=1,
+                        help="write the rows in this many commits (for memtui --follow)")
+    parser.add_argument("--pause", type=float, default=1.0,
+                        help="seconds between bursts (default: 1)")
     args = parser.parse_args()
     start = time.perf_counter()
-    generate_db(args.out, args.rows, args.seed)
+    generate_db(args.out, args.rows, args.seed, bursts=args.bursts, pause=args.pause,
+                say=lambda text: print(text, file=sys.stderr, flush=True))
     size = args.out.stat().st_size / 1e6
     print(f"{args.out}: {args.rows} rows, {size:.0f} MB in {time.perf_counter() - start:.1f} s",
           file=sys.stderr)

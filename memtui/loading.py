@@ -19,7 +19,14 @@ from memtui.sources import open_capture
 def load_trace(path: str | Path, progress: Callable[[float, str], None] | None = None,
                thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
     """The capture at ``path`` with its load-time analyses applied."""
-    return with_inefficient_flags(open_capture(path, progress), thresholds)
+    return prepare_trace(open_capture(path, progress), thresholds)
+
+
+def prepare_trace(trace: MemoryTrace,
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
+    """The load-time analyses applied to a trace a source built (``--follow`` builds one
+    per new batch of rows)."""
+    return with_inefficient_flags(trace, thresholds)
 
 
 #: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.

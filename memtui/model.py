@@ -85,10 +85,12 @@ BLOCKS_SCHEMA: dict[str, pl.DataType] = {
     "flags": pl.UInt8(),
     # Extensions beyond DESIGN.md: the event order of the alloc and the free (exact
     # state at an event when several share a timestamp), and when a free was requested
-    # (PyTorch "pending free": between free_requested and free_completed).
+    # (PyTorch "pending free": between free_requested and free_completed), and its
+    # event order (pending at an event is decided by order, not by the clock).
     "seq_alloc": pl.Int64(),
     "seq_free": pl.Int64(),
     "t_free_requested": pl.Int64(),
+    "seq_free_requested": pl.Int64(),
 }
 
 SEGMENTS_SCHEMA: dict[str, pl.DataType] = {

@@ -50,6 +50,7 @@ class RankResult:
 
 def summarize_capture(capture: RankCapture, points: int = CURVE_POINTS) -> RankResult:
     """Load one capture and return its rows (runs in a worker process or on a cluster)."""
+    from memtui.analysis.findings import find_all
     from memtui.analysis.summary import summary
     from memtui.loading import load_trace
 
@@ -57,8 +58,9 @@ def summarize_capture(capture: RankCapture, points: int = CURVE_POINTS) -> RankR
         trace = load_trace(capture.path)
     except CaptureError as exc:
         return RankResult(capture, error=str(exc))
-    rows = rank_rows(trace, str(capture.path), capture.rank, points)
-    data = summary(trace)
+    findings = find_all(trace)
+    rows = rank_rows(trace, str(capture.path), capture.rank, points, findings)
+    data = summary(trace, findings)
     ranks = {row.device: row.rank for row in rows}
     devices = [{**entry, "rank": ranks.get(entry["device"]), "path": str(capture.path)}
                for entry in data["devices"]]

@@ -9,7 +9,8 @@ events):
 * **Alignment** (:func:`align`): a monotone map between A's time axis and B's, as knots
   interpolated linearly (slope 1 past the ends).  ``step``: step *k* of A against step
   *k + shift* of B (steps are msMemScope ``STEP`` rows, ``ProfilerStep#N`` annotations,
-  ``step start`` mstx ranges); ``time``: the same time since the first event, B shifted by
+  ``step start`` mstx ranges, else the recurring allocation pattern the findings' step
+  detector finds); ``time``: the same time since the first event, B shifted by
   ``shift`` (ns, or events without a clock); ``position``: event *i* of A against event
   *i + shift* of B.  The default is ``step`` where both have steps, else ``time`` where
   both have clocks, else ``position``.
@@ -84,13 +85,13 @@ def steps_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
     """
     schema = {"step": pl.Int64, "name": pl.String, "t": pl.Int64, "t_end": pl.Int64}
     markers = trace.markers
-    if markers.is_empty():
-        return pl.DataFrame(schema=schema)
     name = pl.col("name").fill_null("")
     rows = markers.filter(
         (pl.col("device").is_null() | (pl.col("device") == device))
         & ((pl.col("kind") == "step") | name.str.contains(STEP_NAME))
-    ).unique(subset=["t", "name"], keep="first").sort("t")
+    ).unique(subset=["t", "name"], keep="first").sort("t") if markers.height else markers
+    if rows.is_empty():
+        rows = _recurring_steps(trace, device)
     if rows.is_empty():
         return pl.DataFrame(schema=schema)
     end = device_bounds(trace, device)[1] + 1
@@ -100,6 +101,20 @@ def steps_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
         t_end=pl.when(pl.col("t_end").is_not_null() & (pl.col("t_end") > pl.col("t")))
         .then(pl.min_horizontal("t_end", next_start)).otherwise(next_start.fill_null(end)),
     ).cast(schema)
+
+
+def _recurring_steps(trace: MemoryTrace, device: str) -> pl.DataFrame:
+    """Steps found by the findings' detector where no marker names them (the recurring
+    allocation pattern of a loop; not its fallback of equal slices)."""
+    from memtui.analysis.findings.steps import find_steps
+
+    found = find_steps(trace, device)
+    if found is None or found.sliced or found.count < 2:
+        return pl.DataFrame(schema={"t": pl.Int64, "t_end": pl.Int64, "name": pl.String})
+    names = [found.name(k) for k in range(found.count)]
+    return pl.DataFrame({"t": found.times.astype(np.int64), "name": names},
+                        schema={"t": pl.Int64, "name": pl.String}).with_columns(
+        t_end=pl.lit(None, pl.Int64)).unique("t", keep="first", maintain_order=True)
 
 
 # -- alignment --------------------------------------------------------------------------
@@ -323,8 +338,8 @@ def op_names(trace: MemoryTrace, device: str, blocks: pl.DataFrame) -> pl.Series
         pl.col("t_alloc").fill_null(np.iinfo(np.int64).min)).sort("t_alloc")
     right = ops.select(pl.col("t").alias("t_alloc"), "t_end", "name", *(by or [])).sort("t_alloc")
     if by:
-        left = left.with_columns(pl.col("thread").cast(pl.Int64))
-        right = right.with_columns(pl.col("thread").cast(pl.Int64))
+        left = left.with_columns(pl.col("thread").cast(pl.Int64, strict=False))
+        right = right.with_columns(pl.col("thread").cast(pl.Int64, strict=False))
     joined = left.join_asof(right, on="t_alloc", by=by, strategy="backward",
                             check_sortedness=False).sort("row")
     inside = pl.col("t_end").is_null() | (pl.col("t_alloc") <= pl.col("t_end"))
@@ -438,9 +453,11 @@ def step_peaks(level: Level, steps: pl.DataFrame) -> np.ndarray:
         return np.zeros(t0.size, dtype=np.int64)
     lo = np.clip(np.searchsorted(level.t, t0, side="right") - 1, 0, level.values.size - 1)
     hi = np.maximum(np.searchsorted(level.t, t1, side="left"), lo + 1)
-    # prefix maxima cannot answer ranges; steps are few, one reduce per step
-    return np.array([level.values[i:j].max() for i, j in zip(lo, hi, strict=True)],
-                    dtype=np.int64)
+    # one reduceat over (lo, hi) pairs: the max of values[lo:hi] for each step (a padded
+    # copy so that hi may be the end)
+    padded = np.append(level.values, level.values[-1])
+    bounds = np.column_stack([lo, hi]).ravel()
+    return np.maximum.reduceat(padded, bounds)[::2].astype(np.int64)
 
 
 def aligned_steps(a: MemoryTrace, b: MemoryTrace, ma: Moments, mb: Moments,
@@ -532,6 +549,15 @@ def sample(level: Level, times: np.ndarray) -> np.ndarray:
     return level.values[np.clip(at, 0, level.values.size - 1)]
 
 
+def _merged(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The distinct values of two sorted arrays, sorted (a stable sort of two runs is a
+    merge; ``np.union1d`` sorts from scratch)."""
+    both = np.sort(np.concatenate([x, y]).astype(np.int64), kind="stable")
+    keep = np.ones(both.size, dtype=bool)
+    keep[1:] = both[1:] != both[:-1]
+    return both[keep]
+
+
 def on_axis(d: DeviceComparison, side: str) -> tuple[Level, Level, Level]:
     """For drawing on ``side``'s time axis (``"a"`` or ``"b"``): that side's allocated
     level, the other side's mapped onto the axis by the alignment, and B - A there."""
@@ -541,7 +567,7 @@ def on_axis(d: DeviceComparison, side: str) -> tuple[Level, Level, Level]:
     else:
         this, other = d.b.allocated, d.a.allocated
         mapped = Level(d.alignment.a_to_b(other.t), other.values)
-    times = np.union1d(this.t, mapped.t).astype(np.int64)
+    times = _merged(this.t, mapped.t)
     delta = sample(mapped, times) - sample(this, times)
     if side == "b":
         delta = -delta

@@ -56,6 +56,7 @@ class DeviceIndex:
     t_alloc: np.ndarray = field(init=False)
     t_free: np.ndarray = field(init=False)
     t_free_requested: np.ndarray = field(init=False)
+    seq_free_requested: np.ndarray = field(init=False)
     ghost: np.ndarray = field(init=False)
     stack_id: np.ndarray = field(init=False)
     is_segment: np.ndarray = field(init=False)  # the block is itself a segment (msMemScope HAL)
@@ -77,6 +78,9 @@ class DeviceIndex:
                                   _ints(b, "requested_size", 0))
         self.t_alloc, self.t_free = _lifetime(b, "t_alloc", "t_free")
         self.t_free_requested = _ints(b, "t_free_requested", INT64_MAX)
+        self.seq_free_requested = (_ints(b, "seq_free_requested", INT64_MAX)
+                                   if "seq_free_requested" in b.columns
+                                   else np.full(b.height, INT64_MAX, dtype=np.int64))
         self.ghost = b["ghost"].fill_null(False).to_numpy()
         self.stack_id = _ints(b, "stack_id", -1)
         self.seg_id = _ints(s, "segment_id", -1)

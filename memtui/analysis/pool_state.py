@@ -135,17 +135,22 @@ def state_at(trace: MemoryTrace, device: str, t: int) -> PoolState:
 def state_at_seq(trace: MemoryTrace, device: str, seq: int) -> PoolState:
     """The pool just after the device's event number ``seq`` (its order in the source).
 
-    Blocks whose free was requested by the time of that event count as pending.
+    Blocks whose free was requested at or before that event (by event order, not by the
+    clock: several events share a microsecond) count as pending.
     """
     index = device_index(trace, device)
     block_life, segment_life = index.seq_lives()
     events = trace.device_events(device).filter(pl.col("seq") <= seq)
     t = int(events["t"].max()) if events.height else index.t_start
-    return pool_state(index, segment_life.at(seq), block_life.at(seq), t)
+    return pool_state(index, segment_life.at(seq), block_life.at(seq), t, seq=seq)
 
 
-def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t: int) -> PoolState:
+def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t: int,
+               seq: int | None = None) -> PoolState:
     """Lay the live ``blk_rows`` into the live ``seg_rows`` and measure the gaps.
+
+    A block is pending free once its free was requested: at or before event ``seq`` where
+    given (exact), else at or before time ``t``.
 
     Blocks that are themselves segments (a segments ``block_id`` column names them, as
     msMemScope's HAL blocks) are left out: they are the segments, not blocks inside them.
@@ -164,7 +169,10 @@ def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t
     order = np.lexsort((blk_addr, where))
     blk_rows, where, blk_addr = blk_rows[order], where[order], blk_addr[order]
     blk_size = index.size[blk_rows]
-    pending = index.t_free_requested[blk_rows] <= t
+    if seq is not None:
+        pending = index.seq_free_requested[blk_rows] <= seq
+    else:
+        pending = index.t_free_requested[blk_rows] <= t
     n_seg = seg_rows.size
 
     def per_segment(values: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis.downsample import minmax_bins
+from memtui.analysis.findings import Finding, find_all
 from memtui.analysis.levels import allocated_level, reserved_level
 from memtui.analysis.summary import device_summary, format_bytes
 from memtui.model import MemoryTrace
@@ -88,20 +89,40 @@ class RankRow:
 
 
 def rank_rows(trace: MemoryTrace, path: str, rank: int | None = None,
-              points: int = CURVE_POINTS) -> list[RankRow]:
+              points: int = CURVE_POINTS,
+              findings: dict[str, list[Finding]] | None = None) -> list[RankRow]:
     """One row per device of ``trace`` (devices with no level at all are left out).
 
     ``rank`` is what the capture's names said; where it is None, the device's own rank
-    (profiler DBs, msMemScope) is taken.
+    (profiler DBs, msMemScope) is taken.  ``findings`` (per device, as
+    :func:`memtui.analysis.findings.find_all` gives them; computed here when None) fill
+    the leak per step and the fragmentation.
     """
+    findings = find_all(trace) if findings is None else findings
     rows = []
     for device in trace.meta.device_names:
         entry = device_summary(trace, device)
         allocated = allocated_level(trace, device)
         if allocated.values.size == 0:
             continue
-        rows.append(_row(trace, device, path, rank, entry, allocated, points))
+        row = _row(trace, device, path, rank, entry, allocated, points)
+        row.leak_bytes_per_step, row.fragmentation = finding_figures(
+            findings.get(device, []))
+        rows.append(row)
     return rows
+
+
+def finding_figures(found: Sequence[Finding]) -> tuple[int, float]:
+    """(leak bytes per step, fragmentation) of one device's findings: the leaks' growth
+    per step summed (0: no leak found), and the pool's fragmentation when the most bytes
+    were reserved but unused (else that unused share; 0: the pool never cached any)."""
+    leak = sum(int(f.detail.get("bytes_per_step") or 0) for f in found if f.kind == "leak")
+    fragmentation = 0.0
+    for f in found:
+        if f.kind == "fragmentation":
+            value = f.detail.get("fragmentation", f.detail.get("unused_share"))
+            fragmentation = float(value or 0.0)
+    return leak, fragmentation
 
 
 def _row(trace: MemoryTrace, device: str, path: str, rank: int | None, entry: dict,
@@ -188,18 +209,23 @@ def format_peak_time(row: RankRow) -> str:
     return f"+{row.peak_time / 1e9:.3f} s"
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 def format_ranks(data: dict[str, Any], rows: Sequence[RankRow]) -> str:
     """The human ``memtui summary`` of several ranks: one line per rank and device, the
     outliers and why, the warnings."""
     lines = [f"{data['path']}  ({len(rows)} rank devices, {data['source']})",
              f"  {'':1} {'rank':>4}  {'device':<14} {'peak alloc':>10}  {'peak resv':>10}  "
-             f"{'at end':>10}  {'peak at':>12}"]
+             f"{'at end':>10}  {'peak at':>12}  {'leak/step':>10}  {'frag':>5}"]
     for row in rows:
         rank = "-" if row.rank is None else str(row.rank)
         lines.append(
             f"  {'!' if row.outlier else ' '} {rank:>4}  {row.device:<14} "
             f"{format_bytes(row.peak_allocated):>10}  {format_bytes(row.peak_reserved):>10}  "
             f"{format_bytes(row.allocated_at_end):>10}  {format_peak_time(row):>12}  "
+            f"{format_bytes(row.leak_bytes_per_step):>10}  {_share(row.fragmentation):>5}  "
             f"{row.path}")
     for row in rows:
         if row.outlier:
@@ -209,5 +235,6 @@ def format_ranks(data: dict[str, Any], rows: Sequence[RankRow]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CURVE_POINTS", "OUTLIER_FIGURES", "RankRow", "flag_outliers", "format_peak_time",
-           "format_ranks", "median_and_spread", "rank_rows", "sort_rows", "sparkline"]
+__all__ = ["CURVE_POINTS", "OUTLIER_FIGURES", "RankRow", "finding_figures", "flag_outliers",
+           "format_peak_time", "format_ranks", "median_and_spread", "rank_rows", "sort_rows",
+           "sparkline"]

@@ -105,18 +105,27 @@ def _legend_order(groups: list[dict], levels: list[Level], keys: list[str],
                                        _series_rank(groups[i]["series"])))
 
 
+def _event_series(timeline: Timeline) -> list[Series]:
+    series = [Series("allocated", "alloc", timeline.allocated, role="allocated")]
+    if timeline.active_differs:
+        series.append(Series("active", "active", timeline.active))
+    if timeline.reserved is not None:
+        series.append(Series("reserved", "resv", timeline.reserved))
+    return series
+
+
 def trend_series(
     trace: MemoryTrace, device: str, timeline: Timeline, group_by: str = "overall"
 ) -> list[Series]:
-    """The curves to draw for ``device`` under ``group_by`` (see the module docstring)."""
-    if not has_curves(trace, device):
-        series = [Series("allocated", "alloc", timeline.allocated, role="allocated")]
-        if timeline.active_differs:
-            series.append(Series("active", "active", timeline.active))
-        if timeline.reserved is not None:
-            series.append(Series("reserved", "resv", timeline.reserved))
-        return series
-    rows = trace.curves.filter(pl.col("device") == device)
+    """The curves to draw for ``device`` under ``group_by`` (see the module docstring).
+
+    Overall on a capture whose curves all name a component (msMemScope's per-layer
+    curves) draws the event levels, as a capture without curves does."""
+    rows = trace.curves.filter(pl.col("device") == device) if has_curves(trace, device) \
+        else None
+    if rows is None or (group_by not in ("stream", "component") and not rows.filter(
+            pl.col("component").is_null() & pl.col("stream").is_null()).height):
+        return _event_series(timeline)
     if group_by == "stream":
         rows = rows.filter(pl.col("stream").is_not_null())
         keys = ["stream", "series"]

@@ -15,7 +15,8 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
     allocated = allocated_level(trace, device)
     peak, peak_index = allocated.peak()
     peak_time = None
-    if trace.meta.time_unit == "ns" and peak_index >= 0 and trace.device_events(device).height:
+    if (trace.meta.time_unit == "ns" and peak > 0 and peak_index >= 0
+            and trace.device_events(device).height):
         peak_time = int(allocated.t[peak_index])
     if info.allocated_at_end is not None:
         allocated_at_end = info.allocated_at_end

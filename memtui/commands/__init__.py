@@ -14,4 +14,5 @@ COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
+    "record": "memtui.commands.record",
 }

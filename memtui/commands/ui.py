@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("paths", nargs="*", metavar="path",
                         help="capture file or folder, or several ranks (default: the demo)")
+    parser.add_argument("-f", "--follow", action="store_true",
+                        help="keep reading PATH as it grows (an msMemScope DB or CSV being "
+                             "written, a folder of snapshot dumps) and show it live")
     add_rank_arguments(parser)
 
 
@@ -24,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from memtui.commands.paths import capture_path, several_captures
 
     paths = args.paths
+    if args.follow:
+        return _run_follow(paths)
     if several_captures(paths, args.ranks, at_least=3):
         return _run_ranks(args)
     if len(paths) == 2:  # compare mode (issue 10): A and B on one cursor
@@ -33,6 +38,15 @@ def run(args: argparse.Namespace) -> int:
     from memtui.tui.app import run_app
 
     return run_app(capture_path(paths[0] if paths else None))
+
+
+def _run_follow(paths: list[str]) -> int:
+    from memtui.errors import CaptureError
+    from memtui.tui.app import run_app
+
+    if len(paths) != 1:
+        raise CaptureError("--follow", "needs one PATH: the file or folder being written")
+    return run_app(paths[0], follow=True)
 
 
 def _run_ranks(args: argparse.Namespace) -> int:

@@ -39,6 +39,7 @@ from memtui.analysis.callstack import TOP_RULES, stack_tops
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState, settle, zoom
+from memtui.tui.follow import FollowController
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
@@ -81,7 +82,8 @@ class MemtuiApp(App[int]):
     top_rule: reactive[str] = reactive("user", init=False)
 
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
-                 trace: MemoryTrace | None = None, trace_path: str | Path | None = None) -> None:
+                 trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
+                 follow: bool = False, poll: tuple[float, float] | None = None) -> None:
         super().__init__()
         if isinstance(source, MemoryTrace):
             trace = source
@@ -98,6 +100,10 @@ class MemtuiApp(App[int]):
         self.block_filter: tuple | None = None  # (device, block ids, label) for the Tables
         if os.environ.get("TEXTUAL_THEME") is None:
             self.theme = DEFAULT_THEME
+        self.follow: FollowController | None = None
+        if follow and self.trace_path is not None:
+            self.follow = FollowController(self, self.trace_path, *(poll or ()))
+            self.bind("R", "reload", description="Read the followed file again", show=False)
 
     # -- loading --------------------------------------------------------------------------
 
@@ -108,7 +114,10 @@ class MemtuiApp(App[int]):
         name = self.trace_path.name if self.trace_path else "?"
         self.sub_title = name
         self.push_screen(LoadingScreen(name))
-        self._load()
+        if self.follow is not None:
+            self._start_following()
+        else:
+            self._load()
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
@@ -176,6 +185,90 @@ class MemtuiApp(App[int]):
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``)."""
         self.painted.setdefault(name, time.perf_counter())
+
+    # -- following a growing capture (--follow; tui/follow.py polls) -----------------------
+
+    def _start_following(self) -> None:
+        try:
+            self.follow.start()
+        except CaptureError as exc:
+            self._load_failed(str(exc))
+
+    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
+        """A new trace from the follower (with the timelines built beside it): the first
+        one starts the app, later ones replace the shown one in place (the cursor pinned
+        to the end while it is there)."""
+        if self.trace is None or self.cursor is None:
+            self._timelines.update(timelines or {})
+            self._start(trace)
+            if self.cursor is not None:
+                self.move_cursor(t=self.timeline(self.cursor.device).end)
+            return
+        self.replace_trace(trace, timelines)
+
+    def follow_polled(self) -> None:
+        """A poll found nothing new: say why on the loading screen, refresh the badge."""
+        if isinstance(self.screen, LoadingScreen) and self.follow is not None:
+            waiting = self.follow.state.waiting or self.follow.state.problem or "waiting"
+            self.screen.set_progress(0.0, waiting)
+        for bar in self.screen.query("StatusBar"):
+            bar.refresh()
+
+    def at_end(self) -> bool:
+        """Whether the cursor is on the device's last event (following pins it there)."""
+        cursor = self.cursor
+        return cursor is not None and cursor.t >= self.timeline(cursor.device).end
+
+    def follow_badge(self) -> tuple[str, str] | None:
+        """The status bar's follow part (None when not following)."""
+        if self.follow is None or self.cursor is None:
+            return None
+        return self.follow.badge(self.at_end())
+
+    def replace_trace(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
+        """Show ``trace`` (the same capture, grown) in place of the current one.
+
+        The derived analyses are dropped and rebuilt from the new frames; each screen
+        redraws (``trace_replaced``).  A cursor on the last event moves to the new last
+        event, its view growing with the trace where it showed all of it."""
+        old = self.cursor
+        old_timeline = self.timeline(old.device)
+        pinned = old.t >= old_timeline.end
+        whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
+        self.trace = trace
+        self._timelines = dict(timelines or {})
+        self._live.clear()
+        self._tops = None
+        device = old.device if old.device in trace.meta.device_names else initial_device(trace)
+        if device is None:
+            return
+        timeline = self.timeline(device)
+        for screen in self._screens_built():
+            replaced = getattr(screen, "trace_replaced", None)
+            if replaced is not None:
+                replaced()
+        if device != old.device:
+            self.move_cursor(device=device, t=timeline.end)
+        elif pinned:
+            view = (timeline.start, timeline.end) if whole else (
+                timeline.end - (old.view[1] - old.view[0]), timeline.end)
+            self.move_cursor(t=timeline.end, view=view)
+        else:
+            self.move_cursor(t=old.t)
+        for bar in self.screen.query("StatusBar"):
+            bar.refresh()
+
+    def _screens_built(self) -> list[Screen]:
+        """The mode screens made so far (each mode's stack; the current one first)."""
+        screens: list[Screen] = []
+        for stack in self._screen_stacks.values():
+            screens.extend(s for s in stack if s not in screens)
+        return screens
+
+    def action_reload(self) -> None:
+        """Read the followed file again from its start (after a truncation, a rotation)."""
+        if self.follow is not None:
+            self.follow.restart()
 
     # -- cached analyses ------------------------------------------------------------------
 
@@ -337,6 +430,9 @@ class MemtuiApp(App[int]):
         """(title, [(keys, description)]) for the app and the current screen."""
         screen = self.screen
         sections = [("Everywhere", _binding_rows(self, self.BINDINGS))]
+        if self.follow is not None:
+            sections.append(("Following", [("G", "back to the end: LIVE again"),
+                                           ("R", "read the followed file again")]))
         screen_rows = _binding_rows(self, getattr(screen, "BINDINGS", []))
         focused = screen.focused
         if focused is not None:
@@ -410,14 +506,19 @@ def initial_device(trace: MemoryTrace) -> str | None:
     return max(names, key=weight)
 
 
-def run_app(path: str | Path) -> int:
-    """Open ``path`` in the UI; the exit status (2 where the capture cannot be read)."""
+def run_app(path: str | Path, follow: bool = False) -> int:
+    """Open ``path`` in the UI (``follow``: keep reading it as it grows); the exit status
+    (2 where the capture cannot be read)."""
     path = Path(path)
     if not path.exists():
         print(f"memtui: {CaptureError(path, 'no such file or folder')}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = MemtuiApp(path)
-    code = app.run()
+    app = MemtuiApp(path, follow=follow)
+    try:
+        code = app.run()
+    finally:
+        if app.follow is not None:
+            app.follow.stop()
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
         return EXIT_BAD_INPUT

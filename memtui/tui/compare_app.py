@@ -35,6 +35,7 @@ from memtui.analysis.compare import (
     blocks_of,
     compare,
     device_bounds,
+    on_axis,
     realign,
 )
 from memtui.errors import CaptureError
@@ -81,6 +82,7 @@ class CompareApp(MemtuiApp):
         self._run_filters: dict[str, tuple] = {}  # side -> (device, block ids, label)
         self._stack_search: dict[str, str] = {}  # side -> frame name to find on Stacks
         self._moment: str | None = None  # "peak" / "end" of the chosen difference
+        self._axes: dict[tuple, tuple] = {}  # (id(pair), side) -> on_axis levels
 
     # -- loading --------------------------------------------------------------------------
 
@@ -110,14 +112,18 @@ class CompareApp(MemtuiApp):
         try:
             a, b = load_traces([p for p in self.paths if p is not None], progress)
             result = compare(a, b)
+            axes = {(id(d), side): on_axis(d, side) for d in result.devices[:1]
+                    for side in SIDES}
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
-        self.call_from_thread(self._start_pair, a, b, result)
+        self.call_from_thread(self._start_pair, a, b, result, axes)
 
-    def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison) -> None:
+    def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison,
+                    axes: dict | None = None) -> None:
         self.traces = [a, b]
         self.comparison = result
+        self._axes = dict(axes or {})
         self._start(a)
         pairs = [d.device_a for d in result.devices]
         if self.cursor is not None and self.cursor.device not in pairs and pairs:
@@ -148,6 +154,17 @@ class CompareApp(MemtuiApp):
             if (pair.device_a if self.side == "a" else pair.device_b) == device:
                 return pair
         return None
+
+    def axis_levels(self, pair: DeviceComparison, side: str | None = None) -> tuple:
+        """:func:`~memtui.analysis.compare.on_axis` of ``pair`` on ``side``'s axis (the
+        shown run's by default), computed once per alignment."""
+        side = side or self.side
+        key = (id(pair), side)
+        if key not in self._axes:
+            self._axes = {k: v for k, v in self._axes.items()
+                          if any(id(d) == k[0] for d in self.comparison.devices)}
+            self._axes[key] = on_axis(pair, side)
+        return self._axes[key]
 
     def alignment_text(self, device: str) -> str:
         pair = self.comparison_for(device)
@@ -246,6 +263,19 @@ class CompareApp(MemtuiApp):
         self.comparison_key += 1
         self.notify(f"showing {self.side_label(self.side)}", timeout=2)
 
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """MemtuiApp's sections, its own keys under "Everywhere" and these under "Compare"."""
+        sections = super().help_sections()  # "Everywhere" lists self.BINDINGS: the ones here
+
+        def rows(bindings) -> list[tuple[str, str]]:
+            return [(", ".join(self.get_key_display(Binding(key, ""))
+                               for key in b.key.split(",")), b.description or b.action)
+                    for b in bindings if isinstance(b, Binding)]
+
+        sections[0] = ("Everywhere", rows(MemtuiApp.BINDINGS))
+        sections.insert(1, ("Compare", rows(CompareApp.BINDINGS)))
+        return sections
+
     def status_prefix(self) -> str:
         """What the status bar says first: the shown run."""
         return self.side.upper()
@@ -264,8 +294,7 @@ class CompareApp(MemtuiApp):
                  else f"{row['kind']} {row['label']} at {row['at']}")
         self._run_filters = {"a": (pair.device_a, ids_a, label), "b": (pair.device_b, ids_b, label)}
         if row["kind"] == "stack" and row["label"] and not row["label"].startswith("("):
-            name = row["label"].split(" (")[0]
-            self._stack_search = {"a": name, "b": name}
+            self._stack_search = {"a": row["label"], "b": row["label"]}
         else:
             self._stack_search = {}
         self.block_filter = self._run_filters[self.side]
@@ -312,12 +341,27 @@ class CompareApp(MemtuiApp):
             tries[0] += 1
             ready = getattr(screen, "_ready", False) and self.current_mode == "stacks"
             if ready and self.side in self._stack_search:
-                screen.search(self._stack_search.pop(self.side))  # type: ignore[attr-defined]
+                _find_frame(screen, self._stack_search.pop(self.side))
                 timer.stop()
             elif tries[0] > 100 or self.current_mode != "stacks":
                 timer.stop()
 
         timer = self.set_interval(0.05, attempt)
+
+
+def _find_frame(screen, label: str) -> None:
+    """On a Stacks screen: search the frame's function and select the match that is this
+    very frame (``name (file:line)``), not the largest of that name."""
+    name = label.split(" (")[0]
+    screen.search(name)
+    tree = getattr(screen, "stack_tree", None)
+    matches = list(getattr(screen, "match_list", []))
+    wanted = label.replace(" (", "  ", 1).removesuffix(")")
+    for index, node in enumerate(matches):
+        if tree is not None and tree.label(node) == wanted:
+            screen.match_at = index - 1
+            screen.action_match(1)
+            return
 
 
 def run_compare(path_a: str | Path, path_b: str | Path) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import polars as pl
 import pytest
 
 from memtui.analysis.compare import align, compare, device_pairs, steps_of
@@ -105,10 +106,11 @@ def test_time_and_position_alignments(pair_files):
     assert int(by_event.a_to_b(ta[-1] + 10)) == int(by_event.a_to_b(ta[-1])) + 10
 
 
-def test_without_steps_the_default_is_time(pair_files):
+def test_without_steps_the_default_is_time(pair_files, tmp_path):
     a = open_capture(pair_files["clean"])
-    b = open_capture(pair_files["leak"])
+    b = open_capture(write_loop(tmp_path / "two.pickle", steps=2))  # too short to recur
     b.markers = b.markers.clear()
+    assert steps_of(b, "cuda:0").is_empty()
     assert compare(a, b).mode == "time"
     assert compare(a, b, mode="step").mode == "time"  # falls back
 
@@ -207,3 +209,24 @@ def test_diff_rows_and_the_blocks_behind_a_row(pair_files):
         rows["label"] == "forward (model.py:10)")["key"][0] if rows.filter(
         rows["label"] == "forward (model.py:10)").height else "forward\x1fmodel.py\x1f10")
     assert ids_a.size == 4 and ids_b.size == 4  # every forward activation, either run
+
+
+def test_without_markers_the_recurring_pattern_gives_the_steps(pair_files):
+    a = open_capture(pair_files["clean"])
+    b = open_capture(pair_files["long"])
+    a.markers, b.markers = a.markers.clear(), b.markers.clear()
+    d = compare(a, b).devices[0]
+    # forward's allocation beats once per step: 4 steps in A, 6 in B
+    assert d.alignment.mode == "step"
+    assert steps_of(a, "cuda:0").height == 4 and steps_of(b, "cuda:0").height == 6
+    assert [s["delta"] for s in d.steps] == [0, 0, 0, 0]
+
+
+def test_step_peaks_by_hand():
+    from memtui.analysis.compare import step_peaks
+    from memtui.analysis.levels import Level
+
+    level = Level(np.array([0, 10, 20, 30, 40, 50]), np.array([1, 5, 2, 7, 3, 4]))
+    steps = pl.DataFrame({"t": [0, 15, 30, 45, 60], "t_end": [15, 30, 45, 60, 70]})
+    # [0,15): 1, 5; [15,30): 5 held at 15, 2; [30,45): 7, 3; [45,60): 3 held, 4; after: 4
+    assert step_peaks(level, steps).tolist() == [5, 5, 7, 4, 4]

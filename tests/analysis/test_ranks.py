@@ -74,3 +74,26 @@ def test_sparkline_scales_to_the_common_top():
     assert sparkline(curve, 8, 4) == "▁▅█▅"
     assert sparkline(curve, 16, 2) == "▃▅"  # 4 and 8 of 16: ceil(1.75), ceil(3.5)
     assert sparkline(np.zeros(0, dtype=np.int64), 8, 4) == ""
+
+
+def test_leak_and_fragmentation_come_from_the_findings():
+    from memtui.analysis.findings import Finding
+    from memtui.analysis.ranks import finding_figures
+
+    found = [Finding(kind="leak", severity="high", title="a", device="d",
+                     detail={"bytes_per_step": 3 * MiB}),
+             Finding(kind="leak", severity="low", title="b", device="d",
+                     detail={"bytes_per_step": MiB}),
+             Finding(kind="fragmentation", severity="low", title="c", device="d",
+                     detail={"unused_share": 0.5, "fragmentation": 0.25}),
+             Finding(kind="peak", severity="info", title="e", device="d")]
+    assert finding_figures(found) == (4 * MiB, 0.25)
+    assert finding_figures(found[-1:]) == (0, 0.0)
+    # A leak per step that only one rank has makes it an outlier.
+    rows = [row(16 * MiB, rank) for rank in range(4)]
+    rows[2].leak_bytes_per_step = 4 * MiB
+    for other in (0, 1, 3):
+        rows[other].leak_bytes_per_step = 0
+    flagged = flag_outliers(rows)
+    assert [r.outlier for r in flagged] == [False, False, True, False]
+    assert flagged[2].why.startswith("leak per step 4.0 MiB is 4.0 MiB above the median 0 B")

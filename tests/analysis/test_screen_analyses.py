@@ -147,6 +147,27 @@ def test_snapshot_series_are_allocated_and_reserved():
     assert group_bys(trace, "cuda:0") == ["overall"]
 
 
+def test_layered_curves_draw_the_event_levels_overall():
+    """msMemScope's curves all name a layer (HAL, PTA): Overall draws the events' levels
+    (allocated, reserved), Component the layers' curves."""
+    import polars as pl
+
+    from memtui.model import conform
+
+    trace = toy_trace()
+    trace.curves = conform(pl.DataFrame({
+        "t": [1000, 2000], "device": ["cuda:0"] * 2, "series": ["Allocated"] * 2,
+        "component": ["PTA", "PTA"], "bytes": [10, 20]}), "curves")
+    timeline = Timeline.build(trace, "cuda:0")
+    overall = trend_series(trace, "cuda:0", timeline)
+    assert [(s.label, s.role) for s in overall] == [("allocated", "allocated"),
+                                                    ("reserved", "line")]
+    assert overall[0].level is timeline.allocated
+    component = trend_series(trace, "cuda:0", timeline, "component")
+    assert [s.label for s in component] == ["PTA Allocated"]
+    assert component[0].level.values.tolist() == [10, 20]
+
+
 def test_profiler_group_by():
     trace = profiler_trace()
     tl = Timeline.build(trace, "npu:0")

@@ -46,8 +46,29 @@ def _block_addresses(segment):
         offset += block["size"]
 
 
+def _block_sizes(trace, final_active):
+    """One size per alloc and free of ``trace``: the dump's size for the lifetimes still
+    open at the dump, else the trace's; and the addresses of those open lifetimes."""
+    open_alloc: dict[int, int] = {}  # addr -> index of its open alloc
+    size_of = [e["size"] for e in trace]
+    owner: dict[int, int] = {}  # index of a free -> index of its alloc
+    for i, entry in enumerate(trace):
+        if entry["action"] == "alloc":
+            open_alloc[entry["addr"]] = i
+        elif entry["action"] == "free_completed" and entry["addr"] in open_alloc:
+            owner[i] = open_alloc.pop(entry["addr"])
+    for addr, i in open_alloc.items():
+        if addr in final_active:
+            size_of[i] = final_active[addr]
+    for i, j in owner.items():
+        size_of[i] = size_of[j]
+    return size_of, set(open_alloc)
+
+
 def expected_devices(data):
-    """The summary's device entries by a plain replay of the raw dicts."""
+    """The summary's device entries by a plain replay of the raw dicts (one size per
+    block: the dump's where it knows the block, else the trace's; a trace-allocated
+    block the dump lacks counts alive to the end)."""
     traces = data.get("device_traces") or []
     indices = {i for i, trace in enumerate(traces) if trace}
     indices |= {s["device"] for s in data["segments"]}
@@ -57,9 +78,15 @@ def expected_devices(data):
         trace = traces[index] if index < len(traces) else []
         segments = [s for s in data["segments"] if s["device"] == index]
         final = [(a, b) for s in segments for a, b in _block_addresses(s)]
-        active_end = sum(b["size"] for _, b in final if b["state"] in ACTIVE)
-        level = active_end - sum(e["size"] for e in trace if e["action"] == "alloc") + sum(
-            e["size"] for e in trace if e["action"] == "free_completed")
+        final_active = {a: b["size"] for a, b in final if b["state"] in ACTIVE}
+        size_of, open_at_end = _block_sizes(trace, final_active)
+        lacking = sum(size_of[i] for i, e in enumerate(trace) if e["action"] == "alloc"
+                      and e["addr"] in open_at_end and e["addr"] not in final_active
+                      and size_of[i] == e["size"])
+        active_end = sum(final_active.values()) + lacking
+        level = active_end - sum(size_of[i] for i, e in enumerate(trace)
+                                 if e["action"] == "alloc") + sum(
+            size_of[i] for i, e in enumerate(trace) if e["action"] == "free_completed")
         peak, peak_index = level, 0
         reserved = sum(s["total_size"] for s in segments) - sum(
             e["size"] for e in trace if e["action"] in ("segment_alloc", "segment_map")) + sum(
@@ -69,11 +96,11 @@ def expected_devices(data):
         blocks = ghosts = 0
         for i, entry in enumerate(trace):
             if entry["action"] == "alloc":
-                level += entry["size"]
+                level += size_of[i]
                 live[entry["addr"]] = True
                 blocks += 1
             elif entry["action"] == "free_completed":
-                level -= entry["size"]
+                level -= size_of[i]
                 if live.pop(entry["addr"], None) is None:
                     ghosts += 1
                     blocks += 1
@@ -81,6 +108,7 @@ def expected_devices(data):
                 reserved += entry["size"]
             elif entry["action"] in ("segment_free", "segment_unmap"):
                 reserved -= entry["size"]
+            assert level >= 0
             peak_reserved = max(peak_reserved, reserved)
             if level > peak:
                 peak, peak_index = level, i
@@ -95,9 +123,10 @@ def expected_devices(data):
             "blocks": blocks,
             "ghost_blocks": ghosts,
             "peak_allocated_bytes": peak,
-            "peak_time_ns": trace[peak_index]["time_us"] * 1000 if has_time and trace else None,
+            "peak_time_ns": trace[peak_index]["time_us"] * 1000
+            if has_time and trace and peak else None,
             "allocated_at_end_bytes": sum(
-                b["size"] for _, b in final if b["state"] == "active_allocated"),
+                b["size"] for _, b in final if b["state"] == "active_allocated") + lacking,
             "reserved_at_end_bytes": sum(s["total_size"] for s in segments),
             "peak_reserved_bytes": peak_reserved,
         })

@@ -123,9 +123,20 @@ async def test_diff_enter_selects_the_leak_in_both_runs(pair):
                 break
         assert "log_metrics" in screen_text(app)
         assert "4.0 MiB" in screen_text(app)
+        stacks = app.screen
+        assert stacks.stack_tree.label(stacks.tree_view.selected) == "log_metrics  train.py:60"
 
 
 def test_run_compare_on_a_missing_file(pair, tmp_path, capsys):
     assert run_compare(pair[0], tmp_path / "nothing.pickle") == 2
     assert capsys.readouterr().err == (
         f"memtui: {tmp_path / 'nothing.pickle'}: no such file or folder\n")
+
+
+async def test_help_lists_the_app_keys_and_the_compare_keys(pair):
+    app = CompareApp(open_capture(pair[0]), open_capture(pair[1]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        titles = {title: dict((d, k) for k, d in rows) for title, rows in app.help_sections()}
+        assert "Peak" in titles["Everywhere"] and "Quit" in titles["Everywhere"]
+        assert {"Diff", "A/B", "Shift B back", "Shift B on", "Align"} <= set(titles["Compare"])

@@ -8,8 +8,11 @@ capture, which is skipped with a warning.
 
 from __future__ import annotations
 
+import shlex
+import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Static
 
 from memtui.sources.ranks import discover_ranks
@@ -97,3 +100,24 @@ async def test_keys_before_a_rank_is_open_say_what_to_do(tmp_path: Path):
         await pilot.press("1", "p")
         assert app.current_mode == "ranks"
         assert app.cursor is None
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None,
+                    reason="tmux is not installed: the real-terminal test needs it")
+def test_memtui_on_a_folder_in_a_real_terminal(tmp_path: Path):
+    """The real command: a process pool under a full-screen UI, Enter, q."""
+    from tests.tui.test_tmux import Pane, memtui_command
+
+    folder = write_ranks(tmp_path / "run")
+    pane = Pane(f"{memtui_command()} {shlex.quote(str(folder))}")
+    try:
+        screen = pane.wait_for("8/8 ranks")
+        assert "! 2 outliers" in screen
+        pane.keys("o")
+        pane.wait_for("peak allocated 40.0 MiB is 24.0 MiB above the median")
+        pane.keys("Enter")
+        pane.wait_for(f"cuda:{PEAK_RANK} │")
+        pane.keys("q")
+        pane.wait_for("EXIT=0")
+    finally:
+        pane.close()

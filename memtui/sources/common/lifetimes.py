@@ -36,7 +36,8 @@ def pair_by_address(
     ``(lifetimes, ops)``.  One lifetime per run, keyed by ``lifetime``, with ``addr``;
     ``open_action, seq_alloc, t_alloc, size, stack_id, stream`` from its open event (null
     for a ghost); ``seq_free, t_free, free_size, free_stack_id, free_stream`` from its first
-    close (null while alive); ``t_free_requested`` from its first request; ``extra_closes``
+    close (null while alive); ``t_free_requested``, ``seq_free_requested`` from its first
+    request; ``extra_closes``
     (closes after the first: a broken trace).  ``ops`` comes back sorted by (addr, seq) with
     its ``lifetime`` column, for joining ids back.
     """
@@ -60,7 +61,7 @@ def pair_by_address(
     columns |= _gather(ops, opens, _FROM_OPEN)
     columns |= _gather(ops, _first_row_per_run(is_close, run, n_runs), _FROM_CLOSE)
     columns |= _gather(ops, _first_row_per_run(is_request, run, n_runs),
-                       {"t_free_requested": "t"})
+                       {"t_free_requested": "t", "seq_free_requested": "seq"})
     closes = np.bincount(run[is_close], minlength=n_runs)
     columns["extra_closes"] = pl.Series(np.maximum(closes - 1, 0).astype(np.int64))
     lifetimes = pl.DataFrame(columns).with_columns(pl.col("open_action").cast(pl.String))

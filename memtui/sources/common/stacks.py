@@ -52,14 +52,19 @@ class StackInterner:
         )
 
     def stack_ids(self, stacks: list[Sequence[dict] | None]) -> pl.Series:
-        """``stack_id`` for each stack of frame dicts (PyTorch form), interning new ones."""
-        object_ids = list(map(id, stacks))
-        for object_id, frames in dict(zip(object_ids, stacks, strict=True)).items():
-            if object_id not in self._by_object:
-                self._by_object[object_id] = self._stack_id_of_dicts(frames)
-                self._alive.append(frames)
-        keys = pl.Series(object_ids, dtype=pl.UInt64)
+        """``stack_id`` for each stack of frame dicts (PyTorch form), interning new ones.
+
+        Stacks are told apart by object identity first (one C-level pass over the list):
+        only the first occurrence of each distinct object is looked at in Python.
+        """
+        keys = pl.Series(list(map(id, stacks)), dtype=pl.UInt64)
         lookup = self._by_object
+        for index in keys.arg_unique().sort().to_list():  # in order of appearance
+            frames = stacks[index]
+            object_id = id(frames)
+            if object_id not in lookup:
+                lookup[object_id] = self._stack_id_of_dicts(frames)
+                self._alive.append(frames)
         return keys.replace_strict(
             list(lookup.keys()), list(lookup.values()), default=None, return_dtype=pl.Int32
         ).alias("stack_id")

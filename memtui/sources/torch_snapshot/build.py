@@ -13,6 +13,7 @@ by walking back from the final state (start = active at end - allocs + frees).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from memtui.model import (
     TraceMeta,
     conform,
 )
+from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
@@ -58,16 +60,19 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path, progress=None) -> MemoryTrace:
     path = Path(path)
-    _report(progress, 0.0, f"unpickling {path.name}")
-    data = load_pickle(path)
-    _report(progress, 0.6, "building the model")
-    snapshot = _normalise(path, data)
-    try:
-        trace = _SnapshotBuilder(path, snapshot).build()
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise CaptureError(
-            path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
-        ) from None
+    # Millions of dicts come and go here: the cyclic collector would walk them again and
+    # again (more than half the unpickling time) for no cycle to find.
+    with collector_paused():
+        _report(progress, 0.0, f"unpickling {path.name}")
+        snapshot = _normalise(path, load_pickle(path))
+        _report(progress, 0.6, "building the model")
+        try:
+            trace = _SnapshotBuilder(path, snapshot).build()
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise CaptureError(
+                path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
+            ) from None
+        del snapshot
     _report(progress, 1.0, "done")
     return trace
 
@@ -144,10 +149,11 @@ class _SnapshotBuilder:
         return [(name, trace) for name, trace in traces if trace]
 
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        """One device's trace entries as columns (polars reads the dicts natively)."""
+        """One device's trace entries as columns, one C-level pass per key."""
         try:
-            df = pl.DataFrame(trace, schema=_TRACE_SCHEMA)
-        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+            df = pl.DataFrame([_trace_column(trace, key, dtype)
+                               for key, dtype in _TRACE_SCHEMA.items()])
+        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
             raise CaptureError(self.path, f"malformed trace entries of {device} ({exc})") from None
         for key in ("action", "size"):
             missing = df[key].null_count()
@@ -161,7 +167,7 @@ class _SnapshotBuilder:
             # the canonical Enum from here on: comparisons are integer ops, not strings
             pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
                                             return_dtype=ACTION_DTYPE).alias("canonical"),
-            self.interner.stack_ids([entry.get("frames") for entry in trace]),
+            self.interner.stack_ids(_trace_values(trace, "frames")),
         )
         unknown = df.filter(pl.col("canonical").is_null())
         if unknown.height:
@@ -172,7 +178,20 @@ class _SnapshotBuilder:
         df = df.drop("action").rename({"canonical": "action"})
         df = df.with_columns(pool=self._pool_column(df))
         self._collect_entry_markers(device, df, trace)
+        self._collect_segment_pools(device, df, trace)
         return df
+
+    def _collect_segment_pools(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
+        """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
+        that name one (few rows: a loop is fine)."""
+        rows = []
+        for index in df["action"].is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
+            entry = trace[index]
+            pool = entry.get("segment_pool_id", entry.get("pool_id"))
+            if pool is not None:
+                text = ",".join(map(str, pool)) if isinstance(pool, list | tuple) else str(pool)
+                rows.append((index, text))
+        self.segment_pool_ids[device] = rows
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
@@ -249,6 +268,7 @@ class _SnapshotBuilder:
 
     def build(self) -> MemoryTrace:
         self.entry_markers: list[tuple] = []
+        self.segment_pool_ids: dict[str, list[tuple[int, str]]] = {}
         raw = {}
         for name, trace in self._device_traces():
             raw[name] = self._device_trace_frame(name, trace)
@@ -301,8 +321,8 @@ class _SnapshotBuilder:
             segments_at_end=final_segments.height,
         )
         blocks, events = self._blocks(name, events, final_blocks, start)
-        segments = self._segments(events, final_segments, start)
-        events = self._levels(events, info, int(final_blocks["size"].sum() or 0))
+        segments = self._segments(name, events, final_segments, start)
+        events = self._levels(events, info, blocks)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -337,33 +357,50 @@ class _SnapshotBuilder:
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
         pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
-        # Final blocks: requested size for the traced ones still alive, ghosts for the rest.
-        final = final_blocks.join(pending.select("addr", "lifetime", "t_free_requested"),
-                                  on="addr", how="left")
+        # Final blocks: the allocator's size for the traced ones still alive, ghosts for
+        # the rest.  A ghost the dump shows pending whose free_requested is not in the
+        # trace was already pending when the trace began.
+        final = final_blocks.join(
+            pending.select("addr", "lifetime", "t_free_requested", "seq_free_requested"),
+            on="addr", how="left")
+        pending_before = (pl.col("state") == "active_pending_free") \
+            & pl.col("seq_free_requested").is_null()
         final_ghosts = final.join(alive.select("addr"), on="addr", how="anti").select(
             "addr", "lifetime", "size", "requested_size", "stream", "stack_id",
-            "t_free_requested", t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True),
+            t_free_requested=pl.when(pending_before).then(pl.lit(start, pl.Int64))
+            .otherwise(pl.col("t_free_requested")),
+            seq_free_requested=pl.when(pending_before).then(pl.lit(-1, pl.Int64))
+            .otherwise(pl.col("seq_free_requested")),
+            t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True),
         )
-        # Trace entries carry the requested size; the allocator's rounded block size is
-        # known only for blocks still alive at the dump, from the final state.
+        # One size per block: the allocator's (rounded) size where the dump knows the block
+        # (its address, in the lifetime still open at the dump), else its trace event's
+        # size, which is the requested size.
         traced = traced.join(
-            final.select("addr", final_size="size"), on="addr", how="left"
+            final.select("addr", final_size="size"),
+            on="addr", how="left",
+        ).with_columns(
+            known=pl.col("t_free").is_null() & pl.col("final_size").is_not_null(),
+            trace_size=pl.col("size").fill_null(pl.col("free_size")),
         ).select(
             "addr", "lifetime", "seq_alloc", "seq_free", "t_free", "t_free_requested",
+            "seq_free_requested",
             ghost=pl.col("seq_alloc").is_null(),
             t_alloc=pl.col("t_alloc").fill_null(start),
-            size=pl.when(pl.col("t_free").is_null() & pl.col("final_size").is_not_null())
-            .then(pl.col("final_size"))
-            .otherwise(pl.col("size").fill_null(pl.col("free_size"))),
-            requested_size=pl.col("size").fill_null(pl.col("free_size")),
+            size=pl.when(pl.col("known")).then(pl.col("final_size"))
+            .otherwise(pl.col("trace_size")),
+            requested_size=pl.col("trace_size"),
             stack_id=pl.col("stack_id").fill_null(pl.col("free_stack_id")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
         )
-        missing = alive.join(final_blocks, on="addr", how="anti").height
-        if missing and not final_blocks.is_empty():
+        lacking = alive.join(final_blocks, on="addr", how="anti")
+        missing = lacking.height
+        self.lacking_bytes = int(lacking["size"].sum() or 0)
+        if missing:
             self.warnings.append(
-                f"{device}: {missing} blocks allocated in the trace and never freed are not "
-                "in the final state")
+                f"{device}: the dump and the trace disagree: {missing} blocks allocated in "
+                "the trace and never freed are not in the final state (counted alive to "
+                "the end)")
         blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
             "t_alloc", "seq_alloc", nulls_last=False
         ).with_columns(
@@ -374,58 +411,76 @@ class _SnapshotBuilder:
         return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
 
     def _segments(
-        self, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
+        self, device: str, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
     ) -> pl.DataFrame:
-        """Segments from segment_alloc/free (and map/unmap) pairs, plus the final ones."""
+        """Segments from segment_alloc/free (and map/unmap) pairs, plus the final ones.
+
+        A traced segment (or mapped range of an expandable segment) belongs to the dumped
+        segment whose range contains it, as memory_viz assigns them: it takes that
+        segment's pool and kind.  What the trace does not map of a dumped segment existed
+        before the trace began: one ghost segment per uncovered range.  A traced segment
+        no dumped segment covers takes its pool from its trace event (``segment_pool_id``).
+        """
         ops = events.filter(pl.col("action").is_in(
             ["segment_alloc", "segment_free", "segment_map", "segment_unmap"]))
         lifetimes, _ = pair_by_address(
             ops, ["segment_alloc", "segment_map"], ["segment_free", "segment_unmap"]
         )
-        alive = lifetimes.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
-        matched = final_segments.join(alive.select("addr"), on="addr", how="semi")
-        unmatched = final_segments.join(alive.select("addr"), on="addr", how="anti")
-        # An expandable segment grows by segment_map inside its range: what the trace mapped
-        # is counted there, and only the rest of the segment existed before the trace.
-        mapped_inside = (
-            unmatched.join(alive.select(m_addr="addr", m_size="size"), how="cross")
-            .filter((pl.col("m_addr") >= pl.col("addr"))
-                    & (pl.col("m_addr") < pl.col("addr") + pl.col("size")))
-            .group_by("addr").agg(mapped=pl.col("m_size").sum())
-        )
-        ghosts = (
-            unmatched.join(mapped_inside, on="addr", how="left")
-            .with_columns(size=pl.col("size") - pl.col("mapped").fill_null(0))
-            .filter(pl.col("size") > 0)
-            .select("addr", "size", "stream", "pool_id", "kind",
-                    t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True))
-        )
-        traced = lifetimes.filter(
+        lifetimes = lifetimes.with_columns(
+            size=pl.col("size").fill_null(pl.col("free_size"))).sort("addr")
+        final = final_segments.sort("addr").with_columns(
+            end=pl.col("addr") + pl.col("size").cast(pl.UInt64), dump_addr=pl.col("addr"))
+        holder = final.select("addr", "dump_addr", "end", "pool_id", "kind")
+        placed = lifetimes.join_asof(
+            holder.rename({"addr": "h_addr"}), left_on="addr", right_on="h_addr",
+            strategy="backward",
+        ).with_columns(inside=pl.col("end").is_not_null() & (pl.col("addr") < pl.col("end")))
+        traced = placed.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null()
-        ).join(
-            matched.select("addr", "pool_id", "kind"), on="addr", how="left",
-        ).select(
-            "addr", "seq_alloc", "seq_free", "t_free", "pool_id",
+        ).join(self._segment_pool_ids(device), on="seq_alloc", how="left").select(
+            "addr", "seq_alloc", "seq_free", "t_free", "size",
+            pool_id=pl.when(pl.col("inside")).then(pl.col("pool_id"))
+            .otherwise(pl.col("trace_pool_id")),
             t_alloc=pl.col("t_alloc").fill_null(start),
-            size=pl.col("size").fill_null(pl.col("free_size")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
             ghost=pl.col("seq_alloc").is_null(),
-            kind=pl.col("kind").fill_null(
+            kind=pl.when(pl.col("inside")).then(pl.col("kind")).otherwise(None).fill_null(
                 pl.when(pl.col("open_action") == "segment_map").then(pl.lit("expandable"))
             ),
         )
+        mapped = placed.filter(
+            pl.col("inside") & pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null()
+        ).select("dump_addr", "addr", m_end=pl.col("addr") + pl.col("size").cast(pl.UInt64))
+        ghosts = _uncovered(final, mapped).select(
+            "addr", "size", "stream", "pool_id", "kind",
+            t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True))
         return pl.concat([traced, ghosts], how="diagonal_relaxed").sort("t_alloc", "addr")
 
-    def _levels(self, events: pl.DataFrame, info: DeviceInfo, active_end: int) -> pl.DataFrame:
+    def _segment_pool_ids(self, device: str) -> pl.DataFrame:
+        """``seq_alloc -> trace_pool_id`` of the device's segment events that name a pool."""
+        rows = self.segment_pool_ids.get(device, [])
+        return pl.DataFrame(rows, schema={"seq_alloc": pl.Int64, "trace_pool_id": pl.String},
+                            orient="row")
+
+    def _levels(self, events: pl.DataFrame, info: DeviceInfo, blocks: pl.DataFrame
+                ) -> pl.DataFrame:
         """allocated/active/reserved after each event, walked back from the final state.
 
-        ``active_end`` is the bytes not yet free_completed at the dump (allocated plus
-        pending free): start = active_end - allocs + frees.  Sets the device's start levels.
+        Allocs and frees move the level by their block's one size (``blocks.size``), and
+        the end level is the bytes of the blocks alive at the end (allocated plus pending
+        free, also those the dump lacks): start = end - allocs + frees, never negative.
+        Sets the device's start levels, and adds the blocks the dump lacks to
+        ``allocated_at_end``.
         """
         action = pl.col("action")
+        sizes = blocks["size"].to_numpy()  # block_id is the row within the device here
+        ids = events["block_id"].fill_null(-1).to_numpy()
+        block_size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0, 0)
+        size = pl.when(pl.col("block_id").is_not_null()).then(
+            pl.Series(block_size, dtype=pl.Int64)).otherwise(pl.col("size"))
         alloc_delta = (
-            pl.when(action == "alloc").then(pl.col("size"))
-            .when(action == "free").then(-pl.col("size")).otherwise(0)
+            pl.when(action == "alloc").then(size)
+            .when(action == "free").then(-size).otherwise(0)
         )
         seg_delta = (
             pl.when(action.is_in(["segment_alloc", "segment_map"])).then(pl.col("size"))
@@ -436,6 +491,9 @@ class _SnapshotBuilder:
             allocated=alloc_delta.cum_sum(), reserved=seg_delta.cum_sum())
         total_alloc = int(events["allocated"][-1]) if events.height else 0
         total_seg = int(events["reserved"][-1]) if events.height else 0
+        alive_at_end = blocks.filter(pl.col("t_free").is_null())
+        active_end = int(alive_at_end["size"].sum() or 0)
+        info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
         info.start_allocated = active_end - total_alloc
         info.start_reserved = (info.reserved_at_end or 0) - total_seg
         return events.with_columns(
@@ -471,6 +529,54 @@ class _SnapshotBuilder:
             rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
                          "name": name} for t in ts)
         return rows
+
+
+def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
+    """The ranges of the dumped segments ``final`` that no range of ``mapped`` covers.
+
+    ``mapped`` has ``dump_addr`` (the dumped segment holding it), ``addr``, ``m_end``.
+    Returns rows of ``final`` (its stream, pool, kind) with ``addr``/``size`` narrowed to
+    each uncovered range; a segment with nothing mapped inside comes back whole.
+    """
+    pieces = mapped.sort("dump_addr", "addr").with_columns(
+        prev_end=pl.col("m_end").shift(1).over("dump_addr"))
+    seg = final.select("dump_addr", s_addr="addr", s_end="end")
+    before = pieces.join(seg, on="dump_addr").select(
+        "dump_addr", g_addr=pl.col("prev_end").fill_null(pl.col("s_addr")),
+        g_end=pl.col("addr"))
+    tails = seg.join(
+        pieces.group_by("dump_addr").agg(last=pl.col("m_end").max()), on="dump_addr",
+        how="left",
+    ).select("dump_addr", g_addr=pl.col("last").fill_null(pl.col("s_addr")),
+             g_end=pl.col("s_end"))
+    gaps = pl.concat([before, tails]).filter(pl.col("g_end") > pl.col("g_addr"))
+    return gaps.join(final.drop("addr", "size"), on="dump_addr").with_columns(
+        addr=pl.col("g_addr"), size=(pl.col("g_end") - pl.col("g_addr")).cast(pl.Int64))
+
+
+_NUMPY_OF = {pl.Int64: np.int64, pl.UInt64: np.uint64}
+
+
+def _trace_values(trace: list[dict], key: str) -> list:
+    """``entry[key]`` of every entry (None where an entry lacks it)."""
+    try:
+        return list(map(itemgetter(key), trace))
+    except (KeyError, TypeError):
+        return [entry.get(key) for entry in trace]
+
+
+def _trace_column(trace: list[dict], key: str, dtype: type[pl.DataType]) -> pl.Series:
+    """Column ``key`` of the trace entries: straight into a typed array where every entry
+    has an integer there (one pass, no intermediate list), else through a list with nulls."""
+    numpy_dtype = _NUMPY_OF.get(dtype)
+    if numpy_dtype is not None:
+        try:
+            values = np.fromiter(map(itemgetter(key), trace), dtype=numpy_dtype,
+                                 count=len(trace))
+            return pl.Series(key, values, dtype=dtype)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            pass  # a missing key, a None, a float: the general path below decides
+    return pl.Series(key, _trace_values(trace, key), dtype=dtype, strict=True)
 
 
 def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:

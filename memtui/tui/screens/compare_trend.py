@@ -7,8 +7,8 @@ cursor; the strip under the plot is B - A over the view
 (:class:`~memtui.tui.widgets.delta.DeltaStrip`); the lines under it give the peaks and
 the end of both runs and their deltas.
 
-It reads the comparison from the app (``app.comparison_for(device)``, ``app.side``,
-``app.side_label(side)``) and watches ``app.cursor`` and ``app.comparison_key``.
+It reads the comparison from the app (``app.comparison_for(device)``, ``app.axis_levels(pair)``,
+``app.side``, ``app.side_label(side)``) and watches ``app.cursor`` and ``app.comparison_key``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from memtui.analysis.compare import on_axis, sample
+from memtui.analysis.compare import sample
 from memtui.analysis.compare_text import signed_bytes
 from memtui.analysis.series import Series
 from memtui.analysis.summary import format_bytes
@@ -89,7 +89,7 @@ class CompareTrendScreen(Screen):
             self._levels = None
             series = [Series(this_label, app.side.upper(), timeline.allocated, "allocated")]
         else:
-            this, other, delta = on_axis(pair, app.side)
+            this, other, delta = app.axis_levels(pair)
             self._levels = (this, other, delta)
             series = [Series(this_label, app.side.upper(), this, "allocated"),
                       Series(other_label, app.other_side.upper(), other, "line")]

@@ -61,6 +61,7 @@ class LinkedScreen(Screen):
         self._stale = True
         self._ready = False
         self._seen: CursorState | None = None  # the cursor last drawn
+        self._trace_stale = False  # the app replaced the trace while this screen was hidden
 
     # -- the app's contract -----------------------------------------------------------------
 
@@ -98,7 +99,10 @@ class LinkedScreen(Screen):
         self._start(self.cursor.device)
 
     def on_screen_resume(self) -> None:
-        if self._ready and (self._stale or self.cursor.device != self.device):
+        if self._trace_stale:
+            self._trace_stale = False
+            self._start(self.cursor.device)
+        elif self._ready and (self._stale or self.cursor.device != self.device):
             self._cursor_changed(self._seen, self.cursor)
         self.focus_main()
 
@@ -146,6 +150,16 @@ class LinkedScreen(Screen):
     def _follow(self, old: CursorState | None, new: CursorState) -> None:
         self._seen = new
         self.follow(old, new)
+
+    def trace_replaced(self) -> None:
+        """The app shows a grown trace (``--follow``): prepare and build again, now if this
+        screen is shown, else when it is."""
+        if not self.is_attached:
+            return
+        if self.is_current:
+            self._start(self.cursor.device)
+        else:
+            self._trace_stale = True
 
     # -- for subclasses ----------------------------------------------------------------------
 

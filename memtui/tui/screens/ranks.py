@@ -27,7 +27,9 @@ from textual.widgets import DataTable, Footer, Static
 from memtui.analysis.ranks import RankRow, format_peak_time, sparkline
 from memtui.tui.widgets.status import short_bytes
 
-SPARK_WIDTH = 16
+#: Sparkline width: narrow terminals (under WIDE columns) get the short one.
+SPARK_WIDTH = (10, 24)
+WIDE = 100
 
 
 def _fragmentation(row: RankRow) -> str:
@@ -63,7 +65,7 @@ class RanksScreen(Screen):
     DEFAULT_CSS = """
     #ranks-title { height: 1; padding: 0 1; background: $panel; }
     #ranks-table { height: 1fr; }
-    #ranks-detail { height: 2; padding: 0 1; background: $panel; }
+    #ranks-detail { height: 3; padding: 0 1; background: $panel; }
     """
 
     BINDINGS = [
@@ -125,15 +127,19 @@ class RanksScreen(Screen):
                 if key in columns:
                     table.columns[key].label = Text(self._header(key, header))
         top = max((int(row.curve.max()) for row in rows if row.curve.size), default=1)
+        spark_width = SPARK_WIDTH[self.app.size.width >= WIDE]
         for row in rows:
             cells = [Text("!", style="bold reverse") if row.outlier else Text(" ")]
             cells += [Text(text(row), style="bold" if row.outlier else "")
                       for key, _, text, _, _ in COLUMNS if key in columns]
-            cells.append(Text(sparkline(row.curve, top, SPARK_WIDTH)))
+            cells.append(Text(sparkline(row.curve, top, spark_width)))
             table.add_row(*cells, key=row_key(row))
         self._shown = rows
         keys = [row_key(row) for row in rows]
-        if current in keys:
+        loading = getattr(self.app, "rank_table", None)
+        if loading is not None and loading.done < loading.expected:
+            pass  # rows still arrive: the cursor keeps its place (the first row)
+        elif current in keys:
             table.move_cursor(row=keys.index(current), animate=False)
         self._show_title()
         self._show_detail()

@@ -194,6 +194,17 @@ class TablesScreen(Screen):
         self._update_header()
         if kind == "blocks":
             self._apply_only()
+        if self.filters[kind] or self.scope[kind] != "all":
+            self._reapply(kind)  # a table built again (--follow) keeps its filter
+
+    def trace_replaced(self) -> None:
+        """The app shows a grown trace (``--follow``): the tables are built again (their
+        filters kept), now if this screen is shown, else when it is."""
+        self.models.clear()
+        if self.is_attached and self.app.screen is self:
+            self._show_device(self.app.cursor.device)
+        else:
+            self._device = None
 
     # -- following the cursor -------------------------------------------------------------
 

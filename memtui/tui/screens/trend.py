@@ -224,6 +224,13 @@ class TrendScreen(Screen):
         rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
         return rows
 
+    def trace_replaced(self) -> None:
+        """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
+        self._series_key = None
+        cursor = self.app.cursor
+        if self.is_attached and cursor is not None:
+            self._cursor_changed(cursor)
+
     # -- actions --------------------------------------------------------------------------
 
     def action_toggle_live_by(self) -> None:

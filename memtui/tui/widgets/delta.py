@@ -79,10 +79,8 @@ class DeltaStrip(Widget):
         styles = {name: self.get_component_rich_style(f"deltastrip--{name}")
                   for name in ("up", "down", "axis", "cursor")}
         scale = max(top, -bottom, 1)
-        label = (f"+{short_bytes(top)}" if y == 0 else f"-{short_bytes(-bottom)}")
-        label = label if (top if y == 0 else bottom) else "0"
-        segments = [Segment(label.rjust(self.axis_width - 1)[: self.axis_width - 1] + "┤",
-                            styles["axis"])]
+        label = _scale_label(top if y == 0 else bottom, self.axis_width - 1)
+        segments = [Segment(label.rjust(self.axis_width - 1) + "┤", styles["axis"])]
         eighths = np.rint(np.abs(value) / scale * 8).astype(np.int64)
         eighths = np.where(value != 0, np.maximum(eighths, 1), 0)
         if y == 0:
@@ -103,6 +101,17 @@ class DeltaStrip(Widget):
                          Segment("│", styles["cursor"] + Style()),
                          Segment("".join(chars[cursor + 1:]), style)]
         return Strip(segments, width)
+
+
+def _scale_label(value: int, width: int) -> str:
+    """``+3.0M`` / ``-269M``: signed short bytes in ``width`` characters."""
+    if value == 0:
+        return "0"
+    text = ("+" if value > 0 else "-") + short_bytes(abs(value))
+    if len(text) > width and "." in text:
+        number, unit = text[:-1], text[-1]
+        text = number.split(".")[0] + unit
+    return text[-width:]
 
 
 __all__ = ["DeltaStrip"]

@@ -73,6 +73,9 @@ class StatusBar(Widget):
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
             parts.insert(0, (prefix(), prefix()))
+        badge = app.follow_badge() if hasattr(app, "follow_badge") else None
+        if badge is not None:  # --follow: LIVE, paused, or what stopped the reading
+            parts.insert(0, badge)
         if resv:
             parts.append((resv, resv_short))
         if cursor.window is not None:

@@ -1,0 +1,356 @@
+"""Following a capture while it is written: read what is new since the last look, nothing twice.
+
+:func:`open_follower` picks a follower by content, as :func:`memtui.sources.open_capture`
+picks a source; each has ``poll() -> FollowUpdate`` (cheap when nothing changed: a ``stat``,
+a folder listing, or one ``max(rowid)`` query) and ``restart()``:
+
+* :class:`MemscopeDbFollower`: an msMemScope DB being written (WAL or rollback journal).
+  Each poll opens a fresh read-only connection (never writing beside the file, never
+  holding a transaction between polls) and reads only rows past the last rowid seen, in
+  short chunks; the rows append to the raw frames read before, from which the model is
+  built again (:func:`memtui.sources.memscope.build.build_trace`).
+* :class:`CsvFollower`: an msMemScope or profiler CSV being appended.  Only complete new
+  lines are read (from the byte offset reached, a half-written last line waits); they are
+  appended to a private copy in a temporary folder (never beside the file), which the
+  format's own loader reads.
+* :class:`SnapshotFollower`: a folder where snapshot dumps appear (``memtui record``'s, or
+  any job's ``_dump_snapshot``), or one snapshot file rewritten in place: the newest
+  complete dump (hidden and temporary names ignored; a dump that does not load whole is
+  taken as still being written and tried again later).
+
+A file truncated, replaced (rotated) or deleted is reported in ``FollowUpdate.problem``
+and reading stops there, the last good trace kept, until ``restart()``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memtui.errors import CaptureError
+from memtui.model import MemoryTrace
+
+#: File names a dump writer uses while a dump is incomplete.
+_PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".temp", ".swp", "-journal", "-wal", "-shm")
+
+
+@dataclass
+class FollowUpdate:
+    """What one poll found.
+
+    ``trace``: the capture with what is new (None when nothing changed); ``new_rows``: rows
+    (or events) read this time; ``waiting``: why there is nothing to show yet; ``problem``:
+    the file was truncated, replaced or deleted (reading has stopped, the last trace stays).
+    """
+
+    trace: MemoryTrace | None = None
+    new_rows: int = 0
+    waiting: str | None = None
+    problem: str | None = None
+
+
+@dataclass
+class _FileId:
+    """Enough of ``stat`` to tell growth from truncation and replacement."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> _FileId | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return cls(st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Follower:
+    """Base: the path, the stopped state and the problem wording."""
+
+    kind = ""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.stopped: str | None = None  # the problem that stopped reading
+
+    def poll(self) -> FollowUpdate:
+        if self.stopped is not None:
+            return FollowUpdate(problem=self.stopped)
+        try:
+            return self._poll()
+        except _Stop as stop:
+            self.stopped = f"{self.path.name} {stop.what} at {time.strftime('%H:%M:%S')}"
+            return FollowUpdate(problem=self.stopped)
+
+    def restart(self) -> None:
+        """Forget what was read: the next poll reads the file from its start."""
+        self.stopped = None
+        self._reset()
+
+    def close(self) -> None:
+        """Remove anything the follower keeps (temporary copies)."""
+
+    def _poll(self) -> FollowUpdate:
+        raise NotImplementedError
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+
+class _Stop(Exception):
+    """Reading cannot go on: ``what`` happened to the file."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _check_same_file(path: Path, seen: _FileId | None, now: _FileId | None,
+                     grows: bool = True) -> None:
+    """Raise :class:`_Stop` where the file went away, was replaced or shrank."""
+    if seen is None:
+        return
+    if now is None:
+        raise _Stop("was deleted")
+    if now.inode != seen.inode:
+        raise _Stop("was replaced (rotated)")
+    if grows and now.size < seen.size:
+        raise _Stop("was truncated")
+
+
+# -- msMemScope DB ----------------------------------------------------------------------------
+
+
+class MemscopeDbFollower(Follower):
+    """See the module docstring."""
+
+    kind = "msMemScope DB"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._reset()
+
+    def _reset(self) -> None:
+        from memtui.sources.memscope.tail import DbTail
+
+        self.tail = DbTail(self.path)
+        self._file: _FileId | None = None
+
+    def _poll(self) -> FollowUpdate:
+        now = _FileId.of(self.path)
+        if now is None:
+            raise _Stop("was deleted")
+        if self._file is not None and now.inode != self._file.inode:
+            raise _Stop("was replaced (rotated)")
+        self._file = now
+        # No stat shortcut: a WAL reused after a checkpoint keeps its size, and mtimes
+        # can be coarse; asking SQLite for the largest rowid costs well under a ms.
+        try:
+            new = self.tail.read_new()
+        except CaptureError as exc:
+            if "truncated" in exc.problem or "deleted" in exc.problem:
+                raise _Stop(exc.problem) from None
+            return FollowUpdate(waiting=exc.problem)
+        if not new:
+            return FollowUpdate(waiting=None if self.tail.rows else self._waiting())
+        trace = self.tail.trace()
+        if trace is None:
+            return FollowUpdate(new_rows=new, waiting=self._waiting())
+        return FollowUpdate(trace=trace, new_rows=new)
+
+    def _waiting(self) -> str:
+        return f"waiting for the first memory rows in {self.path.name}"
+
+
+# -- appended CSV -----------------------------------------------------------------------------
+
+
+class CsvFollower(Follower):
+    """See the module docstring."""
+
+    kind = "CSV"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
+        # The last folders too: loaders read the device from ``device_N/``.
+        self.copy = self._folder.joinpath(*Path(path).resolve().parts[-3:])
+        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self.lines = 0
+        self._file: _FileId | None = None
+        self.copy.write_bytes(b"")
+
+    def close(self) -> None:
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def _poll(self) -> FollowUpdate:
+        now = _FileId.of(self.path)
+        _check_same_file(self.path, self._file, now)
+        if now is None:
+            raise _Stop("was deleted")
+        if self._file is not None and now.size < self.offset:
+            raise _Stop("was truncated")
+        self._file = now
+        if now.size == self.offset:
+            return FollowUpdate(waiting=self._waiting())
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(now.size - self.offset)
+        end = data.rfind(b"\n")
+        if end < 0:  # not one complete line yet: it waits
+            return FollowUpdate(waiting=self._waiting())
+        complete = data[: end + 1]
+        with open(self.copy, "ab") as fh:
+            fh.write(complete)
+        self.offset += len(complete)
+        new_lines = complete.count(b"\n")
+        self.lines += new_lines
+        if self.lines < 2:  # the header alone
+            return FollowUpdate(waiting=self._waiting())
+        from memtui.sources import open_capture
+
+        try:
+            trace = open_capture(self.copy)
+        except CaptureError as exc:
+            return FollowUpdate(new_rows=new_lines, waiting=exc.problem)
+        trace.meta.path = str(self.path)
+        return FollowUpdate(trace=trace, new_rows=new_lines)
+
+    def _waiting(self) -> str | None:
+        return None if self.lines >= 2 else f"waiting for the first rows of {self.path.name}"
+
+
+# -- snapshot dumps ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Shown:
+    path: Path
+    file: _FileId
+
+
+class SnapshotFollower(Follower):
+    """See the module docstring."""
+
+    kind = "snapshot dumps"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.shown: _Shown | None = None
+        self._failed: dict[Path, _FileId] = {}  # dumps that did not load, as they were
+        self._listing: tuple | None = None
+
+    def candidates(self) -> list[tuple[_FileId, Path]]:
+        """Complete-looking dumps, newest first (by modification time, then name)."""
+        if self.path.is_file():
+            found = _FileId.of(self.path)
+            return [(found, self.path)] if found is not None else []
+        entries = []
+        try:
+            with os.scandir(self.path) as scan:
+                for entry in scan:
+                    name = entry.name
+                    if name.startswith(".") or name.endswith(_PARTIAL_SUFFIXES):
+                        continue
+                    try:
+                        if not entry.is_file():
+                            continue
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    entries.append((_FileId(st.st_ino, st.st_size, st.st_mtime_ns),
+                                    Path(entry.path)))
+        except OSError:
+            return []
+        entries.sort(key=lambda item: (item[0].mtime_ns, item[1].name), reverse=True)
+        return entries
+
+    def _poll(self) -> FollowUpdate:
+        if not self.path.exists():
+            raise _Stop("was deleted")
+        candidates = self.candidates()
+        listing = tuple((str(p), f.mtime_ns, f.size) for f, p in candidates[:8])
+        if listing == self._listing:
+            return FollowUpdate(waiting=self._waiting())
+        self._listing = listing
+        from memtui.sources import torch_snapshot
+
+        for file, path in candidates:
+            if self.shown is not None and (self.shown.file.mtime_ns, self.shown.path.name) >= (
+                    file.mtime_ns, path.name):
+                break  # nothing newer than what is shown
+            if self._failed.get(path) == file or file.size == 0:
+                continue
+            if not torch_snapshot.sniff(path):
+                continue
+            try:
+                trace = torch_snapshot.load(path, None)
+            except CaptureError:
+                self._failed[path] = file  # still being written, or not a dump: later
+                self._listing = None
+                continue
+            self.shown = _Shown(path, file)
+            events = trace.events.height
+            return FollowUpdate(trace=trace, new_rows=events)
+        return FollowUpdate(waiting=self._waiting())
+
+    def _waiting(self) -> str | None:
+        if self.shown is not None:
+            return None
+        return f"waiting for the first complete snapshot dump in {self.path}"
+
+
+# -- picking one ------------------------------------------------------------------------------
+
+
+def open_follower(path: str | Path) -> Follower:
+    """The follower for ``path`` (see the module docstring); a CaptureError otherwise."""
+    from memtui.sources import memscope, torch_snapshot
+    from memtui.sources.common.sqlite import is_sqlite
+    from memtui.sources.memscope.read import csv_kind
+
+    path = Path(path)
+    if not path.exists():
+        raise CaptureError(path, "no such file or folder")
+    if path.is_dir():
+        return SnapshotFollower(path)
+    if is_sqlite(path):
+        if memscope.sniff(path) or _empty_db(path):
+            return MemscopeDbFollower(path)
+        raise CaptureError(path, "an SQLite file --follow does not read (only msMemScope DBs)")
+    if csv_kind(path) is not None or _is_profiler_csv(path):
+        return CsvFollower(path)
+    if path.stat().st_size == 0 or torch_snapshot.sniff(path):
+        return SnapshotFollower(path)
+    raise CaptureError(path, "--follow reads msMemScope DBs and CSVs, profiler CSVs, snapshot "
+                             "pickles and folders of snapshot dumps")
+
+
+def _empty_db(path: Path) -> bool:
+    """An SQLite file without tables yet (the writer is about to create them)."""
+    from memtui.sources.common.sqlite import table_names
+
+    return table_names(path) == set()
+
+
+def _is_profiler_csv(path: Path) -> bool:
+    from memtui.sources import ascend
+
+    return path.suffix.lower() == ".csv" and ascend.sniff(path)
+
+
+__all__ = ["CsvFollower", "FollowUpdate", "Follower", "MemscopeDbFollower", "SnapshotFollower",
+           "open_follower"]

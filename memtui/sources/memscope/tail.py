@@ -1,0 +1,157 @@
+"""Reading an msMemScope DB while it is written: only the rows past the last rowid read.
+
+:class:`DbTail` keeps, per table, the largest rowid read and the raw frames read so far
+(:class:`~memtui.sources.memscope.read.RawFile` parts).  :meth:`DbTail.read_new` opens a
+fresh read-only connection (:func:`~memtui.sources.common.sqlite.connect_readonly`: never a file
+beside the DB; ``immutable`` only while no ``-wal`` exists, which a live WAL writer keeps),
+reads ``rowid > last`` in the same short chunks as the full read, parses them as the full
+read does and appends them; nothing read is read again.  :meth:`DbTail.trace` builds the
+model from every part read (the model builder sorts, pairs and levels them: msMemScope
+writes a block's rows when it is freed, so new rows may fall before old ones in time).
+
+A table whose largest rowid went down lost rows: :class:`CaptureError` saying
+"truncated".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from memtui.errors import CaptureError
+from memtui.model import MemoryTrace
+from memtui.sources.common.sqlite import connect_readonly, sqlite_problem
+from memtui.sources.memscope import read
+from memtui.sources.memscope.build import build_trace
+
+
+@dataclass
+class _Table:
+    """One table's reading position: its column mapping, last rowid, rows read."""
+
+    name: str
+    mapping: dict[str, str]
+    last_rowid: int = 0
+    rows: int = 0
+
+
+@dataclass
+class DbTail:
+    """See the module docstring."""
+
+    path: Path
+    dump: _Table | None = None
+    traces: dict[str, _Table] = field(default_factory=dict)
+    micro: bool | None = None  # timestamps in µs (decided by the first rows)
+    memory: list[pl.DataFrame] = field(default_factory=list)
+    other: list[pl.DataFrame] = field(default_factory=list)
+    trace_parts: list[pl.DataFrame] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    layout: str = ""
+
+    @property
+    def rows(self) -> int:
+        return (self.dump.rows if self.dump else 0) + sum(t.rows for t in self.traces.values())
+
+    def read_new(self) -> int:
+        """Read the rows added since the last call; how many there were."""
+        try:
+            con = connect_readonly(self.path)
+        except sqlite3.Error as exc:
+            raise CaptureError(self.path, sqlite_problem(exc)) from None
+        try:
+            self._find_tables(con)
+            new = self._read_dump(con) if self.dump is not None else 0
+            for table in self.traces.values():
+                new += self._read_trace(con, table)
+            return new
+        except sqlite3.Error as exc:
+            raise CaptureError(self.path, sqlite_problem(exc)) from None
+        finally:
+            con.close()
+
+    def trace(self) -> MemoryTrace | None:
+        """The model of every row read so far (None while there is no memory row)."""
+        if not any(part.height for part in self.memory) and not self.trace_parts:
+            return None
+        raw = read.RawFile(path=self.path, device=read.device_of_path(self.path),
+                           layout=self.layout, warnings=list(self.warnings))
+        if self.memory:
+            raw.memory = pl.concat(self.memory, rechunk=False)
+            raw.other = pl.concat(self.other, rechunk=False)
+        if self.trace_parts:
+            raw.trace = pl.concat(self.trace_parts, how="diagonal_relaxed")
+        return build_trace([raw], self.path)
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def _find_tables(self, con: sqlite3.Connection) -> None:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        if self.dump is not None and self.dump.name not in tables:
+            raise CaptureError(self.path, f"was truncated (table {self.dump.name} is gone)")
+        if self.dump is None:
+            name = next((t for t in read.DUMP_TABLES if t in tables), None)
+            if name is not None:
+                columns = read._table_columns(con, name)
+                mapping = read._map_columns(self.path, name, columns, read._DUMP_COLUMNS,
+                                            read._REQUIRED)
+                self.dump = _Table(name, mapping)
+                self.layout = name
+                if "t_us" in mapping.values():
+                    self.micro = True
+        for name in sorted(t for t in tables if read.TRACE_TABLE.fullmatch(t)):
+            if name not in self.traces:
+                mapping = read._map_columns(self.path, name, read._table_columns(con, name),
+                                            read._TRACE_COLUMNS, ("func", "start", "end"))
+                self.traces[name] = _Table(name, mapping)
+
+    def _chunks(self, con: sqlite3.Connection, table: _Table,
+                int_columns: tuple[str, ...]):
+        """The new rows of ``table`` in rowid chunks, each with its ``row`` (order) index."""
+        top = con.execute(f'SELECT max(rowid) FROM "{table.name}"').fetchone()[0] or 0
+        if top < table.last_rowid:
+            raise CaptureError(self.path, f"was truncated (table {table.name} lost rows)")
+        query = read._ChunkQuery(con, table.name, table.mapping, int_columns)
+        for low in range(table.last_rowid + 1, top + 1, read._CHUNK_ROWS):
+            bounds = (low, min(low + read._CHUNK_ROWS - 1, top))
+            chunk = query.parse(*query.fetch(bounds), bounds)
+            if chunk.height:
+                yield chunk.with_row_index("row", offset=table.rows).with_columns(
+                    pl.col("row").cast(pl.Int64))
+                table.rows += chunk.height
+        table.last_rowid = top
+
+    def _read_dump(self, con: sqlite3.Connection) -> int:
+        before = self.dump.rows
+        raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
+        rows = read._DumpRows(raw, micro=bool(self.micro), attr_json=True)
+        if self.micro is False:
+            rows.scale = 1
+        for chunk in self._chunks(con, self.dump, read._INT_COLUMNS):
+            rows.add(chunk)
+        unreadable = rows.finish()
+        if rows.scale is not None:
+            self.micro = rows.scale != 1
+        if unreadable:
+            self.warnings.append(f"{self.path.name}: {unreadable} rows without a readable "
+                                 "event or timestamp skipped")
+        if raw.memory is not None:
+            self.memory.append(raw.memory)
+            self.other.append(raw.other)
+        return self.dump.rows - before
+
+    def _read_trace(self, con: sqlite3.Connection, table: _Table) -> int:
+        before = table.rows
+        chunks = list(self._chunks(con, table, ("tid", "pid")))
+        if not chunks:
+            return 0
+        part = pl.concat(chunks)
+        if "pid" not in part.columns or part["pid"].null_count() == part.height:
+            part = part.with_columns(
+                pid=pl.lit(int(read.TRACE_TABLE.fullmatch(table.name).group(1))))
+        raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
+        self.trace_parts.append(read._with_order(read._trace_times(part), raw))
+        return table.rows - before

@@ -1,0 +1,171 @@
+"""``memtui --follow PATH``: the app polls a growing capture and shows what is new in place.
+
+:class:`FollowController` owns the polling: a timer whose interval adapts (it starts at
+``min_interval``, grows by half after each poll that found nothing, up to ``max_interval``,
+and drops back to ``min_interval``, or to the time the last read and build took if longer,
+as soon as data comes), a thread worker that calls the
+source's follower (:func:`memtui.sources.follow.open_follower`: reading only what is new,
+building the model from the frames read), and the hand-over of each new trace to the app
+(``app.replace_trace``).  Nothing is parsed here.
+
+The cursor stays pinned to the end while it is there (the ``LIVE`` badge): each new trace
+moves it to the new end; once the user moves it away it stays put (``paused``) until ``G``
+takes it back to the end.  A file truncated, replaced or deleted is said in the status bar
+and the last good view stays; ``R`` reads the file again from its start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual.timer import Timer
+
+from memtui.errors import CaptureError
+
+if TYPE_CHECKING:
+    from memtui.sources.follow import Follower, FollowUpdate
+
+MIN_INTERVAL = 0.5
+MAX_INTERVAL = 5.0
+GROWTH = 1.5
+
+
+@dataclass
+class FollowState:
+    """What the status bar says about following (read by ``StatusBar``)."""
+
+    polls: int = 0
+    updates: int = 0
+    rows: int = 0  # rows (or events) read since the start
+    waiting: str | None = None
+    problem: str | None = None
+    last_update: float | None = None  # time.monotonic() of the last new data
+
+
+class FollowController:
+    """See the module docstring."""
+
+    def __init__(self, app, path: Path, min_interval: float = MIN_INTERVAL,
+                 max_interval: float = MAX_INTERVAL) -> None:
+        self.app = app
+        self.path = Path(path)
+        self.min_interval = min_interval
+        self.max_interval = max(max_interval, min_interval)
+        self.interval = min_interval
+        self.state = FollowState()
+        self.follower: Follower | None = None
+        self._timer: Timer | None = None
+        self._polling = False
+        self._stopped = False
+        self.last_poll_seconds = 0.0
+
+    def start(self) -> None:
+        """Open the follower (a CaptureError for what cannot be followed) and poll now."""
+        from memtui.sources.follow import open_follower
+
+        self.follower = open_follower(self.path)
+        self._poll()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.stop()
+        if self.follower is not None:
+            self.follower.close()
+
+    def restart(self) -> None:
+        """Read the file again from its start (after a truncation or a rotation)."""
+        if self.follower is None:
+            return
+        self.follower.restart()
+        self.state.problem = None
+        self.interval = self.min_interval
+        if not self._polling:
+            if self._timer is not None:
+                self._timer.stop()
+            self._poll()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        if self._stopped or self._polling:
+            return
+        self._polling = True
+        self.app.run_worker(self._read, thread=True, group="follow", exit_on_error=False)
+
+    def _read(self) -> None:
+        timelines = {}
+        started = time.monotonic()
+        try:
+            update = self.follower.poll()
+            if update.trace is not None:
+                timelines = self._prepare(update)
+        except CaptureError as exc:
+            from memtui.sources.follow import FollowUpdate
+
+            update = FollowUpdate(problem=str(exc))
+        except Exception as exc:  # a reader bug must not end the live view
+            from memtui.sources.follow import FollowUpdate
+
+            update = FollowUpdate(problem=f"reading failed ({type(exc).__name__}: {exc})")
+        self.last_poll_seconds = time.monotonic() - started
+        if not self._stopped:
+            self.app.call_from_thread(self._done, update, timelines)
+
+    def _prepare(self, update: FollowUpdate) -> dict:
+        """In the worker: the load-time analyses, and the shown device's timeline, so that
+        the UI thread only swaps them in."""
+        from memtui.analysis.at_time import Timeline
+        from memtui.loading import prepare_trace
+
+        trace = update.trace = prepare_trace(update.trace)
+        cursor = self.app.cursor
+        names = trace.meta.device_names
+        device = cursor.device if cursor is not None and cursor.device in names else None
+        if device is None:
+            from memtui.tui.app import initial_device
+
+            device = initial_device(trace)
+        return {} if device is None else {device: Timeline.build(trace, device)}
+
+    def _done(self, update: FollowUpdate, timelines: dict) -> None:
+        self._polling = False
+        state = self.state
+        state.polls += 1
+        state.waiting = update.waiting
+        if update.problem != state.problem:
+            state.problem = update.problem
+            if update.problem:
+                self.app.notify(f"{update.problem}: the last good view stays; R reads it "
+                                "again from the start", title="follow", severity="warning",
+                                timeout=10)
+        if update.trace is not None:
+            state.updates += 1
+            state.rows += update.new_rows
+            state.last_update = time.monotonic()
+            # As long as the last read and build took, at least: while rows stream in, a
+            # big capture's rebuilds keep to about half of one core.
+            self.interval = min(max(self.min_interval, self.last_poll_seconds),
+                                self.max_interval)
+            self.app.show_followed(update.trace, timelines)
+        else:
+            self.interval = min(self.interval * GROWTH, self.max_interval)
+            self.app.follow_polled()
+        if not self._stopped:
+            self._timer = self.app.set_timer(self.interval, self._poll)
+
+    # -- what the status bar shows --------------------------------------------------------
+
+    def badge(self, at_end: bool) -> tuple[str, str] | None:
+        """``(full, short)`` text of the status bar's follow part."""
+        problem = self.state.problem
+        if problem:
+            word = next((w for w in ("truncated", "deleted", "replaced") if w in problem),
+                        "stopped")
+            return f"⚠ {problem}", f"⚠ {word}"
+        if at_end:
+            return "● LIVE", "● LIVE"
+        return "⏸ paused (G: live)", "⏸ G"

@@ -1,0 +1,187 @@
+"""One truth on every screen (issue 15): the level, the pool state and the blocks agree.
+
+Each defect of the issue has a tiny snapshot here whose answer is worked out by hand (each
+failed before its fix), and every real snapshot of ../shared/data plus the demos is checked:
+at every event the level equals the bytes of the blocks alive (allocated + pending free),
+at sampled events it equals the Pool state's allocated + pending, and at the first, the
+peak and the last event the Pool state equals memory_viz's Allocator State History.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memtui.analysis.pool_state import state_at_seq
+from memtui.analysis.summary import summary
+from memtui.sources import open_capture
+from memtui.sources.common.safe_pickle import load_pickle
+from tests.conftest import REPO, shared_files
+from tests.helpers.hand_snapshot import reference_replay
+from tests.sources.test_torch_snapshot_small import block, entry, segment, write
+
+CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
+SEG = 0x7F00_0000_0000
+MiB = 1 << 20
+
+
+def _blocks(state) -> set[tuple[int, int, bool]]:
+    return set(zip(state.blk_addr.tolist(), state.blk_size.tolist(),
+                   state.blk_pending.tolist(), strict=True))
+
+
+def _segments(state) -> set[tuple[int, int]]:
+    return set(zip(state.seg_addr.tolist(), state.seg_size.tolist(), strict=True))
+
+
+# -- defect 1: one size per block -----------------------------------------------------------
+
+def test_a_rounded_block_moves_the_level_by_its_rounded_size(tmp_path):
+    """500 bytes requested, a 512-byte block in the dump: the level is 0 before the alloc
+    and 512 after it (before the fix: 12 before, 512 after)."""
+    data = {"segments": [segment(SEG, [block(SEG, 512, "active_allocated", requested=500),
+                                       block(SEG + 512, 1536, "inactive")])],
+            "device_traces": [[entry("alloc", SEG, 500, t=1)]]}
+    trace = open_capture(write(tmp_path, data))
+    assert trace.meta.device("cuda:0").start_allocated == 0
+    assert trace.events["allocated"].to_list() == [512]
+    row = trace.blocks.row(0, named=True)
+    assert (row["size"], row["requested_size"]) == (512, 500)
+    assert summary(trace)["devices"][0]["allocated_at_end_bytes"] == 512
+
+
+def test_a_freed_block_keeps_its_trace_size(tmp_path):
+    """A block allocated and freed in the trace is not in the dump: its trace size counts."""
+    data = {"segments": [segment(SEG, [block(SEG, 2048, "inactive")])],
+            "device_traces": [[entry("alloc", SEG, 500, t=1),
+                               entry("free_requested", SEG, 500, t=2),
+                               entry("free_completed", SEG, 500, t=3)]]}
+    trace = open_capture(write(tmp_path, data))
+    assert trace.events["allocated"].to_list() == [500, 500, 0]
+
+
+# -- defect 2: pending by event order -------------------------------------------------------
+
+def test_a_free_requested_later_in_the_same_microsecond_is_not_pending_yet(tmp_path):
+    data = {"segments": [segment(SEG, [block(SEG, 1024, "inactive"),
+                                       block(SEG + 1024, 1024, "active_allocated")])],
+            "device_traces": [[entry("alloc", SEG, 1024, t=1),
+                               entry("alloc", SEG + 1024, 1024, t=5),
+                               entry("free_requested", SEG, 1024, t=5),
+                               entry("free_completed", SEG, 1024, t=6)]]}
+    trace = open_capture(write(tmp_path, data))
+    assert _blocks(state_at_seq(trace, "cuda:0", 1)) == {(SEG, 1024, False),
+                                                         (SEG + 1024, 1024, False)}
+    assert (SEG, 1024, True) in _blocks(state_at_seq(trace, "cuda:0", 2))
+
+
+# -- defect 8: blocks the dump lacks --------------------------------------------------------
+
+def test_blocks_the_dump_lacks_count_alive_to_the_end(tmp_path):
+    """No segment in the dump, two allocs never freed: levels 1, 3 MiB, never negative."""
+    data = {"segments": [], "device_traces": [[entry("alloc", SEG, MiB, t=1),
+                                               entry("alloc", SEG + MiB, 2 * MiB, t=2)]]}
+    trace = open_capture(write(tmp_path, data))
+    assert trace.events["allocated"].to_list() == [MiB, 3 * MiB]
+    device = summary(trace)["devices"][0]
+    assert device["peak_allocated_bytes"] == 3 * MiB
+    assert device["allocated_at_end_bytes"] == 3 * MiB
+    assert any("disagree" in w for w in trace.meta.warnings)
+
+
+# -- defect 7: no peak time without a peak --------------------------------------------------
+
+def test_no_peak_time_for_a_zero_peak(tmp_path):
+    data = {"segments": [], "device_traces": [[entry("snapshot", 0, 0, t=1)]]}
+    device = summary(open_capture(write(tmp_path, data)))["devices"][0]
+    assert (device["peak_allocated_bytes"], device["peak_time_ns"]) == (0, None)
+
+
+# -- defect 9: expandable segments by containment -------------------------------------------
+
+def test_segment_map_inside_a_dumped_segment_belongs_to_it(tmp_path):
+    """The dump: one expandable segment of 1000 bytes in pool (1, 2); the trace maps its
+    first 500.  After the last event the pool holds the dump's 1000 bytes; before the map,
+    only the 500 the trace did not map (they existed before it began)."""
+    dumped = segment(SEG, [block(SEG, 1000, "inactive")], expandable=True, pool=(1, 2))
+    data = {"segments": [dumped],
+            "device_traces": [[entry("segment_map", SEG, 500, t=1),
+                               entry("snapshot", 0, 0, t=2)]]}
+    trace = open_capture(write(tmp_path, data))
+    end = state_at_seq(trace, "cuda:0", 1)
+    assert end.reserved == 1000
+    assert _segments(end) == {(SEG, 500), (SEG + 500, 500)}
+    assert state_at_seq(trace, "cuda:0", -1).reserved == 500
+    assert set(trace.segments["pool_id"].to_list()) == {"1,2"}
+    assert set(trace.segments["kind"].to_list()) == {"expandable"}
+    assert trace.events["reserved"].to_list() == [1000, 1000]
+
+
+def _segments(state) -> set[tuple[int, int]]:
+    return set(zip(state.seg_addr.tolist(), state.seg_size.tolist(), strict=True))
+
+
+# -- defect 10: segment_pool_id on trace events ---------------------------------------------
+
+def test_segment_pool_id_of_a_trace_event_names_the_pool(tmp_path):
+    data = {"segments": [], "device_traces": [[
+        entry("segment_alloc", SEG, 2 * MiB, t=1, segment_pool_id=(3, 4)),
+        entry("segment_free", SEG, 2 * MiB, t=2)]]}
+    trace = open_capture(write(tmp_path, data))
+    assert trace.segments["pool_id"].to_list() == ["3,4"]
+
+
+# -- every real capture and the demos -------------------------------------------------------
+
+def _live_bytes_per_event(trace, device) -> np.ndarray:
+    """Bytes of the blocks alive (alloc done, free not completed) after each event."""
+    blocks = trace.device_blocks(device)
+    n = trace.device_events(device).height
+    seq = trace.device_events(device)["seq"].to_numpy()
+    size = blocks["size"].to_numpy()
+    start = blocks["seq_alloc"].fill_null(-1).to_numpy()
+    end = blocks["seq_free"].fill_null(1 << 62).to_numpy()
+    start = np.where(blocks["ghost"].to_numpy(), -1, start)
+    delta = np.zeros(n + 1, dtype=np.int64)
+    pos = np.searchsorted(seq, start)
+    np.add.at(delta, np.where(start < 0, 0, pos), size)
+    closed = end < (1 << 62)
+    np.add.at(delta, np.searchsorted(seq, end[closed]), -size[closed])
+    return np.cumsum(delta)[:n]
+
+
+@pytest.mark.skipif(not CAPTURES, reason="no real captures (../shared/data) and no demos")
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_level_is_the_pool_state_at_every_event(path):
+    trace = open_capture(path)
+    for device in trace.meta.device_names:
+        events = trace.device_events(device)
+        if not events.height:
+            continue
+        level = events["allocated"].to_numpy()
+        assert (level >= 0).all()
+        assert np.array_equal(level, _live_bytes_per_event(trace, device))
+        picks = np.unique(np.linspace(0, events.height - 1, 60).astype(int))
+        for k in picks.tolist():
+            state = state_at_seq(trace, device, int(events["seq"][k]))
+            assert state.allocated + state.pending == level[k], k
+
+
+@pytest.mark.skipif(not CAPTURES, reason="no real captures (../shared/data) and no demos")
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_first_peak_last_match_memory_viz(path):
+    trace = open_capture(path)
+    raw = load_pickle(path)
+    if isinstance(raw, list):
+        raw = {"segments": raw, "device_traces": []}
+    for device in trace.meta.device_names:
+        events = trace.device_events(device)
+        if not events.height:
+            continue
+        number = int(device.split(":")[1])
+        peak = int(np.argmax(events["allocated"].to_numpy()))
+        for k in (0, peak, events.height - 1):
+            state = state_at_seq(trace, device, k)
+            segments, blocks = reference_replay(raw, number, k)
+            assert _segments(state) == segments
+            assert _blocks(state) == blocks

@@ -1,0 +1,227 @@
+"""Following growing captures (memtui.sources.follow): only what is new is read, a half-written
+line or dump is never shown, truncation, rotation and deletion stop the reading.
+
+The captures are written as the test goes, in bursts, some by a writer thread holding its
+connection open (as a running job does); tests/helpers/live_captures.py has the rows and the
+figures worked out by hand, per burst:
+
+    burst 1: MALLOC a 1 KiB @1000, MALLOC b 2 KiB @1100, FREE a @1200  -> 2 blocks, peak 3 KiB
+    burst 2: MALLOC c 4 KiB @1300                                      -> 3 blocks, peak 6 KiB
+    burst 3: FREE b @1400, MALLOC d 8 KiB @1500                        -> 4 blocks, peak 12 KiB
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memtui.errors import CaptureError
+from memtui.record.recorder import write_atomically
+from memtui.sources import open_capture
+from memtui.sources.follow import (
+    CsvFollower,
+    MemscopeDbFollower,
+    SnapshotFollower,
+    open_follower,
+)
+from tests.helpers.live_captures import (
+    BURSTS,
+    EXPECTED,
+    HEADER,
+    DbWriter,
+    KiB,
+    csv_line,
+    figures,
+    grown_snapshot,
+)
+from tests.helpers.memscope_files import mem
+
+
+@pytest.mark.parametrize("journal", ["WAL", "DELETE"])
+def test_db_follower_reads_each_row_once(tmp_path, journal):
+    path = tmp_path / "memscope_dump_1.db"
+    writer = DbWriter(path, journal)
+    follower = open_follower(path)
+    assert isinstance(follower, MemscopeDbFollower)
+    first = follower.poll()
+    assert first.trace is None and "waiting" in first.waiting
+    for burst, expected in zip(BURSTS, EXPECTED, strict=True):
+        writer.burst(burst)
+        update = follower.poll()
+        assert update.new_rows == len(burst)  # only the rows of this burst were read
+        assert figures(update.trace) == expected
+        assert follower.poll().trace is None  # nothing new: nothing read, nothing built
+    writer.close()
+    full = open_capture(path)
+    assert update.trace.events.equals(full.events)
+    assert update.trace.blocks.equals(full.blocks)
+
+
+def test_db_follower_beside_a_writer_thread_never_blocks_it(tmp_path):
+    """The writer commits many small bursts while the follower polls: no "locked" error
+    on either side, and the followed model ends equal to a full read."""
+    path = tmp_path / "memscope_dump_2.db"
+    writer = DbWriter(path)
+    rows = [mem(2 * i + 1, "MALLOC", "PTA", 1000 + 10 * i, i + 1, 0x1000 * (i + 1), KiB)
+            for i in range(300)]
+    errors: list[Exception] = []
+
+    def write() -> None:
+        try:
+            for i in range(0, len(rows), 3):
+                writer.burst(rows[i:i + 3])
+        except Exception as exc:  # a blocked writer shows here
+            errors.append(exc)
+
+    follower = open_follower(path)
+    thread = threading.Thread(target=write)
+    thread.start()
+    read = 0
+    while thread.is_alive():
+        read += follower.poll().new_rows
+    thread.join()
+    read += follower.poll().new_rows
+    writer.close()
+    assert not errors
+    assert read == len(rows)
+    assert figures(follower.tail.trace()) == (300, 300 * KiB)
+
+
+def test_db_follower_writes_nothing_beside_a_finished_file(tmp_path):
+    path = tmp_path / "memscope_dump_3.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    writer.close()  # the writer is gone: no -wal, no -shm
+    before = sorted(os.listdir(tmp_path))
+    follower = open_follower(path)
+    assert figures(follower.poll().trace) == EXPECTED[0]
+    follower.poll()
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_db_truncation_stops_reading_until_restart(tmp_path):
+    path = tmp_path / "memscope_dump_4.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    writer.burst(BURSTS[1])
+    follower = open_follower(path)
+    assert figures(follower.poll().trace) == EXPECTED[1]
+    writer.con.execute("DELETE FROM memscope_dump WHERE rowid > 2")
+    writer.con.commit()
+    update = follower.poll()
+    assert update.trace is None and "truncated" in update.problem
+    assert "truncated" in follower.poll().problem  # stays stopped
+    follower.restart()
+    assert follower.poll().new_rows == 2
+
+
+def test_db_deleted_or_replaced(tmp_path):
+    path = tmp_path / "memscope_dump_5.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    writer.close()
+    follower = open_follower(path)
+    follower.poll()
+    path.rename(tmp_path / "old.db")
+    assert "deleted" in follower.poll().problem
+    follower.restart()
+    other = DbWriter(path)  # a new file under the name: rotated
+    other.burst(BURSTS[0])
+    other.close()
+    assert figures(follower.poll().trace) == EXPECTED[0]
+    os.replace(tmp_path / "old.db", path)
+    assert "replaced" in follower.poll().problem
+
+
+# -- CSV --------------------------------------------------------------------------------------
+
+def test_csv_follower_reads_complete_lines_only(tmp_path):
+    path = tmp_path / "memscope_dump_1.csv"
+    path.write_text(HEADER)
+    follower = open_follower(path)
+    assert isinstance(follower, CsvFollower)
+    assert follower.poll().trace is None
+    lines = [csv_line(r) for r in BURSTS[0]]
+    with open(path, "a") as fh:  # three lines and half of the fourth
+        fh.write("".join(lines[:3]) + lines[3][:20])
+    update = follower.poll()
+    assert update.new_rows == 3
+    assert figures(update.trace) == (2, 3 * KiB)  # a freed later: still alive
+    with open(path, "a") as fh:
+        fh.write(lines[3][20:])
+    assert follower.poll().new_rows == 1
+    for burst, expected in zip(BURSTS[1:], EXPECTED[1:], strict=True):
+        with open(path, "a") as fh:
+            fh.write("".join(csv_line(r) for r in burst))
+        update = follower.poll()
+        assert update.new_rows == len(burst)
+        assert figures(update.trace) == expected
+        assert update.trace.meta.path == str(path)
+    assert not [p for p in tmp_path.iterdir() if p.name != path.name]  # nothing beside it
+    follower.close()
+
+
+def test_csv_truncated(tmp_path):
+    path = tmp_path / "memscope_dump_2.csv"
+    path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))
+    follower = open_follower(path)
+    assert figures(follower.poll().trace) == EXPECTED[0]
+    path.write_text(HEADER)
+    assert "truncated" in follower.poll().problem
+    follower.close()
+
+
+# -- snapshot dumps ---------------------------------------------------------------------------
+
+
+def dump(folder: Path, name: str, blocks: int, age: float) -> Path:
+    """A dump written atomically, its modification time ``age`` seconds ago."""
+    path = folder / name
+    write_atomically(path, pickle.dumps(grown_snapshot(blocks), protocol=4))
+    mtime = time.time_ns() - int(age * 1e9)
+    os.utime(path, ns=(mtime, mtime))
+    return path
+
+
+def test_snapshot_folder_shows_the_newest_complete_dump(tmp_path):
+    follower = open_follower(tmp_path)
+    assert isinstance(follower, SnapshotFollower)
+    assert "waiting" in follower.poll().waiting
+    dump(tmp_path, "snapshot_1.pickle", 2, age=100)
+    assert figures(follower.poll().trace)[0] == 2
+    assert follower.poll().trace is None
+    # A dump being written under its final name (not atomically), a temporary file:
+    data = pickle.dumps(grown_snapshot(9), protocol=4)
+    partial = tmp_path / "snapshot_3.pickle"
+    partial.write_bytes(data[: len(data) // 2])
+    (tmp_path / ".snapshot_4.pickle.tmp").write_bytes(data[:10])
+    assert follower.poll().trace is None  # neither is shown
+    dump(tmp_path, "snapshot_2.pickle", 5, age=50)
+    partial.write_bytes(data[: len(data) // 2])  # still newer, still partial
+    update = follower.poll()
+    assert figures(update.trace)[0] == 5 and update.trace.meta.path.endswith("snapshot_2.pickle")
+    partial.write_bytes(data)  # now complete
+    update = follower.poll()
+    assert figures(update.trace)[0] == 9 and update.trace.meta.path.endswith("snapshot_3.pickle")
+
+
+def test_one_snapshot_file_rewritten_in_place(tmp_path):
+    path = dump(tmp_path, "snap.pickle", 3, age=100)
+    follower = open_follower(path)
+    assert figures(follower.poll().trace)[0] == 3
+    dump(tmp_path, "snap.pickle", 4, age=50)
+    assert figures(follower.poll().trace)[0] == 4
+
+
+def test_what_cannot_be_followed(tmp_path):
+    with pytest.raises(CaptureError, match="no such file"):
+        open_follower(tmp_path / "missing.db")
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    with pytest.raises(CaptureError, match="--follow reads"):
+        open_follower(text)

@@ -1,0 +1,146 @@
+"""``memtui --follow`` in the app (Pilot): a writer thread grows a capture in bursts; within two
+polls the screens show the new peak and block count, the cursor follows the end while it is
+there (LIVE), stays where the user put it (paused) until ``G``, a truncation is said in the
+status bar with the last good view kept, and a partial dump is never shown."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+from memtui.analysis.summary import format_bytes
+from memtui.record.recorder import write_atomically
+from memtui.tui.app import MemtuiApp
+from memtui.tui.screens.tables import TablesScreen
+from tests.helpers.live_captures import (
+    BURSTS,
+    EXPECTED,
+    HEADER,
+    DbWriter,
+    KiB,
+    csv_line,
+    grown_snapshot,
+)
+from tests.helpers.memscope_files import T0, mem
+from tests.helpers.toy_traces import settle, status_text
+
+POLL = (0.05, 0.2)
+
+
+async def polls(pilot, count: int, timeout: float = 60.0) -> None:
+    """Wait until the follower has finished ``count`` more polls, then let the screen paint."""
+    app = pilot.app
+    target = app.follow.state.polls + count
+    waited = 0.0
+    while app.follow.state.polls < target and waited < timeout:
+        await pilot.pause(0.02)
+        waited += 0.02
+    await settle(pilot)
+
+
+def legend(app) -> str:
+    return str(app.screen.query_one("#trend-legend").render())
+
+
+async def test_a_growing_db_shows_each_burst_within_two_polls(tmp_path):
+    path = tmp_path / "memscope_dump_1.db"
+    writer = DbWriter(path)
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert app.cursor is None  # nothing to show yet: the loading screen waits
+        for burst, (blocks, peak) in zip(BURSTS, EXPECTED, strict=True):
+            await asyncio.to_thread(writer.burst, burst)
+            await polls(pilot, 2)
+            assert app.trace.blocks.height == blocks
+            assert f"peak {format_bytes(peak)}" in legend(app)
+            assert "● LIVE" in status_text(app)
+            assert app.cursor.t == app.timeline(app.cursor.device).end
+        # Moved away, the cursor stays put while data comes; G follows again.
+        await pilot.press("g")
+        start = app.cursor.t
+        assert "paused" in status_text(app)
+        await asyncio.to_thread(writer.burst, [mem(8, "MALLOC", "PTA", 1600, 5, 0x9000, KiB)])
+        await polls(pilot, 2)
+        assert app.trace.blocks.height == 5
+        assert app.cursor.t == start and "paused" in status_text(app)
+        await pilot.press("G")
+        assert "● LIVE" in status_text(app)
+        assert app.cursor.t == app.timeline(app.cursor.device).end == 1600 + T0
+        # The file loses rows: said, and the last good view stays.
+        writer.con.execute("DELETE FROM memscope_dump WHERE rowid > 3")
+        writer.con.commit()
+        await polls(pilot, 2)
+        assert "truncated" in status_text(app)
+        assert app.trace.blocks.height == 5
+        await pilot.press("R")  # read again from the start
+        await polls(pilot, 2)
+        assert app.trace.blocks.height == 2 and "● LIVE" in status_text(app)
+    writer.close()
+
+
+async def test_other_screens_follow_too(tmp_path):
+    path = tmp_path / "memscope_dump_1.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await polls(pilot, 1)
+        await pilot.press("5")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TablesScreen)
+        assert screen.model("blocks").total == 2
+        await asyncio.to_thread(writer.burst, BURSTS[1])
+        await polls(pilot, 2)
+        assert screen.model("blocks").total == 3
+        await pilot.press("2")  # the Blocks screen, built on the grown trace
+        await settle(pilot)
+        assert "● LIVE" in status_text(app)
+    writer.close()
+
+
+async def test_an_appended_csv(tmp_path):
+    path = tmp_path / "memscope_dump_1.csv"
+    path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert app.trace.blocks.height == 2
+        lines = "".join(csv_line(r) for r in BURSTS[1] + BURSTS[2])
+        with open(path, "a") as fh:
+            fh.write(lines[:-5])  # the last line half written
+        await polls(pilot, 2)
+        assert app.trace.blocks.height == 3  # c, not yet d
+        with open(path, "a") as fh:
+            fh.write(lines[-5:])
+        await polls(pilot, 2)
+        assert app.trace.blocks.height == 4
+        assert f"peak {format_bytes(EXPECTED[2][1])}" in legend(app)
+
+
+async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
+    shown: list[str] = []
+
+    def write_dumps() -> None:
+        for blocks in range(1, 6):
+            data = pickle.dumps(grown_snapshot(blocks), protocol=4)
+            # A careless writer's partial file beside the atomic ones:
+            (tmp_path / f"snapshot_{blocks}_partial.pickle").write_bytes(data[: len(data) // 2])
+            write_atomically(tmp_path / f"snapshot_{blocks}.pickle", data)
+
+    app = MemtuiApp(tmp_path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert "waiting for the first complete snapshot dump" in str(
+            app.screen.query_one("#loading-message").render())
+        await asyncio.to_thread(write_dumps)
+        for _ in range(4):
+            await polls(pilot, 1)
+            if app.trace is not None:
+                shown.append(app.trace.meta.path)
+        await polls(pilot, 2)
+        assert app.trace.meta.path.endswith("snapshot_5.pickle")
+        assert app.timeline(app.cursor.device).peak == 5 << 20
+        assert "● LIVE" in status_text(app)
+    assert shown and not [p for p in shown if "partial" in p]
