@@ -2,7 +2,7 @@
 
 Writes two synthetic snapshots of N events with ``benchmarks/generate.py`` (seeds 0 and
 1), then times, each in a fresh interpreter, ``load_trace(A)``, ``load_trace(B)`` (what
-every command and the UI open a capture with) and
+every command and the UI open a capture with; the reopen cache off) and
 the whole comparison (both files opened in parallel threads, then
 ``analysis.compare.compare``).  Goal (issue 10): the comparison costs at most the two
 opens plus 20%, ratio printed; the compare step alone is printed too.  The machines are
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,8 +48,10 @@ else:
 
 
 def measure(what: str, *paths: Path) -> dict:
+    # the reopen cache off: every measurement reads the files themselves
+    env = {**os.environ, "MEMTUI_NO_CACHE": "1"}
     done = subprocess.run([sys.executable, "-c", _MEASURE, what, *map(str, paths)],
-                          cwd=REPO, capture_output=True, text=True, check=True)
+                          cwd=REPO, capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -48,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser(name, module)
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:] if name else argv)
+    if getattr(args, "no_cache", False):
+        from memtui import cache
+
+        cache.disable()
     try:
         return module.run(args)
     except CaptureError as exc:
@@ -55,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        from memtui import cache
+
+        cache.wait_for_stores()  # an entry being written in the background is finished
 
 
 if __name__ == "__main__":

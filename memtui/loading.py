@@ -2,8 +2,10 @@
 
 ``memtui.sources.open_capture`` reads a file into a :class:`MemoryTrace` and knows nothing
 of analyses (data flows one way).  The commands and the UI call :func:`load_trace`, which
-adds what depends on user settings rather than on the file: today the inefficient-block
-flags under the chosen thresholds.
+first asks the reopen cache (:mod:`memtui.cache`) for the file's trace, reads it with the
+source where the cache has none (and stores it for next time), then adds what depends on
+user settings rather than on the file: today the inefficient-block flags under the chosen
+thresholds (so the cache holds the source's trace, never the flags).
 """
 
 from __future__ import annotations
@@ -15,11 +17,28 @@ from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_ine
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
 
+Progress = Callable[[float, str], None]
 
-def load_trace(path: str | Path, progress: Callable[[float, str], None] | None = None,
-               thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryTrace:
-    """The capture at ``path`` with its load-time analyses applied."""
-    return prepare_trace(open_capture(path, progress), thresholds)
+
+def load_trace(path: str | Path, progress: Progress | None = None,
+               thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
+               use_cache: bool | None = None, store_in_background: bool = False) -> MemoryTrace:
+    """The capture at ``path`` with its load-time analyses applied.
+
+    ``use_cache=False`` neither reads nor writes the reopen cache; ``None`` (the default)
+    uses it unless ``--no-cache`` turned it off for the process (``MEMTUI_NO_CACHE``).
+    ``store_in_background`` writes a new cache entry in a thread and returns at once
+    (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits).
+    """
+    if use_cache is None:
+        from memtui import cache
+
+        use_cache = cache.enabled()
+    if use_cache:
+        trace = _cached_or_loaded(path, progress, store_in_background)
+    else:
+        trace = open_capture(path, progress)
+    return prepare_trace(trace, thresholds)
 
 
 def prepare_trace(trace: MemoryTrace,
@@ -29,12 +48,35 @@ def prepare_trace(trace: MemoryTrace,
     return with_inefficient_flags(trace, thresholds)
 
 
+def _cached_or_loaded(path: str | Path, progress: Progress | None,
+                      in_background: bool) -> MemoryTrace:
+    from memtui import cache
+
+    key = cache.key_of(path)
+    if key is not None:
+        trace = cache.lookup(key)
+        if trace is not None:
+            if progress is not None:
+                progress(1.0, "opened from the cache")
+            return trace
+    trace = open_capture(path, progress)
+    if key is not None and in_background:
+        cache.store_in_background(key, trace)
+    elif key is not None:
+        if progress is not None:
+            progress(1.0, "storing in the cache")
+        cache.store(key, trace)
+    return trace
+
+
 #: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.
 IndexedProgress = Callable[[int, float, str], None]
 
 
 def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None,
-                thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[MemoryTrace]:
+                thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
+                use_cache: bool | None = None,
+                store_in_background: bool = False) -> list[MemoryTrace]:
     """Every path loaded with :func:`load_trace`, side by side in threads, in order
     (compare mode).  The loaders spend most of their time in polars and in the C
     unpickler, which release the GIL for much of it, so nothing is copied between
@@ -46,7 +88,8 @@ def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None
         if progress is not None:
             def report(fraction: float, message: str) -> None:
                 progress(index, fraction, message)
-        return load_trace(paths[index], report, thresholds)
+        return load_trace(paths[index], report, thresholds, use_cache=use_cache,
+                          store_in_background=store_in_background)
 
     if len(paths) < 2:
         return [load(i) for i in range(len(paths))]

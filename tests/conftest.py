@@ -24,3 +24,13 @@ def require_shared(folder: str) -> Path:
     if not base.is_dir():
         pytest.skip(f"{base} is absent: the real captures live beside the checkout, not in it")
     return base
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Every test gets its own empty reopen cache: nothing is written to ~/.cache, and no
+    test sees what another stored (subprocesses inherit the variable)."""
+    root = tmp_path_factory.mktemp("xdg_cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root))
+    monkeypatch.delenv("MEMTUI_NO_CACHE", raising=False)
+    return root / "memtui"

@@ -436,7 +436,8 @@ def new_blocks(ka: pl.DataFrame, kb: pl.DataFrame, limit: int = 20) -> pl.DataFr
         b_count=pl.len(), block_ids=pl.col("block_id").sort(), label=pl.col("stack_label").first(),
         file=pl.col("file").first(), line=pl.col("line").first())
     rows = ends_b.join(ends_a, on=group, how="left").with_columns(
-        count=pl.col("b_count") - pl.col("a_count").fill_null(0)).filter(pl.col("count") > 0)
+        count=pl.col("b_count").cast(pl.Int64) - pl.col("a_count").cast(pl.Int64).fill_null(0),
+    ).filter(pl.col("count") > 0)
     return rows.select(
         "label", "file", "line", "size", "count", bytes=pl.col("size") * pl.col("count"),
         block_ids=pl.col("block_ids").list.tail(pl.col("count")).list.head(limit),

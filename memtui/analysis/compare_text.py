@@ -53,12 +53,16 @@ def format_device(d: DeviceComparison, top: int = 10) -> list[str]:
              _figure("peak allocated", (d.a.peak, d.b.peak)),
              _figure("peak reserved", (d.a.peak_reserved, d.b.peak_reserved)),
              _figure("allocated at end", (d.a.end_allocated, d.b.end_allocated))]
+    if d.by_stack.is_empty() and d.by_owner.is_empty() and d.by_op.is_empty():
+        lines.append("  the same bytes by stack, owner and op at both peaks and ends")
     lines += _rows("by stack (innermost user frame)", d.by_stack, "label", top)
     owners = d.by_owner.filter(pl.col("owner") != "(no owner)")
     lines += _rows("by owner", owners, "owner", top)
     ops = d.by_op.filter(pl.col("op") != "(outside any op)")
     lines += _rows("by op", ops, "op", top, launches=True)
-    if d.steps:
+    if d.steps and not any(s["delta"] for s in d.steps):
+        lines.append(f"  steps ({len(d.steps)} aligned): the same peak in every step")
+    elif d.steps:
         worst = sorted(d.steps, key=lambda s: -abs(s["delta"]))[:top]
         lines.append(f"  steps ({len(d.steps)} aligned), largest peak changes:")
         lines += [f"    step {s['step']:>4}: {format_bytes(s['a_peak']):>11} -> "

@@ -15,4 +15,5 @@ COMMANDS: dict[str, str] = {
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
     "record": "memtui.commands.record",
+    "cache": "memtui.commands.cache",
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from memtui.commands.paths import add_cache_argument
+
 HELP = "compare two captures: peaks, deltas, and the stacks, owners and ops behind them"
 
 
@@ -20,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "events, by alignment")
     parser.add_argument("--top", type=int, default=10,
                         help="rows of each attribution in the text output (default 10)")
+    add_cache_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from memtui.analysis.compare_text import format_comparison
     from memtui.loading import load_traces
 
-    a, b = load_traces([args.a, args.b])
+    a, b = load_traces([args.a, args.b], store_in_background=True)
     result = compare(a, b, mode=args.align, shift=args.shift)
     print(json.dumps(result.to_json()) if args.json else format_comparison(result, args.top))
     return 0

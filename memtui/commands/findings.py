@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from memtui.commands.paths import add_cache_argument
+
 HELP = "find leaks, the peak, OOM causes, fragmentation and capture limits"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", help="capture file or folder (default: the demo)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_cache_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from memtui.commands.paths import capture_path
     from memtui.loading import load_trace
 
-    trace = load_trace(capture_path(args.path))
+    trace = load_trace(capture_path(args.path), store_in_background=True)
     findings = find_all(trace)
     if args.json:
         print(json.dumps(findings_json(trace, findings)))

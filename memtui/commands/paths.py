@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -44,3 +45,10 @@ def common_folder(paths: list[str]) -> str:
         return os.path.commonpath([str(Path(p).absolute()) for p in paths])
     except ValueError:
         return "."
+
+
+def add_cache_argument(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: read the input itself, and leave the reopen cache alone
+    (``memtui.cli`` turns the cache off for the process when it is given)."""
+    parser.add_argument("--no-cache", action="store_true",
+                        help="neither read nor write the reopen cache (~/.cache/memtui)")

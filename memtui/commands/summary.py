@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 
+from memtui.commands.paths import add_cache_argument
+
 HELP = "print per-device memory figures of a capture (or of every rank of a folder)"
 
 
@@ -19,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="capture file or folder, or several (default: the demo)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_rank_arguments(parser)
+    add_cache_argument(parser)
 
 
 def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,12 +40,21 @@ def run(args: argparse.Namespace) -> int:
 
     if several_captures(args.paths, args.ranks):
         return _run_ranks(args)
+    from memtui import cache
     from memtui.analysis.summary import format_summary, summary
     from memtui.loading import load_trace
 
-    trace = load_trace(capture_path(args.paths[0] if args.paths else None))
-    data = summary(trace)
-    print(json.dumps(data) if args.json else format_summary(data, trace))
+    path = capture_path(args.paths[0] if args.paths else None)
+    trace = load_trace(path, store_in_background=True)
+    # a reopened capture's figures come from the cache too (findings take a while)
+    key = cache.key_of(path) if cache.enabled() else None
+    data = cache.load_derived(key, "summary") if key is not None else None
+    computed = data is None
+    if computed:
+        data = summary(trace)
+    print(json.dumps(data) if args.json else format_summary(data, trace), flush=True)
+    if computed and key is not None:
+        cache.save_derived(key, "summary", data)
     return 0
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from memtui.commands.paths import add_cache_argument
+
 HELP = "open a capture in the terminal UI (the default command)"
 
 
@@ -21,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep reading PATH as it grows (an msMemScope DB or CSV being "
                              "written, a folder of snapshot dumps) and show it live")
     add_rank_arguments(parser)
+    add_cache_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,6 +49,9 @@ def _run_follow(paths: list[str]) -> int:
 
     if len(paths) != 1:
         raise CaptureError("--follow", "needs one PATH: the file or folder being written")
+    from memtui.sources.follow import open_follower
+
+    open_follower(paths[0]).close()  # what cannot be followed: one line, before the UI
     return run_app(paths[0], follow=True)
 
 

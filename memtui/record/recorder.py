@@ -4,7 +4,8 @@ This module owns what happens inside the recorded process: finding the accelerat
 process uses (CUDA through ``torch.cuda``, Ascend through ``torch_npu``), turning its
 allocator's memory history on (``_record_memory_history``), and writing snapshots of it
 into a folder: every ``every`` seconds from a daemon thread, on an out-of-memory error
-(the allocator's OOM observer, so the dump holds the state at the failure), and at exit.
+(the allocator's OOM observer, so the dump holds the state at the failure), and at exit
+(also at a SIGTERM the script does not handle itself).
 Each dump is written to a hidden temporary name and renamed, so a reader never sees a
 half-written file.
 
@@ -23,6 +24,7 @@ import importlib.util
 import json
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -284,12 +286,29 @@ class _ProcessRecording:
         self.recorder = Recorder(self.settings, backend)
         self.recorder.start()
         atexit.register(self.recorder.stop)  # after torch's own: runs before them
+        _dump_on_sigterm(self.recorder)
         say(f"recording {backend.name} memory history into {self.settings.out}")
 
     def at_exit(self) -> None:
         if self.recorder is None:
             say(f"no accelerator memory history could be recorded: {self.reason}. "
                 "The script ran unrecorded.")
+
+
+def _dump_on_sigterm(recorder: Recorder) -> None:
+    """A SIGTERM (torchrun stopping its workers, a scheduler's preemption) skips ``atexit``:
+    where the script has no handler of its own, dump first, then die of it as before."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum, _frame) -> None:
+        recorder.stop()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def _is_helper_process() -> bool:

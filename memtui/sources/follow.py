@@ -10,9 +10,11 @@ a folder listing, or one ``max(rowid)`` query) and ``restart()``:
   short chunks; the rows append to the raw frames read before, from which the model is
   built again (:func:`memtui.sources.memscope.build.build_trace`).
 * :class:`CsvFollower`: an msMemScope or profiler CSV being appended.  Only complete new
-  lines are read (from the byte offset reached, a half-written last line waits); they are
-  appended to a private copy in a temporary folder (never beside the file), which the
-  format's own loader reads.
+  records are read, from the byte offset reached (a half-written last one waits).  A
+  dump CSV's records are parsed as they come and appended to the rows read
+  (:class:`memtui.sources.memscope.tail.CsvTail`); other CSVs (python traces, profiler
+  tables) have their new lines appended to a private copy in a temporary folder (never
+  beside the file), which the format's own loader reads whole.
 * :class:`SnapshotFollower`: a folder where snapshot dumps appear (``memtui record``'s, or
   any job's ``_dump_snapshot``), or one snapshot file rewritten in place: the newest
   complete dump (hidden and temporary names ignored; a dump that does not load whole is
@@ -178,20 +180,20 @@ class CsvFollower(Follower):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
-        # The last folders too: loaders read the device from ``device_N/``.
-        self.copy = self._folder.joinpath(*Path(path).resolve().parts[-3:])
-        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        self._folder: Path | None = None
         self._reset()
 
     def _reset(self) -> None:
-        self.offset = 0
+        self.offset = 0  # bytes of the file read
         self.lines = 0
+        self.tail = None  # memscope.tail.CsvTail, once the header says a dump CSV
         self._file: _FileId | None = None
-        self.copy.write_bytes(b"")
+        if self._folder is not None:
+            self.copy.write_bytes(b"")
 
     def close(self) -> None:
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
     def _poll(self) -> FollowUpdate:
         now = _FileId.of(self.path)
@@ -203,6 +205,45 @@ class CsvFollower(Follower):
         self._file = now
         if now.size == self.offset:
             return FollowUpdate(waiting=self._waiting())
+        if self.tail is None and self._folder is None and not self._choose():
+            return FollowUpdate(waiting=self._waiting())
+        if self.tail is not None:
+            return self._poll_dump()
+        return self._poll_copy(now)
+
+    def _choose(self) -> bool:
+        """Once the header line is whole: a dump CSV is parsed as it grows, any other CSV
+        (python trace, profiler) is copied and read whole by its loader."""
+        from memtui.sources.memscope.read import csv_kind, first_line
+        from memtui.sources.memscope.tail import CsvTail
+
+        with open(self.path, "rb") as fh:
+            if b"\n" not in fh.read(65536):
+                return False
+        if csv_kind(self.path) == "dump" and first_line(self.path):
+            self.tail = CsvTail(self.path)
+            return True
+        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
+        # The last folders too: loaders read the device from ``device_N/``.
+        self.copy = self._folder.joinpath(*Path(self.path).resolve().parts[-3:])
+        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        self.copy.write_bytes(b"")
+        return True
+
+    def _poll_dump(self) -> FollowUpdate:
+        """A dump CSV: the complete records past the offset parsed and appended."""
+        new = self.tail.read_new()
+        self.offset = self.tail.offset
+        self.lines = self.tail.rows + 1
+        if not new:
+            return FollowUpdate(waiting=self._waiting())
+        trace = self.tail.trace()
+        if trace is None:
+            return FollowUpdate(new_rows=new, waiting=f"no memory rows yet in {self.path.name}")
+        return FollowUpdate(trace=trace, new_rows=new)
+
+    def _poll_copy(self, now: _FileId) -> FollowUpdate:
+        """Another CSV: its complete new lines appended to the private copy, read whole."""
         with open(self.path, "rb") as fh:
             fh.seek(self.offset)
             data = fh.read(now.size - self.offset)
@@ -331,8 +372,9 @@ def open_follower(path: str | Path) -> Follower:
         if memscope.sniff(path) or _empty_db(path):
             return MemscopeDbFollower(path)
         raise CaptureError(path, "an SQLite file --follow does not read (only msMemScope DBs)")
-    if csv_kind(path) is not None or _is_profiler_csv(path):
-        return CsvFollower(path)
+    if csv_kind(path) is not None or _is_profiler_csv(path) or (
+            path.suffix.lower() == ".csv" and path.stat().st_size < 65536):
+        return CsvFollower(path)  # a CSV whose header is still being written waits
     if path.stat().st_size == 0 or torch_snapshot.sniff(path):
         return SnapshotFollower(path)
     raise CaptureError(path, "--follow reads msMemScope DBs and CSVs, profiler CSVs, snapshot "

@@ -78,12 +78,18 @@ class MemtuiApp(App[int]):
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
+<<<<<<< HEAD
     #: which frame names a stack (analysis.callstack.TOP_RULES); ``T`` cycles it
     top_rule: reactive[str] = reactive("user", init=False)
+=======
+    #: Findings per device (memtui.analysis.findings), None until the worker is done.
+    findings: reactive[dict | None] = reactive(None, init=False)
+>>>>>>> main
 
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
-                 follow: bool = False, poll: tuple[float, float] | None = None) -> None:
+                 follow: bool = False, poll: tuple[float, float] | None = None,
+                 findings_first: bool | None = None) -> None:
         super().__init__()
         if isinstance(source, MemoryTrace):
             trace = source
@@ -98,6 +104,11 @@ class MemtuiApp(App[int]):
         self._live: dict[str, LiveBlocks] = {}
         self._tops: pl.DataFrame | None = None
         self.block_filter: tuple | None = None  # (device, block ids, label) for the Tables
+        # Show the Findings screen once findings are found, when one is of high severity
+        # and the user has not moved yet: by default for a capture opened from a path.
+        self.findings_first = trace is None if findings_first is None else findings_first
+        self._findings_started = False
+        self._first_cursor: CursorState | None = None
         if os.environ.get("TEXTUAL_THEME") is None:
             self.theme = DEFAULT_THEME
         self.follow: FollowController | None = None
@@ -130,7 +141,7 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = load_trace(self.trace_path, progress)
+            trace = load_trace(self.trace_path, progress, store_in_background=True)
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
@@ -152,6 +163,7 @@ class MemtuiApp(App[int]):
         timeline = self.timeline(device)
         self.cursor = CursorState(device=device, t=timeline.start,
                                   view=(timeline.start, max(timeline.end, timeline.start + 1)))
+        self._first_cursor = self.cursor
         self.sub_title = Path(trace.meta.path).name
         for warning in trace.meta.warnings[:3]:
             self.notify(warning, title="warning", severity="warning", timeout=10)
@@ -183,8 +195,35 @@ class MemtuiApp(App[int]):
         return None
 
     def mark_painted(self, name: str) -> None:
-        """Screens call this after their first paint (benchmarks read ``painted``)."""
+        """Screens call this after their first paint (benchmarks read ``painted``); the
+        first paint starts the findings worker."""
         self.painted.setdefault(name, time.perf_counter())
+        if not self._findings_started and self.trace is not None:
+            self._findings_started = True
+            self._find()
+
+    # -- findings (after the first paint, in a thread) --------------------------------------
+
+    @work(thread=True, exclusive=True, group="findings")
+    def _find(self) -> None:
+        from memtui.analysis.findings import find_all
+
+        trace = self.trace
+        try:
+            found = find_all(trace)
+        except Exception as exc:  # a finder bug must not take the app down
+            self.call_from_thread(self.notify, f"findings failed: {exc}", severity="error")
+            found = {}
+        self.call_from_thread(self._findings_ready, trace, found)
+
+    def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
+        if trace is not self.trace:  # replaced meanwhile (--follow): its own worker runs
+            return
+        self.findings = found
+        high = any(f.severity == "high" for items in found.values() for f in items)
+        untouched = self.cursor == self._first_cursor and self.current_mode == "trend"
+        if high and self.findings_first and untouched:
+            self.switch_mode("findings")
 
     # -- following a growing capture (--follow; tui/follow.py polls) -----------------------
 
@@ -239,6 +278,8 @@ class MemtuiApp(App[int]):
         self._timelines = dict(timelines or {})
         self._live.clear()
         self._tops = None
+        if self._findings_started:
+            self._find()
         device = old.device if old.device in trace.meta.device_names else initial_device(trace)
         if device is None:
             return

@@ -110,7 +110,8 @@ class CompareApp(MemtuiApp):
                                       f"{'AB'[index]}: {message}")
 
         try:
-            a, b = load_traces([p for p in self.paths if p is not None], progress)
+            a, b = load_traces([p for p in self.paths if p is not None], progress,
+                               store_in_background=True)
             result = compare(a, b)
             axes = {(id(d), side): on_axis(d, side) for d in result.devices[:1]
                     for side in SIDES}
@@ -261,6 +262,8 @@ class CompareApp(MemtuiApp):
             await self.switch_mode(mode)
             self._after_show(mode)
         self.comparison_key += 1
+        for bar in self.screen.query("StatusBar"):  # the cursor may map onto an equal one
+            bar.refresh()
         self.notify(f"showing {self.side_label(self.side)}", timeout=2)
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:

@@ -168,4 +168,4 @@ class FollowController:
             return f"⚠ {problem}", f"⚠ {word}"
         if at_end:
             return "● LIVE", "● LIVE"
-        return "⏸ paused (G: live)", "⏸ G"
+        return "⏸ paused (G: live)", "⏸ G: live"

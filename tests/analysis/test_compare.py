@@ -230,3 +230,14 @@ def test_step_peaks_by_hand():
     steps = pl.DataFrame({"t": [0, 15, 30, 45, 60], "t_end": [15, 30, 45, 60, 70]})
     # [0,15): 1, 5; [15,30): 5 held at 15, 2; [30,45): 7, 3; [45,60): 3 held, 4; after: 4
     assert step_peaks(level, steps).tolist() == [5, 5, 7, 4, 4]
+
+
+def test_fewer_blocks_alive_in_b_are_no_new_blocks(pair_files, tmp_path):
+    # B leaks in 2 steps what A leaks in 4: fewer of the same blocks, nothing new (the
+    # difference of two counts must not wrap around as unsigned)
+    short = open_capture(write_loop(tmp_path / "short.pickle", steps=2, leak=MiB))
+    d = compare(open_capture(pair_files["leak"]), short).devices[0]
+    assert d.new_blocks.is_empty()
+    assert d.to_json()["end_allocated"] == [4 * MiB, 2 * MiB, -2 * MiB]
+    both = compare(open_capture(pair_files["leak"]), open_capture(pair_files["leak"]))
+    assert both.devices[0].new_blocks.is_empty() and both.devices[0].by_stack.is_empty()

@@ -242,6 +242,23 @@ def test_record_dumps_at_the_interval_at_an_oom_and_at_exit(tmp_path):
         0].allocated_at_end
 
 
+def test_a_sigterm_still_dumps_and_the_status_says_so(tmp_path):
+    """torchrun and schedulers stop workers with SIGTERM, which skips atexit: the recorder
+    dumps first, and the process still dies of the signal (128 + 15 through the wrapper)."""
+    pytest.importorskip("torch", reason="the record extra (torch) is not installed")
+    fake = tmp_path / "fake" / "torch_npu"
+    fake.mkdir(parents=True)
+    snapshots = [pickle.dumps(grown_snapshot(n), protocol=4).hex() for n in (1, 2)]
+    fake.joinpath("__init__.py").write_text(f"SNAPSHOTS = {snapshots!r}\n" + FAKE_TORCH_NPU)
+    script = tmp_path / "train.py"
+    script.write_text("import os, signal, torch, torch_npu\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    out = tmp_path / "dumps"
+    result = run_record(tmp_path, "--out", str(out), "--every", "0", "--", str(script),
+                        env_path=str(tmp_path / "fake"))
+    assert result.returncode == 128 + 15, result.stderr
+    assert [p.name.endswith("_exit.pickle") for p in dumps(out)] == [True]
+
+
 def test_record_without_a_command_is_a_one_line_error(capsys):
     assert main(["record", "--out", "x"]) == 2
     assert "no command to run" in capsys.readouterr().err

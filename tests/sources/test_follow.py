@@ -29,6 +29,7 @@ from memtui.sources.follow import (
     SnapshotFollower,
     open_follower,
 )
+from memtui.sources.memscope.tail import complete_records
 from tests.helpers.live_captures import (
     BURSTS,
     EXPECTED,
@@ -163,6 +164,54 @@ def test_csv_follower_reads_complete_lines_only(tmp_path):
         assert figures(update.trace) == expected
         assert update.trace.meta.path == str(path)
     assert not [p for p in tmp_path.iterdir() if p.name != path.name]  # nothing beside it
+    follower.close()
+
+
+def test_complete_records_end_at_newlines_outside_quotes():
+    data = b'1,a,"x\ny",2\n3,b,"z\n'  # the second record's quoted stack is unfinished
+    assert complete_records(data) == (12, 1)
+    assert complete_records(data + b'w",4\n') == (len(data) + 5, 2)
+    assert complete_records(b"no newline") == (0, 0)
+    assert complete_records(b"") == (0, 0)
+
+
+def test_csv_with_multiline_stacks_split_mid_record(tmp_path):
+    """A quoted Python stack spans lines: a record cut inside it waits for its end, and the
+    followed model ends equal to a full read of the file."""
+    stack = '"/u/train.py(10): forward\n/u/train.py(20): <module>\n"'
+    rows = [r[:10] + (stack, "") if r[1] in ("MALLOC", "FREE") else r
+            for burst in BURSTS for r in burst]
+    text = "".join(csv_line(r) for r in rows)
+    path = tmp_path / "memscope_dump_3.csv"
+    path.write_text(HEADER)
+    follower = open_follower(path)
+    cut = text.index("<module>", text.index("MALLOC,PTA"))  # inside the first stack
+    with open(path, "a") as fh:
+        fh.write(text[:cut])
+    assert follower.poll().new_rows == 1  # START_TRACE; the MALLOC cut in its stack waits
+    read = 1
+    for piece in (text[cut:len(text) // 2], text[len(text) // 2:]):
+        with open(path, "a") as fh:
+            fh.write(piece)
+        read += follower.poll().new_rows
+    assert read == len(rows)
+    full = open_capture(path)
+    followed = follower.tail.trace()
+    assert followed.events.equals(full.events) and followed.blocks.equals(full.blocks)
+    assert figures(followed) == EXPECTED[-1]
+
+
+def test_a_python_trace_csv_is_read_whole_from_a_private_copy(tmp_path):
+    path = tmp_path / "python_trace_1.csv"
+    path.write_text("FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id\n"
+                    "/m.py(1): a,1764753083000001000,1764753083000002000,7,7\n")
+    follower = open_follower(path)
+    assert follower.poll().trace.calls.height == 1
+    with open(path, "a") as fh:
+        fh.write("/m.py(2): b,1764753083000003000,1764753083000004000,7,7\n/m.py(3): c,17")
+    update = follower.poll()
+    assert update.new_rows == 1 and update.trace.calls.height == 2
+    assert not [p for p in tmp_path.iterdir() if p.name != path.name]
     follower.close()
 
 

@@ -26,7 +26,7 @@ async def test_opens_a_path_behind_a_progress_bar():
     app = MemtuiApp(DEMO)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.current_mode == "trend"
+        assert app.current_mode == "findings"  # the demo's planted leak, found by itself
         assert app.trace.events.height > 0
         loading = app._screen_stacks["_default"][-1]
         assert isinstance(loading, LoadingScreen) and loading.file_name == DEMO.name

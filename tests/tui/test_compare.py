@@ -111,6 +111,14 @@ async def test_diff_enter_selects_the_leak_in_both_runs(pair):
         await settle(pilot)
         assert app.current_mode == "tables"
         assert "0 of" in screen_text(app)
+        await pilot.press("7")
+        await settle(pilot)
+        await pilot.press("tab")  # on the Diff: the status bar says B at once
+        await settle(pilot)
+        assert app.side == "b" and status_text(app).startswith(" B │")
+        await pilot.press("tab", "5")
+        await settle(pilot)
+        assert app.side == "a" and app.current_mode == "tables"
         await pilot.press("tab")  # run B: its four leaked blocks
         await settle(pilot)
         assert app.side == "b" and app.current_mode == "tables"

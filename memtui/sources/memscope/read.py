@@ -351,27 +351,46 @@ def read_csv(path: Path) -> RawFile:
         return _read_trace_csv(path)
     if kind != "dump":
         raise CaptureError(path, "not an msMemScope CSV (unknown header)")
-    header = next(csv.reader([first_line(path)]))
-    mapping = _map_columns(path, "header", header, _DUMP_COLUMNS, _REQUIRED)
-    names = [mapping.get(column, f"_unused{i}") for i, column in enumerate(header)]
+    names = dump_csv_names(path)
     raw = RawFile(path=Path(path), device=device_of_path(path), layout="csv")
-    rows, bad = _split_csv(path, names)
-    rows = rows.select([c for c in rows.columns if not c.startswith("_unused")])
-    for column in _INT_COLUMNS + ("t_us",):
-        if column in rows.columns:
-            rows = rows.with_columns(pl.col(column).str.strip_chars().cast(pl.Int64, strict=False))
-    # A row shifted by an unquoted comma shows as one without a readable timestamp.
-    dump_rows = _DumpRows(raw, micro="t_us" in names, attr_json=False)
-    for offset in range(0, rows.height, _CHUNK_ROWS):
-        dump_rows.add(rows.slice(offset, _CHUNK_ROWS))
-    del rows
-    bad += dump_rows.finish()
+    bad = read_dump_csv_rows(raw, path, names, micro=True if "t_us" in names else None)[1]
     if bad:
         raw.warnings.append(f"{Path(path).name}: {bad} malformed rows skipped")
     return raw
 
 
-def _split_csv(path: Path, names: list[str]) -> tuple[pl.DataFrame, int]:
+def dump_csv_names(path: Path) -> list[str]:
+    """The raw column names of a dump CSV's header (``_unusedN`` for columns not read)."""
+    header = next(csv.reader([first_line(path)]))
+    mapping = _map_columns(path, "header", header, _DUMP_COLUMNS, _REQUIRED)
+    return [mapping.get(column, f"_unused{i}") for i, column in enumerate(header)]
+
+
+def read_dump_csv_rows(raw: RawFile, source: Path | bytes, names: list[str],
+                       micro: bool | None, row_offset: int = 0) -> tuple[int | None, int]:
+    """The dump rows of ``source`` (the CSV file, or its rows without the header as bytes:
+    ``--follow`` reads the lines appended) into ``raw.memory`` / ``raw.other``, numbered
+    from ``row_offset``.  ``micro``: timestamps in µs (None: decided by the values).
+    Returns the time scale decided (1000 for µs, 1 for ns) and the rows skipped."""
+    rows, bad = _split_csv(source, names)
+    if row_offset:
+        rows = rows.with_columns(pl.col("row") + row_offset)
+    rows = rows.select([c for c in rows.columns if not c.startswith("_unused")])
+    for column in _INT_COLUMNS + ("t_us",):
+        if column in rows.columns:
+            rows = rows.with_columns(pl.col(column).str.strip_chars().cast(pl.Int64, strict=False))
+    # A row shifted by an unquoted comma shows as one without a readable timestamp.
+    dump_rows = _DumpRows(raw, micro=bool(micro), attr_json=False)
+    if micro is False:
+        dump_rows.scale = 1
+    for offset in range(0, rows.height, _CHUNK_ROWS):
+        dump_rows.add(rows.slice(offset, _CHUNK_ROWS))
+    del rows
+    bad += dump_rows.finish()
+    return dump_rows.scale, bad
+
+
+def _split_csv(source: Path | bytes, names: list[str]) -> tuple[pl.DataFrame, int]:
     """Rows of a dump CSV as strings, and how many were malformed and skipped.
 
     polars reads it with a few spare columns: a row with text in them had an unquoted
@@ -380,13 +399,15 @@ def _split_csv(path: Path, names: list[str]) -> tuple[pl.DataFrame, int]:
     """
     spare = [f"_spare{i}" for i in range(4)]
     schema = {n: pl.String for n in names + spare}
-    complete = _ends_with_newline(path)
+    in_memory = isinstance(source, bytes)
+    complete = source.endswith(b"\n") or not source if in_memory else _ends_with_newline(source)
     try:
-        df = pl.read_csv(path, has_header=False, skip_rows=1, schema=schema,
+        df = pl.read_csv(io.BytesIO(source) if in_memory else source, has_header=False,
+                         skip_rows=0 if in_memory else 1, schema=schema,
                          truncate_ragged_lines=True, missing_columns="insert",
                          encoding="utf8-lossy", infer_schema=False)
     except pl.exceptions.PolarsError:
-        return _split_csv_slowly(path, names, complete)
+        return _split_csv_slowly(source, names, complete)
     bad = 0
     if not complete and df.height:  # the writer is mid-row: its last row is incomplete
         df, bad = df.head(df.height - 1), 1
@@ -396,13 +417,18 @@ def _split_csv(path: Path, names: list[str]) -> tuple[pl.DataFrame, int]:
         pl.col("row").cast(pl.Int64)), bad
 
 
-def _split_csv_slowly(path: Path, names: list[str], complete: bool) -> tuple[pl.DataFrame, int]:
+def _split_csv_slowly(source: Path | bytes, names: list[str],
+                      complete: bool) -> tuple[pl.DataFrame, int]:
     width = len(names)
     kept: list[list[str]] = []
     bad = 0
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+    in_memory = isinstance(source, bytes)
+    opened = io.StringIO(source.decode("utf-8", "replace"), newline="") if in_memory else \
+        open(source, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
+    with opened as fh:
         reader = csv.reader(fh)
-        next(reader, None)
+        if not in_memory:
+            next(reader, None)
         try:
             for row in reader:
                 if len(row) == width:

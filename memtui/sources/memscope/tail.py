@@ -1,4 +1,4 @@
-"""Reading an msMemScope DB while it is written: only the rows past the last rowid read.
+"""Reading an msMemScope DB or dump CSV while it is written: only what is past the last read.
 
 :class:`DbTail` keeps, per table, the largest rowid read and the raw frames read so far
 (:class:`~memtui.sources.memscope.read.RawFile` parts).  :meth:`DbTail.read_new` opens a
@@ -10,7 +10,8 @@ model from every part read (the model builder sorts, pairs and levels them: msMe
 writes a block's rows when it is freed, so new rows may fall before old ones in time).
 
 A table whose largest rowid went down lost rows: :class:`CaptureError` saying
-"truncated".
+"truncated".  :class:`CsvTail` does the same for a dump CSV being appended: the complete
+records past the byte offset read (a record ends at a newline outside quotes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from memtui.errors import CaptureError
@@ -39,18 +41,42 @@ class _Table:
 
 
 @dataclass
-class DbTail:
-    """See the module docstring."""
+class _Parts:
+    """The raw frames read so far, and the model built from them."""
 
     path: Path
-    dump: _Table | None = None
-    traces: dict[str, _Table] = field(default_factory=dict)
     micro: bool | None = None  # timestamps in µs (decided by the first rows)
     memory: list[pl.DataFrame] = field(default_factory=list)
     other: list[pl.DataFrame] = field(default_factory=list)
     trace_parts: list[pl.DataFrame] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     layout: str = ""
+
+    def trace(self) -> MemoryTrace | None:
+        """The model of every row read so far (None while there is no memory row)."""
+        if not any(part.height for part in self.memory) and not self.trace_parts:
+            return None
+        raw = read.RawFile(path=self.path, device=read.device_of_path(self.path),
+                           layout=self.layout, warnings=list(self.warnings))
+        if self.memory:
+            raw.memory = pl.concat(self.memory, rechunk=False)
+            raw.other = pl.concat(self.other, rechunk=False)
+        if self.trace_parts:
+            raw.trace = pl.concat(self.trace_parts, how="diagonal_relaxed")
+        return build_trace([raw], self.path)
+
+    def _keep(self, raw: read.RawFile) -> None:
+        if raw.memory is not None:
+            self.memory.append(raw.memory)
+            self.other.append(raw.other)
+
+
+@dataclass
+class DbTail(_Parts):
+    """See the module docstring."""
+
+    dump: _Table | None = None
+    traces: dict[str, _Table] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -72,19 +98,6 @@ class DbTail:
             raise CaptureError(self.path, sqlite_problem(exc)) from None
         finally:
             con.close()
-
-    def trace(self) -> MemoryTrace | None:
-        """The model of every row read so far (None while there is no memory row)."""
-        if not any(part.height for part in self.memory) and not self.trace_parts:
-            return None
-        raw = read.RawFile(path=self.path, device=read.device_of_path(self.path),
-                           layout=self.layout, warnings=list(self.warnings))
-        if self.memory:
-            raw.memory = pl.concat(self.memory, rechunk=False)
-            raw.other = pl.concat(self.other, rechunk=False)
-        if self.trace_parts:
-            raw.trace = pl.concat(self.trace_parts, how="diagonal_relaxed")
-        return build_trace([raw], self.path)
 
     # -- tables ---------------------------------------------------------------------------
 
@@ -138,9 +151,7 @@ class DbTail:
         if unreadable:
             self.warnings.append(f"{self.path.name}: {unreadable} rows without a readable "
                                  "event or timestamp skipped")
-        if raw.memory is not None:
-            self.memory.append(raw.memory)
-            self.other.append(raw.other)
+        self._keep(raw)
         return self.dump.rows - before
 
     def _read_trace(self, con: sqlite3.Connection, table: _Table) -> int:
@@ -155,3 +166,62 @@ class DbTail:
         raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
         self.trace_parts.append(read._with_order(read._trace_times(part), raw))
         return table.rows - before
+
+
+@dataclass
+class CsvTail(_Parts):
+    """A dump CSV being appended: the complete records past the byte offset read.
+
+    A record ends at a newline outside quotes (msMemScope quotes its multi-line call
+    stacks), so a row the writer is in the middle of waits for its end.
+    """
+
+    offset: int = 0  # bytes of the file read (header included)
+    rows: int = 0
+    names: list[str] | None = None
+
+    def read_new(self) -> int:
+        """Parse the records appended since the last call; how many there were."""
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        if self.names is None:
+            header_end = data.find(b"\n")
+            if header_end < 0:
+                return 0
+            self.names = read.dump_csv_names(self.path)
+            self.layout = "csv"
+            if "t_us" in self.names:
+                self.micro = True
+            self.offset += header_end + 1
+            data = data[header_end + 1:]
+        end, records = complete_records(data)
+        if not records:
+            return 0
+        raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
+        scale, bad = read.read_dump_csv_rows(raw, data[:end], self.names, self.micro,
+                                             row_offset=self.rows)
+        if scale is not None:
+            self.micro = scale != 1
+        if bad:
+            self.warnings.append(f"{self.path.name}: {bad} malformed rows skipped")
+        self._keep(raw)
+        self.offset += end
+        self.rows += records
+        return records
+
+
+def complete_records(data: bytes) -> tuple[int, int]:
+    """Where the last complete CSV record of ``data`` ends (after its newline), and how many
+    records end before it: newlines with an even count of quotes before them."""
+    if not data:
+        return 0, 0
+    codes = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(codes == 10)
+    if not newlines.size:
+        return 0, 0
+    quotes = np.cumsum(codes == 34)
+    ends = newlines[quotes[newlines] % 2 == 0]
+    if not ends.size:
+        return 0, 0
+    return int(ends[-1]) + 1, int(ends.size)

@@ -27,6 +27,19 @@ def short_bytes(n: int | None) -> str:
     return number + unit[0]
 
 
+def findings_badge(findings: dict | None) -> tuple[str, str] | None:
+    """``("3 findings (1 high)", "3 found")``: the status bar's part for ``app.findings``."""
+    if not findings:
+        return None
+    items = [f for found in findings.values() for f in found]
+    if not items:
+        return None
+    high = sum(f.severity == "high" for f in items)
+    noun = "finding" if len(items) == 1 else "findings"
+    full = f"{len(items)} {noun}" + (f" ({high} high)" if high else "")
+    return full, f"{len(items)} found"
+
+
 class StatusBar(Widget):
     """One line at the bottom of each screen (see the module docstring)."""
 
@@ -41,6 +54,8 @@ class StatusBar(Widget):
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        if hasattr(self.app, "findings"):
+            self.watch(self.app, "findings", self._cursor_changed, init=False)
 
     def _cursor_changed(self, _cursor) -> None:
         self.refresh()
@@ -97,4 +112,10 @@ class StatusBar(Widget):
                 break
         while pick == "drop" and len(texts) > 1 and len(sep.join(texts)) + 1 > width:
             texts.pop()
-        return Text(" " + sep.join(texts), no_wrap=True, overflow="ellipsis")
+        line = " " + sep.join(texts)
+        badge = findings_badge(getattr(self.app, "findings", None))
+        for text in badge or ():  # where it fits: full, else short
+            if len(line) + len(sep) + len(text) <= width:
+                line += sep + text
+                break
+        return Text(line, no_wrap=True, overflow="ellipsis")

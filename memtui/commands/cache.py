@@ -1,0 +1,28 @@
+"""``memtui cache clear|info``: the reopen cache under ``$XDG_CACHE_HOME/memtui``.
+
+The cache itself (what it holds, its keys, its cap) is :mod:`memtui.cache`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "clear the reopen cache, or say where it is and what it holds"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("clear", "info"),
+                        help="clear: delete every entry; info: where it is, entries, bytes")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memtui import cache
+
+    root = cache.cache_dir()
+    if args.action == "clear":
+        entries, freed = cache.clear()
+        print(f"cleared {entries} entries ({freed / 1e6:.1f} MB) from {root}")
+        return 0
+    entries, size = cache.usage()
+    print(f"{root}: {entries} entries, {size / 1e6:.1f} MB (cap {cache.max_bytes() / 1e9:.1f} GB)")
+    return 0

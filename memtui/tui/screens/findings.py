@@ -1,0 +1,225 @@
+"""Screen 6, Findings: the answers memtui found by itself, and a key to their evidence.
+
+One line per finding (:mod:`memtui.analysis.findings`), most severe first, its severity
+written out and coloured; below, the highlighted finding's figures, stack and where its
+evidence is.  Enter moves the shared cursor to the evidence and shows the screen that
+shows it best: a leak's blocks in the Tables' Block View, an OOM or fragmentation on the
+Pool at that event, the peak on the Stacks.  The findings are computed by the app in a
+thread after the first paint (``app.findings``); until then the screen says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from memtui.analysis.findings.model import Finding, ranked
+from memtui.analysis.summary import format_bytes
+from memtui.analysis.table_views import format_time
+from memtui.tui.widgets.status import StatusBar
+
+SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
+#: Where Enter takes each kind of finding.
+DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation": "pool",
+               "inefficient": "tables", "capture": "trend"}
+DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
+                     "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
+_LISTS = ("by_stack", "by_owner", "by_pool")
+_SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
+         "allocator_settings_known", "frame_is_user_code", *_LISTS}
+
+
+class FindingsScreen(Screen):
+    """See the module docstring."""
+
+    BINDINGS = [
+        Binding("enter", "jump", "Go to evidence", show=True),
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[Finding] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="findings-main"):
+            yield Static("", id="findings-title")
+            yield OptionList(id="findings-list")
+            yield Static("", id="findings-detail")
+        yield StatusBar()
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "findings", self._findings_changed, init=False)
+        self._findings_changed(getattr(self.app, "findings", None))
+        self.query_one(OptionList).focus()
+        self.call_after_refresh(self.app.mark_painted, "findings")
+
+    def on_screen_resume(self) -> None:
+        self.query_one(OptionList).focus()
+
+    # -- the list ---------------------------------------------------------------------------
+
+    def _findings_changed(self, found: dict | None) -> None:
+        title = self.query_one("#findings-title", Static)
+        options = self.query_one(OptionList)
+        options.clear_options()
+        if found is None:
+            self.items = []
+            title.update("[b]Findings[/b]  looking for leaks, the peak, OOMs... "
+                         "(the other screens work meanwhile)")
+            self._show_detail(None)
+            return
+        self.items = ranked([f for items in found.values() for f in items])
+        high = sum(f.severity == "high" for f in self.items)
+        title.update(f"[b]Findings[/b]  {len(self.items)} found, {high} of high severity"
+                     "   (Enter: go to the evidence)")
+        several = len(found) > 1
+        options.add_options([Option(self._line(f, several), id=str(i))
+                             for i, f in enumerate(self.items)])
+        if self.items:
+            options.highlighted = 0
+        self._show_detail(self.items[0] if self.items else None)
+
+    @staticmethod
+    def _line(finding: Finding, several_devices: bool) -> Text:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(SEVERITY_TAG[finding.severity], SEVERITY_STYLE[finding.severity])
+        line.append(f" {finding.kind:<13} ", "bold")
+        if several_devices:
+            line.append(f"{finding.device}: ", "dim")
+        line.append(finding.title)
+        return line
+
+    def on_option_list_option_highlighted(self, message: OptionList.OptionHighlighted) -> None:
+        self._show_detail(self._finding(message.option_index))
+
+    def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
+        self.jump(self._finding(message.option_index))
+
+    def _finding(self, index: int | None) -> Finding | None:
+        if index is None or not 0 <= index < len(self.items):
+            return None
+        return self.items[index]
+
+    def action_move(self, step: int) -> None:
+        options = self.query_one(OptionList)
+        if step > 0:
+            options.action_cursor_down()
+        else:
+            options.action_cursor_up()
+
+    def action_jump(self) -> None:
+        self.jump(self._finding(self.query_one(OptionList).highlighted))
+
+    # -- the detail pane --------------------------------------------------------------------
+
+    def _show_detail(self, finding: Finding | None) -> None:
+        pane = self.query_one("#findings-detail", Static)
+        if finding is None:
+            pane.update("" if self.items or getattr(self.app, "findings", None) is None
+                        else "Nothing to report: no leak, no OOM, nothing unusual.")
+            return
+        pane.update(detail_text(finding, self._when(finding)))
+
+    def _when(self, finding: Finding) -> str | None:
+        t = finding.evidence.t
+        if t is None:
+            return None
+        app = self.app
+        try:
+            start = app.timeline(finding.device).start  # type: ignore[attr-defined]
+        except KeyError:
+            return None
+        return format_time(t, start, app.trace.meta.time_unit)  # type: ignore[attr-defined]
+
+    # -- going to the evidence ----------------------------------------------------------------
+
+    def jump(self, finding: Finding | None) -> None:
+        """Move the shared cursor to ``finding``'s evidence and show it best."""
+        if finding is None:
+            return
+        app: Any = self.app
+        evidence = finding.evidence
+        changes: dict[str, Any] = {}
+        if finding.device != app.cursor.device:
+            changes["device"] = finding.device
+        if evidence.t is not None:
+            changes["t"] = evidence.t
+        if evidence.block_ids:
+            changes["block_id"] = evidence.block_ids[0]
+        if changes:
+            app.move_cursor(**changes)
+        target = DESTINATION[finding.kind]
+        if target == "tables" and evidence.block_ids:
+            label = (finding.detail.get("function") or finding.detail.get("flag")
+                     or finding.kind)
+            app.filter_blocks(list(evidence.block_ids), f"{finding.kind}: {label}")
+            return
+        if target == "tables":
+            target = "trend"
+        app.switch_mode(target)
+
+
+def detail_text(finding: Finding, when: str | None) -> Text:
+    """The detail pane of one finding (text from the capture is escaped: Text objects)."""
+    text = Text()
+    text.append(f"{SEVERITY_TAG[finding.severity].strip()} ", SEVERITY_STYLE[finding.severity])
+    text.append(f"{finding.kind} on {finding.device}\n", "bold")
+    text.append(finding.title + "\n")
+    for key in ("cause", "advice"):
+        if finding.detail.get(key) and str(finding.detail[key]) not in finding.title:
+            text.append(f"{key}: ", "bold")
+            text.append(str(finding.detail[key]) + "\n")
+    for conflict in finding.detail.get("conflicts") or []:
+        text.append("conflict: ", "bold yellow")
+        text.append(conflict + "\n")
+    figures = [f"{key.replace('_', ' ')} {_value(key, value)}"
+               for key, value in finding.detail.items()
+               if key not in _SKIP and value is not None
+               and not isinstance(value, list | dict | bool)]
+    if figures:
+        text.append("  ".join(figures) + "\n", "dim")
+    for key in _LISTS:
+        rows = finding.detail.get(key) or []
+        if rows:
+            text.append(key.replace("_", " ") + ":\n", "bold")
+            for row in rows[:5]:
+                share = f"{row['share']:>4.0%}" if "share" in row else ""
+                text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "
+                            f"blocks  {row['label']}\n")
+    evidence = finding.evidence
+    where = DESTINATION_WORDS[DESTINATION[finding.kind]]
+    parts = []
+    if when is not None:
+        parts.append(f"at {when}")
+    if evidence.block_ids:
+        parts.append(f"{len(evidence.block_ids)} blocks")
+    if evidence.owner:
+        parts.append(f"owner {evidence.owner}")
+    text.append("evidence: ", "bold")
+    text.append((", ".join(parts) or "the whole capture") + f"  (Enter: {where})\n")
+    for frame in evidence.stack[:6]:
+        base = (frame.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+        text.append(f"  {frame.name or '?'}  {base}:{frame.line or ''}\n", "dim")
+    return text
+
+
+def _value(key: str, value: Any) -> str:
+    if (key.endswith("_bytes") or key == "bytes_per_step") and isinstance(value, int):
+        return format_bytes(value)
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+__all__ = ["FindingsScreen", "detail_text"]

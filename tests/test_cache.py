@@ -1,0 +1,195 @@
+"""The reopen cache (memtui/cache.py): a reopened trace equals a fresh one, broken or stale
+entries are never trusted, nothing is written beside the input, the cap evicts the oldest,
+``--no-cache`` and ``memtui cache clear``.
+
+conftest.py gives every test its own empty ``$XDG_CACHE_HOME`` (the ``isolated_cache``
+fixture returns its ``memtui`` folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from memtui import cache
+from memtui.cli import main
+from memtui.loading import load_trace
+from memtui.model import SCHEMAS, MemoryTrace, validate
+from memtui.sources import open_capture
+from tests.conftest import shared_files
+from tests.helpers.hand_snapshot import write_hand_snapshot
+
+
+def assert_same_trace(got: MemoryTrace, want: MemoryTrace) -> None:
+    assert got.meta == want.meta
+    for name in SCHEMAS:
+        assert got.frame(name).schema == want.frame(name).schema, name
+        assert got.frame(name).equals(want.frame(name)), name
+
+
+def entries(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    folder = tmp_path / "input"
+    folder.mkdir()
+    return write_hand_snapshot(folder / "hand.pickle")
+
+
+def test_reopen_comes_from_the_cache_and_equals_a_fresh_load(snapshot, isolated_cache):
+    first = load_trace(snapshot)
+    (entry,) = entries(isolated_cache)
+    assert {p.name for p in entry.iterdir()} == {"manifest.json", *(f"{n}.arrow" for n in SCHEMAS)}
+    key = cache.key_of(snapshot)
+    from_cache = cache.lookup(key)
+    assert from_cache is not None
+    fresh = open_capture(snapshot)
+    assert_same_trace(from_cache, fresh)
+    validate(from_cache)
+    again = load_trace(snapshot)  # through the cache, flags applied after
+    assert_same_trace(again, first)
+
+
+def test_nothing_is_written_beside_the_input(snapshot):
+    load_trace(snapshot)
+    load_trace(snapshot)
+    assert [p.name for p in snapshot.parent.iterdir()] == ["hand.pickle"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "manifest", "missing"])
+def test_a_corrupt_entry_is_ignored_and_rebuilt(snapshot, isolated_cache, damage):
+    want = load_trace(snapshot, use_cache=False)
+    load_trace(snapshot)
+    (entry,) = entries(isolated_cache)
+    events = entry / "events.arrow"
+    if damage == "truncate":
+        events.write_bytes(events.read_bytes()[:100])
+    elif damage == "garbage":  # same size, nothing Arrow can read
+        events.write_bytes(b"\x17" * events.stat().st_size)
+    elif damage == "manifest":
+        (entry / "manifest.json").write_text("{not json")
+    else:
+        events.unlink()
+    assert cache.lookup(cache.key_of(snapshot)) is None
+    assert not entry.exists()  # the broken entry was deleted...
+    assert_same_trace(load_trace(snapshot), want)
+    assert len(entries(isolated_cache)) == 1  # ...and written again
+    assert cache.lookup(cache.key_of(snapshot)) is not None
+
+
+def test_an_entry_of_another_model_version_is_not_used(snapshot, isolated_cache, monkeypatch):
+    load_trace(snapshot)
+    monkeypatch.setattr(cache, "MODEL_VERSION", cache.MODEL_VERSION + 1)
+    assert cache.lookup(cache.key_of(snapshot)) is None
+
+
+def test_a_changed_input_gets_a_new_entry_and_the_old_one_goes(snapshot, isolated_cache):
+    load_trace(snapshot)
+    (old,) = entries(isolated_cache)
+    data = pickle.loads(snapshot.read_bytes())
+    data["device_traces"][0] = data["device_traces"][0][:-1]  # drop the last event (the OOM)
+    snapshot.write_bytes(pickle.dumps(data))
+    trace = load_trace(snapshot)
+    assert trace.events.height == open_capture(snapshot).events.height
+    (new,) = entries(isolated_cache)
+    assert new.name != old.name
+
+
+def test_a_manifest_whose_key_differs_is_stale(snapshot, isolated_cache):
+    load_trace(snapshot)
+    (entry,) = entries(isolated_cache)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest["key"]["size"] += 1
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    assert cache.lookup(cache.key_of(snapshot)) is None
+
+
+def test_meta_that_json_cannot_carry_is_not_cached(snapshot, isolated_cache):
+    trace = open_capture(snapshot)
+    trace.meta.extra["pair"] = (1, 2)  # a tuple would come back a list
+    assert cache.meta_to_json(trace.meta) is None
+    assert cache.store(cache.key_of(snapshot), trace) is False
+    assert entries(isolated_cache) == []
+
+
+def test_meta_round_trips_through_json(snapshot):
+    meta = open_capture(snapshot).meta
+    meta.extra["nested"] = {"a": [1, 2.5, None, "x"], "b": {"c": True}}
+    data = cache.meta_to_json(meta)
+    assert cache.meta_from_json(json.loads(json.dumps(data))) == meta
+
+
+def test_the_cap_evicts_the_least_recently_used(tmp_path, isolated_cache, monkeypatch):
+    paths = []
+    for i in range(3):
+        folder = tmp_path / f"in{i}"
+        folder.mkdir()
+        paths.append(write_hand_snapshot(folder / "hand.pickle"))
+    load_trace(paths[0])
+    (first,) = entries(isolated_cache)
+    one_entry = sum(f.stat().st_size for f in first.iterdir())
+    monkeypatch.setenv("MEMTUI_CACHE_MAX_BYTES", str(int(one_entry * 2.5)))
+    os.utime(first, (1, 1))  # long unused
+    load_trace(paths[1])
+    load_trace(paths[2])  # three entries do not fit: the oldest goes
+    left = {e.name for e in entries(isolated_cache)}
+    assert len(left) == 2
+    assert first.name not in left
+    assert cache.key_of(paths[2]).folder in left
+
+
+def test_folders_are_not_cached(tmp_path, isolated_cache):
+    assert cache.key_of(tmp_path) is None
+
+
+def test_no_cache_flag_reads_and_writes_nothing(snapshot, isolated_cache, capsys, monkeypatch):
+    assert main(["summary", "--no-cache", str(snapshot)]) == 0
+    assert entries(isolated_cache) == []
+    assert os.environ.get("MEMTUI_NO_CACHE") == "1"
+    monkeypatch.delenv("MEMTUI_NO_CACHE")
+    assert main(["summary", str(snapshot)]) == 0
+    assert len(entries(isolated_cache)) == 1
+    out = capsys.readouterr().out
+    first, second = out[: len(out) // 2], out[len(out) // 2:]
+    assert first == second  # the same figures with and without the cache
+
+
+def test_cache_clear_command(snapshot, isolated_cache, capsys):
+    load_trace(snapshot)
+    assert main(["cache", "info"]) == 0
+    assert "1 entries" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out.startswith("cleared 1 entries")
+    assert entries(isolated_cache) == []
+
+
+@pytest.mark.parametrize("path", shared_files("torch_snapshots", "*.pickle")[:4]
+                         + shared_files("msmemscope", "*.db")[:2],
+                         ids=lambda p: p.name)
+def test_real_captures_reopen_equal(path):
+    fresh = open_capture(path)
+    load_trace(path)
+    from_cache = cache.lookup(cache.key_of(path))
+    assert from_cache is not None
+    assert_same_trace(from_cache, fresh)
+
+
+def test_summary_figures_come_back_from_the_cache(snapshot, isolated_cache, capsys):
+    assert main(["summary", "--json", str(snapshot)]) == 0
+    fresh = capsys.readouterr().out
+    (entry,) = entries(isolated_cache)
+    assert (entry / "derived-summary.json").is_file()
+    assert main(["summary", "--json", str(snapshot)]) == 0
+    assert capsys.readouterr().out == fresh
+    (entry / "derived-summary.json").write_text('{"devices": "tampered"}')
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest["key"]["edges"] = "0"  # a stale manifest: its derived results are not used
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["summary", "--json", str(snapshot)]) == 0
+    assert capsys.readouterr().out == fresh

@@ -1,0 +1,85 @@
+"""The Findings screen (6) with Pilot at 80x24: first when a finding is of high severity,
+one line per finding, Enter moves the shared cursor to the evidence and shows it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memtui.analysis.findings import find_all, flat
+from memtui.loading import load_trace
+from memtui.tui.app import MemtuiApp
+from memtui.tui.screens.findings import FindingsScreen
+from memtui.tui.screens.tables import TablesScreen
+from tests.conftest import REPO
+from tests.helpers.findings_traces import DEVICE, training_loop
+from tests.helpers.toy_traces import ready, settle, status_text, toy_trace
+
+DEMO_OOM = REPO / "snapshots" / "demo_oom.pickle"
+SIZE = (80, 24)
+
+
+async def _select(pilot, kind: str) -> None:
+    screen = pilot.app.screen
+    assert isinstance(screen, FindingsScreen)
+    index = [f.kind for f in screen.items].index(kind)
+    for _ in range(index):
+        await pilot.press("down")
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def test_oom_capture_opens_on_findings_and_enter_shows_the_pool():
+    trace = load_trace(DEMO_OOM)
+    oom = next(f for f in flat(find_all(trace)) if f.kind == "oom")
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.current_mode == "findings"
+        screen = app.screen
+        assert screen.items[0].kind == "oom"
+        assert "4 found" in status_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.current_mode == "pool"
+        assert app.cursor.t == oom.evidence.t
+        assert "4 found" in status_text(app)  # the badge on every screen
+
+
+async def test_enter_on_a_leak_filters_the_tables_to_its_blocks():
+    trace = training_loop(10, markers=False)
+    leak = next(f for f in flat(find_all(trace)) if f.kind == "leak")
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.current_mode == "findings"
+        await _select(pilot, "leak")
+        assert app.current_mode == "tables"
+        screen = app.screen
+        assert isinstance(screen, TablesScreen)
+        only = screen.models[("blocks", DEVICE)].only
+        assert sorted(np.asarray(only).tolist()) == sorted(leak.evidence.block_ids)
+        assert app.cursor.block_id == leak.evidence.block_ids[0]
+
+
+async def test_enter_on_the_peak_shows_the_stacks_at_the_peak():
+    trace = training_loop(6)
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await _select(pilot, "peak")
+        assert app.current_mode == "stacks"
+        assert app.cursor.t == app.timeline(DEVICE).peak_t
+
+
+async def test_without_high_findings_the_trend_stays_and_6_shows_them():
+    app = MemtuiApp(toy_trace(), findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.current_mode == "trend"
+        await pilot.press("6")
+        await settle(pilot)
+        assert app.current_mode == "findings"
+        lines = [str(option.prompt) for option in app.screen.query_one("#findings-list")
+                 .options]
+        assert lines and all(line.split()[0] in ("HIGH", "MED", "LOW", "info")
+                             for line in lines)
