@@ -78,13 +78,10 @@ class MemtuiApp(App[int]):
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
-<<<<<<< HEAD
     #: which frame names a stack (analysis.callstack.TOP_RULES); ``T`` cycles it
     top_rule: reactive[str] = reactive("user", init=False)
-=======
     #: Findings per device (memtui.analysis.findings), None until the worker is done.
     findings: reactive[dict | None] = reactive(None, init=False)
->>>>>>> main
 
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
