@@ -15,6 +15,8 @@ a folder listing, or one ``max(rowid)`` query) and ``restart()``:
   (:class:`memtui.sources.memscope.tail.CsvTail`); other CSVs (python traces, profiler
   tables) have their new lines appended to a private copy in a temporary folder (never
   beside the file), which the format's own loader reads whole.
+* :class:`FolderFollower`: a folder holding msMemScope results follows its newest dump
+  file as above; else it is a :class:`SnapshotFollower`:
 * :class:`SnapshotFollower`: a folder where snapshot dumps appear (``memtui record``'s, or
   any job's ``_dump_snapshot``), or one snapshot file rewritten in place: the newest
   complete dump (hidden and temporary names ignored; a dump that does not load whole is
@@ -27,6 +29,7 @@ and reading stops there, the last good trace kept, until ``restart()``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -354,20 +357,106 @@ class SnapshotFollower(Follower):
         return f"waiting for the first complete snapshot dump in {self.path}"
 
 
+# -- a folder: snapshot dumps, or an msMemScope result folder ---------------------------------
+
+#: msMemScope's dump files, by name (a file being created may not sniff yet).
+_DUMP_NAME = re.compile(r"(memscope_dump|leaks_dump)_.*\.(db|csv)$")
+_MAX_DEPTH = 6
+_MAX_ENTRIES = 20_000
+
+
+class FolderFollower(Follower):
+    """A folder: the newest complete snapshot dump in it (:class:`SnapshotFollower`), or,
+    where it holds msMemScope results (``memscopeDumpResults/``, a run's folder, its
+    ``device_N/dump/``), the newest dump file under it, followed as a file; a newer one (a
+    new run) takes its place.  Nothing there yet: it waits for either."""
+
+    kind = "folder"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.snapshots = SnapshotFollower(path)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.snapshots.restart()
+        self.inner: Follower | None = None
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+    def _poll(self) -> FollowUpdate:
+        if not self.path.is_dir():
+            raise _Stop("was deleted")
+        if self.inner is None or not isinstance(self.inner, SnapshotFollower):
+            newest = newest_dump_file(self.path)
+            if newest is not None:
+                return self._follow_file(newest)
+        update = self.snapshots.poll()
+        if update.trace is not None:
+            self.inner = self.snapshots
+        elif self.inner is None and update.waiting:
+            update.waiting = (f"waiting for a complete snapshot dump or an msMemScope dump "
+                              f"file in {self.path}")
+        return update
+
+    def _follow_file(self, newest: Path) -> FollowUpdate:
+        if self.inner is None or self.inner.path != newest:
+            if self.inner is not None:
+                self.inner.close()
+            self.inner = _file_follower(newest)
+        update = self.inner.poll()
+        if update.problem:  # the file followed went away: the next poll looks again
+            self.inner.close()
+            self.inner = None
+            update = FollowUpdate(waiting=update.problem)
+        return update
+
+
+def newest_dump_file(folder: Path) -> Path | None:
+    """The most recently modified msMemScope dump file under ``folder`` (a few levels deep),
+    a DB before a CSV of the same time."""
+    best: tuple[int, int, str] | None = None
+    found: Path | None = None
+    seen = 0
+    base = len(folder.parts)
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [] if len(Path(root).parts) - base >= _MAX_DEPTH else sorted(dirs)
+        for name in files:
+            seen += 1
+            if not _DUMP_NAME.search(name):
+                continue
+            path = Path(root) / name
+            stat = _FileId.of(path)
+            if stat is None:
+                continue
+            key = (stat.mtime_ns, name.endswith(".db"), name)
+            if best is None or key > best:
+                best, found = key, path
+        if seen > _MAX_ENTRIES:
+            break
+    return found
+
+
 # -- picking one ------------------------------------------------------------------------------
 
 
 def open_follower(path: str | Path) -> Follower:
     """The follower for ``path`` (see the module docstring); a CaptureError otherwise."""
-    from memtui.sources import memscope, torch_snapshot
-    from memtui.sources.common.sqlite import is_sqlite
-    from memtui.sources.memscope.read import csv_kind
-
     path = Path(path)
     if not path.exists():
         raise CaptureError(path, "no such file or folder")
     if path.is_dir():
-        return SnapshotFollower(path)
+        return FolderFollower(path)
+    return _file_follower(path)
+
+
+def _file_follower(path: Path) -> Follower:
+    from memtui.sources import memscope, torch_snapshot
+    from memtui.sources.common.sqlite import is_sqlite
+    from memtui.sources.memscope.read import csv_kind
+
     if is_sqlite(path):
         if memscope.sniff(path) or _empty_db(path):
             return MemscopeDbFollower(path)
@@ -394,5 +483,5 @@ def _is_profiler_csv(path: Path) -> bool:
     return path.suffix.lower() == ".csv" and ascend.sniff(path)
 
 
-__all__ = ["CsvFollower", "FollowUpdate", "Follower", "MemscopeDbFollower", "SnapshotFollower",
-           "open_follower"]
+__all__ = ["CsvFollower", "FolderFollower", "FollowUpdate", "Follower", "MemscopeDbFollower",
+           "SnapshotFollower", "open_follower"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from textual.timer import Timer
 
 from memtui.errors import CaptureError
@@ -61,6 +62,7 @@ class FollowController:
         self._polling = False
         self._stopped = False
         self.last_poll_seconds = 0.0
+        self._restart_wanted = False
 
     def start(self) -> None:
         """Open the follower (a CaptureError for what cannot be followed) and poll now."""
@@ -77,16 +79,23 @@ class FollowController:
             self.follower.close()
 
     def restart(self) -> None:
-        """Read the file again from its start (after a truncation or a rotation)."""
+        """Read the file again from its start (after a truncation or a rotation).  While a
+        poll runs in the worker, the restart waits for it (its result is dropped)."""
         if self.follower is None:
             return
+        if self._polling:
+            self._restart_wanted = True
+            return
+        self._restart_now()
+
+    def _restart_now(self) -> None:
+        self._restart_wanted = False
         self.follower.restart()
         self.state.problem = None
         self.interval = self.min_interval
-        if not self._polling:
-            if self._timer is not None:
-                self._timer.stop()
-            self._poll()
+        if self._timer is not None:
+            self._timer.stop()
+        self._poll()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -133,14 +142,17 @@ class FollowController:
 
     def _done(self, update: FollowUpdate, timelines: dict) -> None:
         self._polling = False
+        if self._restart_wanted:  # asked for while this poll ran: read from the start
+            self._restart_now()
+            return
         state = self.state
         state.polls += 1
         state.waiting = update.waiting
         if update.problem != state.problem:
             state.problem = update.problem
             if update.problem:
-                self.app.notify(f"{update.problem}: the last good view stays; R reads it "
-                                "again from the start", title="follow", severity="warning",
+                self.app.notify(f"{escape(update.problem)}: the last good view stays; R reads "
+                                "it again from the start", title="follow", severity="warning",
                                 timeout=10)
         if update.trace is not None:
             state.updates += 1

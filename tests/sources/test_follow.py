@@ -25,8 +25,8 @@ from memtui.record.recorder import write_atomically
 from memtui.sources import open_capture
 from memtui.sources.follow import (
     CsvFollower,
+    FolderFollower,
     MemscopeDbFollower,
-    SnapshotFollower,
     open_follower,
 )
 from memtui.sources.memscope.tail import complete_records
@@ -239,7 +239,7 @@ def dump(folder: Path, name: str, blocks: int, age: float) -> Path:
 
 def test_snapshot_folder_shows_the_newest_complete_dump(tmp_path):
     follower = open_follower(tmp_path)
-    assert isinstance(follower, SnapshotFollower)
+    assert isinstance(follower, FolderFollower)
     assert "waiting" in follower.poll().waiting
     dump(tmp_path, "snapshot_1.pickle", 2, age=100)
     assert figures(follower.poll().trace)[0] == 2
@@ -257,6 +257,34 @@ def test_snapshot_folder_shows_the_newest_complete_dump(tmp_path):
     partial.write_bytes(data)  # now complete
     update = follower.poll()
     assert figures(update.trace)[0] == 9 and update.trace.meta.path.endswith("snapshot_3.pickle")
+
+
+def test_an_msmemscope_result_folder_follows_its_newest_dump_file(tmp_path):
+    """``memtui -f memscopeDumpResults`` before the run starts: it waits, follows the run's
+    DB as it grows, and a newer run's DB when one appears."""
+    results = tmp_path / "memscopeDumpResults"
+    results.mkdir()
+    follower = open_follower(results)
+    assert "msMemScope dump file" in follower.poll().waiting
+    first = results / "msmemscope_1_20251203_ascend" / "device_0" / "dump"
+    first.mkdir(parents=True)
+    writer = DbWriter(first / "memscope_dump_1.db")
+    writer.burst(BURSTS[0])
+    update = follower.poll()
+    assert figures(update.trace) == EXPECTED[0]
+    assert update.trace.meta.device_names == ["npu:0"]
+    writer.burst(BURSTS[1])
+    assert follower.poll().new_rows == len(BURSTS[1])
+    writer.close()
+    second = results / "msmemscope_2_20251204_ascend" / "device_0" / "dump"
+    second.mkdir(parents=True)
+    later = DbWriter(second / "memscope_dump_2.db")
+    later.burst(BURSTS[0])
+    update = follower.poll()
+    assert update.trace.meta.path.endswith("memscope_dump_2.db")
+    assert figures(update.trace) == EXPECTED[0]
+    later.close()
+    follower.close()
 
 
 def test_one_snapshot_file_rewritten_in_place(tmp_path):

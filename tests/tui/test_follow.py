@@ -120,6 +120,8 @@ async def test_an_appended_csv(tmp_path):
 
 
 async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
+    tmp_path = tmp_path / "dumps [bold]of run"  # a name that is not markup on screen
+    tmp_path.mkdir()
     shown: list[str] = []
 
     def write_dumps() -> None:
@@ -132,8 +134,9 @@ async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
     app = MemtuiApp(tmp_path, follow=True, poll=POLL)
     async with app.run_test(size=(120, 40)) as pilot:
         await polls(pilot, 1)
-        assert "waiting for the first complete snapshot dump" in str(
-            app.screen.query_one("#loading-message").render())
+        waiting = str(app.screen.query_one("#loading-message").render())
+        assert "waiting for a complete snapshot dump" in waiting
+        assert "dumps [bold]of run" in waiting
         await asyncio.to_thread(write_dumps)
         for _ in range(4):
             await polls(pilot, 1)
