@@ -251,3 +251,34 @@ async def test_stack_top_rule_is_said_and_can_be_changed(demo):
         await pilot.pause()
         model = app.screen.model("blocks")
         assert model is not None
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_stacks_user_frames_toggle_and_node_figures(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "stacks", at_end=False)
+        app.action_peak()
+        await pilot.pause()
+        screen = app.screen
+        all_frames = screen.stack_tree
+        await pilot.press("u")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        tree = app.screen.stack_tree
+        assert tree is not all_frames and tree.user_only
+        assert "user frames only" in str(screen.query_one("#status-line").render())
+        files = [tree.frame_file.get(int(tree.frame[n])) or "" for n in range(2, tree.size)
+                 if tree.depth[n] > 1]  # depth 1: a stack without user frames, its innermost
+        assert all(f.endswith(".py") and "/torch/" not in f for f in files)
+        text = screen_text(app)
+        assert "share of all" in text
+        if size[0] >= 100:
+            assert "self  blocks  parent" in text
+        detail = str(screen.query_one("#detail").render())
+        assert "of all" in detail and "self" in detail
+        await pilot.press("u")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert not app.screen.stack_tree.user_only
