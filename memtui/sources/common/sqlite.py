@@ -29,14 +29,38 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     ``timeout`` rides out a rollback-journal writer's locks; text that is not UTF-8 is
     decoded with replacement characters instead of failing the read.
     """
+    con = sqlite3.connect(readonly_uri(path), uri=True, timeout=5.0,
+                          isolation_level=None, check_same_thread=False)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    con.execute("PRAGMA query_only = 1")
+    return con
+
+
+def readonly_uri(path: Path) -> str:
+    """The URI every reader opens ``path`` with (see :func:`connect_readonly`): ``mode=ro``,
+    plus ``immutable=1`` for a WAL-mode file with no ``-wal`` beside it."""
     path = Path(path).resolve()
     params = "mode=ro"
     if _wal_mode(path) and not Path(f"{path}-wal").exists():
         params += "&immutable=1"
-    con = sqlite3.connect(f"{path.as_uri()}?{params}", uri=True, timeout=5.0,
-                          isolation_level=None, check_same_thread=False)
-    con.text_factory = lambda b: b.decode("utf-8", "replace")
-    con.execute("PRAGMA query_only = 1")
+    return f"{path.as_uri()}?{params}"
+
+
+def connect_arrow(path: Path):
+    """An ADBC (Arrow) connection to ``path`` opened through :func:`readonly_uri`, or None
+    where ``adbc-driver-sqlite`` is missing or cannot open it.  Typed columns come back as
+    Arrow batches: no Python object per row, no text round trip."""
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError:
+        return None
+    try:
+        con = adbc.connect(readonly_uri(path))
+        cursor = con.cursor()
+        cursor.execute("PRAGMA query_only = 1")
+        cursor.close()
+    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
+        return None
     return con
 
 
