@@ -7,8 +7,8 @@ then to the blocks allocated during the window, or the view without one).  ``up`
 (``n``/``N``: next and previous match), ``f`` filters the Block table to the chosen
 node's blocks, ``u`` shows only the user's own Python frames (no interpreter,
 torch-internal or C++ frames).  Each node says its bytes, share of all, and from 100
-columns its self bytes, blocks and share of its parent.  ``v`` shows the call flame instead, ``t`` picks its thread, and
-``pageup``/``pagedown`` scroll its depth.
+columns its self bytes, blocks and share of its parent.  ``v`` shows the call flame
+instead, ``t`` picks its thread, and ``pageup``/``pagedown`` scroll its depth.
 """
 
 from __future__ import annotations

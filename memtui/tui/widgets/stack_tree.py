@@ -3,11 +3,11 @@
 Each line is ``███▌      42.1%  1.2G  ▾ name  file.py:12``: a bar of the node's share of
 the total (an icicle of the flame graph, turned on its side), the share, the bytes (from
 100 columns also the node's self bytes, its blocks and its share of its parent), then
-the expander indented by depth and the frame.  Children are sorted by bytes, largest first, and nodes holding
-nothing are hidden.  Opening a node also opens the chain below it while it does not
-branch, so deep C++ stacks take one key.  Search matches are gold; their ancestors are
-opened.  The lines are recomputed when the figures or the opened nodes change; only the
-visible ones are drawn.
+the expander indented by depth and the frame.  Children are sorted by bytes, largest
+first, and nodes holding nothing are hidden.  Opening a node also opens the chain below
+it while it does not branch, so deep C++ stacks take one key.  Search matches are gold;
+their ancestors are opened.  The lines are recomputed when the figures or the opened
+nodes change; only the visible ones are drawn.
 """
 
 from __future__ import annotations
