@@ -205,6 +205,28 @@ def test_settings_from_the_conf_string_alone():
     assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
 
 
+# -- fragmentation ----------------------------------------------------------------------------
+
+
+def test_fragmentation_most_unused_and_worst_gap_ratio():
+    """Five 12 MiB blocks (requested 11 MiB) leave four 10 MiB gaps in a 100 MiB segment
+    (1 - 10/40 = 75% fragmented); once all are freed, 100 MiB sit unused in one gap."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    b = _pool_with_gaps()
+    for block in range(5):
+        b.free(block)
+    (frag,) = find_fragmentation(b.build(), DEVICE)
+    assert frag.bytes == 100 * MiB and frag.detail["unused_share"] == 1.0
+    assert frag.detail["largest_gap_bytes"] == 100 * MiB
+    assert frag.detail["fragmentation"] == 0.0
+    assert frag.detail["worst_fragmentation"] == 0.75
+    assert frag.detail["worst_largest_gap_bytes"] == 10 * MiB
+    assert frag.detail["worst_pool_free_bytes"] == 40 * MiB
+    assert frag.detail["worst_fragmentation_t"] == 5 * 1000  # after the fifth alloc
+    assert frag.severity == "low"  # all unused, but under 256 MiB
+
+
 # -- capture ----------------------------------------------------------------------------------
 
 

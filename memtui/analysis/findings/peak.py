@@ -50,7 +50,7 @@ def find_peak(trace: MemoryTrace, device: str) -> list[Finding]:
         r_peak, r_at = reserved.peak()
         detail["peak_reserved_bytes"] = r_peak
         detail["peak_reserved_t"] = int(reserved.t[r_at])
-        detail["reserved_at_allocated_peak"] = int(
+        detail["reserved_at_allocated_peak_bytes"] = int(
             reserved.values[np.searchsorted(reserved.t, peak_t, side="right") - 1]
         ) if reserved.t[0] <= peak_t else None
     stack_id, block_ids = _top_blocks(alive)
