@@ -185,6 +185,19 @@ def test_oom_by_full_device():
     assert oom.detail["allocated_bytes"] == 95 * MiB
 
 
+def test_memscope_oom_trigger_without_an_event():
+    """msMemScope writes OOM_DETAIL rows (markers here), no oom memory event."""
+    b = _pool_with_gaps()
+    b.source = "msmemscope"
+    b.oom_trigger(20 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["requested_bytes"] == 20 * MiB
+    assert oom.detail["cause_kind"] == "fragmentation"
+    assert oom.detail["largest_gap_bytes"] == 10 * MiB
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in oom.detail["advice"]
+    assert oom.evidence.seq == 5
+
+
 def test_oom_advice_knows_the_settings():
     b = _pool_with_gaps()
     b.settings = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:128",
