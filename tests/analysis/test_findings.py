@@ -43,6 +43,8 @@ def test_leak_every_step(markers):
     assert leak.severity == "high"
     assert len(leak.evidence.block_ids) == 9
     assert leak.evidence.stack[0].name == "leaky_cache"
+    t0, t1 = leak.evidence.window  # from the start of the first step that grew to the last
+    assert t0 <= leak.evidence.t < t1
 
 
 def test_leak_steps_from_markers_or_rhythm():
