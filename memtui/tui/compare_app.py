@@ -275,6 +275,13 @@ class CompareApp(MemtuiApp):
         for name in RUN_SCREENS:
             await self.remove_mode(name)
             self.add_mode(name, RUN_SCREENS[name])
+        timeline = self.timeline(mapped["device"])
+        event_at = getattr(timeline, "event_at", None)
+        if event_at is not None and "event" in CursorState.__dataclass_fields__:
+            # a cursor that addresses events: A's event number means nothing in B, so
+            # take B's last event at or before the mapped time
+            t = min(max(mapped["t"], timeline.start), timeline.end)
+            mapped["event"] = event_at(t)
         self.move_cursor(**mapped, block_id=None, segment_id=None)
         if self.side in self._stack_search:  # a chosen difference: this run's own moment
             self._go_to_moment()
