@@ -43,6 +43,8 @@ def test_leak_every_step(markers):
     assert leak.severity == "high"
     assert len(leak.evidence.block_ids) == 9
     assert leak.evidence.stack[0].name == "leaky_cache"
+    t0, t1 = leak.evidence.window  # from the start of the first step that grew to the last
+    assert t0 <= leak.evidence.t < t1
 
 
 def test_leak_steps_from_markers_or_rhythm():
@@ -183,6 +185,19 @@ def test_oom_by_full_device():
     assert oom.detail["device_free_bytes"] == 10 * MiB
     assert oom.detail["cause"].startswith("the device is full")
     assert oom.detail["allocated_bytes"] == 95 * MiB
+
+
+def test_memscope_oom_trigger_without_an_event():
+    """msMemScope writes OOM_DETAIL rows (markers here), no oom memory event."""
+    b = _pool_with_gaps()
+    b.source = "msmemscope"
+    b.oom_trigger(20 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["requested_bytes"] == 20 * MiB
+    assert oom.detail["cause_kind"] == "fragmentation"
+    assert oom.detail["largest_gap_bytes"] == 10 * MiB
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in oom.detail["advice"]
+    assert oom.evidence.seq == 5
 
 
 def test_oom_advice_knows_the_settings():

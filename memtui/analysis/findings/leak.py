@@ -220,6 +220,7 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
         and blocks.seq_alloc[first_block] >= 0 else None,
         block_ids=tuple(int(b) for b in leaked_ids[order]),
         stack=evidence_stack(trace, stack_id), owner=owner, stack_id=stack_id,
+        window=(int(steps.times[first]), int(steps.times[-1])),
     )
     return Finding(kind="leak", severity=severity, title=title, device=device,
                    bytes=total, detail=detail, evidence=evidence)
