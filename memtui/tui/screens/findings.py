@@ -158,6 +158,8 @@ class FindingsScreen(Screen):
             changes["t"] = evidence.t
         if evidence.block_ids:
             changes["block_id"] = evidence.block_ids[0]
+        if evidence.window is not None:
+            changes["window"] = evidence.window
         if changes:
             app.move_cursor(**changes)
         target = DESTINATION[finding.kind]
