@@ -19,12 +19,14 @@ whenever the alignment does.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from textual import events, work
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
@@ -38,9 +40,17 @@ from memtui.analysis.compare import (
     on_axis,
     realign,
 )
-from memtui.errors import CaptureError
+from memtui.errors import CaptureError, printable
+from memtui.loading import check_input
 from memtui.model import MemoryTrace
-from memtui.tui.app import EXIT_BAD_INPUT, MemtuiApp, initial_device
+from memtui.tui.app import (
+    EXIT_BAD_INPUT,
+    EXIT_CRASH,
+    MemtuiApp,
+    crash_line,
+    exit_status,
+    initial_device,
+)
 from memtui.tui.cursor import CursorState, settle
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.compare_trend import CompareTrendScreen
@@ -91,13 +101,23 @@ class CompareApp(MemtuiApp):
         if self.traces:
             self._start_pair(self.traces[0], self.traces[1], compare(*self.traces))
             return
-        names = " / ".join(p.name for p in self.paths if p is not None)
+        names = " / ".join(printable(p.name) for p in self.paths if p is not None)
         self.sub_title = names
         self.push_screen(LoadingScreen(names))
-        self._load_pair()
+        self.loading = True
+        # a daemon thread, as MemtuiApp's loader: a quit during the load ends the process
+        threading.Thread(target=self._load_pair, name="memtui-load-pair", daemon=True).start()
 
-    @work(thread=True, exclusive=True, group="load")
     def _load_pair(self) -> None:
+        """Both captures, their comparison and the Trend's curves (in the loader thread);
+        a bug crashes the app as one in its own loop would (exit 1)."""
+        try:
+            self._load_pair_and_report()
+        except Exception as error:
+            if self.is_running:
+                self.call_from_thread(self._handle_exception, error)
+
+    def _load_pair_and_report(self) -> None:
         from memtui.loading import load_traces
 
         screen = self.screen
@@ -118,6 +138,8 @@ class CompareApp(MemtuiApp):
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
+        finally:
+            self.loading = False
         self.call_from_thread(self._start_pair, a, b, result, axes)
 
     def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison,
@@ -142,7 +164,7 @@ class CompareApp(MemtuiApp):
         index = SIDES.index(side)
         if not self.traces:
             return side.upper()
-        name = Path(self.traces[index].meta.path).name
+        name = printable(Path(self.traces[index].meta.path).name)
         if short and len(name) > 18:
             name = name[:8] + "…" + name[-9:]
         return f"{side.upper()} {name}"
@@ -368,17 +390,30 @@ def _find_frame(screen, label: str) -> None:
 
 
 def run_compare(path_a: str | Path, path_b: str | Path) -> int:
-    """Open two captures in compare mode; the exit status (2 where one cannot be read)."""
-    for path in (Path(path_a), Path(path_b)):
-        if not path.exists():
-            print(f"memtui: {CaptureError(path, 'no such file or folder')}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    app = CompareApp(path_a, path_b)
-    code = app.run()
+    """Open two captures in compare mode; the exit status as :func:`run_app`'s (2 where
+    one cannot be read, 1 for a crash, said in one line)."""
+    paths = (Path(path_a), Path(path_b))
+    try:
+        for path in paths:
+            check_input(path)
+    except CaptureError as exc:
+        print(f"memtui: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    app = CompareApp(*paths)
+    try:
+        app.run()
+    except Exception as error:  # raised outside Textual's own handling
+        app.crash = app.crash or error
+    status = exit_status(app)
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return int(code or 0)
+    elif status == EXIT_CRASH:
+        print(crash_line(app), file=sys.stderr)
+    if app.loading:  # quit while the loader thread reads: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 __all__ = ["CompareApp", "run_compare"]

@@ -106,6 +106,27 @@ def test_clean_loop_around_a_leak_keeps_bytes_per_step(steps, leak_kib, clean, c
     assert [f.detail["bytes_per_step"] for f in wrapped] == [leak]
 
 
+def test_leak_by_owner_without_stacks():
+    """msMemScope style: no call stacks, owners, mstx "step start" ranges as steps."""
+    b = TraceBuilder(source="msmemscope", path="/toy/leaks_dump.db")
+    b.alloc(None, 64 * MiB, owner="PTA@weight")
+    for _ in range(8):
+        b.step("step start", kind="mstx_range")
+        act = b.alloc(None, 32 * MiB, owner="PTA@activation")
+        b.alloc(None, 2 * MiB, owner="PTA@leaks_mem")
+        b.free(act)
+    (leak,) = leaks(b.build())
+    assert leak.detail["owner"] == "PTA@leaks_mem"
+    assert leak.detail["function"] is None
+    assert leak.detail["bytes_per_step"] == 2 * MiB
+    assert leak.detail["steps_from"] == "markers (step start)"
+    assert leak.title.startswith("PTA@leaks_mem leaks 2.0 MiB per step")
+    peak = find_peak(b.build(), DEVICE)[0]
+    by_owner = {row["label"]: row["bytes"] for row in peak.detail["by_owner"]}
+    assert by_owner == {"PTA@weight": 64 * MiB, "PTA@activation": 32 * MiB,
+                        "PTA@leaks_mem": 16 * MiB}
+
+
 # -- the peak ---------------------------------------------------------------------------------
 
 
@@ -164,6 +185,19 @@ def test_oom_by_full_device():
     assert oom.detail["allocated_bytes"] == 95 * MiB
 
 
+def test_memscope_oom_trigger_without_an_event():
+    """msMemScope writes OOM_DETAIL rows (markers here), no oom memory event."""
+    b = _pool_with_gaps()
+    b.source = "msmemscope"
+    b.oom_trigger(20 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["requested_bytes"] == 20 * MiB
+    assert oom.detail["cause_kind"] == "fragmentation"
+    assert oom.detail["largest_gap_bytes"] == 10 * MiB
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in oom.detail["advice"]
+    assert oom.evidence.seq == 5
+
+
 def test_oom_advice_knows_the_settings():
     b = _pool_with_gaps()
     b.settings = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:128",
@@ -182,6 +216,28 @@ def test_settings_from_the_conf_string_alone():
     s = settings_of(b.build())
     assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
     assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+
+
+# -- fragmentation ----------------------------------------------------------------------------
+
+
+def test_fragmentation_most_unused_and_worst_gap_ratio():
+    """Five 12 MiB blocks (requested 11 MiB) leave four 10 MiB gaps in a 100 MiB segment
+    (1 - 10/40 = 75% fragmented); once all are freed, 100 MiB sit unused in one gap."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    b = _pool_with_gaps()
+    for block in range(5):
+        b.free(block)
+    (frag,) = find_fragmentation(b.build(), DEVICE)
+    assert frag.bytes == 100 * MiB and frag.detail["unused_share"] == 1.0
+    assert frag.detail["largest_gap_bytes"] == 100 * MiB
+    assert frag.detail["fragmentation"] == 0.0
+    assert frag.detail["worst_fragmentation"] == 0.75
+    assert frag.detail["worst_largest_gap_bytes"] == 10 * MiB
+    assert frag.detail["worst_pool_free_bytes"] == 40 * MiB
+    assert frag.detail["worst_fragmentation_t"] == 5 * 1000  # after the fifth alloc
+    assert frag.severity == "low"  # all unused, but under 256 MiB
 
 
 # -- capture ----------------------------------------------------------------------------------

@@ -148,3 +148,16 @@ async def test_help_lists_the_app_keys_and_the_compare_keys(pair):
         titles = {title: dict((d, k) for k, d in rows) for title, rows in app.help_sections()}
         assert "Peak" in titles["Everywhere"] and "Quit" in titles["Everywhere"]
         assert {"Diff", "A/B", "Shift B back", "Shift B on", "Align"} <= set(titles["Compare"])
+
+
+async def test_a_bad_second_file_ends_with_the_one_line_error(pair, tmp_path):
+    bad = tmp_path / "notes.pickle"
+    bad.write_text("this is not a pickle\n")
+    app = CompareApp(pair[0], bad)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(300):
+            if app.load_error:
+                break
+            await pilot.pause(0.02)
+    assert app.return_code == 2
+    assert app.load_error.startswith(str(bad) + ": ") and "\n" not in app.load_error

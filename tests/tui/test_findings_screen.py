@@ -83,3 +83,11 @@ async def test_without_high_findings_the_trend_stays_and_6_shows_them():
                  .options]
         assert lines and all(line.split()[0] in ("HIGH", "MED", "LOW", "info")
                              for line in lines)
+
+
+def test_sparkline():
+    from memtui.tui.screens.findings import sparkline
+
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
+    assert sparkline([5, 5, 5], 10) == "▁▁▁"
+    assert sparkline(list(range(100)), 10) == "▁▁▂▃▄▄▅▆▇█"

@@ -37,6 +37,7 @@ from memtui.sources.common.sqlite import (
     connect_arrow,
     connect_readonly,
     is_sqlite,
+    read_consistently,
     sqlite_problem,
     table_names,
 )
@@ -170,17 +171,12 @@ Report = Callable[[float], None] | None
 
 
 def read_db(path: Path, report: Report = None) -> RawFile:
-    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come)."""
+    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come),
+    read again from a private copy if a writer changed the file meanwhile."""
     try:
-        con = connect_readonly(path)
+        return read_consistently(path, lambda con: _read_db_tables(path, con, report))
     except sqlite3.Error as exc:
         raise CaptureError(path, sqlite_problem(exc)) from None
-    try:
-        return _read_db_tables(path, con, report)
-    except sqlite3.Error as exc:
-        raise CaptureError(path, sqlite_problem(exc)) from None
-    finally:
-        con.close()
 
 
 def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawFile:
@@ -264,9 +260,7 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
 def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
             report: Report) -> Iterator[pl.DataFrame]:
     try:
-        lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        ranges = [] if lo is None else [
-            (a, min(a + _CHUNK_ROWS - 1, hi)) for a in range(lo, hi + 1, _CHUNK_ROWS)]
+        ranges = rowid_chunks(con, table)
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
@@ -284,6 +278,30 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
                 yield chunk.with_row_index("row", offset=offset).with_columns(
                     pl.col("row").cast(pl.Int64))
                 offset += chunk.height
+
+
+_MAX_ROWID = 2**63 - 1
+
+
+def rowid_chunks(con: sqlite3.Connection, table: str,
+                 rows: int = _CHUNK_ROWS) -> list[tuple[int, int]]:
+    """Rowid ranges of about ``rows`` rows each, following the rows that exist.
+
+    Each range starts at the first rowid after the last one (an indexed seek), so a table
+    whose rowids are sparse (one row at 2**63-1) costs as many ranges as it has runs of
+    rows, never ``(max - min) / rows``; a range ending past the largest rowid is clamped.
+    """
+    lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    ranges: list[tuple[int, int]] = []
+    start = lo
+    while start is not None:
+        end = min(start + rows - 1, hi, _MAX_ROWID)
+        ranges.append((start, end))
+        if end >= hi:
+            break
+        start = con.execute(f'SELECT min(rowid) FROM "{table}" WHERE rowid > ?',
+                            (end,)).fetchone()[0]
+    return ranges
 
 
 class _ChunkQuery:

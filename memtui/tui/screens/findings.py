@@ -10,6 +10,7 @@ thread after the first paint (``app.findings``); until then the screen says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -129,15 +130,15 @@ class FindingsScreen(Screen):
             pane.update("" if self.items or getattr(self.app, "findings", None) is None
                         else "Nothing to report: no leak, no OOM, nothing unusual.")
             return
-        pane.update(detail_text(finding, self._when(finding)))
+        pane.update(detail_text(finding, self._when(finding.device, finding.evidence.t),
+                                lambda t: self._when(finding.device, t)))
 
-    def _when(self, finding: Finding) -> str | None:
-        t = finding.evidence.t
+    def _when(self, device: str, t: int | None) -> str | None:
         if t is None:
             return None
         app = self.app
         try:
-            start = app.timeline(finding.device).start  # type: ignore[attr-defined]
+            start = app.timeline(device).start  # type: ignore[attr-defined]
         except KeyError:
             return None
         return format_time(t, start, app.trace.meta.time_unit)  # type: ignore[attr-defined]
@@ -170,8 +171,11 @@ class FindingsScreen(Screen):
         app.switch_mode(target)
 
 
-def detail_text(finding: Finding, when: str | None) -> Text:
-    """The detail pane of one finding (text from the capture is escaped: Text objects)."""
+def detail_text(finding: Finding, when: str | None,
+                time_text: Callable[[int], str | None] | None = None) -> Text:
+    """The detail pane of one finding (text from the capture is escaped: Text objects).
+
+    ``when`` is the evidence's time as shown; ``time_text`` shows the detail's times."""
     text = Text()
     text.append(f"{SEVERITY_TAG[finding.severity].strip()} ", SEVERITY_STYLE[finding.severity])
     text.append(f"{finding.kind} on {finding.device}\n", "bold")
@@ -183,7 +187,12 @@ def detail_text(finding: Finding, when: str | None) -> Text:
     for conflict in finding.detail.get("conflicts") or []:
         text.append("conflict: ", "bold yellow")
         text.append(conflict + "\n")
-    figures = [f"{key.replace('_', ' ')} {_value(key, value)}"
+    levels = finding.detail.get("level_at_steps")
+    if levels:
+        text.append("live bytes at each step: ", "bold")
+        text.append(sparkline(levels, 60) + f"  {format_bytes(levels[0])} .. "
+                    f"{format_bytes(levels[-1])}\n")
+    figures = [f"{key.replace('_', ' ')} {_value(key, value, time_text)}"
                for key, value in finding.detail.items()
                if key not in _SKIP and value is not None
                and not isinstance(value, list | dict | bool)]
@@ -214,12 +223,26 @@ def detail_text(finding: Finding, when: str | None) -> Text:
     return text
 
 
-def _value(key: str, value: Any) -> str:
+def sparkline(values: list[int], width: int) -> str:
+    """``values`` as at most ``width`` block characters, lowest to highest (max per cell)."""
+    bars = "▁▂▃▄▅▆▇█"
+    cells = [max(values[i * len(values) // width:(i + 1) * len(values) // width] or [0])
+             for i in range(min(width, len(values)))]
+    low, high = min(cells), max(cells)
+    span = (high - low) or 1
+    return "".join(bars[(v - low) * (len(bars) - 1) // span] for v in cells)
+
+
+def _value(key: str, value: Any, time_text: Callable[[int], str | None] | None) -> str:
     if (key.endswith("_bytes") or key == "bytes_per_step") and isinstance(value, int):
         return format_bytes(value)
+    if (key.endswith("_t") or key.startswith("t_")) and isinstance(value, int) and time_text:
+        return time_text(value) or str(value)
+    if isinstance(value, float) and ("fragmentation" in key or "share" in key):
+        return f"{value:.0%}"
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
 
 
-__all__ = ["FindingsScreen", "detail_text"]
+__all__ = ["FindingsScreen", "detail_text", "sparkline"]
