@@ -82,6 +82,19 @@ def test_capture_stopped_mid_step_is_no_leak(markers):
     assert leaks(trace) == []
 
 
+def test_profiler_steps_beat_other_step_names():
+    """ProfilerStep#N and Optimizer.step#AdamW.step both recur: the steps are the former."""
+    b = TraceBuilder()
+    for k in range(6):
+        b.step(f"ProfilerStep#{k}")
+        b.free(b.alloc("forward", MiB))
+        b.step("Optimizer.step#AdamW.step")
+        b.free(b.alloc("adam", MiB))
+    steps = find_steps(b.build(), DEVICE)
+    assert steps.source == "markers (ProfilerStep#N)"
+    assert steps.names[:2] == ("ProfilerStep#0", "ProfilerStep#1")
+
+
 def test_warm_up_that_stops_is_no_leak():
     """A cache filled in the first three steps and then flat is not a leak."""
     b = TraceBuilder()
@@ -218,6 +231,37 @@ def test_settings_from_the_conf_string_alone():
     s = settings_of(b.build())
     assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
     assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+
+
+# -- inefficient blocks -----------------------------------------------------------------------
+
+
+def test_inefficient_blocks_summarised():
+    """Flags as memtui.analysis.inefficient sets them: counts, bytes, top stacks per kind."""
+    import polars as pl
+
+    from memtui.analysis.findings.inefficient import find_inefficient
+    from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION
+
+    b = TraceBuilder()
+    for _ in range(3):
+        b.free(b.alloc("early", 4 * MiB))
+    b.free(b.alloc("late", 8 * MiB))
+    b.free(b.alloc("fine", MiB))
+    trace = b.build()
+    flags = {"early": FLAG_EARLY_ALLOCATION, "late": FLAG_EARLY_ALLOCATION | FLAG_LATE_DEALLOCATION}
+    ids = {name: sid for name, sid in b.stack_names.items()}
+    trace.blocks = trace.blocks.with_columns(flags=pl.col("stack_id").replace_strict(
+        {ids[n]: f for n, f in flags.items()}, default=0, return_dtype=pl.UInt8))
+    found = {f.detail["flag"]: f for f in find_inefficient(trace, DEVICE)}
+    assert set(found) == {"early_allocation", "late_deallocation"}
+    early = found["early_allocation"]
+    assert early.detail["blocks"] == 4 and early.bytes == 20 * MiB
+    assert early.detail["by_stack"] == [  # 3 x 4 MiB from early, then 8 MiB from late
+        {"label": "early (early.py:10)", "bytes": 12 * MiB, "blocks": 3},
+        {"label": "late (late.py:11)", "bytes": 8 * MiB, "blocks": 1}]
+    assert found["late_deallocation"].detail["blocks"] == 1
+    assert len(early.evidence.block_ids) == 4
 
 
 # -- fragmentation ----------------------------------------------------------------------------
