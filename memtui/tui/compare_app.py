@@ -51,7 +51,7 @@ from memtui.tui.app import (
     exit_status,
     initial_device,
 )
-from memtui.tui.cursor import CursorState, settle
+from memtui.tui.cursor import CursorState
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.compare_trend import CompareTrendScreen
 from memtui.tui.screens.diff import DiffScreen
@@ -244,13 +244,14 @@ class CompareApp(MemtuiApp):
 
     # -- switching the run --------------------------------------------------------------------
 
-    def _mapped_cursor(self, cursor: CursorState) -> tuple[str, CursorState]:
-        """The cursor on the other run: the paired device, times through the alignment."""
+    def _mapped_cursor(self, cursor: CursorState) -> dict:
+        """Where the cursor goes on the other run: the paired device, its time, view and
+        window through the alignment (``move_cursor``'s arguments)."""
         pair = self.comparison_for(cursor.device)
         target = self.traces[SIDES.index(self.other_side)]
         if pair is None:
-            device = initial_device(target) or cursor.device
-            return device, CursorState(device=device, t=cursor.t, view=cursor.view)
+            return {"device": initial_device(target) or cursor.device, "t": cursor.t,
+                    "view": cursor.view, "window": None}
         to_other = pair.alignment.a_to_b if self.side == "a" else pair.alignment.b_to_a
         device = pair.device_b if self.side == "a" else pair.device_a
         t, v0, v1 = (int(x) for x in to_other(np.array([cursor.t, *cursor.view])))
@@ -258,14 +259,13 @@ class CompareApp(MemtuiApp):
         if cursor.window is not None:
             w0, w1 = (int(x) for x in to_other(np.array(cursor.window)))
             window = (w0, w1)
-        return device, CursorState(device=device, t=t, view=(v0, max(v1, v0 + 1)),
-                                   window=window)
+        return {"device": device, "t": t, "view": (v0, max(v1, v0 + 1)), "window": window}
 
     async def action_switch_run(self) -> None:
         if self.cursor is None or len(self.traces) != 2:
             return
         mode = self.current_mode
-        device, state = self._mapped_cursor(self.cursor)
+        mapped = self._mapped_cursor(self.cursor)
         self._run_caches[self.side] = (self._timelines, self._live, self._tops)
         self.side = self.other_side
         self.trace = self.traces[SIDES.index(self.side)]
@@ -275,8 +275,14 @@ class CompareApp(MemtuiApp):
         for name in RUN_SCREENS:
             await self.remove_mode(name)
             self.add_mode(name, RUN_SCREENS[name])
-        timeline = self.timeline(device)
-        self.cursor = settle(state, (timeline.start, timeline.end))
+        timeline = self.timeline(mapped["device"])
+        event_at = getattr(timeline, "event_at", None)
+        if event_at is not None and "event" in CursorState.__dataclass_fields__:
+            # a cursor that addresses events: A's event number means nothing in B, so
+            # take B's last event at or before the mapped time
+            t = min(max(mapped["t"], timeline.start), timeline.end)
+            mapped["event"] = event_at(t)
+        self.move_cursor(**mapped, block_id=None, segment_id=None)
         if self.side in self._stack_search:  # a chosen difference: this run's own moment
             self._go_to_moment()
         self.block_filter = self._run_filters.get(self.side)

@@ -43,6 +43,8 @@ def test_leak_every_step(markers):
     assert leak.severity == "high"
     assert len(leak.evidence.block_ids) == 9
     assert leak.evidence.stack[0].name == "leaky_cache"
+    t0, t1 = leak.evidence.window  # from the start of the first step that grew to the last
+    assert t0 <= leak.evidence.t < t1
 
 
 def test_leak_steps_from_markers_or_rhythm():
@@ -78,6 +80,19 @@ def test_capture_stopped_mid_step_is_no_leak(markers):
     """The last step's activations are alive at the end: the capture stopped there."""
     trace = training_loop(12, leak=0, markers=markers, stop_mid_step=True)
     assert leaks(trace) == []
+
+
+def test_profiler_steps_beat_other_step_names():
+    """ProfilerStep#N and Optimizer.step#AdamW.step both recur: the steps are the former."""
+    b = TraceBuilder()
+    for k in range(6):
+        b.step(f"ProfilerStep#{k}")
+        b.free(b.alloc("forward", MiB))
+        b.step("Optimizer.step#AdamW.step")
+        b.free(b.alloc("adam", MiB))
+    steps = find_steps(b.build(), DEVICE)
+    assert steps.source == "markers (ProfilerStep#N)"
+    assert steps.names[:2] == ("ProfilerStep#0", "ProfilerStep#1")
 
 
 def test_warm_up_that_stops_is_no_leak():
@@ -142,6 +157,7 @@ def test_peak_by_stack():
     assert by_stack["leaky_cache (leaky_cache.py:13)"]["bytes"] == 4 * MiB
     assert peak.detail["by_stack"][0]["label"] == "init_params (init_params.py:10)"
     assert peak.detail["by_stack"][0]["share"] == pytest.approx(150 / 279, abs=1e-3)
+    assert peak.detail["peak_reserved_bytes"] == 0  # no segments in this trace
 
 
 # -- OOMs -------------------------------------------------------------------------------------
@@ -171,6 +187,17 @@ def test_oom_by_fragmentation():
         "the 20.0 MiB asked")
     assert "expandable_segments:True" in oom.detail["advice"]
     assert oom.evidence.seq == 6
+
+
+def test_peak_of_reserved_by_stack():
+    """Reserved peaks at 100 MiB from the first event on; the segment holds the five
+    12 MiB blocks at the allocated peak, and nothing (yet) at the reserved peak."""
+    b = _pool_with_gaps()
+    peak = find_peak(b.build(), DEVICE)[0]
+    assert peak.detail["peak_reserved_bytes"] == 100 * MiB
+    assert peak.detail["reserved_peak_by_stack"] == []
+    assert peak.detail["by_stack"] == [{"label": "forward (forward.py:10)", "bytes": 60 * MiB,
+                                        "blocks": 5, "share": 1.0}]
 
 
 def test_oom_by_full_device():
@@ -216,6 +243,37 @@ def test_settings_from_the_conf_string_alone():
     s = settings_of(b.build())
     assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
     assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+
+
+# -- inefficient blocks -----------------------------------------------------------------------
+
+
+def test_inefficient_blocks_summarised():
+    """Flags as memtui.analysis.inefficient sets them: counts, bytes, top stacks per kind."""
+    import polars as pl
+
+    from memtui.analysis.findings.inefficient import find_inefficient
+    from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION
+
+    b = TraceBuilder()
+    for _ in range(3):
+        b.free(b.alloc("early", 4 * MiB))
+    b.free(b.alloc("late", 8 * MiB))
+    b.free(b.alloc("fine", MiB))
+    trace = b.build()
+    flags = {"early": FLAG_EARLY_ALLOCATION, "late": FLAG_EARLY_ALLOCATION | FLAG_LATE_DEALLOCATION}
+    ids = {name: sid for name, sid in b.stack_names.items()}
+    trace.blocks = trace.blocks.with_columns(flags=pl.col("stack_id").replace_strict(
+        {ids[n]: f for n, f in flags.items()}, default=0, return_dtype=pl.UInt8))
+    found = {f.detail["flag"]: f for f in find_inefficient(trace, DEVICE)}
+    assert set(found) == {"early_allocation", "late_deallocation"}
+    early = found["early_allocation"]
+    assert early.detail["blocks"] == 4 and early.bytes == 20 * MiB
+    assert early.detail["by_stack"] == [  # 3 x 4 MiB from early, then 8 MiB from late
+        {"label": "early (early.py:10)", "bytes": 12 * MiB, "blocks": 3},
+        {"label": "late (late.py:11)", "bytes": 8 * MiB, "blocks": 1}]
+    assert found["late_deallocation"].detail["blocks"] == 1
+    assert len(early.evidence.block_ids) == 4
 
 
 # -- fragmentation ----------------------------------------------------------------------------

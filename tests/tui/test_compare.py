@@ -59,12 +59,16 @@ async def test_tab_moves_the_one_cursor_to_the_aligned_point_of_b(pair):
         await pilot.press("tab")
         await settle(pilot)
         assert app.side == "b" and app.trace is app.traces[1]
-        assert app.cursor.t == int(b_steps["t"][2]) + 25_000
+        # B's step 2 at the same offset (or its last event before it, where the cursor
+        # addresses events)
+        aligned = int(b_steps["t"][2]) + 25_000
+        assert aligned - 10_000 < app.cursor.t <= aligned
         assert status_text(app).startswith(" B │ cuda:0")
         assert "alloc 8.0 MiB" in status_text(app)  # 6 MiB live + 2 leaks
         await pilot.press("tab")
         await settle(pilot)
-        assert app.side == "a" and app.cursor.t == int(a_steps["t"][2]) + 25_000
+        assert app.side == "a"
+        assert int(a_steps["t"][2]) + 15_000 < app.cursor.t <= int(a_steps["t"][2]) + 25_000
         assert "alloc 6.0 MiB" in status_text(app)
 
 

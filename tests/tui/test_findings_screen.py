@@ -59,6 +59,7 @@ async def test_enter_on_a_leak_filters_the_tables_to_its_blocks():
         only = screen.models[("blocks", DEVICE)].only
         assert sorted(np.asarray(only).tolist()) == sorted(leak.evidence.block_ids)
         assert app.cursor.block_id == leak.evidence.block_ids[0]
+        assert app.cursor.window == leak.evidence.window
 
 
 async def test_enter_on_the_peak_shows_the_stacks_at_the_peak():

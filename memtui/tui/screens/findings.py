@@ -33,7 +33,7 @@ DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation
                "inefficient": "tables", "capture": "trend"}
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
-_LISTS = ("by_stack", "by_owner", "by_pool")
+_LISTS = ("by_stack", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
          "allocator_settings_known", "frame_is_user_code", *_LISTS}
 
@@ -158,6 +158,8 @@ class FindingsScreen(Screen):
             changes["t"] = evidence.t
         if evidence.block_ids:
             changes["block_id"] = evidence.block_ids[0]
+        if evidence.window is not None:
+            changes["window"] = evidence.window
         if changes:
             app.move_cursor(**changes)
         target = DESTINATION[finding.kind]
