@@ -23,6 +23,7 @@ from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
 from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
+from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
@@ -32,6 +33,19 @@ from memtui.tui.widgets.stack_tree import StackTreeView
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
 
+
+
+def stack_analyses(trace: MemoryTrace, device: str) -> tuple:
+    """The device index, the stack tree, the threads with calls and the first thread's call
+    flame (shared cache)."""
+    index = device_index(trace, device)
+    tree = cached(trace, ("stack_tree",), lambda: StackTree(trace))
+    names = threads(trace, device)
+    flame = None
+    if names:
+        flame = cached(trace, ("flame", device, names[0]),
+                       lambda: CallFlame(trace, names[0], device))
+    return index, tree, names, flame
 
 class StacksScreen(LinkedScreen):
     """The stack tree and the call flame (see the module docstring)."""
@@ -75,16 +89,14 @@ class StacksScreen(LinkedScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_layout()
 
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        stack_analyses(trace, device)
+
     def prepare(self, device: str) -> None:
-        trace = self.trace
-        self.index = device_index(trace, device)
-        self.stack_tree = cached(trace, ("stack_tree",), lambda: StackTree(trace))
-        self.thread_names = threads(trace, device)
+        self.index, self.stack_tree, self.thread_names, self.flame = stack_analyses(
+            self.trace, device)
         self.thread_at = 0
-        self.flame = None
-        if self.thread_names:
-            self.flame = cached(trace, ("flame", device, self.thread_names[0]),
-                                lambda: CallFlame(trace, self.thread_names[0], device))
 
     async def build(self) -> None:
         await self.query("StackTreeView, CallFlameView").remove()
