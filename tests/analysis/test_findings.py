@@ -157,6 +157,7 @@ def test_peak_by_stack():
     assert by_stack["leaky_cache (leaky_cache.py:13)"]["bytes"] == 4 * MiB
     assert peak.detail["by_stack"][0]["label"] == "init_params (init_params.py:10)"
     assert peak.detail["by_stack"][0]["share"] == pytest.approx(150 / 279, abs=1e-3)
+    assert peak.detail["peak_reserved_bytes"] == 0  # no segments in this trace
 
 
 # -- OOMs -------------------------------------------------------------------------------------
@@ -186,6 +187,17 @@ def test_oom_by_fragmentation():
         "the 20.0 MiB asked")
     assert "expandable_segments:True" in oom.detail["advice"]
     assert oom.evidence.seq == 6
+
+
+def test_peak_of_reserved_by_stack():
+    """Reserved peaks at 100 MiB from the first event on; the segment holds the five
+    12 MiB blocks at the allocated peak, and nothing (yet) at the reserved peak."""
+    b = _pool_with_gaps()
+    peak = find_peak(b.build(), DEVICE)[0]
+    assert peak.detail["peak_reserved_bytes"] == 100 * MiB
+    assert peak.detail["reserved_peak_by_stack"] == []
+    assert peak.detail["by_stack"] == [{"label": "forward (forward.py:10)", "bytes": 60 * MiB,
+                                        "blocks": 5, "share": 1.0}]
 
 
 def test_oom_by_full_device():

@@ -25,6 +25,7 @@ from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
 from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
+from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
@@ -33,6 +34,21 @@ from memtui.tui.widgets.stack_tree import StackTreeView, heading
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
+
+
+
+def stack_analyses(trace: MemoryTrace, device: str, user_only: bool = False) -> tuple:
+    """The device index, the stack tree (of every frame, or of the user's own only), the
+    threads with calls and the first thread's call flame (shared cache)."""
+    index = device_index(trace, device)
+    tree = cached(trace, ("stack_tree", user_only),
+                  lambda: StackTree(trace, user_only=user_only))
+    names = threads(trace, device)
+    flame = None
+    if names:
+        flame = cached(trace, ("flame", device, names[0]),
+                       lambda: CallFlame(trace, names[0], device))
+    return index, tree, names, flame
 
 
 class StacksScreen(LinkedScreen):
@@ -81,18 +97,14 @@ class StacksScreen(LinkedScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_layout("tree-heading")
 
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        stack_analyses(trace, device)
+
     def prepare(self, device: str) -> None:
-        trace = self.trace
-        self.index = device_index(trace, device)
-        user_only = self.user_only
-        self.stack_tree = cached(trace, ("stack_tree", user_only),
-                                 lambda: StackTree(trace, user_only=user_only))
-        self.thread_names = threads(trace, device)
+        self.index, self.stack_tree, self.thread_names, self.flame = stack_analyses(
+            self.trace, device, self.user_only)
         self.thread_at = 0
-        self.flame = None
-        if self.thread_names:
-            self.flame = cached(trace, ("flame", device, self.thread_names[0]),
-                                lambda: CallFlame(trace, self.thread_names[0], device))
 
     async def build(self) -> None:
         await self.query("StackTreeView, CallFlameView").remove()
