@@ -41,18 +41,19 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from memtui.analysis.at_time import LiveBlocks, Timeline
-from memtui.analysis.callstack import stack_tops
+from memtui.analysis.callstack import TOP_RULES, stack_tops
 from memtui.errors import CaptureError, printable
 from memtui.loading import check_input
 from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
 from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.follow import FollowController
-from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS
+from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, linked
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
 EXIT_CRASH = 1
 EXIT_BAD_INPUT = 2
+LEGEND_TITLE = "Legend (colours and marks of this screen)"
 DEFAULT_THEME = "ansi-dark"  # the terminal's own colours
 
 
@@ -80,11 +81,14 @@ class MemtuiApp(App[int]):
         Binding("z", "zoom_in", "Zoom"),
         Binding("Z", "zoom_out", "Zoom out", show=False),
         Binding("d", "device", "Device"),
+        Binding("T", "stack_top", "Stack top rule", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
+    #: which frame names a stack (analysis.callstack.TOP_RULES); ``T`` cycles it
+    top_rule: reactive[str] = reactive("user", init=False)
     #: Findings per device (memtui.analysis.findings), None until the worker is done.
     findings: reactive[dict | None] = reactive(None, init=False)
 
@@ -180,7 +184,8 @@ class MemtuiApp(App[int]):
             return
         timeline = self.timeline(device)
         self.cursor = CursorState(device=device, t=timeline.start,
-                                  view=(timeline.start, max(timeline.end, timeline.start + 1)))
+                                  view=(timeline.start, max(timeline.end, timeline.start + 1)),
+                                  event=0)
         self._first_cursor = self.cursor
         self.sub_title = printable(Path(trace.meta.path).name)
         for warning in trace.meta.warnings[:3]:
@@ -189,9 +194,30 @@ class MemtuiApp(App[int]):
 
     def notify(self, message: str, *, title: str = "", severity="information",
                timeout: float | None = None, markup: bool = False) -> None:
-        """Textual's notify, but plain text by default: messages carry names from files."""
+        """A toast, always plain text: key names (``[`` ``]``) and names from files are
+        never read as Rich markup (``markup`` is accepted and ignored: a screen's
+        ``self.notify`` passes ``markup=True``)."""
         super().notify(printable(message), title=title, severity=severity, timeout=timeout,
-                       markup=markup)
+                       markup=False)
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Save an SVG of the screen where a server has room for it ($XDG_PICTURES_DIR,
+        else the current folder, else the temp folder) and say where; in a browser
+        (``memtui serve``) the browser downloads it."""
+        if self.is_web:
+            return super().deliver_screenshot(filename, path, time_format)
+        name = filename or f"memtui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        for folder in screenshot_folders(path):
+            target = folder / name
+            try:
+                target.write_text(self.export_screenshot(), encoding="utf-8")
+            except OSError:
+                continue
+            self.notify(f"Screenshot saved to {target}", title="screenshot", timeout=8)
+            return str(target)
+        self.notify("Could not save the screenshot: no writable folder", severity="error")
+        return None
 
     # -- crashes --------------------------------------------------------------------------
 
@@ -214,6 +240,29 @@ class MemtuiApp(App[int]):
         if not self._findings_started and self.trace is not None:
             self._findings_started = True
             self._find()
+            if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
+                self._warm_up(self.trace, self.cursor.device)
+
+    # -- the other screens' indexes (after the first paint, in a thread) ----------------------
+
+    @work(thread=True, exclusive=True, group="warm")
+    def _warm_up(self, trace: MemoryTrace, device: str) -> None:
+        """Build what the Blocks, Pool and Stacks screens need for ``device`` before they are
+        visited (into the shared analysis cache: a screen asking meanwhile waits for the
+        build under way instead of starting its own), so a first visit does not index."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        for screen_class in SCREENS.values():
+            warm = getattr(screen_class, "warm", None)
+            if warm is None:
+                continue
+            if worker.is_cancelled or trace is not self.trace:  # quitting, or replaced
+                return
+            try:
+                warm(trace, device)
+            except Exception:  # noqa: BLE001 - the screen builds (and reports) it on a visit
+                continue
 
     # -- findings (after the first paint, in a thread) --------------------------------------
 
@@ -254,7 +303,7 @@ class MemtuiApp(App[int]):
             self._timelines.update(timelines or {})
             self._start(trace)
             if self.cursor is not None:
-                self.move_cursor(t=self.timeline(self.cursor.device).end)
+                self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
             return
         self.replace_trace(trace, timelines)
 
@@ -269,7 +318,10 @@ class MemtuiApp(App[int]):
     def at_end(self) -> bool:
         """Whether the cursor is on the device's last event (following pins it there)."""
         cursor = self.cursor
-        return cursor is not None and cursor.t >= self.timeline(cursor.device).end
+        if cursor is None:
+            return False
+        timeline = self.timeline(cursor.device)
+        return timeline.event_of(cursor) >= timeline.positions - 1 or cursor.t > timeline.end
 
     def follow_badge(self) -> tuple[str, str] | None:
         """The status bar's follow part (None when not following)."""
@@ -332,9 +384,22 @@ class MemtuiApp(App[int]):
         return self._timelines[device]
 
     def stack_tops(self) -> pl.DataFrame:
+        """stack_id -> ``top``, the label of the frame that names the stack under the
+        current ``top_rule``."""
         if self._tops is None:
-            self._tops = stack_tops(self.trace)
+            self._tops = stack_tops(self.trace, self.top_rule)
         return self._tops
+
+    def watch_top_rule(self) -> None:
+        self._tops = None
+        self._live.clear()
+
+    def action_stack_top(self) -> None:
+        """Cycle the frame that names a stack: innermost user frame, outermost user frame,
+        innermost frame."""
+        rules = list(TOP_RULES)
+        self.top_rule = rules[(rules.index(self.top_rule) + 1) % len(rules)]
+        self.notify(f"Stacks are named by their {TOP_RULES[self.top_rule]} (T: change)")
 
     def live_blocks(self, device: str) -> LiveBlocks:
         if device not in self._live:
@@ -346,11 +411,16 @@ class MemtuiApp(App[int]):
     def move_cursor(self, **changes) -> CursorState:
         """Change the shared cursor (see CursorState's fields), kept valid: the time inside
         the device's range and the view, the window in order.  A new device starts with its
-        whole range in view and no window or block."""
+        whole range in view and no window or block.
+
+        ``event=K`` puts the cursor on the device's event at position K (its time follows);
+        ``t=T`` on the last event at or before T.  Without either the cursor stays on its
+        event."""
         old = self.cursor
         if old is None:
             raise RuntimeError("no trace is loaded yet")
         device = changes.get("device", old.device)
+        event = changes.pop("event", None)
         if device != old.device:
             timeline = self.timeline(device)
             base = CursorState(device=device, t=old.t, view=(timeline.start, timeline.end))
@@ -359,9 +429,16 @@ class MemtuiApp(App[int]):
         else:
             state = old.with_changes(**changes)
         timeline = self.timeline(state.device)
+        if event is not None:
+            event = timeline.clamp_event(event)
+            state = state.with_changes(t=timeline.time_of(event))
         state = settle(state, (timeline.start, timeline.end))
-        self.cursor = state
-        return state
+        if event is None:
+            moved = device != old.device or ("t" in changes and state.t != old.t) \
+                or old.event is None
+            event = timeline.event_at(state.t) if moved else old.event
+        self.cursor = state.with_changes(event=event)
+        return self.cursor
 
     def filter_blocks(self, block_ids, label: str) -> None:
         """Show the Tables screen's Block View with only ``block_ids`` (of the cursor's
@@ -392,7 +469,7 @@ class MemtuiApp(App[int]):
     def action_step(self, count: int) -> None:
         if self._has_cursor():
             timeline = self.timeline(self.cursor.device)
-            self.move_cursor(t=timeline.step(self.cursor.t, count))
+            self.move_cursor(event=timeline.event_of(self.cursor) + count)
 
     def action_jump(self, share: float) -> None:
         if self._has_cursor():
@@ -402,15 +479,15 @@ class MemtuiApp(App[int]):
 
     def action_peak(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).peak_t)
+            self.move_cursor(event=self.timeline(self.cursor.device).peak_event)
 
     def action_start(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).start)
+            self.move_cursor(event=0)
 
     def action_end(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).end)
+            self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
 
     def action_window_start(self) -> None:
         if self._has_cursor():
@@ -482,10 +559,18 @@ class MemtuiApp(App[int]):
             title = SCREEN_TITLES.get(self.current_mode, "This screen")
             sections.append((f"{title} screen", screen_rows))
         sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
+        legend = getattr(screen, "legend_rows", None)
+        if legend is not None:
+            sections.append((LEGEND_TITLE, legend()))
         return sections
 
     def get_system_commands(self, screen: Screen):
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Keys", "Screenshot"):  # ours below, once each
+                yield command
+        yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the folder "
+                            "is $XDG_PICTURES_DIR, else the current one)",
+                            lambda: self.set_timer(0.1, self.deliver_screenshot))
         if not self._has_cursor():
             return
         for key, name in SCREEN_KEYS.items():
@@ -500,6 +585,8 @@ class MemtuiApp(App[int]):
             ("Zoom out (Z)", "Show twice as much time", self.action_zoom_out),
             ("Clear the window (x)", "Forget the selected window", self.action_clear_window),
             ("Switch device (d)", "Pick another device or rank", self.action_device),
+            ("Stack top rule (T)", "Name stacks by their innermost user frame, outermost "
+             "user frame or innermost frame", self.action_stack_top),
             ("Keys (?)", "Show every key binding", self.action_help),
         ]
         for title, help_text, callback in actions:
@@ -509,11 +596,20 @@ class MemtuiApp(App[int]):
 def _binding_rows(app: App, bindings) -> list[tuple[str, str]]:
     rows = []
     for binding in bindings:
-        if not isinstance(binding, Binding):
-            continue
+        if not isinstance(binding, Binding) or not binding.description:
+            continue  # a binding without a description is an internal one: never raw names
         keys = ", ".join(app.get_key_display(Binding(key, "")) for key in binding.key.split(","))
         rows.append((keys, binding.description or binding.action))
     return rows
+
+
+def screenshot_folders(path: str | None = None) -> list[Path]:
+    """Where a screenshot may go, best first: ``path``, $XDG_PICTURES_DIR, the current
+    folder, the temp folder (only folders that exist)."""
+    import tempfile
+
+    candidates = [path, os.environ.get("XDG_PICTURES_DIR"), os.getcwd(), tempfile.gettempdir()]
+    return [Path(c).expanduser() for c in candidates if c and Path(c).expanduser().is_dir()]
 
 
 def initial_device(trace: MemoryTrace) -> str | None:

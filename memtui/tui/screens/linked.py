@@ -11,6 +11,7 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -33,11 +34,19 @@ from memtui.tui.widgets.status import StatusBar
 BACKGROUND_BLOCKS = 200_000
 
 
+def _app_keys(app) -> set[str]:
+    """The keys the app itself binds (its merged bindings, Textual's own included)."""
+    bindings = getattr(app, "_bindings", None)
+    return set(getattr(bindings, "key_to_bindings", {}))
+
+
 class SearchBox(Input):
     """The screen's search line: hidden until ``/``; Escape closes it."""
 
     DEFAULT_CSS = """
-    SearchBox { dock: bottom; display: none; border: none; height: 1; padding: 0 1; }
+    SearchBox { display: none; border: none; height: 1; padding: 0 1; }
+    SearchBox:focus { border: none; }
+    SearchBox.-textual-compact { padding: 0 1; }
     SearchBox.-open { display: block; }
     """
     BINDINGS = [Binding("escape", "close", "Close", show=False)]
@@ -62,6 +71,7 @@ class LinkedScreen(Screen):
         self._ready = False
         self._seen: CursorState | None = None  # the cursor last drawn
         self._trace_stale = False  # the app replaced the trace while this screen was hidden
+        self._held_keys: list[str] = []  # pressed while indexing: replayed once ready
 
     # -- the app's contract -----------------------------------------------------------------
 
@@ -79,7 +89,7 @@ class LinkedScreen(Screen):
     # -- life --------------------------------------------------------------------------------
 
     def compose_search(self) -> SearchBox:
-        return SearchBox(placeholder=self.SEARCH_PLACEHOLDER, id="search")
+        return SearchBox(placeholder=self.SEARCH_PLACEHOLDER, id="search", compact=True)
 
     def compose_layout(self, *line_ids: str) -> ComposeResult:
         """The layout the three screens share: in ``#main`` a status line, the screen's own
@@ -131,9 +141,24 @@ class LinkedScreen(Screen):
         self._ready = True
         self._stale = False
         self._follow(None, self.cursor)
+        held, self._held_keys = self._held_keys, []
+        for key in held:  # in the order pressed, now that the map or tree is there
+            self.app.simulate_key(key)
         mark = getattr(self.app, "mark_painted", None)
         if mark is not None and self.NAME:
             self.call_after_refresh(mark, self.NAME)
+
+    def on_key(self, event: events.Key) -> None:
+        """A key for the screen's own map or tree pressed while it is still being indexed
+        is held and replayed once the screen is ready: never lost.  The app's own keys
+        (screens, cursor, quit) act at once."""
+        if self._ready or event.key in _app_keys(self.app):
+            return
+        self._held_keys.append(event.key)
+        self.query_one("#status-line", Static).update(
+            f"indexing {self.device}... ({len(self._held_keys)} keys held until ready)")
+        event.stop()
+        event.prevent_default()
 
     def _cursor_changed(self, old: CursorState | None, new: CursorState) -> None:
         if not self._ready:
@@ -162,6 +187,11 @@ class LinkedScreen(Screen):
             self._trace_stale = True
 
     # -- for subclasses ----------------------------------------------------------------------
+
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        """Build into the shared analysis cache what :meth:`prepare` needs for ``device``
+        (the app calls it in a thread right after the first paint, before any visit)."""
 
     def prepare(self, device: str) -> None:
         """Build the analysis objects of ``device`` (may run in a thread: no widgets)."""
@@ -212,10 +242,12 @@ class LinkedScreen(Screen):
 def select_event_block(screen, old: CursorState | None, new: CursorState) -> bool:
     """Select the block of the event under the cursor when the cursor moved in time
     without choosing a block (or on first showing with none); True if it did."""
-    moved = old is not None and new.t != old.t and new.block_id == old.block_id
+    moved = old is not None and (new.t, new.event) != (old.t, old.event) \
+        and new.block_id == old.block_id
     if not (moved or (old is None and new.block_id is None)):
         return False
-    block = screen.events.block_at(new.t)
+    block = screen.events.block_at(new.t) if new.event is None \
+        else screen.events.block_at_event(new.event)
     if block is None or block == new.block_id:
         return False
     screen.move_cursor(block_id=block)

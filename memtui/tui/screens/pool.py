@@ -22,9 +22,10 @@ from memtui.analysis.pool_state import (
     PoolState,
     explain_oom,
     oom_events,
-    state_at,
+    state_at_event,
 )
 from memtui.analysis.summary import format_bytes
+from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (
     LinkedScreen,
@@ -33,7 +34,14 @@ from memtui.tui.screens.linked import (
     select_event_block,
 )
 from memtui.tui.widgets import paint
-from memtui.tui.widgets.pool_map import PoolMap
+from memtui.tui.widgets.pool_map import PoolMap, legend_rows
+
+
+def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
+    """The device index, address book and event blocks of ``device`` (shared cache)."""
+    index = device_index(trace, device)
+    book = cached(trace, ("addresses", device), lambda: AddressBook(index))
+    return index, book, event_blocks(trace, device)
 
 
 class PoolScreen(LinkedScreen):
@@ -50,8 +58,8 @@ class PoolScreen(LinkedScreen):
     BINDINGS = [
         Binding("up,k", "segment(-1)", "Segment up", show=False),
         Binding("down,j", "segment(1)", "Segment down", show=False),
-        Binding("pageup", "segment(-10)", show=False),
-        Binding("pagedown", "segment(10)", show=False),
+        Binding("pageup", "segment(-10)", "Ten segments up", show=False),
+        Binding("pagedown", "segment(10)", "Ten segments down", show=False),
         Binding("comma", "block(-1)", "Prev block"),
         Binding("full_stop", "block(1)", "Next block"),
         Binding("slash", "search", "Find address"),
@@ -68,12 +76,13 @@ class PoolScreen(LinkedScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_layout("oom")
 
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        pool_analyses(trace, device)
+
     def prepare(self, device: str) -> None:
-        trace = self.trace
-        self.index = device_index(trace, device)
-        self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
-        self.events = event_blocks(trace, device)
-        self.ooms = oom_events(trace, device)
+        self.index, self.book, self.events = pool_analyses(self.trace, device)
+        self.ooms = oom_events(self.trace, device)
 
     async def build(self) -> None:
         await self.query(PoolMap).remove()
@@ -89,7 +98,8 @@ class PoolScreen(LinkedScreen):
     def follow(self, old: CursorState | None, new: CursorState) -> None:
         if select_event_block(self, old, new):
             return
-        state = self.state = state_at(self.trace, new.device, new.t)
+        event = self.app.timeline(new.device).event_of(new)
+        state = self.state = state_at_event(self.trace, new.device, event)
         block_row = self.index.row_of_block(new.block_id)
         segment = self._segment_to_show(state, new, block_row)
         self.selected_segment = segment
@@ -133,6 +143,8 @@ class PoolScreen(LinkedScreen):
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
                  f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "
                  f"fragmentation {state.total_fragmentation:.0%}")
+        if state.internal_fragmentation:
+            line2 += f"  rounding {format_bytes(state.internal_fragmentation)}"
         if state.orphans:
             line2 += f"  [b]{state.orphans} blocks outside any segment[/b]"
         if not self.ooms.is_empty():
@@ -238,6 +250,9 @@ class PoolScreen(LinkedScreen):
 
     def search(self, text: str) -> None:
         find_address(self, text)
+
+    def legend_rows(self) -> list[tuple[str, str]]:
+        return legend_rows()
 
 
 def _or_dash(value: object) -> str:
