@@ -29,6 +29,11 @@ from memtui.sources.common.sqlite import connect_readonly, sqlite_problem
 from memtui.sources.memscope import read
 from memtui.sources.memscope.build import build_trace
 
+#: Rows per read statement.  Each statement is its own short read: in WAL mode the writer
+#: never waits for it; with a rollback journal a writer's commit waits at most one of these
+#: (a few ms), smaller than the full read's chunks.
+CHUNK_ROWS = 8192
+
 
 @dataclass
 class _Table:
@@ -128,8 +133,8 @@ class DbTail(_Parts):
         if top < table.last_rowid:
             raise CaptureError(self.path, f"was truncated (table {table.name} lost rows)")
         query = read._ChunkQuery(con, table.name, table.mapping, int_columns)
-        for low in range(table.last_rowid + 1, top + 1, read._CHUNK_ROWS):
-            bounds = (low, min(low + read._CHUNK_ROWS - 1, top))
+        for low in range(table.last_rowid + 1, top + 1, CHUNK_ROWS):
+            bounds = (low, min(low + CHUNK_ROWS - 1, top))
             chunk = query.parse(*query.fetch(bounds), bounds)
             if chunk.height:
                 yield chunk.with_row_index("row", offset=table.rows).with_columns(
