@@ -16,6 +16,9 @@ from pathlib import Path
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
+from memtui.sources.common.files import check_input
+
+__all__ = ["check_input", "load_trace"]
 
 Progress = Callable[[float, str], None]
 
@@ -30,6 +33,7 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     ``store_in_background`` writes a new cache entry in a thread and returns at once
     (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits).
     """
+    check_input(Path(path))  # before the cache looks at it: loops, FIFOs, permissions
     if use_cache is None:
         from memtui import cache
 

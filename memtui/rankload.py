@@ -158,6 +158,7 @@ def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
 
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=multiprocessing.get_context("spawn"))
+    pending: set = set()
     try:
         pending = {pool.submit(summarize_capture, capture, points) for capture in captures}
         while pending and not stop.is_set():
@@ -165,7 +166,9 @@ def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
             for future in done:
                 yield future.result()
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Every future done: wait for the pool's own threads, else the interpreter's exit
+        # hook writes to a closed pipe and prints a traceback (Python 3.11).
+        pool.shutdown(wait=not pending, cancel_futures=True)
 
 
 def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | None,

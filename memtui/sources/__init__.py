@@ -24,6 +24,7 @@ from types import ModuleType
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.sources import ascend, memscope, torch_snapshot
+from memtui.sources.common.files import check_input, compression
 
 Progress = Callable[[float, str], None]
 
@@ -34,21 +35,16 @@ SOURCES: list[ModuleType] = [torch_snapshot, memscope, ascend]
 def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTrace:
     """Load ``path`` with the first source whose sniff accepts it.
 
-    Raises :class:`CaptureError` for anything unreadable; any other exception escaping a
+    Raises :class:`CaptureError` for anything unreadable (see
+    :func:`~memtui.sources.common.files.check_input` for missing, unreadable and
+    non-regular paths, checked before any sniffing); any other exception escaping a
     loader is a bug and is turned into a CaptureError naming it, so users never see a
     traceback.
     """
     path = Path(path)
-    if not path.exists():
-        raise CaptureError(path, "no such file or folder")
-    if path.is_file():
-        try:
-            if path.stat().st_size == 0:
-                raise CaptureError(path, "the file is empty")
-        except OSError as exc:
-            raise CaptureError(path, f"cannot read it ({exc.strerror})") from None
+    check_input(path)
     for source in SOURCES:
-        if source.sniff(path):
+        if _sniffs(source, path):
             try:
                 return source.load(path, progress)
             except CaptureError:
@@ -59,7 +55,19 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
                 raise CaptureError(path, f"cannot read it ({exc.strerror or exc})") from None
             except Exception as exc:  # a loader bug must still not show a traceback
                 raise CaptureError(
-                    path, f"could not be read as {source.NAME} ({type(exc).__name__}: {exc})"
+                    path, f"could not be read as {source.NAME}: it is malformed in a way "
+                    f"memtui does not handle yet ({type(exc).__name__}; please report it)"
                 ) from None
+    packed = compression(path) if path.is_file() else None
+    if packed is not None:
+        raise CaptureError(path, f"compressed with {packed}: decompress it first")
     kinds = ", ".join(source.NAME for source in SOURCES)
     raise CaptureError(path, f"not a format memtui reads ({kinds})")
+
+
+def _sniffs(source: ModuleType, path: Path) -> bool:
+    """Whether ``source`` claims ``path``; a sniff that fails says no (sniffs never raise)."""
+    try:
+        return bool(source.sniff(path))
+    except (Exception, RecursionError):
+        return False

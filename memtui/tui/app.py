@@ -5,7 +5,9 @@ API that every screen builds on (see also memtui/tui/README.md):
 * ``MemtuiApp(trace_path | trace)``: a path is loaded in a thread worker behind a progress
   bar; a :class:`~memtui.model.MemoryTrace` is shown at once (tests).
 * ``run_app(path) -> int``: runs the app; a capture that cannot be read ends it with the
-  one-line error on stderr and exit status 2, as ``memtui summary`` does.
+  one-line error on stderr and exit status 2, as ``memtui summary`` does; a crash ends it
+  with exit status 1 and one line on stderr naming the file that holds the traceback
+  (never 0); quitting while the capture is still loading ends the process at once.
 * ``app.trace``: the MemoryTrace.  ``app.cursor``: the reactive
   :class:`~memtui.tui.cursor.CursorState`; watch it with
   ``self.watch(self.app, "cursor", callback)``.  ``app.move_cursor(**changes)`` is the one
@@ -23,7 +25,10 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import threading
 import time
+import traceback
 from pathlib import Path
 from typing import ClassVar
 
@@ -37,13 +42,16 @@ from textual.screen import Screen
 
 from memtui.analysis.at_time import LiveBlocks, Timeline
 from memtui.analysis.callstack import stack_tops
-from memtui.errors import CaptureError
+from memtui.errors import CaptureError, printable
+from memtui.loading import check_input
 from memtui.model import MemoryTrace
+from memtui.tui import textual_fixes
 from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.follow import FollowController
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
+EXIT_CRASH = 1
 EXIT_BAD_INPUT = 2
 DEFAULT_THEME = "ansi-dark"  # the terminal's own colours
 
@@ -92,6 +100,9 @@ class MemtuiApp(App[int]):
         self.trace_path = Path(trace_path) if trace_path is not None else None
         self.trace: MemoryTrace = trace  # type: ignore[assignment]
         self.load_error: str | None = None
+        self.loading = False  # the loader thread is still reading the file
+        self.crash: BaseException | None = None
+        self.crash_log: Path | None = None
         self.started_at = time.perf_counter()
         self.painted: dict[str, float] = {}
         self._timelines: dict[str, Timeline] = {}
@@ -116,16 +127,27 @@ class MemtuiApp(App[int]):
         if self.trace is not None:
             self._start(self.trace)
             return
-        name = self.trace_path.name if self.trace_path else "?"
+        name = printable(self.trace_path.name) if self.trace_path else "?"
         self.sub_title = name
         self.push_screen(LoadingScreen(name))
         if self.follow is not None:
             self._start_following()
-        else:
-            self._load()
+            return
+        self.loading = True
+        # A daemon thread, not a Textual worker: those run on asyncio's default executor,
+        # which App.run waits for on exit, so a quit during a long load would never end.
+        threading.Thread(target=self._load, name="memtui-load", daemon=True).start()
 
-    @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:
+        """Load the capture (in the loader thread); a quit meanwhile abandons it, a bug
+        crashes the app as one in its own loop would (exit 1)."""
+        try:
+            self._load_and_report()
+        except Exception as error:
+            if self.is_running:  # else the app exited under us: nobody to tell
+                self.call_from_thread(self._handle_exception, error)
+
+    def _load_and_report(self) -> None:
         from memtui.loading import load_trace
 
         screen = self.screen
@@ -142,6 +164,8 @@ class MemtuiApp(App[int]):
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
+        finally:
+            self.loading = False
         self.call_from_thread(self._start, trace)
 
     def _load_failed(self, message: str) -> None:
@@ -158,10 +182,30 @@ class MemtuiApp(App[int]):
         self.cursor = CursorState(device=device, t=timeline.start,
                                   view=(timeline.start, max(timeline.end, timeline.start + 1)))
         self._first_cursor = self.cursor
-        self.sub_title = Path(trace.meta.path).name
+        self.sub_title = printable(Path(trace.meta.path).name)
         for warning in trace.meta.warnings[:3]:
             self.notify(warning, title="warning", severity="warning", timeout=10)
         self.switch_mode("trend")
+
+    def notify(self, message: str, *, title: str = "", severity="information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Textual's notify, but plain text by default: messages carry names from files."""
+        super().notify(printable(message), title=title, severity=severity, timeout=timeout,
+                       markup=markup)
+
+    # -- crashes --------------------------------------------------------------------------
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Any unhandled exception: keep it and its traceback (in a file), then exit 1."""
+        if self.crash is None:
+            self.crash = error
+            self.crash_log = _write_crash_log(error)
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        """Exit without printing Textual's full traceback: run_app says one line."""
+        self.bell()
+        self._close_messages_no_wait()
 
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``); the
@@ -484,23 +528,62 @@ def initial_device(trace: MemoryTrace) -> str | None:
     return max(names, key=weight)
 
 
+def _write_crash_log(error: BaseException) -> Path | None:
+    """The traceback of ``error`` in a temporary file (None where none can be written)."""
+    try:
+        handle, name = tempfile.mkstemp(prefix="memtui-crash-", suffix=".txt")
+        with os.fdopen(handle, "w", encoding="utf-8", errors="replace") as log:
+            log.write("".join(traceback.format_exception(error)))
+        return Path(name)
+    except OSError:
+        return None
+
+
+def crash_line(app: MemtuiApp) -> str:
+    """The one line said on stderr after a crash."""
+    error = app.crash
+    what = printable(f"{type(error).__name__}: {error}") if error is not None else "unknown"
+    where = f"; the traceback is in {app.crash_log}" if app.crash_log else ""
+    return f"memtui: internal error ({what[:200]}){where}"
+
+
+def exit_status(app: MemtuiApp) -> int:
+    """0 only for a clean quit: 2 for a capture that cannot be read, 1 for any crash."""
+    if app.load_error:
+        return EXIT_BAD_INPUT
+    if app.crash is not None or app.return_code not in (None, 0):
+        return EXIT_CRASH
+    return 0
+
+
 def run_app(path: str | Path, follow: bool = False) -> int:
     """Open ``path`` in the UI (``follow``: keep reading it as it grows); the exit status
-    (2 where the capture cannot be read)."""
+    (see :func:`exit_status`)."""
     path = Path(path)
-    if not path.exists():
-        print(f"memtui: {CaptureError(path, 'no such file or folder')}", file=sys.stderr)
+    try:
+        check_input(path, allow_empty=follow)
+    except CaptureError as exc:
+        print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     app = MemtuiApp(path, follow=follow)
     try:
-        code = app.run()
+        app.run()
+    except Exception as error:  # raised outside Textual's own handling
+        app.crash = app.crash or error
+        app.crash_log = app.crash_log or _write_crash_log(error)
     finally:
         if app.follow is not None:
             app.follow.stop()
+    status = exit_status(app)
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return int(code or 0)
+    elif status == EXIT_CRASH:
+        print(crash_line(app), file=sys.stderr)
+    if app.loading:  # quit while the loader thread reads: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
-__all__ = ["MemtuiApp", "initial_device", "run_app"]
+__all__ = ["MemtuiApp", "exit_status", "initial_device", "run_app", "textual_fixes"]

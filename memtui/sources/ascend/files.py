@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import is_sqlite, table_names
 
 # Kinds of file.
@@ -69,12 +70,8 @@ _SNIFF_BYTES = 8192
 def read_header(path: Path) -> list[str] | None:
     """The stripped cells of a text file's first non-blank line, or None if it is not
     text or that line holds no comma."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(_SNIFF_BYTES)
-    except OSError:
-        return None
-    if b"\x00" in head:
+    head = read_head(path, _SNIFF_BYTES)
+    if not head or b"\x00" in head:
         return None
     text = head.decode("utf-8-sig", errors="replace")
     line = next((line for line in text.splitlines() if line.strip()), "")
@@ -107,11 +104,12 @@ def sqlite_tables(path: Path) -> set[str] | None:
 
 def is_profiler_info(path: Path) -> bool:
     """Whether ``path`` is a ``profiler_info_N.json`` (by its keys)."""
+    head = read_head(path, (1 << 20) + 1)
+    if not head or len(head) > 1 << 20:
+        return False
     try:
-        if path.stat().st_size > 1 << 20:
-            return False
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
+        data = json.loads(head.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
         return False
     if not isinstance(data, dict):
         return False
@@ -180,8 +178,8 @@ def rank_of_root(root: Path) -> tuple[int | None, dict]:
         return None, {}
     for path in candidates:
         try:
-            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError):
+            data = json.loads(read_head(path, 1 << 20).decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
             continue
         if not isinstance(data, dict):
             continue

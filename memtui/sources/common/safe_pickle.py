@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from memtui.errors import CaptureError
+from memtui.sources.common.files import open_regular, read_head
 
 PICKLE_PROTO = 0x80  # first byte of every pickle of protocol 2 or later
 
@@ -30,20 +31,16 @@ class _RefusingUnpickler(pickle.Unpickler):
 
 def looks_like_pickle(path: Path) -> bool:
     """True where ``path`` is a file starting with a protocol 2-5 pickle header."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-    except OSError:
-        return False
+    head = read_head(path, 2)
     return len(head) == 2 and head[0] == PICKLE_PROTO and 2 <= head[1] <= 5
 
 
 def load_pickle(path: Path) -> Any:
     """Unpickle ``path`` safely; any failure becomes a one-line :class:`CaptureError`."""
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below, after the unpickling
+        fh = open_regular(path)
     except OSError as exc:
-        raise CaptureError(path, f"cannot read it ({exc.strerror})") from None
+        raise CaptureError(path, f"cannot read it ({exc.strerror or exc})") from None
     try:
         if os.fstat(fh.fileno()).st_size == 0:
             raise CaptureError(path, "the file is empty")

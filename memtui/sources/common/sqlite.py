@@ -10,16 +10,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from memtui.sources.common.files import read_head
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def is_sqlite(path: Path) -> bool:
     """Whether ``path`` starts with SQLite's magic (never raises)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(16) == SQLITE_MAGIC
-    except OSError:
-        return False
+    return read_head(path, 16) == SQLITE_MAGIC
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
@@ -73,9 +71,5 @@ def sqlite_problem(exc: sqlite3.Error) -> str:
 
 def _wal_mode(path: Path) -> bool:
     """The header's read/write format versions are 2 in WAL mode."""
-    try:
-        with open(path, "rb") as handle:
-            header = handle.read(20)
-    except OSError:
-        return False
+    header = read_head(path, 20)
     return len(header) == 20 and header[18] == 2 and header[19] == 2

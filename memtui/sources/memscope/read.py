@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from memtui.errors import CaptureError
+from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
     connect_readonly,
     is_sqlite,
@@ -93,11 +94,7 @@ class RawFile:
 
 def first_line(path: Path, limit: int = 65536) -> str:
     """The first line of a text file (BOM and line end removed), or '' when unreadable."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(limit)
-    except OSError:
-        return ""
+    head = read_head(path, limit)
     return head.split(b"\n", 1)[0].decode("utf-8-sig", "replace").rstrip("\r")
 
 

@@ -93,7 +93,8 @@ class BlocksScreen(LinkedScreen):
         raster = self.map.raster
         drawn = f"{raster.drawn.size:,}/{raster.candidates:,}" if raster else "-"
         origin = self.index.t_start
-        text = (f"[b]Blocks[/b] {cursor.device}  {paint.format_time(trace, t0, origin, 3)}"
+        text = (f"[b]Blocks[/b] {paint.plain(cursor.device)}  "
+                f"{paint.format_time(trace, t0, origin, 3)}"
                 f" .. {paint.format_time(trace, t1, origin, 3)}"
                 f" ({paint.format_span(trace, t0, t1)})  detail {drawn} (+/-)")
         if self.size.width >= 120:

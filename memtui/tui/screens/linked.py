@@ -10,6 +10,7 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -21,6 +22,7 @@ from memtui.analysis.addresses import AddressBook
 from memtui.analysis.live import DeviceIndex
 from memtui.analysis.stack_tree import format_stack
 from memtui.analysis.summary import format_bytes
+from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets import paint
@@ -108,7 +110,7 @@ class LinkedScreen(Screen):
         self.device = device
         self._ready = False
         if self.trace.blocks.height > BACKGROUND_BLOCKS:
-            self.query_one("#status-line", Static).update(f"indexing {device}...")
+            self.query_one("#status-line", Static).update(Text(f"indexing {printable(device)}..."))
             self.run_worker(lambda: self._prepare_then_ready(device), thread=True,
                             exclusive=True, group="prepare")
         else:
@@ -263,11 +265,12 @@ def block_details(screen, cursor: CursorState) -> str:
         when += f", freed {paint.format_time(trace, blocks['t_free'], origin)}"
     owner = blocks.get("owner") or "-"
     lines = [
-        f"[b]{name}[/b]  {format_bytes(int(index.size[row]))} "
-        f"(requested {int(requested):,} B)  stream {blocks['stream']}  {blocks['pool']}"
+        f"[b]{paint.plain(name)}[/b]  {format_bytes(int(index.size[row]))} "
+        f"(requested {int(requested):,} B)  stream {blocks['stream']}  "
+        f"{paint.plain(blocks['pool'])}"
         + ("  " + ", ".join(marks) if marks else ""),
-        f"{when}  owner {owner}",
+        f"{when}  owner {paint.plain(owner)}",
     ]
     stack = format_stack(trace, blocks["stack_id"], limit=12)
-    lines += ["  " + frame for frame in stack]
+    lines += ["  " + paint.plain(frame) for frame in stack]
     return "\n".join(lines)

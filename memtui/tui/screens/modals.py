@@ -13,7 +13,9 @@ from textual.widgets.option_list import Option
 
 
 class LoadingScreen(Screen):
-    """The file's name, a progress bar and the loader's last message."""
+    """The file's name, a progress bar and the loader's last message; q or Ctrl+C quits."""
+
+    BINDINGS = [Binding("ctrl+c", "app.quit", "Quit", show=False, priority=True)]
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -29,7 +31,7 @@ class LoadingScreen(Screen):
 
     def set_progress(self, fraction: float, message: str) -> None:
         self.query_one(ProgressBar).update(progress=max(0.0, min(fraction, 1.0)) * 100)
-        self.query_one("#loading-message", Static).update(message)
+        self.query_one("#loading-message", Static).update(Text(message))
 
 
 class DeviceScreen(ModalScreen[str | None]):
@@ -45,7 +47,8 @@ class DeviceScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="device-box"):
             yield Static("Device or rank (Enter to pick, Esc to cancel)", classes="modal-title")
-            yield OptionList(*[Option(label, id=name) for name, label in self.choices],
+            # Device names come from the file: plain Text, never markup.
+            yield OptionList(*[Option(Text(label), id=name) for name, label in self.choices],
                              id="device-list")
 
     def on_mount(self) -> None:

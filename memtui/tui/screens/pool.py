@@ -126,7 +126,8 @@ class PoolScreen(LinkedScreen):
     def _header(self, state: PoolState, cursor: CursorState) -> None:
         trace = self.trace
         when = paint.format_time(trace, cursor.t, self.index.t_start)
-        line1 = (f"[b]Pool[/b] {cursor.device} at {when}  {state.seg_id.size} segments  "
+        line1 = (f"[b]Pool[/b] {paint.plain(cursor.device)} at {when}  "
+                 f"{state.seg_id.size} segments  "
                  f"reserved {format_bytes(state.reserved)}  allocated "
                  f"{format_bytes(state.allocated)}")
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
@@ -153,7 +154,7 @@ class PoolScreen(LinkedScreen):
                 f"usable free gap {format_bytes(oom.largest_usable_gap)}, "
                 f"{format_bytes(oom.free)} free in the pool.  {oom.verdict}.")
         if oom.message:
-            text += f"\n[dim]{oom.message}[/]"
+            text += f"\n[dim]{paint.plain(oom.message)}[/]"
         banner.update(text)
 
     def _details(self, state: PoolState, cursor: CursorState, segment: int | None,
@@ -178,8 +179,9 @@ class PoolScreen(LinkedScreen):
         name = self.book.segment_name(row)
         ghost = " (existed before the trace)" if self.index.seg_ghost[row] else ""
         return (f"[b]{name}[/b] {format_bytes(int(state.seg_size[i]))} "
-                f"{segs['kind'][row] or ''} segment, stream {_or_dash(segs['stream'][row])}, pool "
-                f"{segs['pool_id'][row] or '-'}{ghost}")
+                f"{paint.plain(segs['kind'][row] or '')} segment, stream "
+                f"{_or_dash(segs['stream'][row])}, pool {paint.plain(segs['pool_id'][row] or '-')}"
+                f"{ghost}")
 
     def _segment_figures(self, state: PoolState, i: int) -> str:
         return (f"allocated {format_bytes(int(state.seg_allocated[i]))} in "

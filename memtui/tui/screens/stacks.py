@@ -12,6 +12,7 @@ node's blocks.  ``v`` shows the call flame instead, ``t`` picks its thread, and
 from __future__ import annotations
 
 import numpy as np
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widget import Widget
@@ -21,6 +22,7 @@ from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
 from memtui.analysis.summary import format_bytes
+from memtui.errors import printable
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
@@ -127,12 +129,13 @@ class StacksScreen(LinkedScreen):
                     f"{paint.format_time(trace, t1, origin, 3)}")
         else:
             when = paint.format_time(trace, self.taken_at, origin)
-        text = (f"[b]Stacks[/b] {cursor.device}  {total} {MODE_NAMES[self.mode]} {when}"
+        text = (f"[b]Stacks[/b] {paint.plain(cursor.device)}  {total} "
+                f"{MODE_NAMES[self.mode]} {when}"
                 f" in {self.rows_counted.size:,} blocks (m)")
         if self.match_list:
             text += f"  [b]{len(self.match_list)} matches[/b]"
         if self.has_class("-flame") and self.flame is not None:
-            text = (f"[b]Call flame[/b] thread {self.flame.thread} "
+            text = (f"[b]Call flame[/b] thread {paint.plain(self.flame.thread)} "
                     f"({len(self.thread_names)} threads, t: next)  depth from "
                     f"{self.flame_view.first_depth}  {len(self.flame.name):,} calls")
         self.query_one("#status-line", Static).update(text)
@@ -142,7 +145,7 @@ class StacksScreen(LinkedScreen):
         if self.has_class("-flame") and self.flame is not None:
             chain = self.flame.stack_at(self.cursor.t)
             names = " > ".join(self.flame.label(c) for c in chain) or "(no call open)"
-            detail.update(f"at the cursor: {names}")
+            detail.update(Text(f"at the cursor: {printable(names)}"))
             return
         node = self.tree_view.selected
         figures = self.tree_view.figures
@@ -154,7 +157,7 @@ class StacksScreen(LinkedScreen):
         detail.update(
             f"[b]{format_bytes(int(figures.bytes[node]))}[/b] ({share:.1%}) in "
             f"{int(figures.blocks[node]):,} blocks   f: filter the Block table\n"
-            + "\n".join("  " * min(k, 8) + p for k, p in enumerate(path[-4:])))
+            + "\n".join("  " * min(k, 8) + paint.plain(p) for k, p in enumerate(path[-4:])))
 
     # -- keys ---------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
+from memtui.errors import printable
 from memtui.tui.widgets.curve import Markers, TrendPlot
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
@@ -190,7 +191,7 @@ class TrendScreen(Screen):
         for row in top.iter_rows(named=True):
             share = 100 * row["bytes"] / total if total else 0
             table.add_row(format_bytes(row["bytes"]), f"{share:.0f}", f"{row['blocks']:,}",
-                          row["where"])
+                          Text(printable(str(row["where"]))))  # a name from the file
         self.query_one("#live-table", Static).update(table)
 
     def trace_replaced(self) -> None:

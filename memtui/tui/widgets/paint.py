@@ -17,6 +17,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from memtui.errors import printable
 from memtui.model import MemoryTrace
 
 #: Block colours, from Tableau 10 and 20 as memory_viz: cool ones for blocks that are freed
@@ -90,6 +91,14 @@ def half_block_row(top: list[str | None], bottom: list[str | None]) -> tuple[lis
             fgs.append(up)
             bgs.append(down)
     return chars, fgs, bgs
+
+
+def plain(value: object) -> str:
+    """Text that came from a file (a device, a frame, an owner) made safe inside Rich
+    markup (Rich's and Textual's): every ``[`` escaped, not only those that look like a tag
+    (Textual reads ``[31m ... [b]`` as one tag), control characters shown as escapes."""
+    text = printable(str(value)).replace("[", "\\[")
+    return text + "\\" if text.endswith("\\") and not text.endswith("\\\\") else text
 
 
 def short_bytes(n: float) -> str:
