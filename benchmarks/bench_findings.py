@@ -2,7 +2,8 @@
 
 For each size it writes a synthetic snapshot with ``benchmarks/generate.py`` (a training
 loop with a planted leak, so the leak finder does its full work), then, in one fresh
-interpreter per repetition, times ``load_trace`` (the open) and
+interpreter per repetition, times ``load_trace`` (the open, from the file: the reopen
+cache is off) and
 ``memtui.analysis.findings.find_all`` on the loaded trace.  Goal (issue 16): findings on
 a 5M-event snapshot cost at most 0.3x the open time.  The machines are shared and noisy:
 read the ratio, best of ``--repeat``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -40,7 +42,8 @@ print(json.dumps({"open_s": opened - start, "findings_s": done - opened,
 
 
 def measure(path: Path) -> dict:
-    run = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], cwd=REPO,
+    env = {**os.environ, "MEMTUI_NO_CACHE": "1"}  # the open reads the file, not the cache
+    run = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], cwd=REPO, env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(run.stdout.strip().splitlines()[-1])
 

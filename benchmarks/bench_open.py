@@ -1,104 +1,148 @@
-"""Open-time benchmark: memtui's load against the bare read of the same file, in one run.
+"""Open-time benchmark: memtui against the bare read of the same file, paired, in one run.
 
 PyTorch snapshots: for each size it writes a synthetic snapshot with
-``benchmarks/generate.py``, then times, each in a fresh subprocess (so peak RSS is per
-measurement), the bare ``pickle.load`` of the file and ``memtui.sources.open_capture`` of
-it.  It prints both times, their ratio (goal: 1.5 or less, DESIGN.md section 5), the peak
-RSS of each, and the RSS beyond the bare read per event (goal: under 200 bytes).  The
-machines are shared and noisy: read the ratios.
+``benchmarks/generate.py``, then, ``--repeat`` rounds of each of these in turn (a fresh
+process each, so every figure is a whole process as a user runs it; the readers take
+turns, so the drift of a shared machine hits them alike), and prints medians:
 
-msMemScope DBs: ``benchmarks/bench_open_memscope.py`` writes a DB of every column and
-times ``open_capture`` against sqlite3's ``fetchall`` of the same rows (section 2 below).
+* ``pickle.load``: the bare read of the file, collector on, as anyone would call it
+  (the baseline);
+* ``pickle.load, gc off``: the same with Python's cyclic collector disabled;
+* ``summary``: ``memtui summary --no-cache`` (import, load, every figure, print);
+* ``first``: ``memtui summary`` with an empty cache (what a user's first open costs,
+  the cache entry written in the background included);
+* ``reopen``: ``memtui summary`` again, the cache now warm.
 
-    python benchmarks/bench_open.py                 # snapshots 1M, 5M; msMemScope 10M rows
-    python benchmarks/bench_open.py --events 200000 --memscope-rows 200000 --repeat 1
+It prints wall seconds, the ratios to ``pickle.load`` (goals: summary <= 0.8x, reopen
+<= 0.1x of first), CPU seconds (less noisy on a shared machine), seconds per million events
+(linear growth: about constant across sizes) and the peak RSS beyond the bare read per event
+(goal: under 150 B).
+
+msMemScope DBs: ``benchmarks/bench_open_memscope.py`` (section 2 below).
+
+    python benchmarks/bench_open.py                          # 1M, 2M, 4M events
+    python benchmarks/bench_open.py --events 1000000 2000000 --repeat 3 --memscope-rows
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-_MEASURE = r"""
-import json, pickle, resource, sys, time
-path, what = sys.argv[1], sys.argv[2]
-start = time.perf_counter()
-if what == "bare":
-    with open(path, "rb") as fh:
-        data = pickle.load(fh)
-else:
-    from memtui.sources import open_capture
-    data = open_capture(path)
-elapsed = time.perf_counter() - start
-print(json.dumps({"seconds": elapsed,
-                  "rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-"""
+_BARE = "import pickle, sys\nwith open(sys.argv[1], 'rb') as fh:\n    pickle.load(fh)\n"
+_BARE_NOGC = "import gc\ngc.disable()\n" + _BARE
 
 
-def measure(path: Path, what: str) -> dict:
-    """Time one read of ``path`` (``bare`` or ``memtui``) in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", _MEASURE, str(path), what], cwd=REPO,
-                          capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def run_process(argv: list[str], env: dict[str, str] | None = None) -> dict:
+    """Wall seconds, CPU seconds and peak RSS of one whole process."""
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise RuntimeError(f"{argv} exited {child.returncode}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+            "rss": usage.ru_maxrss * 1024}
 
 
-def best_of(path: Path, what: str, repeat: int) -> dict:
-    runs = [measure(path, what) for _ in range(repeat)]
-    return min(runs, key=lambda r: r["seconds"])
+def readers(path: Path, cache_home: Path) -> dict[str, tuple[list[str], dict | None]]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home), "PYTHONPATH": str(REPO)}
+    memtui = [sys.executable, "-m", "memtui.cli", "summary"]
+    return {
+        "bare": ([sys.executable, "-c", _BARE, str(path)], None),
+        "bare_nogc": ([sys.executable, "-c", _BARE_NOGC, str(path)], None),
+        "summary": ([*memtui, "--no-cache", str(path)], env),
+        "first": ([*memtui, str(path)], env),
+        "reopen": ([*memtui, str(path)], env),
+    }
+
+
+def paired(path: Path, repeat: int) -> dict[str, dict[str, float]]:
+    """Medians of ``repeat`` rounds, each round every reader once, in turn."""
+    runs: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as cache_home:
+        for _ in range(repeat):
+            subprocess.run([sys.executable, "-m", "memtui.cli", "cache", "clear"], cwd=REPO,
+                           env={**os.environ, "XDG_CACHE_HOME": cache_home,
+                                "PYTHONPATH": str(REPO)},
+                           stdout=subprocess.DEVNULL, check=True)
+            for what, (argv, env) in readers(path, Path(cache_home)).items():
+                runs.setdefault(what, []).append(run_process(argv, env))
+    return {what: {k: statistics.median(r[k] for r in done) for k in ("wall", "cpu", "rss")}
+            for what, done in runs.items()}
 
 
 def bench_snapshot(n_events: int, repeat: int, folder: Path) -> dict:
     from benchmarks.generate import write_snapshot
 
-    path = write_snapshot(folder / f"bench_{n_events}.pickle", n_events=n_events)
-    bare = best_of(path, "bare", repeat)
-    ours = best_of(path, "memtui", repeat)
+    path = folder / f"bench_{n_events}.pickle"
+    if not path.exists():
+        write_snapshot(path, n_events=n_events)
+    m = paired(path, repeat)
+    bare = m["bare"]
     return {
-        "events": n_events,
-        "file_mb": path.stat().st_size / 1e6,
-        "bare_s": bare["seconds"],
-        "memtui_s": ours["seconds"],
-        "ratio": ours["seconds"] / bare["seconds"],
-        "bare_rss_mb": bare["rss_bytes"] / 1e6,
-        "memtui_rss_mb": ours["rss_bytes"] / 1e6,
-        "extra_bytes_per_event": (ours["rss_bytes"] - bare["rss_bytes"]) / n_events,
+        "events": n_events, "file_mb": path.stat().st_size / 1e6, **{
+            f"{what}_{k}": v for what, figures in m.items() for k, v in figures.items()},
+        "summary_ratio": m["summary"]["wall"] / bare["wall"],
+        "summary_cpu_ratio": m["summary"]["cpu"] / bare["cpu"],
+        "nogc_ratio": m["bare_nogc"]["wall"] / bare["wall"],
+        "first_ratio": m["first"]["wall"] / bare["wall"],
+        "reopen_of_first": m["reopen"]["wall"] / m["first"]["wall"],
+        "reopen_cpu_of_first": m["reopen"]["cpu"] / m["first"]["cpu"],
+        "s_per_m": m["summary"]["wall"] / (n_events / 1e6),
+        "extra_b_per_event": (m["summary"]["rss"] - bare["rss"]) / n_events,
     }
+
+
+def print_snapshots(results: list[dict]) -> None:
+    print("PyTorch snapshots: medians of paired runs, whole processes (wall s; CPU s in [])")
+    print(f"{'events':>9} {'MB':>5} | {'pickle.load':>13} {'gc off':>6} | {'summary':>13} "
+          f"{'ratio':>5} {'[cpu]':>5} | {'first':>6} {'reopen':>6} {'re/first':>8} "
+          f"{'[cpu]':>5} | {'s/M ev':>6} {'extra B/ev':>10}")
+    for r in results:
+        print(f"{r['events']:>9} {r['file_mb']:>5.0f} | {r['bare_wall']:>6.2f} "
+              f"[{r['bare_cpu']:>5.2f}] {r['nogc_ratio']:>5.2f}x | {r['summary_wall']:>6.2f} "
+              f"[{r['summary_cpu']:>5.2f}] {r['summary_ratio']:>4.2f}x "
+              f"{r['summary_cpu_ratio']:>4.2f}x | {r['first_wall']:>6.2f} "
+              f"{r['reopen_wall']:>6.2f} {r['reopen_of_first']:>7.3f}x "
+              f"{r['reopen_cpu_of_first']:>4.2f}x | {r['s_per_m']:>6.2f} "
+              f"{r['extra_b_per_event']:>10.0f}", flush=True)
+    print("goals: summary <= 0.80x pickle.load; reopen <= 0.10x first; s/M constant "
+          "(linear); extra <= 150 B/event")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, nargs="*", default=[1_000_000, 5_000_000])
-    parser.add_argument("--memscope-rows", type=int, nargs="*", default=[10_000_000])
-    parser.add_argument("--repeat", type=int, default=3, help="best of N runs each")
+    parser.add_argument("--events", type=int, nargs="*",
+                        default=[1_000_000, 2_000_000, 4_000_000])
+    parser.add_argument("--memscope-rows", type=int, nargs="*", default=[])
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (medians are printed)")
+    parser.add_argument("--keep", type=Path, help="keep generated inputs in this folder")
     args = parser.parse_args()
-    print("PyTorch snapshots: memtui open_capture against pickle.load")
-    print(f"{'events':>10} {'file MB':>8} {'pickle.load s':>14} {'memtui s':>9} {'ratio':>6} "
-          f"{'bare RSS MB':>12} {'memtui RSS MB':>14} {'extra B/event':>14}")
     with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        results = []
         for n_events in args.events:
-            r = bench_snapshot(n_events, args.repeat, Path(tmp))
-            print(f"{r['events']:>10} {r['file_mb']:>8.1f} {r['bare_s']:>14.2f} "
-                  f"{r['memtui_s']:>9.2f} {r['ratio']:>6.2f} {r['bare_rss_mb']:>12.0f} "
-                  f"{r['memtui_rss_mb']:>14.0f} {r['extra_bytes_per_event']:>14.0f}",
-                  flush=True)
+            results.append(bench_snapshot(n_events, args.repeat, folder))
+        if results:
+            print_snapshots(results)
     if args.memscope_rows:
-        from benchmarks.bench_open_memscope import bench_memscope
+        from benchmarks.bench_open_memscope import main as memscope_main
 
-        print("\nmsMemScope DBs: memtui open_capture against sqlite3 fetchall of the table")
-        print(f"{'rows':>10} {'file MB':>8} {'fetchall s':>10} {'memtui s':>9} {'ratio':>6} "
-              f"{'bare RSS MB':>12} {'memtui RSS MB':>14} {'extra B/row':>12}")
-        for rows in args.memscope_rows:
-            r = bench_memscope(rows, max(1, args.repeat - 2))
-            print(f"{r['rows']:>10} {r['file_mb']:>8.0f} {r['fetchall_s']:>10.2f} "
-                  f"{r['memtui_s']:>9.2f} {r['ratio']:>6.2f} {r['fetchall_rss_mb']:>12.0f} "
-                  f"{r['memtui_rss_mb']:>14.0f} {r['extra_bytes_per_row']:>12.0f}", flush=True)
+        print()
+        memscope_main(["--rows", *map(str, args.memscope_rows),
+                       "--repeat", str(args.repeat)])
 
 
 if __name__ == "__main__":

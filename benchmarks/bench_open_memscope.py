@@ -92,12 +92,12 @@ def bench_memscope(rows: int, repeat: int = 1, db: Path | None = None) -> dict:
         }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="*", default=[1_000_000])
     parser.add_argument("--repeat", type=int, default=1, help="best of N runs each")
     parser.add_argument("--db", type=Path, help="bench this DB instead of generating one")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"{'rows':>10} {'file MB':>8} {'fetchall s':>10} {'iterate s':>9} {'memtui s':>8} "
           f"{'ratio':>6} {'(vs iter)':>9} {'fetchall RSS':>12} {'memtui RSS':>10} "
           f"{'extra B/row':>11}")

@@ -11,7 +11,8 @@ name), then, in one run, times :func:`memtui.rankload.stream_results` over them:
 
 For each it prints the time to the first rank's rows and to all of them, and the ratios
 against ``serial``.  Then it opens the Ranks screen headless (Textual's ``run_test``) on
-the pool and prints the time from start to the first row on the screen.  The machines are
+the pool and prints the time from start to the first row on the screen.  The reopen
+cache is off (``--no-cache``): every mode reads the files themselves.  The machines are
 shared and noisy: read the ratios.
 
     python benchmarks/bench_ranks.py             # 32 ranks of 200k events
@@ -32,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.generate import make_snapshot  # noqa: E402
+from memtui import cache  # noqa: E402
 from memtui.rankload import cores, dask_available, prepare_processes, stream_results  # noqa: E402
 from memtui.sources.ranks import discover_ranks  # noqa: E402
 
@@ -93,6 +95,7 @@ def main() -> None:
     print(f"{args.ranks} ranks of {args.events:,} events in {folder} "
           f"(written in {time.perf_counter() - started:.1f} s); {cores()} cores")
     captures = discover_ranks([folder]).captures
+    cache.disable()  # every mode reads the files (the workers inherit the setting)
     prepare_processes()
     results = {"serial": time_stream(captures, how="serial"),
                "pool": time_stream(captures, how="pool")}

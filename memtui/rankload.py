@@ -167,7 +167,8 @@ def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
                 yield future.result()
     finally:
         # Every future done: wait for the pool's own threads, else the interpreter's exit
-        # hook writes to a closed pipe and prints a traceback (Python 3.11).
+        # hook writes to a closed pipe and prints a traceback (Python 3.11).  Stopped
+        # early: drop what has not started; running ranks finish on their own.
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 

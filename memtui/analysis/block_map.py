@@ -9,8 +9,9 @@ is the sum of the live blocks below it in that order.
 :func:`rasterise` draws a view ``[t0, t1]`` into ``width`` columns and ``2 * height``
 pixel rows (a terminal cell holds two pixels with ``▀``). Each column shows the stack at
 one moment: the time of its highest level (:meth:`BlockMapData.level`, the bytes of the
-live blocks), so peaks are never lost between columns. The ``detail`` largest blocks
-alive in the view get their own band; the rest are summed into one band on top
+live blocks), so peaks are never lost between columns. The ``detail``
+weightiest blocks of the view (by bytes x time alive in it, a quarter by size alone)
+get their own band; the rest are summed into one band on top
 (memory_viz's "summarized" band). Everything is numpy and independent of how many blocks
 are alive: a ``detail`` x ``width`` matrix of which drawn block is alive in which
 column, cumulative sums of sizes for the rest, and one ``searchsorted`` for all the
@@ -147,6 +148,8 @@ class BlockMapData:
         by_end = np.argsort(index.t_free, kind="stable")
         self.ends = index.t_free[by_end]
         self.end_bytes = np.concatenate([[0], np.cumsum(index.size[by_end])])
+        self._by_area: np.ndarray | None = None
+        _ = self.by_area  # built here, where a big trace's screen builds in a thread
 
     def live_bytes(self, times: np.ndarray) -> np.ndarray:
         """Bytes in blocks alive at each of ``times``."""
@@ -171,17 +174,58 @@ class BlockMapData:
 
     def largest_overlapping(self, t0: int, t1: int, n: int) -> np.ndarray:
         """Rows of the ``n`` largest blocks alive at some moment of ``[t0, t1]``."""
+        return self._first_overlapping(self.by_size, t0, t1, n)
+
+    def _first_overlapping(self, order: np.ndarray, t0: int, t1: int, n: int) -> np.ndarray:
+        """The first ``n`` rows of ``order`` alive at some moment of ``[t0, t1]``."""
         if n <= 0:
             return np.zeros(0, dtype=np.int64)
         ix, found, at = self.index, [], 0
         step = max(4 * n, 4096)
-        while at < self.by_size.size and sum(f.size for f in found) < n:
-            rows = self.by_size[at:at + step]
+        while at < order.size and sum(f.size for f in found) < n:
+            rows = order[at:at + step]
             found.append(rows[(ix.t_alloc[rows] <= t1) & (ix.t_free[rows] > t0)])
             at += step
             step *= 2
         rows = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
         return rows[:n]
+
+    def area_in(self, rows: np.ndarray, t0: int, t1: int) -> np.ndarray:
+        """Bytes x time alive inside ``[t0, t1]`` of each of ``rows`` (the area its band
+        covers in that view)."""
+        ix = self.index
+        begin = np.maximum(ix.t_alloc[rows], t0).astype(np.float64)
+        end = np.minimum(ix.t_free[rows], t1).astype(np.float64)
+        return ix.size[rows].astype(np.float64) * np.maximum(end - begin + 1.0, 0.0)
+
+    @property
+    def by_area(self) -> np.ndarray:
+        """Rows by bytes x time alive over the whole trace, largest first."""
+        if self._by_area is None:
+            ix = self.index
+            area = self.area_in(np.arange(ix.block_id.size), ix.t_start, ix.t_end)
+            self._by_area = np.argsort(-area, kind="stable")
+        return self._by_area
+
+    def weightiest_overlapping(self, t0: int, t1: int, n: int) -> np.ndarray:
+        """Rows of the ``n`` blocks that explain the picture of ``[t0, t1]``: a quarter by
+        size alone (short spikes), the rest by bytes x time alive inside the view (the
+        area a band covers: long-lived blocks, a leak's staircase); each at most once.
+
+        The candidates for the rest are the ``4 n`` in view with the most area over the
+        whole trace (a block's area in a view is at most its whole area), so the cost
+        does not grow with the blocks alive; over the whole trace the choice is exact."""
+        if n <= 0:
+            return np.zeros(0, dtype=np.int64)
+        by_size = self.largest_overlapping(t0, t1, max(n // 4, 1))
+        want = n - by_size.size
+        candidates = self._first_overlapping(self.by_area, t0, t1, 4 * n)
+        candidates = candidates[~np.isin(candidates, by_size)]
+        if want <= 0 or candidates.size == 0:
+            return by_size
+        area = self.area_in(candidates, t0, t1)
+        best = candidates[np.argsort(-area, kind="stable")[:want]]
+        return np.concatenate([by_size, best]).astype(np.int64)
 
 
 def rasterise(
@@ -192,7 +236,7 @@ def rasterise(
     ix = data.index
     width, pixel_rows = max(int(width), 1), max(int(height), 1) * 2
     times = peaks.column_times(t0, t1, width)
-    drawn = data.largest_overlapping(t0, t1, detail)
+    drawn = data.weightiest_overlapping(t0, t1, detail)
     drawn = drawn[np.argsort(data.rank[drawn], kind="stable")]  # bottom first
     alive = (ix.t_alloc[drawn][:, None] <= times[None, :]) & (
         ix.t_free[drawn][:, None] > times[None, :])

@@ -64,14 +64,28 @@ def frame_label() -> pl.Expr:
     )
 
 
-def stack_top_frames(trace: MemoryTrace) -> pl.DataFrame:
+#: The rules for the frame that names a stack, and how the screens say them.
+TOP_RULES = {
+    "user": "innermost user frame",
+    "outer": "outermost user frame",
+    "innermost": "innermost frame",
+}
+
+
+def stack_top_frames(trace: MemoryTrace, rule: str = "user") -> pl.DataFrame:
     """One row per stack: ``stack_id``, the frame that names it (``name``, ``filename``,
     ``line``) and its label ``top``.
 
-    That frame is the innermost Python frame outside torch itself, else the innermost
-    Python frame, else the innermost frame that memory_viz does not omit and that is not
-    the allocator's own, else the innermost frame.
+    Under ``rule="user"`` (the default) that frame is the innermost Python frame outside
+    torch itself (the user's code nearest the allocation), else the innermost Python
+    frame, else the innermost frame that memory_viz does not omit and that is not the
+    allocator's own, else the innermost frame.  ``"outer"`` takes the outermost user frame
+    instead (the entry of the user's code: ``train``, ``main``), with the same fallbacks.
+    ``"innermost"`` takes the innermost frame that is neither omitted nor the
+    allocator's (often C++ or torch code), else the innermost frame.
     """
+    if rule not in TOP_RULES:
+        raise ValueError(f"unknown stack top rule {rule!r}: one of {', '.join(TOP_RULES)}")
     schema = {"stack_id": pl.Int32, "name": pl.String, "filename": pl.String,
               "line": pl.Int64, "top": pl.String}
     if trace.stacks.is_empty():
@@ -99,23 +113,27 @@ def stack_top_frames(trace: MemoryTrace) -> pl.DataFrame:
         .group_by("stack_id", maintain_order=True)
         .agg(
             user=frame.filter(pl.col("user").fill_null(False)).first(),
+            outer=frame.filter(pl.col("user").fill_null(False)).last(),
             python=frame.filter(pl.col("python").fill_null(False)).first(),
             keep=frame.filter(~pl.col("skip").fill_null(False)).first(),
             any=frame.first(),
         )
     )
+    order = {"user": ("user", "python", "keep", "any"), "outer": ("outer", "python", "keep",
+                                                                  "any"),
+             "innermost": ("keep", "any")}[rule]
     chosen = firsts.select(pl.col("stack_id").cast(pl.Int32),
-                           frame_id=pl.coalesce("user", "python", "keep", "any"))
+                           frame_id=pl.coalesce(*order))
     named = trace.frames.with_columns(top=frame_label()).select(
         "frame_id", "name", "filename", "line", "top")
     return chosen.join(named, on="frame_id", how="left", maintain_order="left").select(
         list(schema)).cast(schema)
 
 
-def stack_tops(trace: MemoryTrace) -> pl.DataFrame:
+def stack_tops(trace: MemoryTrace, rule: str = "user") -> pl.DataFrame:
     """One row per stack: ``stack_id`` and ``top``, the label of the frame that names it
-    (see :func:`stack_top_frames`)."""
-    return stack_top_frames(trace).select("stack_id", "top")
+    under ``rule`` (see :func:`stack_top_frames`)."""
+    return stack_top_frames(trace, rule).select("stack_id", "top")
 
 
 def stack_lines(trace: MemoryTrace, stack_id: int | None) -> list[tuple[str, bool]]:

@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeVar
 
 import numpy as np
@@ -91,9 +92,18 @@ class DeviceIndex:
         self.seg_ghost = s["ghost"].fill_null(False).to_numpy()
         self.is_segment = (np.isin(self.block_id, _ints(s, "block_id", -1))
                            if "block_id" in s.columns else np.zeros(b.height, dtype=bool))
-        self.block_life = IntervalIndex(self.t_alloc, self.t_free)
-        self.segment_life = IntervalIndex(self.seg_t_alloc, self.seg_t_free)
         self._seq_lives: tuple[IntervalIndex, IntervalIndex] | None = None
+
+    # The interval indexes are built on first use: a one-off question (the findings' pool
+    # at one event) is answered from the arrays without them.
+
+    @cached_property
+    def block_life(self) -> IntervalIndex:
+        return IntervalIndex(self.t_alloc, self.t_free)
+
+    @cached_property
+    def segment_life(self) -> IntervalIndex:
+        return IntervalIndex(self.seg_t_alloc, self.seg_t_free)
 
     # -- lookups --------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ step and fragmentation.  A row is small (a few hundred bytes), so a process or a
 worker can load a whole rank, compute its rows and send back only them.
 
 :func:`flag_outliers` marks the rows whose figure lies beyond the median plus three median
-absolute deviations (MAD) of all rows, with a sentence saying which figure and by how
+absolute deviations (MAD) of the rows of its kind (host memory apart from accelerator
+memory: :func:`device_group`), with a sentence saying which figure and by how
 much.  The MAD is taken as at least 1% of the median, so ranks within a percent of each
 other are never outliers (identical ranks have a MAD of zero).  Only the high side
 counts: the rank that peaks or keeps more is the one that runs out of memory first.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -156,14 +158,22 @@ def median_and_spread(values: np.ndarray) -> tuple[float, float]:
     return median, max(mad, MIN_SPREAD * abs(median))
 
 
+def device_group(device: str) -> str:
+    """``"host"`` for host memory (``host``, ``cpu``, pinned), else ``"device"``: ranks are
+    only compared with devices of the same group."""
+    name = device.lower().rsplit("/", 1)[-1]
+    return "host" if name.startswith(("host", "cpu")) else "device"
+
+
 def flag_outliers(rows: Sequence[RankRow]) -> list[RankRow]:
     """``rows`` (copies) with ``outlier`` and ``why`` set by the rule of the module
     docstring, for every figure of :data:`OUTLIER_FIGURES` that at least
-    :data:`MIN_ROWS` rows have."""
+    :data:`MIN_ROWS` rows of one :func:`device_group` have."""
     reasons: list[list[str]] = [[] for _ in rows]
-    for attribute, words in OUTLIER_FIGURES:
+    groups = [device_group(row.device) for row in rows]
+    for (attribute, words), group in product(OUTLIER_FIGURES, sorted(set(groups))):
         known = [(i, getattr(row, attribute)) for i, row in enumerate(rows)
-                 if getattr(row, attribute) is not None]
+                 if groups[i] == group and getattr(row, attribute) is not None]
         if len(known) < MIN_ROWS:
             continue
         values = np.array([value for _, value in known], dtype=np.float64)
@@ -229,12 +239,13 @@ def format_ranks(data: dict[str, Any], rows: Sequence[RankRow]) -> str:
             f"{row.path}")
     for row in rows:
         if row.outlier:
-            lines.append(f"  outlier: rank {row.rank} {row.device}: {row.why}")
+            rank = "-" if row.rank is None else row.rank
+            lines.append(f"  outlier: rank {rank} {row.device}: {row.why}")
     for warning in data["warnings"]:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
 
-__all__ = ["CURVE_POINTS", "OUTLIER_FIGURES", "RankRow", "finding_figures", "flag_outliers",
-           "format_peak_time", "format_ranks", "median_and_spread", "rank_rows", "sort_rows",
-           "sparkline"]
+__all__ = ["CURVE_POINTS", "OUTLIER_FIGURES", "RankRow", "device_group", "finding_figures",
+           "flag_outliers", "format_peak_time", "format_ranks", "median_and_spread",
+           "rank_rows", "sort_rows", "sparkline"]

@@ -81,6 +81,30 @@ def _series_rank(name: str) -> int:
     return SERIES_ORDER.index(name) if name in SERIES_ORDER else len(SERIES_ORDER)
 
 
+def _matches(group: dict, keys: list[str]) -> pl.Expr:
+    expr = pl.lit(True)
+    for key in keys:
+        expr = expr & (pl.col(key) == group[key])
+    return expr
+
+
+def _legend_order(groups: list[dict], levels: list[Level], keys: list[str],
+                  hide_empty: bool) -> list[int]:
+    """The order of the legend: the stream or component holding the most bytes first
+    (by its series' highest peak), Insight's series order inside one; series that are
+    zero throughout are left out where ``hide_empty`` (a Group By's many empty parts)."""
+    peaks = [int(level.values.max()) if level.values.size else 0 for level in levels]
+    keep = [i for i in range(len(groups)) if not hide_empty or peaks[i] > 0]
+    if len(keys) == 1:
+        return sorted(keep, key=lambda i: _series_rank(groups[i]["series"]))
+    part_peak: dict = {}
+    for i in keep:
+        part = groups[i][keys[0]]
+        part_peak[part] = max(part_peak.get(part, 0), peaks[i])
+    return sorted(keep, key=lambda i: (-part_peak[groups[i][keys[0]]], str(groups[i][keys[0]]),
+                                       _series_rank(groups[i]["series"])))
+
+
 def _event_series(timeline: Timeline) -> list[Series]:
     series = [Series("allocated", "alloc", timeline.allocated, role="allocated")]
     if timeline.active_differs:
@@ -112,14 +136,11 @@ def trend_series(
         rows = rows.filter(pl.col("component").is_null() & pl.col("stream").is_null())
         keys = ["series"]
     groups = rows.select(keys).unique(maintain_order=True).to_dicts()
-    groups.sort(key=lambda g: (str(g.get(keys[0])) if len(keys) > 1 else "",
-                               _series_rank(g["series"])))
+    levels = [_level(rows.filter(_matches(group, keys))) for group in groups]
+    order = _legend_order(groups, levels, keys, hide_empty=group_by != "overall")
     out: list[Series] = []
-    for group in groups:
-        expr = pl.lit(True)
-        for key in keys:
-            expr = expr & (pl.col(key) == group[key])
-        name = group["series"]
+    for i in order:
+        group, name = groups[i], groups[i]["series"]
         if group_by == "stream":
             label = f"{name.split()[-1]} of stream {group['stream']}"
             short = f"{name.split()[-1][:5]} s{group['stream']}"
@@ -129,7 +150,7 @@ def trend_series(
         else:
             label, short = name, _short(name)
         role = "allocated" if not out and name.endswith("Allocated") else "line"
-        out.append(Series(label, short, _level(rows.filter(expr)), role=role))
+        out.append(Series(label, short, levels[i], role=role))
     return out
 
 

@@ -30,11 +30,13 @@ def capture_path(arg: str | None) -> Path:
 def several_captures(paths: list[str], force: bool = False, at_least: int = 2) -> bool:
     """Whether ``paths`` open as ranks: ``at_least`` paths or more, one folder holding
     several captures, or ``force`` (``--ranks``)."""
-    from memtui.sources.ranks import count_captures
-
     if force or len(paths) >= at_least:
         return bool(paths)
-    return len(paths) == 1 and Path(paths[0]).is_dir() and count_captures(paths) >= 2
+    if len(paths) != 1 or not Path(paths[0]).is_dir():
+        return False  # one file: no need to import every source to count captures
+    from memtui.sources.ranks import count_captures
+
+    return count_captures(paths) >= 2
 
 
 def common_folder(paths: list[str]) -> str:

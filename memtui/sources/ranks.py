@@ -71,10 +71,12 @@ def discover_ranks(paths: Sequence[str | Path]) -> Discovery:
         path = Path(raw)
         if path.is_dir():
             candidates = _walk(path, 0)
+            top = path.parent
             if not candidates:
                 found.warnings.append(f"{path}: no capture found in this folder")
         elif path.exists():
             candidates = [path]
+            top = path.parent.parent
         else:
             found.warnings.append(f"{path}: no such file or folder")
             continue
@@ -82,7 +84,7 @@ def discover_ranks(paths: Sequence[str | Path]) -> Discovery:
             key = candidate.absolute()
             if key not in seen:
                 seen.add(key)
-                found.captures.append(describe(candidate))
+                found.captures.append(describe(candidate, top))
     found.captures.sort(key=_order)
     return found
 
@@ -92,14 +94,24 @@ def count_captures(paths: Sequence[str | Path]) -> int:
     return len(discover_ranks(paths).captures)
 
 
-def describe(path: Path) -> RankCapture:
-    """A capture with the rank and device its names (and profiler_info) tell."""
-    return RankCapture(path=path, rank=rank_of(path), device_id=_device_of(path))
+def describe(path: Path, top: Path | None = None) -> RankCapture:
+    """A capture with the rank and device its names (and profiler_info) tell; only the
+    parts of ``path`` below ``top`` count (folders above what the user gave say nothing)."""
+    return RankCapture(path=path, rank=rank_of(path, top), device_id=_device_of(path, top))
 
 
-def rank_of(path: Path) -> int | None:
-    """The rank ``path`` names, innermost part first; for a profiler folder, the
-    ``rank_id`` of its ``profiler_info_{N}.json``."""
+def _parts_below(path: Path, top: Path | None) -> tuple[str, ...]:
+    if top is not None:
+        try:
+            return path.relative_to(top).parts
+        except ValueError:
+            pass
+    return path.parts
+
+
+def rank_of(path: Path, top: Path | None = None) -> int | None:
+    """The rank ``path`` names (its parts below ``top``), innermost part first; for a
+    profiler folder, the ``rank_id`` of its ``profiler_info_{N}.json``."""
     if path.is_dir():
         rank = _rank_of_info(path)
         if rank is not None:
@@ -107,15 +119,15 @@ def rank_of(path: Path) -> int | None:
     match = _PROFILER_DB.search(path.name)
     if match:
         return int(match.group(1))
-    for part in reversed(path.parts):
+    for part in reversed(_parts_below(path, top)):
         match = _RANK_NAME.search(part)
         if match:
             return int(match.group(1))
     return None
 
 
-def _device_of(path: Path) -> str | None:
-    for part in reversed(path.parts):
+def _device_of(path: Path, top: Path | None = None) -> str | None:
+    for part in reversed(_parts_below(path, top)):
         match = _DEVICE_DIR.match(part)
         if match:
             return match.group(1)

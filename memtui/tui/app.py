@@ -41,7 +41,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from memtui.analysis.at_time import LiveBlocks, Timeline
-from memtui.analysis.callstack import stack_tops
+from memtui.analysis.callstack import TOP_RULES, stack_tops
 from memtui.errors import CaptureError, printable
 from memtui.loading import check_input
 from memtui.model import MemoryTrace
@@ -53,6 +53,7 @@ from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
 EXIT_CRASH = 1
 EXIT_BAD_INPUT = 2
+LEGEND_TITLE = "Legend (colours and marks of this screen)"
 DEFAULT_THEME = "ansi-dark"  # the terminal's own colours
 
 
@@ -80,11 +81,14 @@ class MemtuiApp(App[int]):
         Binding("z", "zoom_in", "Zoom"),
         Binding("Z", "zoom_out", "Zoom out", show=False),
         Binding("d", "device", "Device"),
+        Binding("T", "stack_top", "Stack top rule", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
+    #: which frame names a stack (analysis.callstack.TOP_RULES); ``T`` cycles it
+    top_rule: reactive[str] = reactive("user", init=False)
     #: Findings per device (memtui.analysis.findings), None until the worker is done.
     findings: reactive[dict | None] = reactive(None, init=False)
 
@@ -189,9 +193,30 @@ class MemtuiApp(App[int]):
 
     def notify(self, message: str, *, title: str = "", severity="information",
                timeout: float | None = None, markup: bool = False) -> None:
-        """Textual's notify, but plain text by default: messages carry names from files."""
+        """A toast, always plain text: key names (``[`` ``]``) and names from files are
+        never read as Rich markup (``markup`` is accepted and ignored: a screen's
+        ``self.notify`` passes ``markup=True``)."""
         super().notify(printable(message), title=title, severity=severity, timeout=timeout,
-                       markup=markup)
+                       markup=False)
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Save an SVG of the screen where a server has room for it ($XDG_PICTURES_DIR,
+        else the current folder, else the temp folder) and say where; in a browser
+        (``memtui serve``) the browser downloads it."""
+        if self.is_web:
+            return super().deliver_screenshot(filename, path, time_format)
+        name = filename or f"memtui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        for folder in screenshot_folders(path):
+            target = folder / name
+            try:
+                target.write_text(self.export_screenshot(), encoding="utf-8")
+            except OSError:
+                continue
+            self.notify(f"Screenshot saved to {target}", title="screenshot", timeout=8)
+            return str(target)
+        self.notify("Could not save the screenshot: no writable folder", severity="error")
+        return None
 
     # -- crashes --------------------------------------------------------------------------
 
@@ -332,9 +357,22 @@ class MemtuiApp(App[int]):
         return self._timelines[device]
 
     def stack_tops(self) -> pl.DataFrame:
+        """stack_id -> ``top``, the label of the frame that names the stack under the
+        current ``top_rule``."""
         if self._tops is None:
-            self._tops = stack_tops(self.trace)
+            self._tops = stack_tops(self.trace, self.top_rule)
         return self._tops
+
+    def watch_top_rule(self) -> None:
+        self._tops = None
+        self._live.clear()
+
+    def action_stack_top(self) -> None:
+        """Cycle the frame that names a stack: innermost user frame, outermost user frame,
+        innermost frame."""
+        rules = list(TOP_RULES)
+        self.top_rule = rules[(rules.index(self.top_rule) + 1) % len(rules)]
+        self.notify(f"Stacks are named by their {TOP_RULES[self.top_rule]} (T: change)")
 
     def live_blocks(self, device: str) -> LiveBlocks:
         if device not in self._live:
@@ -482,10 +520,18 @@ class MemtuiApp(App[int]):
             title = SCREEN_TITLES.get(self.current_mode, "This screen")
             sections.append((f"{title} screen", screen_rows))
         sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
+        legend = getattr(screen, "legend_rows", None)
+        if legend is not None:
+            sections.append((LEGEND_TITLE, legend()))
         return sections
 
     def get_system_commands(self, screen: Screen):
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Keys", "Screenshot"):  # ours below, once each
+                yield command
+        yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the folder "
+                            "is $XDG_PICTURES_DIR, else the current one)",
+                            lambda: self.set_timer(0.1, self.deliver_screenshot))
         if not self._has_cursor():
             return
         for key, name in SCREEN_KEYS.items():
@@ -500,6 +546,8 @@ class MemtuiApp(App[int]):
             ("Zoom out (Z)", "Show twice as much time", self.action_zoom_out),
             ("Clear the window (x)", "Forget the selected window", self.action_clear_window),
             ("Switch device (d)", "Pick another device or rank", self.action_device),
+            ("Stack top rule (T)", "Name stacks by their innermost user frame, outermost "
+             "user frame or innermost frame", self.action_stack_top),
             ("Keys (?)", "Show every key binding", self.action_help),
         ]
         for title, help_text, callback in actions:
@@ -509,11 +557,20 @@ class MemtuiApp(App[int]):
 def _binding_rows(app: App, bindings) -> list[tuple[str, str]]:
     rows = []
     for binding in bindings:
-        if not isinstance(binding, Binding):
-            continue
+        if not isinstance(binding, Binding) or not binding.description:
+            continue  # a binding without a description is an internal one: never raw names
         keys = ", ".join(app.get_key_display(Binding(key, "")) for key in binding.key.split(","))
         rows.append((keys, binding.description or binding.action))
     return rows
+
+
+def screenshot_folders(path: str | None = None) -> list[Path]:
+    """Where a screenshot may go, best first: ``path``, $XDG_PICTURES_DIR, the current
+    folder, the temp folder (only folders that exist)."""
+    import tempfile
+
+    candidates = [path, os.environ.get("XDG_PICTURES_DIR"), os.getcwd(), tempfile.gettempdir()]
+    return [Path(c).expanduser() for c in candidates if c and Path(c).expanduser().is_dir()]
 
 
 def initial_device(trace: MemoryTrace) -> str | None:

@@ -161,6 +161,8 @@ class RanksApp(MemtuiApp):
         self._live = {}
         self._tops = None
         self.block_filter = None
+        self.findings = None  # the new rank's are found after its first paint
+        self._findings_started = False
         self.cursor = None
 
     # -- keys ---------------------------------------------------------------------------

@@ -174,14 +174,45 @@ def test_real_columns_stack_the_live_bytes(path):
     device = trace.meta.device_names[0]
     ix = device_index(trace, device)
     peaks = PeakFinder(allocated_level(trace, device))
-    raster = rasterise(BlockMapData(ix), peaks, ix.t_start, ix.t_end, 60, 12, detail=50)
+    data = BlockMapData(ix)
+    raster = rasterise(data, peaks, ix.t_start, ix.t_end, 60, 12, detail=50)
     for x, t in enumerate(raster.times.tolist()):
         assert raster.totals[x] == ix.size[ix.blocks_at(t)].sum()
     assert raster.drawn.size == 50
     assert raster.candidates == ix.block_id.size  # the whole trace is in view
-    # the drawn blocks are the largest ones
-    assert ix.size[raster.drawn].min() >= np.sort(ix.size)[-50]
+    # the drawn blocks: a quarter the largest, the rest the most bytes x time in view
+    drawn = set(raster.drawn.tolist())
+    by_size = set(data.largest_overlapping(ix.t_start, ix.t_end, 12).tolist())
+    assert by_size <= drawn
+    begin = np.maximum(ix.t_alloc, ix.t_start).astype(float)
+    area = ix.size * (np.minimum(ix.t_free, ix.t_end).astype(float) - begin + 1)
+    chosen = np.array(sorted(drawn - by_size))
+    others = np.setdiff1d(np.arange(ix.size.size), raster.drawn)
+    assert others.size == 0 or area[chosen].min() >= area[others].max()
     assert set(np.unique(raster.pixels)) <= set(raster.drawn.tolist()) | {EMPTY, SUMMARIZED}
     # the tallest column fills the map
     tallest = int(np.argmax(raster.totals))
     assert raster.pixels[0, tallest] != EMPTY
+
+
+def test_the_drawn_blocks_are_those_that_explain_the_picture():
+    """Issue 17: a leak's long-lived small blocks were summed grey while short big ones
+    got bands.  Three 100-byte blocks alive throughout (ids 0-2), a 1000-byte spike over
+    [5, 6) (id 3), 300 bytes over [5, 7) (id 4).  Detail 2 over [0, 10]: a quarter by
+    size (the spike), the rest by bytes x time in view: a long-lived block (100 x 11 =
+    1100) beats the 300-byte one (300 x 3 = 900)."""
+    rows = [{"block_id": i, "addr": 0x100 * (i + 1), "size": 100, "t_alloc": 0,
+             "t_free": None, "ghost": False} for i in range(3)]
+    rows += [{"block_id": 3, "addr": 0x1000, "size": 1000, "t_alloc": 5, "t_free": 6,
+              "ghost": False},
+             {"block_id": 4, "addr": 0x2000, "size": 300, "t_alloc": 5, "t_free": 7,
+              "ghost": False}]
+    trace = blocks_trace(rows, [0, 5, 6, 7], [300, 1600, 600, 300])
+    ix = device_index(trace, "cuda:0")
+    data = BlockMapData(ix)
+    drawn = data.weightiest_overlapping(0, 10, 2)
+    ids = sorted(ix.block_id[drawn].tolist())
+    assert ids[-1] == 3 and ids[0] in (0, 1, 2) and 4 not in ids
+    assert data.largest_overlapping(0, 10, 2).tolist() != drawn.tolist()  # size alone differs
+    # a view of the spike only: every block alive there fits, all drawn
+    assert sorted(ix.block_id[data.weightiest_overlapping(5, 6, 8)].tolist()) == [0, 1, 2, 3, 4]

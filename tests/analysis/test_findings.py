@@ -106,6 +106,27 @@ def test_clean_loop_around_a_leak_keeps_bytes_per_step(steps, leak_kib, clean, c
     assert [f.detail["bytes_per_step"] for f in wrapped] == [leak]
 
 
+def test_leak_by_owner_without_stacks():
+    """msMemScope style: no call stacks, owners, mstx "step start" ranges as steps."""
+    b = TraceBuilder(source="msmemscope", path="/toy/leaks_dump.db")
+    b.alloc(None, 64 * MiB, owner="PTA@weight")
+    for _ in range(8):
+        b.step("step start", kind="mstx_range")
+        act = b.alloc(None, 32 * MiB, owner="PTA@activation")
+        b.alloc(None, 2 * MiB, owner="PTA@leaks_mem")
+        b.free(act)
+    (leak,) = leaks(b.build())
+    assert leak.detail["owner"] == "PTA@leaks_mem"
+    assert leak.detail["function"] is None
+    assert leak.detail["bytes_per_step"] == 2 * MiB
+    assert leak.detail["steps_from"] == "markers (step start)"
+    assert leak.title.startswith("PTA@leaks_mem leaks 2.0 MiB per step")
+    peak = find_peak(b.build(), DEVICE)[0]
+    by_owner = {row["label"]: row["bytes"] for row in peak.detail["by_owner"]}
+    assert by_owner == {"PTA@weight": 64 * MiB, "PTA@activation": 32 * MiB,
+                        "PTA@leaks_mem": 16 * MiB}
+
+
 # -- the peak ---------------------------------------------------------------------------------
 
 

@@ -97,3 +97,17 @@ def test_leak_and_fragmentation_come_from_the_findings():
     flagged = flag_outliers(rows)
     assert [r.outlier for r in flagged] == [False, False, True, False]
     assert flagged[2].why.startswith("leak per step 4.0 MiB is 4.0 MiB above the median 0 B")
+
+
+def test_host_memory_is_compared_with_host_memory_only():
+    from memtui.analysis.ranks import device_group
+
+    assert [device_group(d) for d in ("host", "cpu", "rank0/host", "npu:0", "cuda:1")] == [
+        "host", "host", "host", "device", "device"]
+    # Three NPUs at 1 MiB and three hosts at 20 MiB: nobody stands out in their own group.
+    rows = [RankRow(rank=r, device=device, path=f"r{r}", peak_allocated=size,
+                    peak_reserved=None, allocated_at_end=0, peak_time=0)
+            for r in range(3) for device, size in (("npu:0", MiB), ("host", 20 * MiB))]
+    assert not any(r.outlier for r in flag_outliers(rows))
+    rows[0].peak_allocated = 8 * MiB  # rank 0's NPU
+    assert [(r.rank, r.device) for r in flag_outliers(rows) if r.outlier] == [(0, "npu:0")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 import pytest
@@ -298,3 +300,35 @@ def test_cursor_rules():
     assert zoom((25, 75), 50, 4, (0, 100)) == (0, 100)
     state = settle(CursorState("d", t=500, view=(0, 10), window=(90, -5)), (0, 100))
     assert state.t == 100 and state.view == (90, 100) and state.window == (0, 90)
+
+
+def test_group_by_legend_puts_the_biggest_part_first_and_hides_empty_series():
+    """Issue 17: ``ADETECT Module Reserved 0 B`` came first and cut off the parts with
+    data.  Parts: ADETECT all zero, PTA peaks at 40, APP at 90: APP first, then PTA,
+    ADETECT left out; inside PTA Insight's order (Allocated before Reserved)."""
+    trace = profiler_trace()
+    extra = []
+    for t in (0, 10, 20):
+        extra.append({"t": t, "device": "npu:0", "series": "Operators Reserved",
+                      "component": "ADETECT", "stream": None, "bytes": 0})
+        extra.append({"t": t, "device": "npu:0", "series": "Operators Allocated",
+                      "component": "APP", "stream": None, "bytes": 30 * (1 + t // 10)})
+    curves = pl.concat([trace.curves, pl.DataFrame(extra, schema=trace.curves.schema)])
+    trace = dataclasses.replace(trace, curves=curves)
+    series = trend_series(trace, "npu:0", Timeline.build(trace, "npu:0"), "component")
+    assert [s.label for s in series] == ["APP Operators Allocated", "PTA Operators Allocated",
+                                         "PTA Operators Reserved"]
+    assert series[0].role == "allocated"
+    assert series[0].level.values.tolist() == [30, 60, 90]
+
+
+def test_stack_top_rules():
+    """Stack 0 is malloc <- forward <- main, stack 1 malloc <- main (innermost first)."""
+    trace = toy_trace()
+    by_rule = {rule: stack_tops(trace, rule).sort("stack_id")["top"].to_list()
+               for rule in ("user", "outer", "innermost")}
+    assert by_rule["user"] == [FORWARD, MAIN]
+    assert by_rule["outer"] == [MAIN, MAIN]
+    assert by_rule["innermost"] == [FORWARD, MAIN]  # the allocator's own frame is skipped
+    with pytest.raises(ValueError):
+        stack_tops(trace, "middle")

@@ -58,7 +58,7 @@ class TraceBuilder:
         self._event("segment_alloc", addr, size, None, None)
 
     def alloc(self, stack: str | None, size: int, addr: int | None = None,
-              requested: int | None = None) -> int:
+              requested: int | None = None, owner: str | None = None) -> int:
         if addr is None:
             addr = self.next_addr
             self.next_addr += size + 4096
@@ -67,7 +67,7 @@ class TraceBuilder:
         self.blocks[block] = {"block_id": block, "device": DEVICE, "addr": addr, "size": size,
                               "requested_size": requested or size, "t_alloc": self.seq * 1000,
                               "seq_alloc": self.seq, "stack_id": self._stack(stack),
-                              "pool": "CUDA", "stream": 0, "ghost": False}
+                              "pool": "CUDA", "stream": 0, "ghost": False, "owner": owner}
         self._event("alloc", addr, size, block, stack)
         return block
 
@@ -98,13 +98,13 @@ class TraceBuilder:
                              "name": f"out of memory: {size} bytes requested, "
                                      f"{device_free} free on the device"})
 
-    def step(self, name: str) -> None:
+    def step(self, name: str, kind: str = "annotation") -> None:
         """A step marker (``ProfilerStep#N``) starting at the next event."""
-        if self.markers and self.markers[-1].get("kind") == "annotation" \
+        if self.markers and self.markers[-1].get("kind") == kind \
                 and self.markers[-1]["t_end"] is None:
             self.markers[-1]["t_end"] = self.seq * 1000
         self.markers.append({"t": self.seq * 1000, "t_end": None, "device": DEVICE,
-                             "kind": "annotation", "name": name})
+                             "kind": kind, "name": name})
 
     def _name_of(self, stack_id: int | None) -> str | None:
         for name, sid in self.stack_names.items():

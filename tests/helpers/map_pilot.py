@@ -22,3 +22,9 @@ async def open_screen(pilot, name: str, at_end: bool = True) -> None:
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+def screen_text(app) -> str:
+    """Every line the current screen shows, as plain text (toasts and modals included)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(segment.text for segment in strip) for strip in strips)

@@ -51,3 +51,14 @@ def test_discovery_orders_by_rank_and_skips_companions(ranks_dir):
     assert found.warnings == []
     assert discover_ranks([ranks_dir / "rank3.pickle", ranks_dir / "rank1.pickle"]
                           ).captures[0].rank == 1
+
+
+def test_folders_above_the_given_one_name_no_rank(tmp_path):
+    run = tmp_path / "rank8_jobs" / "run"
+    for name in ("a.pickle", "b.pickle"):
+        (run / "snapshots").mkdir(parents=True, exist_ok=True)
+        (run / "snapshots" / name).write_bytes(b"x")
+    assert [c.rank for c in discover_ranks([run]).captures] == [None, None]
+    assert [c.rank for c in discover_ranks([tmp_path]).captures] == [8, 8]
+    files = [run / "snapshots" / "a.pickle", run / "snapshots" / "b.pickle"]
+    assert [c.rank for c in discover_ranks(files).captures] == [None, None]

@@ -84,6 +84,9 @@ async def test_ranks_screen(tmp_path: Path):
         await wait_for(pilot, lambda: app.trace.meta.path.endswith("rank1.pickle")
                        and app.current_mode == "trend" and app.cursor is not None)
         assert app.cursor.device == "cuda:1"
+        # the findings are rank 1's own, found again after its first paint
+        await wait_for(pilot, lambda: app.findings is not None)
+        assert set(app.findings) == {"cuda:1"}
         await pilot.press("2")
         await wait_for(pilot, lambda: app.current_mode == "blocks")
         assert "cuda:1" in str(app.screen.query_one("StatusBar").render())

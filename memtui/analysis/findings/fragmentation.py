@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.findings.model import Evidence, Finding
-from memtui.analysis.live import device_index
-from memtui.analysis.pool_state import PoolState, state_at, state_at_seq
+from memtui.analysis.findings.pool import pool_at_seq
+from memtui.analysis.pool_state import PoolState, state_at
 from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 
@@ -39,7 +39,8 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
     reserved = int(events["reserved"][at])
     has_pool = trace.device_segments(device).height > 0
     state = _state(trace, device, seq, t) if has_pool else None
-    end_state = state_at(trace, device, device_index(trace, device).t_end) if has_pool else None
+    last = trace.device_events(device).select("t", "seq").tail(1)
+    end_state = _state(trace, device, last["seq"][0], int(last["t"][0])) if has_pool else None
     detail = {
         "max_unused_bytes": worst,
         "max_unused_t": t,
@@ -72,7 +73,7 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
 
 def _state(trace: MemoryTrace, device: str, seq: int | None, t: int) -> PoolState:
     if seq is not None:
-        return state_at_seq(trace, device, int(seq))
+        return pool_at_seq(trace, device, int(seq), t)
     return state_at(trace, device, t)
 
 

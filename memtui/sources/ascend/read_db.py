@@ -24,7 +24,7 @@ import polars as pl
 
 from memtui.errors import CaptureError
 from memtui.sources.ascend import frames
-from memtui.sources.common.sqlite import connect_readonly
+from memtui.sources.common.sqlite import read_consistently, sqlite_problem
 
 
 @dataclass
@@ -45,24 +45,18 @@ class DbData:
 def read_db(path: Path) -> DbData:
     """Read the memory tables of one DB, or raise a CaptureError naming what is wrong."""
     try:
-        connection = connect_readonly(path)
+        return read_consistently(path, lambda connection: _Reader(path, connection).read())
     except sqlite3.Error as exc:
-        raise CaptureError(path, f"cannot open the SQLite database ({exc})") from None
-    try:
-        return _Reader(path, connection).read()
-    except sqlite3.DatabaseError as exc:
-        raise CaptureError(path, f"not a readable profiler database ({exc})") from None
-    finally:
-        connection.close()
+        raise CaptureError(path, f"not a readable profiler database: {sqlite_problem(exc)}"
+                           ) from None
 
 
 class _Reader:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self.db = connection
-        self.tables = {row[0] for row in connection.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         self.warnings: list[str] = []
+        self.tables = self._readable_tables()
 
     def read(self) -> DbData:
         records = self._records()
@@ -84,6 +78,17 @@ class _Reader:
         )
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _readable_tables(self) -> set[str]:
+        """Tables and views, but no recursive view (it could run forever)."""
+        names = set()
+        for name, kind, sql in self.db.execute(
+                "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"):
+            if kind == "view" and "recursive" in (sql or "").lower():
+                self.warnings.append(f"{self.path.name}: {name} is a recursive view: not read")
+                continue
+            names.add(name)
+        return names
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}

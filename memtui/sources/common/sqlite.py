@@ -7,12 +7,19 @@ raises, whatever the file holds.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sqlite3
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from memtui.sources.common.files import read_head
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+T = TypeVar("T")
 
 
 def is_sqlite(path: Path) -> bool:
@@ -20,24 +27,162 @@ def is_sqlite(path: Path) -> bool:
     return read_head(path, 16) == SQLITE_MAGIC
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection that never writes the file and never holds up a writer.
+class ReadOnlyConnection(sqlite3.Connection):
+    """A connection from :func:`connect_readonly`: knows the file it reads and whether that
+    file changed since it was opened, and removes its private copy (if any) on close."""
 
-    ``mode=ro`` keeps the file unchanged and reads through a live WAL.  A WAL-mode file
-    with no ``-wal`` beside it has no writer (a WAL writer keeps one while connected): it
-    is opened ``immutable``, so that SQLite creates no ``-wal``/``-shm`` beside the capture.
-    ``timeout`` rides out a rollback-journal writer's locks; text that is not UTF-8 is
-    decoded with replacement characters instead of failing the read.
+    source: Path
+    copy_dir: str | None = None
+    opened_as: tuple | None = None
+
+    def changed_since_open(self) -> bool:
+        """Whether the file (or its ``-wal``) changed since the connection opened."""
+        return self.copy_dir is None and _state(self.source) != self.opened_as
+
+    def close(self) -> None:
+        super().close()
+        if self.copy_dir is not None:
+            shutil.rmtree(self.copy_dir, ignore_errors=True)
+            self.copy_dir = None
+
+
+def connect_readonly(path: Path, private_copy: bool = False) -> ReadOnlyConnection:
+    """A read-only connection that never writes beside the file and never holds up a writer.
+
+    * a rollback-journal file is opened ``mode=ro`` (``timeout`` rides out a writer's locks);
+    * a WAL file with no ``-wal`` beside it has no writer: it is opened ``immutable``, so
+      that SQLite creates no ``-wal``/``-shm`` beside the capture;
+    * a WAL file with a ``-wal`` and a ``-shm``: a writer is connected, its shared memory is
+      read through (``mode=ro``), nothing is created;
+    * a ``-wal`` without a ``-shm`` is left over by a writer that died: SQLite would create
+      a ``-shm`` beside the capture (or fail in a read-only folder), so the file and its
+      ``-wal`` are copied to a private temporary folder and read there, as is everything
+      when ``private_copy`` (see :func:`read_consistently`).
+
+    Every query is bounded (:func:`_bound_queries`); text that is not UTF-8 is decoded with
+    replacement characters instead of failing the read.
     """
+    source = Path(path).resolve()
+    wal, shm = Path(f"{source}-wal"), Path(f"{source}-shm")
+    copy_dir = None
+    target, params = source, "mode=ro"
+    if private_copy or (wal.exists() and not shm.exists()):
+        copy_dir = tempfile.mkdtemp(prefix="memtui-sqlite-")
+        target = _copy_beside(source, Path(copy_dir))
+        params = "mode=rw"  # our own copy: SQLite may add its -shm there; query_only below
+    elif _wal_mode(source) and not wal.exists():
+        params += "&immutable=1"
+    opened_as = _state(source)
+    try:
+        con = sqlite3.connect(f"{target.as_uri()}?{params}", uri=True, timeout=5.0,
+                              isolation_level=None, check_same_thread=False,
+                              factory=ReadOnlyConnection)
+    except BaseException:
+        if copy_dir is not None:
+            shutil.rmtree(copy_dir, ignore_errors=True)
+        raise
+    con.source, con.copy_dir, con.opened_as = source, copy_dir, opened_as
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    con.execute("PRAGMA query_only = 1")
+    _bound_queries(con, source)
+    return con
+
+
+def readonly_uri(path: Path) -> str:
+    """The URI every reader opens ``path`` with (see :func:`connect_readonly`): ``mode=ro``,
+    plus ``immutable=1`` for a WAL-mode file with no ``-wal`` beside it."""
     path = Path(path).resolve()
     params = "mode=ro"
     if _wal_mode(path) and not Path(f"{path}-wal").exists():
         params += "&immutable=1"
-    con = sqlite3.connect(f"{path.as_uri()}?{params}", uri=True, timeout=5.0,
-                          isolation_level=None, check_same_thread=False)
-    con.text_factory = lambda b: b.decode("utf-8", "replace")
-    con.execute("PRAGMA query_only = 1")
+    return f"{path.as_uri()}?{params}"
+
+
+def connect_arrow(path: Path):
+    """An ADBC (Arrow) connection to ``path`` opened through :func:`readonly_uri`, or None
+    where ``adbc-driver-sqlite`` is missing or cannot open it.  Typed columns come back as
+    Arrow batches: no Python object per row, no text round trip."""
+    if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists():
+        return None  # a leftover -wal: SQLite would create a -shm beside the capture
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError:
+        return None
+    try:
+        con = adbc.connect(readonly_uri(path))
+        cursor = con.cursor()
+        cursor.execute("PRAGMA query_only = 1")
+        cursor.close()
+    except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
+        return None
     return con
+
+
+def read_consistently(path: Path, read: Callable[[ReadOnlyConnection], T]) -> T:
+    """``read(connection)``, again from a private copy if the file changed meanwhile (a
+    writer that started after an ``immutable`` open could have torn the read)."""
+    con = connect_readonly(path)
+    try:
+        result = read(con)
+        changed = con.changed_since_open()
+    finally:
+        con.close()
+    if not changed:
+        return result
+    con = connect_readonly(path, private_copy=True)
+    try:
+        return read(con)
+    finally:
+        con.close()
+
+
+#: Virtual-machine steps a query may take per byte of the file (plus a floor): far more
+#: than any scan or join of real tables needs, far less than forever (a recursive view).
+_STEPS_PER_BYTE = 2_000
+_STEPS_FLOOR = 100_000_000
+_CHECK_EVERY = 100_000
+
+
+def _bound_queries(con: sqlite3.Connection, source: Path) -> None:
+    """Interrupt any query past its budget of steps (SQLite then raises "interrupted")."""
+    try:
+        size = source.stat().st_size
+    except OSError:
+        size = 0
+    budget = (_STEPS_FLOOR + _STEPS_PER_BYTE * size) // _CHECK_EVERY
+    calls = [0]
+
+    def over_budget() -> int:
+        calls[0] += 1
+        return int(calls[0] > budget)
+
+    con.set_progress_handler(over_budget, _CHECK_EVERY)
+
+
+def _state(path: Path) -> tuple:
+    """What tells that a file or its ``-wal`` changed: sizes and modification times."""
+    def one(p: str) -> tuple:
+        try:
+            info = os.stat(p)
+        except OSError:
+            return ()
+        return info.st_size, info.st_mtime_ns
+    return one(str(path)), one(f"{path}-wal")
+
+
+def _copy_beside(source: Path, folder: Path) -> Path:
+    """Copy ``source`` and its ``-wal`` into ``folder``, retrying a copy torn by a writer."""
+    target = folder / "capture.db"
+    for _ in range(3):
+        before = _state(source)
+        shutil.copyfile(source, target)
+        wal = Path(f"{source}-wal")
+        if wal.exists():
+            with contextlib.suppress(FileNotFoundError):  # checkpointed meanwhile
+                shutil.copyfile(wal, f"{target}-wal")
+        if _state(source) == before:
+            break
+    return target
 
 
 def table_names(path: Path, views: bool = False) -> set[str] | None:
@@ -64,6 +209,9 @@ def sqlite_problem(exc: sqlite3.Error) -> str:
     text = str(exc)
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return f"the SQLite database is corrupt or truncated ({text})"
+    if "interrupted" in text:
+        return ("a query ran far longer than a file of this size allows (a recursive or "
+                "exploding view?): reading stopped")
     if "locked" in text or "busy" in text:
         return f"the SQLite database is locked by a writer ({text}); try again"
     return f"cannot read the SQLite database ({text})"

@@ -8,9 +8,10 @@ per batch of events and get a column of ``stack_id`` back (null for an empty sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from memtui.model import conform
@@ -52,20 +53,27 @@ class StackInterner:
         )
 
     def stack_ids(self, stacks: list[Sequence[dict] | None]) -> pl.Series:
-        """``stack_id`` for each stack of frame dicts (PyTorch form), interning new ones.
+        """``stack_id`` for each stack of frame dicts (PyTorch form), interning new ones."""
+        keys = np.fromiter(map(id, stacks), dtype=np.uint64, count=len(stacks))
+        return self.stack_ids_by_identity(keys, stacks.__getitem__)
 
-        Stacks are told apart by object identity first (one C-level pass over the list):
-        only the first occurrence of each distinct object is looked at in Python.
+    def stack_ids_by_identity(self, keys: np.ndarray, stack_at: Callable[[int], Any]
+                              ) -> pl.Series:
+        """``stack_id`` for each row whose stack object has identity ``keys[row]``;
+        ``stack_at(row)`` is that object (looked at once per distinct object only).
+
+        Stacks are told apart by object identity first (the pickle memo shares them):
+        only the first row of each distinct object is looked at in Python.
         """
-        keys = pl.Series(list(map(id, stacks)), dtype=pl.UInt64)
+        ids = pl.Series(keys, dtype=pl.UInt64)
         lookup = self._by_object
-        for index in keys.arg_unique().sort().to_list():  # in order of appearance
-            frames = stacks[index]
-            object_id = id(frames)
+        for index in ids.arg_unique().sort().to_list():  # in order of appearance
+            object_id = int(keys[index])
             if object_id not in lookup:
+                frames = stack_at(index)
                 lookup[object_id] = self._stack_id_of_dicts(frames)
                 self._alive.append(frames)
-        return keys.replace_strict(
+        return ids.replace_strict(
             list(lookup.keys()), list(lookup.values()), default=None, return_dtype=pl.Int32
         ).alias("stack_id")
 

@@ -19,6 +19,7 @@ so rows written meanwhile are left out, and a writer's checkpoint never waits lo
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -33,8 +34,10 @@ import polars as pl
 from memtui.errors import CaptureError
 from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
+    connect_arrow,
     connect_readonly,
     is_sqlite,
+    read_consistently,
     sqlite_problem,
     table_names,
 )
@@ -168,17 +171,12 @@ Report = Callable[[float], None] | None
 
 
 def read_db(path: Path, report: Report = None) -> RawFile:
-    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come)."""
+    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come),
+    read again from a private copy if a writer changed the file meanwhile."""
     try:
-        con = connect_readonly(path)
+        return read_consistently(path, lambda con: _read_db_tables(path, con, report))
     except sqlite3.Error as exc:
         raise CaptureError(path, sqlite_problem(exc)) from None
-    try:
-        return _read_db_tables(path, con, report)
-    except sqlite3.Error as exc:
-        raise CaptureError(path, sqlite_problem(exc)) from None
-    finally:
-        con.close()
 
 
 def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawFile:
@@ -254,20 +252,26 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
     """
     query = _ChunkQuery(con, table, mapping, int_columns)
     try:
-        lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        ranges = [] if lo is None else [
-            (a, min(a + _CHUNK_ROWS - 1, hi)) for a in range(lo, hi + 1, _CHUNK_ROWS)]
+        yield from _chunks(con, table, query, report)
+    finally:
+        query.close()
+
+
+def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
+            report: Report) -> Iterator[pl.DataFrame]:
+    try:
+        ranges = rowid_chunks(con, table)
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
     with ThreadPoolExecutor(max_workers=1) as worker:
         pending = worker.submit(query.fetch, ranges[0]) if ranges else None
         for index, bounds in enumerate(ranges):
-            count, blob = pending.result()
+            fetched = pending.result()
             if index + 1 < len(ranges):
                 pending = worker.submit(query.fetch, ranges[index + 1])
-            chunk = query.parse(count, blob, bounds)
-            del blob
+            chunk = query.parse(fetched, bounds)
+            del fetched
             if report is not None:
                 report((index + 1) / len(ranges))
             if chunk.height:
@@ -276,8 +280,34 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
                 offset += chunk.height
 
 
+_MAX_ROWID = 2**63 - 1
+
+
+def rowid_chunks(con: sqlite3.Connection, table: str,
+                 rows: int = _CHUNK_ROWS) -> list[tuple[int, int]]:
+    """Rowid ranges of about ``rows`` rows each, following the rows that exist.
+
+    Each range starts at the first rowid after the last one (an indexed seek), so a table
+    whose rowids are sparse (one row at 2**63-1) costs as many ranges as it has runs of
+    rows, never ``(max - min) / rows``; a range ending past the largest rowid is clamped.
+    """
+    lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    ranges: list[tuple[int, int]] = []
+    start = lo
+    while start is not None:
+        end = min(start + rows - 1, hi, _MAX_ROWID)
+        ranges.append((start, end))
+        if end >= hi:
+            break
+        start = con.execute(f'SELECT min(rowid) FROM "{table}" WHERE rowid > ?',
+                            (end,)).fetchone()[0]
+    return ranges
+
+
 class _ChunkQuery:
-    """One table's columns, fetched as one text per rowid range and split by polars."""
+    """One table's columns per rowid range: typed Arrow batches through ADBC where it is
+    installed and the values have the types their columns declare; else one text per range
+    that polars splits (any chunk the typed read cannot take goes the text way)."""
 
     def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
                  int_columns: tuple[str, ...]) -> None:
@@ -289,18 +319,68 @@ class _ChunkQuery:
                                     else pl.String) for c in sources}
         self.select = ", ".join(f'"{c}"' for c in sources)
         self.fmt = _FIELD.join(["%s"] * len(sources))
+        # Text columns as SQLite's own text of any value (what printf('%s') gives); whole
+        # numbers as stored, checked below.
+        self.typed_select = ", ".join(
+            f'"{c}"' if self.schema[mapping[c]] == pl.Int64 else f'CAST("{c}" AS TEXT)'
+            for c in sources)
+        self.arrow = connect_arrow(self.path)  # used by the worker thread only
+
+    def close(self) -> None:
+        if self.arrow is not None:
+            with contextlib.suppress(Exception):
+                self.arrow.close()
+            self.arrow = None
 
     @staticmethod
     def _where(bounds) -> tuple[str, tuple]:
         return ("", ()) if bounds is None else (" WHERE rowid BETWEEN ? AND ?", bounds)
 
-    def fetch(self, bounds) -> tuple[int, bytes | None]:
+    def fetch(self, bounds) -> pl.DataFrame | tuple[int, bytes | None]:
+        if self.arrow is not None:
+            typed = self._fetch_typed(bounds)
+            if typed is not None:
+                return typed
         where, params = self._where(bounds)
         return self.con.execute(
             f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
             f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
 
-    def parse(self, count: int, blob: bytes | None, bounds) -> pl.DataFrame:
+    def _fetch_typed(self, bounds) -> pl.DataFrame | None:
+        """The range as typed columns, or None where a value is not of its column's type
+        (a number column holding text, text that is not UTF-8...): the text way reads it."""
+        where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
+                                          f"{int(bounds[1])}"
+        try:
+            cursor = self.arrow.cursor()
+            try:
+                cursor.execute(f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED'
+                               f"{where}")
+                table = cursor.fetch_arrow_table()
+            finally:
+                cursor.close()
+            table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
+            df = pl.from_arrow(table, rechunk=False)
+        except Exception:  # noqa: BLE001 - the typed read is an optimisation only
+            return None
+        if not isinstance(df, pl.DataFrame):
+            return None
+        df.columns = list(self.schema)
+        columns = []
+        for name, dtype in self.schema.items():
+            got = df.schema[name]
+            if got == pl.Null or (got == dtype and dtype == pl.Int64):
+                columns.append(pl.col(name).cast(dtype))
+            elif dtype == pl.String and got == pl.String:
+                columns.append(pl.col(name).replace("", None))  # as the text way reads ''
+            else:
+                return None
+        return df.select(columns)
+
+    def parse(self, fetched: pl.DataFrame | tuple[int, bytes | None], bounds) -> pl.DataFrame:
+        if isinstance(fetched, pl.DataFrame):
+            return fetched
+        count, blob = fetched
         if not count:
             return pl.DataFrame(schema=self.schema)
         try:

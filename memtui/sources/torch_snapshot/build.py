@@ -167,7 +167,7 @@ class _SnapshotBuilder:
             # the canonical Enum from here on: comparisons are integer ops, not strings
             pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
                                             return_dtype=ACTION_DTYPE).alias("canonical"),
-            self.interner.stack_ids(_trace_values(trace, "frames")),
+            self._stack_ids(trace),
         )
         unknown = df.filter(pl.col("canonical").is_null())
         if unknown.height:
@@ -192,6 +192,15 @@ class _SnapshotBuilder:
                 text = ",".join(map(str, pool)) if isinstance(pool, list | tuple) else str(pool)
                 rows.append((index, text))
         self.segment_pool_ids[device] = rows
+
+    def _stack_ids(self, trace: list[dict]) -> pl.Series:
+        """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass)."""
+        try:
+            keys = np.fromiter(map(id, map(itemgetter("frames"), trace)), dtype=np.uint64,
+                               count=len(trace))
+        except (KeyError, TypeError):  # entries without frames: the slower general way
+            return self.interner.stack_ids(_trace_values(trace, "frames"))
+        return self.interner.stack_ids_by_identity(keys, lambda row: trace[row]["frames"])
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""

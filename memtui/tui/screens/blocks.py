@@ -22,7 +22,7 @@ from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen, block_details, find_address, select_event_block
 from memtui.tui.widgets import paint
-from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend
+from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend, legend_rows
 
 DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -139,3 +139,6 @@ class BlocksScreen(LinkedScreen):
 
     def search(self, text: str) -> None:
         find_address(self, text)
+
+    def legend_rows(self) -> list[tuple[str, str]]:
+        return legend_rows()

@@ -37,7 +37,9 @@ class SearchBox(Input):
     """The screen's search line: hidden until ``/``; Escape closes it."""
 
     DEFAULT_CSS = """
-    SearchBox { dock: bottom; display: none; border: none; height: 1; padding: 0 1; }
+    SearchBox { display: none; border: none; height: 1; padding: 0 1; }
+    SearchBox:focus { border: none; }
+    SearchBox.-textual-compact { padding: 0 1; }
     SearchBox.-open { display: block; }
     """
     BINDINGS = [Binding("escape", "close", "Close", show=False)]
@@ -79,7 +81,7 @@ class LinkedScreen(Screen):
     # -- life --------------------------------------------------------------------------------
 
     def compose_search(self) -> SearchBox:
-        return SearchBox(placeholder=self.SEARCH_PLACEHOLDER, id="search")
+        return SearchBox(placeholder=self.SEARCH_PLACEHOLDER, id="search", compact=True)
 
     def compose_layout(self, *line_ids: str) -> ComposeResult:
         """The layout the three screens share: in ``#main`` a status line, the screen's own

@@ -63,9 +63,12 @@ class DeviceScreen(ModalScreen[str | None]):
 
 
 MOUSE_HELP = (
-    ("click", "Trend: set the cursor; Tables: highlight a row (double click: go to it)"),
-    ("drag", "Trend: select a window"),
-    ("wheel", "Trend: zoom around the pointer; Tables: scroll"),
+    ("click", "Trend: set the cursor; Blocks: select the band and move the cursor there; "
+              "Pool: select the block (or segment); Stacks: open/close a node (double: its "
+              "blocks); Tables: highlight a row (double click: go to it)"),
+    ("drag", "Trend, Blocks: select a window; Blocks' slider: pan the view (drag the shade) "
+             "or choose a new one"),
+    ("wheel", "Trend, Blocks: zoom around the pointer; Pool, Stacks, Tables: scroll"),
     ("header click", "Tables: sort by that column"),
 )
 
@@ -85,8 +88,9 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("what", ratio=1)
         for title, rows in [*self.sections, ("Mouse", list(MOUSE_HELP))]:
             table.add_row(Text(title, style="bold underline"), "")
+            legend = title.startswith("Legend")  # samples are Rich markup
             for key, what in rows:
-                table.add_row(key, what)
+                table.add_row(Text.from_markup(key) if legend else Text(key), Text(what))
             table.add_row("", "")
         with VerticalScroll(id="help-box"):
             yield Static("Keys (Esc, q or ? to close)", classes="modal-title")

@@ -33,7 +33,7 @@ from memtui.tui.screens.linked import (
     select_event_block,
 )
 from memtui.tui.widgets import paint
-from memtui.tui.widgets.pool_map import PoolMap
+from memtui.tui.widgets.pool_map import PoolMap, legend_rows
 
 
 class PoolScreen(LinkedScreen):
@@ -50,8 +50,8 @@ class PoolScreen(LinkedScreen):
     BINDINGS = [
         Binding("up,k", "segment(-1)", "Segment up", show=False),
         Binding("down,j", "segment(1)", "Segment down", show=False),
-        Binding("pageup", "segment(-10)", show=False),
-        Binding("pagedown", "segment(10)", show=False),
+        Binding("pageup", "segment(-10)", "Ten segments up", show=False),
+        Binding("pagedown", "segment(10)", "Ten segments down", show=False),
         Binding("comma", "block(-1)", "Prev block"),
         Binding("full_stop", "block(1)", "Next block"),
         Binding("slash", "search", "Find address"),
@@ -238,6 +238,9 @@ class PoolScreen(LinkedScreen):
 
     def search(self, text: str) -> None:
         find_address(self, text)
+
+    def legend_rows(self) -> list[tuple[str, str]]:
+        return legend_rows()
 
 
 def _or_dash(value: object) -> str:

@@ -48,8 +48,8 @@ class StacksScreen(LinkedScreen):
     BINDINGS = [
         Binding("up,k", "move(-1)", "Up", show=False),
         Binding("down,j", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", show=False),
-        Binding("pagedown", "page(1)", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("enter,space", "toggle", "Open/close"),
         Binding("m", "mode", "Mode"),
         Binding("slash", "search", "Search"),

@@ -32,7 +32,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.callstack import stack_lines
-from memtui.analysis.table_views import Filter, TableModel
+from memtui.analysis.table_views import Filter, TableModel, format_time
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
 
@@ -68,6 +68,7 @@ class TablesScreen(Screen):
         self._search = ""
         self._device: str | None = None
         self._match_cache: tuple | None = None
+        self._scoped_at: dict[str, int | None] = {}  # the cursor time a view's scope used
 
     def compose(self) -> ComposeResult:
         yield Static(id="tables-header")
@@ -87,6 +88,7 @@ class TablesScreen(Screen):
         self.query_one("#tables-input", Input).display = False
         self.query_one("#events-table").display = False
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
         self._show_device(self.app.cursor.device)
         self._take_block_filter()
         self.call_after_refresh(self.app.mark_painted, "tables")
@@ -97,8 +99,21 @@ class TablesScreen(Screen):
             self._show_device(cursor.device)
         else:
             self._follow(cursor)
+            self._refresh_cursor_scope(cursor)
         self._take_block_filter()
         self.table.focus()
+
+    def _refresh_cursor_scope(self, cursor) -> None:
+        """Re-filter the views scoped to the cursor whose rows are of another time."""
+        for kind, scope in self.scope.items():
+            if scope == "cursor" and self._scoped_at.get(kind) != cursor.t:
+                self._reapply(kind)
+
+    def _top_rule_changed(self) -> None:
+        """Stacks are named by another frame: the tables are built again."""
+        self.models.clear()
+        if self.app.cursor is not None and self.is_attached:
+            self._show_device(self.app.cursor.device)
 
     # -- the blocks of a call stack (from the Stacks screen) ------------------------------
 
@@ -201,8 +216,7 @@ class TablesScreen(Screen):
             return
         if self.app.screen is self:
             self._follow(cursor)
-            if self.scope["blocks"] == "cursor":
-                self._reapply("blocks")
+            self._refresh_cursor_scope(cursor)
 
     def _follow(self, cursor, force: bool = False) -> None:
         """Event View to the cursor's event; Block View to the selected block."""
@@ -250,7 +264,10 @@ class TablesScreen(Screen):
                 text.append(f" · filter {self.filters[kind]}")
             if kind == "blocks" and model.only is not None:
                 text.append(f" · stack {self.only_label} (F: all)")
-            if self.scope[kind] != "all":
+            if self.scope[kind] == "cursor" and self._scoped_at.get(kind) is not None:
+                when = format_time(self._scoped_at[kind], model.start, model.unit)
+                text.append(f" · alive at {when} (the cursor)")
+            elif self.scope[kind] != "all":
                 text.append(f" · {SCOPE_NAMES[self.scope[kind]]}")
         self.query_one("#tables-header", Static).update(text)
 
@@ -395,6 +412,7 @@ class TablesScreen(Screen):
         table.busy = f"filtering {model.total:,} rows…"
         table.refresh()
         spec = Filter.parse(self.filters[kind], model.start, model.unit)
+        self._scoped_at[kind] = self.app.cursor.t if self.scope[kind] == "cursor" else None
         self._run_filter(kind, model, spec, self._scope_range(kind))
 
     @work(thread=True, exclusive=True, group="filter")

@@ -18,12 +18,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from memtui.analysis.callstack import TOP_RULES
 from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
-from memtui.tui.widgets.curve import Markers, TrendPlot
+from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
 LIVE_ROWS = 12
@@ -58,10 +59,16 @@ class TrendScreen(Screen):
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
         self.query_one(TrendPlot).focus()
         self._first_paint = True  # the live table waits until the curves are on screen
         self._cursor_changed(self.app.cursor)
         self.call_after_refresh(self._painted)
+
+    def _top_rule_changed(self) -> None:
+        cursor = self.app.cursor
+        if cursor is not None and not self._first_paint:
+            self._update_live(cursor.device, cursor.t)
 
     def _painted(self) -> None:
         self.app.mark_painted("trend")
@@ -133,6 +140,9 @@ class TrendScreen(Screen):
                 text.append(f"{short_bytes(timeline.peak)} {when}")
             else:
                 text.append(f"{format_bytes(timeline.peak)} at {when}")
+        for char, name in marker_kinds(timeline.markers):
+            text.append(f"  {char} ", style="bold")
+            text.append(name)
         marker = _marker_at(timeline.markers, cursor.t)
         if marker:
             text.append(f"  in {marker}", style="italic")
@@ -145,13 +155,13 @@ class TrendScreen(Screen):
                 Text("No blocks in this capture: it has levels only.", style="italic"))
             self.query_one("#live-table", Static).update("")
             return
-        self._live_wanted = (device, t, self.live_by)
+        self._live_wanted = (device, t, self.live_by, self.app.top_rule)
         if not self._live_running:
             self._live_running = True
             self._compute_live(*self._live_wanted)
 
     @work(thread=True, group="live")
-    def _compute_live(self, device: str, t: int, by: str) -> None:
+    def _compute_live(self, device: str, t: int, by: str, rule: str) -> None:
         try:
             live = self.app.live_blocks(device)
             top = live.top(t, by=by, limit=LIVE_ROWS)
@@ -159,27 +169,27 @@ class TrendScreen(Screen):
         except Exception:
             self.app.call_from_thread(self._live_done, None)
             raise
-        self.app.call_from_thread(self._live_done, (device, t, by, top, total, count))
+        self.app.call_from_thread(self._live_done, (device, t, by, rule, top, total, count))
 
     def _live_done(self, result) -> None:
         self._live_running = False
         if result is not None:
             self._show_live(*result)
-            if self._live_wanted is not None and self._live_wanted != result[:3]:
+            if self._live_wanted is not None and self._live_wanted != result[:4]:
                 self._live_running = True
                 self._compute_live(*self._live_wanted)
 
-    def _show_live(self, device, t, by, top, total, count) -> None:
+    def _show_live(self, device, t, by, rule, top, total, count) -> None:
         cursor = self.app.cursor
-        if cursor is None or (cursor.device, cursor.t) != (device, t):
+        if cursor is None or (cursor.device, cursor.t, self.app.top_rule) != (device, t, rule):
             return
         timeline = self.app.timeline(device)
         when = format_time(t, timeline.start, self.app.trace.meta.time_unit)
-        what = "stack top" if by == "stack" else "owner"
+        what = TOP_RULES[rule] if by == "stack" else "owner"
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(f"Live at {when}", style="bold")
         title.append(f": {count:,} blocks, {format_bytes(total)}, by {what} ")
-        title.append("(o: by " + ("owner" if by == "stack" else "stack top") + ")",
+        title.append("(o: by " + ("owner" if by == "stack" else "stack") + ", T: which frame)",
                      style="dim")
         self.query_one("#live-title", Static).update(title)
         table = Table(box=None, expand=True, show_edge=False, pad_edge=False,
@@ -193,6 +203,27 @@ class TrendScreen(Screen):
             table.add_row(format_bytes(row["bytes"]), f"{share:.0f}", f"{row['blocks']:,}",
                           Text(printable(str(row["where"]))))  # a name from the file
         self.query_one("#live-table", Static).update(table)
+
+    def legend_rows(self) -> list[tuple[str, str]]:
+        """(Rich markup sample, meaning) of the plot's marks, for the help."""
+        plot = self.query_one(TrendPlot)
+        rows = []
+        line = 0
+        for series in self._series:
+            if series.role == "allocated":
+                glyph, component = _GLYPHS[0], "trendplot--fill"
+            else:
+                glyph, component = _GLYPHS[1], f"trendplot--line-{min(line, 5)}"
+                line += 1
+            colour = plot.get_component_rich_style(component).color
+            name = colour.name if colour is not None else "default"
+            rows.append((f"[{name}]{glyph * 3}[/]", f"{series.label} (filled: the main curve)"
+                         if series.role == "allocated" else series.label))
+        rows.append(("▲", "the peak of allocated"))
+        rows.append(("│", "the cursor; the window is shaded"))
+        markers = self.app.timeline(self.app.cursor.device).markers
+        rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
+        return rows
 
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
@@ -226,6 +257,24 @@ class TrendScreen(Screen):
             app.move_cursor(window=message.window)
         elif message.t is not None:
             app.move_cursor(t=message.t, view=cursor.view)
+
+
+MARKER_NAMES = {"step": "step", "mstx": "mark", "annotation": "annotation", "oom": "OOM",
+                "annotate": "mark"}
+
+
+def marker_kinds(markers) -> list[tuple[str, str]]:
+    """(axis character, name) of each kind of point mark in ``markers``, and ``├─┤`` where
+    there are ranges: the Trend legend names every mark on its time axis."""
+    if markers.is_empty():
+        return []
+    out = []
+    points = markers.filter(pl.col("t_end").is_null() | (pl.col("t_end") == pl.col("t")))
+    for kind in sorted(set(points["kind"].drop_nulls().to_list())):
+        out.append((MARKER_CHARS.get(kind, "╷"), MARKER_NAMES.get(kind, kind)))
+    if points.height < markers.height:
+        out.append(("├─┤", "range"))
+    return out
 
 
 def _marker_at(markers, t: int) -> str | None:

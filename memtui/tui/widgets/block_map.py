@@ -67,11 +67,56 @@ def pixel_colours(raster: BlockRaster, data: BlockMapData, selected: int | None)
     return ids
 
 
+_GLYPHS = np.array([" ", paint.GLYPH_SUMMED, paint.GLYPH_SELECTED]
+                   + [paint.GLYPH_BLOCK] * _N + [paint.GLYPH_GHOST] * _N
+                   + [paint.GLYPH_NEVER_FREED] * _N, dtype=object)
+
+
+def legend_rows() -> list[tuple[str, str]]:
+    """(Rich markup sample, meaning) of every colour and mark of the map and its slider;
+    each sample has the shape the map uses without colour (``NO_COLOR``)."""
+    ghost = [paint.darken(c, 0.45) for c in paint.PALETTE]
+    return [
+        (paint.swatches(paint.PALETTE, paint.GLYPH_BLOCK), "block freed in the trace "
+         "(cool colours, by block id)"),
+        (paint.swatches(paint.WARM, paint.GLYPH_NEVER_FREED), "block never freed "
+         "(warm colours)"),
+        (paint.swatches(ghost, paint.GLYPH_GHOST), "ghost: alive before the trace began"),
+        (f"[{paint.SUMMARIZED}]{paint.GLYPH_SUMMED * 3}[/]", "small blocks summed (+ draws "
+         "more on their own)"),
+        (f"[{paint.SELECTED}]{paint.GLYPH_SELECTED * 3}[/]", "the selected block"),
+        (f"[{paint.CURSOR}]│[/]", "the cursor's column (gold)"),
+        (f"[{paint.PENDING}]▼[/]", "slider: an out-of-memory event"),
+        (f"[{paint.TREND_IN_VIEW} on {paint.SHADE}]▆▆▆[/]", "slider: the part of the run "
+         "in view"),
+    ]
+
+
 def legend() -> str:
-    """Rich markup naming the map's colours."""
-    return (f"[{paint.PALETTE[0]}]██[/]block [{paint.WARM[0]}]██[/]never freed "
-            f"[{paint.darken(paint.PALETTE[0], 0.45)}]██[/]ghost "
-            f"[{paint.SUMMARIZED}]██[/]summed [{paint.SELECTED}]██[/]selected")
+    """Rich markup naming the map's colours in one line (the header at 120 columns)."""
+    ghost = [paint.darken(c, 0.45) for c in paint.PALETTE]
+    return (f"{paint.swatches(paint.PALETTE, paint.GLYPH_BLOCK, 2)} freed "
+            f"{paint.swatches(paint.WARM, paint.GLYPH_NEVER_FREED, 2)} never freed "
+            f"{paint.swatches(ghost, paint.GLYPH_GHOST, 2)} ghost "
+            f"[{paint.SUMMARIZED}]{paint.GLYPH_SUMMED * 2}[/] summed "
+            f"[{paint.SELECTED}]{paint.GLYPH_SELECTED * 2}[/] selected")
+
+
+def axis_labels(ymax: float, height: int) -> dict[int, str]:
+    """Labels of the byte axis by row: ``0`` on the bottom row, then every ``step`` rows
+    up (evenly spaced, at least three rows apart), each the bytes at its row's bottom
+    edge; a label that reads like the one below it is left out."""
+    if height <= 0:
+        return {}
+    step = max((height - 1) // 4, 3)
+    labels: dict[int, str] = {}
+    last = None
+    for y in range(height - 1, -1, -step):
+        text = "0" if y == height - 1 else paint.short_bytes(ymax * (height - 1 - y) / height)
+        if text != last:
+            labels[y] = text
+        last = text
+    return labels
 
 
 def view_request(cursor: CursorState, a: int, b: int) -> CursorRequest:
@@ -142,7 +187,7 @@ class BlockMap(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         raster = self.raster
         if raster is None:
-            return Strip.blank(self.size.width)
+            return Strip.blank(self.size.width, paint.PLAIN)
         window = self.cursor.window if self.cursor else None
         key = (self._raster_key, self.selected_row, window, y)
         strip = self._lines.get(key)
@@ -157,9 +202,14 @@ class BlockMap(Widget, can_focus=True):
     def _draw_line(self, raster: BlockRaster, y: int) -> Strip:
         top, bottom = self._pixel_row_colours(y)
         chars, fgs, bgs = paint.half_block_row(top, bottom)
+        if self.app.no_color:  # one shape per kind of band (the legend's)
+            ids = self._pixel_colours()
+            cell = np.where(ids[2 * y] != 0, ids[2 * y], ids[2 * y + 1])
+            chars = _GLYPHS[cell].tolist()
         label = self._axis_label(raster, y)
         prefix = [Segment(label.rjust(GUTTER - 1) + " ", paint.style("#9a9a9a", None))]
-        return paint.cells_to_strip(chars, fgs, bgs, prefix).adjust_cell_length(self.size.width)
+        strip = paint.cells_to_strip(chars, fgs, bgs, prefix)
+        return strip.adjust_cell_length(self.size.width, paint.PLAIN)
 
     def _pixel_row_colours(self, y: int) -> tuple[list, list]:
         ids = self._pixel_colours()
@@ -186,19 +236,14 @@ class BlockMap(Widget, can_focus=True):
         """``strip`` with the cursor's cell: its two pixels tinted gold."""
         ids = self._pixel_colours()
         top, bottom = _COLOURS[ids[2 * y, x]], _COLOURS[ids[2 * y + 1, x]]
-        cell = Segment("▀", paint.style(paint.blend(top, paint.CURSOR, 0.35),
-                                        paint.blend(bottom, paint.CURSOR, 0.35)))
+        glyph = "┃" if self.app.no_color else "▀"
+        cell = Segment(glyph, paint.style(paint.blend(top, paint.CURSOR, 0.35),
+                                          paint.blend(bottom, paint.CURSOR, 0.35)))
         at = GUTTER + x
         return Strip.join([strip.crop(0, at), Strip([cell], 1), strip.crop(at + 1)])
 
     def _axis_label(self, raster: BlockRaster, y: int) -> str:
-        height = self.size.height
-        step = max(height // 4, 2)
-        if y == height - 1:
-            return "0"
-        if y % step:
-            return ""
-        return paint.short_bytes(raster.ymax * (height - y) / height)
+        return axis_labels(raster.ymax, self.size.height).get(y, "")
 
     # -- the mouse -------------------------------------------------------------------------
 
@@ -335,9 +380,10 @@ class TrendSlider(Widget):
             fgs[x] = paint.CURSOR
             if chars[x] == " ":
                 chars[x] = "│"
-        label = paint.short_bytes(top) if y == 0 else ""
+        label = "run" if y == 0 else ""  # the whole run, scaled to its own peak
         prefix = [Segment(label.rjust(GUTTER - 1) + " ", paint.style("#9a9a9a", None))]
-        return paint.cells_to_strip(chars, fgs, bgs, prefix).adjust_cell_length(self.size.width)
+        strip = paint.cells_to_strip(chars, fgs, bgs, prefix)
+        return strip.adjust_cell_length(self.size.width, paint.PLAIN)
 
     # -- the mouse: pan by dragging the shade, brush a new view elsewhere -------------------
 

@@ -97,7 +97,7 @@ class CallFlameView(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         grid = self.grid()
         if grid is None:
-            return Strip.blank(self.size.width)
+            return Strip.blank(self.size.width, paint.PLAIN)
         cursor_x = self.cursor_column()
         window = self.window_columns()
         key = (self._grid_key, y, cursor_x, window)
@@ -139,7 +139,7 @@ class CallFlameView(Widget, can_focus=True):
             after = strip.crop(GUTTER + cursor_x + 1)
             mark = Strip([Segment("│", paint.style(paint.CURSOR, None, bold=True))])
             strip = Strip.join([before, mark, after])
-        return strip.adjust_cell_length(self.size.width)
+        return strip.adjust_cell_length(self.size.width, paint.PLAIN)
 
     def on_click(self, event: events.Click) -> None:
         if self.cursor is None or event.x < GUTTER:

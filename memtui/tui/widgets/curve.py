@@ -27,6 +27,7 @@ from textual.widget import Widget
 
 from memtui.analysis.downsample import bin_of, bin_start, minmax_bins
 from memtui.analysis.series import Series
+from memtui.tui.widgets import paint
 from memtui.tui.widgets.status import short_bytes
 
 FILL_CHARS = " ▁▂▃▄▅▆▇█"
@@ -270,7 +271,7 @@ class TrendPlot(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if not self.series:
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         grid = self.grid()
         styles = self._styles()
         rows = self.plot_height
@@ -280,7 +281,7 @@ class TrendPlot(Widget, can_focus=True):
             return self._marker_line(styles)
         if y == rows + 1:
             return self._axis_line(styles)
-        return Strip.blank(width)
+        return Strip.blank(width, paint.PLAIN)
 
     def _y_label(self, y: int, grid: PlotGrid) -> str:
         """Labels at the top (the scale's maximum), the row holding half of it, and 0."""

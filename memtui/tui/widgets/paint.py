@@ -21,9 +21,11 @@ from memtui.errors import printable
 from memtui.model import MemoryTrace
 
 #: Block colours, from Tableau 10 and 20 as memory_viz: cool ones for blocks that are freed
-#: in the trace, warm ones for blocks never freed; red, gold and grey mean other things.
+#: in the trace, warm ones (oranges and yellows only) for blocks never freed; red (pending
+#: free, OOM), gold (cursor), green (largest gap) and grey (summed) mean other things and
+#: appear in neither list.
 PALETTE = ("#4e79a7", "#76b7b2", "#59a14f", "#af7aa1", "#9c755f", "#a0cbe8", "#8cd17d")
-WARM = ("#f28e2c", "#ff9da7", "#d37295", "#ffbe7d", "#b6992d", "#fabfd2", "#e8746a")
+WARM = ("#f28e2c", "#ffbe7d", "#b6992d", "#f1ce63", "#e49444", "#d4a017", "#c8a464")
 SUMMARIZED = "#7f7f7f"
 SELECTED = "#ffffff"
 CURSOR = "#ffd700"
@@ -35,6 +37,20 @@ WINDOW = "#262b33"
 TREND = "#4e79a7"
 TREND_IN_VIEW = "#9ec5ee"
 MATCH = "#ffd700"
+
+
+#: The style of padding and blank cells: a real Style, never None (Textual's NO_COLOR
+#: filter reads every segment's style).
+PLAIN = Style()
+
+#: Without colour (``NO_COLOR``) the maps draw each kind of cell with its own shape.
+GLYPH_BLOCK, GLYPH_NEVER_FREED, GLYPH_GHOST, GLYPH_SUMMED = "█", "▓", "░", "▒"
+GLYPH_SELECTED, GLYPH_PENDING, GLYPH_FREE, GLYPH_GAP = "▚", "╳", "·", "="
+
+
+def swatches(colours, glyph: str = "█", n: int = 3) -> str:
+    """Rich markup: ``n`` cells of ``glyph`` in the first ``n`` of ``colours``."""
+    return "".join(f"[{c}]{glyph}[/]" for c in list(colours)[:n])
 
 
 def darken(colour: str, factor: float) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from rich.segment import Segment
+from rich.text import Text
 from textual import events
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -32,9 +33,31 @@ _N = len(paint.PALETTE)
 _COLOURS = paint.colour_table(
     [paint.FREE, paint.PENDING, paint.SELECTED, paint.LARGEST_GAP, *paint.PALETTE, *paint.WARM])
 WIDE = 110
+_GLYPHS = np.array([paint.GLYPH_FREE, paint.GLYPH_PENDING, paint.GLYPH_SELECTED,
+                    paint.GLYPH_GAP] + [paint.GLYPH_BLOCK] * _N
+                   + [paint.GLYPH_NEVER_FREED] * _N, dtype=object)
 
 
-class PoolMap(ScrollView, can_focus=True):
+def legend_rows() -> list[tuple[str, str]]:
+    """(Rich markup sample, meaning) of every colour and mark of the pool map; each sample
+    has the shape the map uses without colour (``NO_COLOR``)."""
+    return [
+        (paint.swatches(paint.PALETTE, paint.GLYPH_BLOCK), "allocated block (cool colours)"),
+        (paint.swatches(paint.WARM, paint.GLYPH_NEVER_FREED), "allocated block never freed "
+         "(warm colours)"),
+        (f"[{paint.PENDING}]{paint.GLYPH_PENDING * 3}[/]", "pending free: freed, the stream "
+         "has not finished with it (red)"),
+        (f"[{paint.FREE}]{paint.GLYPH_FREE * 3}[/]", "free space in the segment"),
+        (f"[{paint.LARGEST_GAP}]{paint.GLYPH_GAP * 3}[/]", "at an OOM: free gaps as large as "
+         "the largest usable one (green)"),
+        (f"[{paint.SELECTED}]{paint.GLYPH_SELECTED * 3}[/]", "the selected block"),
+        ("*", "after a segment's address: it existed before the trace began"),
+        ("k", "segment kind: S small, L large, E expandable"),
+        ("st", "stream, numbered 0, 1, 2 in order as memory_viz does"),
+    ]
+
+
+class PoolMap(ScrollView, can_focus=True, inherit_bindings=False):
     """Segments of a :class:`PoolState` (see the module docstring)."""
 
     DEFAULT_CSS = """
@@ -103,7 +126,7 @@ class PoolMap(ScrollView, can_focus=True):
             return self._heading(width)
         row = y - 1 + int(self.scroll_offset.y)
         if state is None or row >= state.seg_id.size:
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         key = (self._generation, row, width)
         strip = self._lines.get(key)
         if strip is None:
@@ -115,9 +138,15 @@ class PoolMap(ScrollView, can_focus=True):
         text = "address".rjust(12) + "  size k st"
         if self.label_width() > 24:
             text += "  pool  free   gap frag"
-        text = text.ljust(self.label_width()) + "blocks: allocated, pending free (red), free"
-        return Strip([Segment(text[:width], paint.style("#8a8a8a", None, bold=True))]
-                     ).adjust_cell_length(width)
+        heading = Text(text.ljust(self.label_width()), style="bold #8a8a8a")
+        heading.append_text(Text.from_markup(
+            f"{paint.swatches(paint.PALETTE, paint.GLYPH_BLOCK, 2)} allocated "
+            f"[{paint.PENDING}]{paint.GLYPH_PENDING}[/] pending free "
+            f"[{paint.FREE}]{paint.GLYPH_FREE}[/] free  * before the trace"))
+        heading.truncate(width)
+        segments = [Segment(s.text, s.style or paint.style(None, None))
+                    for s in heading.render(self.app.console)]
+        return Strip(segments).adjust_cell_length(width, paint.PLAIN)
 
     def _label(self, state: PoolState, i: int) -> str:
         row = int(state.seg_row[i])
@@ -157,8 +186,10 @@ class PoolMap(ScrollView, can_focus=True):
                 chars.append("▌")
                 fgs.append(_COLOURS[a])
                 bgs.append(_COLOURS[b])
+        if self.app.no_color:  # one shape per kind of cell (the legend's)
+            chars = [" " if a < 0 else _GLYPHS[a] for a in left.tolist()]
         strip = paint.cells_to_strip(chars, fgs, bgs, [Segment(label, label_style)])
-        return strip.adjust_cell_length(width)
+        return strip.adjust_cell_length(width, paint.PLAIN)
 
     def bytes_per_pixel(self, state: PoolState, i: int, pixels: int) -> float:
         size = float(state.seg_size.max()) if self.proportional else float(state.seg_size[i])

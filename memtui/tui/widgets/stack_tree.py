@@ -34,7 +34,7 @@ def share_bar(share: float, width: int = BAR) -> str:
     return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(width)
 
 
-class StackTreeView(ScrollView, can_focus=True):
+class StackTreeView(ScrollView, can_focus=True, inherit_bindings=False):
     """A :class:`StackTree` with figures (see the module docstring)."""
 
     DEFAULT_CSS = """
@@ -169,7 +169,7 @@ class StackTreeView(ScrollView, can_focus=True):
         row = y + int(self.scroll_offset.y)
         width = self.size.width
         if self.figures is None or row >= len(self.rows):
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         node = self.rows[row]
         key = (self._generation, row, width, node == self.selected)
         strip = self._lines.get(key)

@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memtui.analysis.table_views import Column, TableModel
+from memtui.tui.widgets import paint
 
 GUTTER = 2
 _RIGHT = ("int", "bytes", "time", "span")
@@ -255,21 +256,21 @@ class VirtualTable(ScrollView, can_focus=True):
         width = self.size.width
         scroll_x = int(self.scroll_x)
         if self.model is None:
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         if y == 0:
             return self._header_strip(scroll_x, width)
         if self.busy:
             if y == 1:
                 style = self.get_component_rich_style("vtable--empty")
                 return Strip([Segment(f"  {self.busy}", style)]).crop_extend(0, width, style)
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         first, count = self.first_row, self.page_rows
         position = first + y - 1
         if position >= self.row_count:
             if self.row_count == 0 and y == 1:
                 style = self.get_component_rich_style("vtable--empty")
                 return Strip([Segment("  no rows match", style)]).crop_extend(0, width, style)
-            return Strip.blank(width)
+            return Strip.blank(width, paint.PLAIN)
         rows = self._rows_text(first, count)
         cells = rows[y - 1] if y - 1 < len(rows) else []
         return self._row_strip(position, cells, scroll_x, width)

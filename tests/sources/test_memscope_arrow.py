@@ -1,0 +1,101 @@
+"""The typed (ADBC/Arrow) read of msMemScope DBs gives exactly what the text read gives,
+falls back to it chunk by chunk where a value is not of its column's type, and, like it,
+never writes beside the input."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import memtui.sources.memscope.read as read
+from memtui.model import SCHEMAS, MemoryTrace
+from memtui.sources import open_capture
+from memtui.sources.common.sqlite import connect_arrow, readonly_uri
+from tests.conftest import shared_files
+from tests.helpers.memscope_files import SCENARIO, SCENARIO_TRACE, T0, mem, row, write_db
+
+pytest.importorskip("adbc_driver_sqlite")
+
+
+def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTrace, MemoryTrace, dict]:
+    """(typed read, text read, how many chunks each way took)."""
+    counts = {"typed": 0, "text": 0}
+    typed_fetch = read._ChunkQuery._fetch_typed
+
+    def counted(self, bounds):
+        got = typed_fetch(self, bounds)
+        counts["typed" if got is not None else "text"] += 1
+        return got
+
+    monkeypatch.setattr(read._ChunkQuery, "_fetch_typed", counted)
+    typed = open_capture(path)
+    monkeypatch.setattr(read, "connect_arrow", lambda path: None)
+    text = open_capture(path)
+    return typed, text, counts
+
+
+def assert_same(a: MemoryTrace, b: MemoryTrace) -> None:
+    assert a.meta == b.meta
+    for name in SCHEMAS:
+        assert a.frame(name).equals(b.frame(name)), name
+
+
+def test_the_scenario_reads_the_same_typed(tmp_path, monkeypatch):
+    path = write_db(tmp_path / "memscope_dump_1.db", SCENARIO, traces={100: SCENARIO_TRACE})
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 2, "text": 0}  # the dump and the python trace, typed
+    assert_same(typed, text)
+    assert typed.events.height == 13  # the MALLOC, FREE and ACCESS rows
+
+
+def test_values_of_another_type_fall_back_to_text(tmp_path, monkeypatch):
+    rows = [*SCENARIO,
+            # a timestamp SQLite keeps as text, a device stored as a number, an empty name
+            (30, "MALLOC", "PTA", "", f" {T0 + 3300}x", 100, 100, 0, "0x0000000000005000",
+             '{"allocation_id":"9","addr":"0x5000","size":"64"}', "", ""),
+            row(31, "MSTX", "Mark", 3400, name=""),
+            mem(32, "FREE", "PTA", 3500, 9, 0x5000, 64)]
+    path = write_db(tmp_path / "memscope_dump_2.db", rows)
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts["text"] >= 1
+    assert_same(typed, text)
+
+
+def test_text_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
+    path = write_db(tmp_path / "memscope_dump_3.db", SCENARIO)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE memscope_dump SET Name = CAST(X'66ff6f' AS TEXT) WHERE ID = 18")
+    con.commit()
+    con.close()
+    typed, text, _ = both_ways(path, monkeypatch)
+    assert_same(typed, text)
+
+
+@pytest.mark.parametrize("wal", [False, True])
+def test_the_typed_read_writes_nothing_beside_the_input(tmp_path, wal):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    path = write_db(folder / "memscope_dump_4.db", SCENARIO, wal=wal)
+    before = sorted(p.name for p in folder.iterdir())
+    data = path.read_bytes()
+    con = connect_arrow(path)
+    assert con is not None
+    assert ("immutable=1" in readonly_uri(path)) == wal
+    cursor = con.cursor()
+    with pytest.raises(Exception):  # noqa: B017 - read-only: any write is refused
+        cursor.execute("DELETE FROM memscope_dump")
+    cursor.close()
+    con.close()
+    open_capture(path)
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("path", shared_files("msmemscope", "*.db")
+                         + shared_files("msmemscope", "*.dat"), ids=lambda p: p.name)
+def test_real_dbs_read_the_same_typed(path, monkeypatch):
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts["typed"] >= 1
+    assert_same(typed, text)

@@ -1,0 +1,253 @@
+"""The rough edges a new user hit (issue 17), each pinned at 80x24 and 120x40 with Pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memtui.sources import open_capture
+from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+
+DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
+SIZES = [(80, 24), (120, 40)]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return open_capture(DEMO)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", ["blocks", "pool", "stacks"])
+async def test_search_box_shows_what_is_typed(demo, size, name):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, name)
+        await pilot.press("slash")
+        await pilot.press(*"0x7f")
+        await pilot.pause()
+        box = app.screen.query_one("#search")
+        assert box.has_focus
+        assert box.content_region.height == 1
+        assert "0x7f" in screen_text(app)
+
+
+def alive_rows(trace, device: str, t: int) -> int:
+    blocks = trace.device_blocks(device)
+    t_free = blocks["t_free"].fill_null(2**62)
+    return int(((blocks["t_alloc"] <= t) & (t_free > t)).sum())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_tables_alive_at_the_cursor_follows_the_cursor(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "tables", at_end=False)
+        app.action_peak()
+        await pilot.press("w")  # no window: "all" goes to "alive at the cursor"
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        device, peak_t = app.cursor.device, app.cursor.t
+        assert screen.model("blocks").rows.size == alive_rows(demo, device, peak_t)
+        # the toast names the keys: [ and ] are not eaten as markup
+        toasts = [n for n in app._notifications if "[ and ]" in n.message]
+        assert toasts and not toasts[0].markup
+        await pilot.press("1")
+        app.move_cursor(t=app.timeline(device).start + 1)
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        t = app.cursor.t
+        assert t != peak_t
+        model = screen.model("blocks")
+        assert model.rows.size == alive_rows(demo, device, t)
+        codes = model.state_codes(model.rows, t)
+        assert not (codes == 0).any()  # no "not yet" row among those alive
+        header = str(screen.query_one("#tables-header").render())
+        assert f"{model.rows.size:,} of" in header and "alive at" in header
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "pool")
+        screen = app.screen
+        segments = [int(s) for s in screen.state.seg_id]
+        assert len(segments) > 2
+        await pilot.press(*["pageup"] * (len(segments) // 10 + 1))
+        await pilot.pause()
+        at = 0
+        assert app.cursor.segment_id == segments[at]
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.cursor.segment_id == segments[at + 1]
+        await pilot.press("j")
+        await pilot.pause()
+        assert app.cursor.segment_id == segments[at + 2]
+        await pilot.press("up")
+        await pilot.pause()
+        assert app.cursor.segment_id == segments[at + 1]
+        await pilot.press("question_mark")
+        await pilot.pause()
+        rows = dict(row for title, section in app.screen.sections for row in section
+                    if not title.startswith("Legend"))
+        assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
+        assert not any("(" in what for what in rows.values())  # no raw action names
+
+
+async def test_help_says_clicks_work_on_every_map(demo):
+    app = maps_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "blocks")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        app.screen.query_one("#help-box").scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        text = " ".join(screen_text(app).split())
+        assert "Blocks: select the band" in text and "Pool: select the block" in text
+
+
+async def test_palette_screenshot_goes_to_the_pictures_folder_and_says_where(
+        demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_PICTURES_DIR", str(tmp_path))
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        assert sum(title.startswith("Keys") for title in titles) == 1
+        assert titles.count("Screenshot") == 1
+        saved = app.deliver_screenshot()
+        assert saved is not None and Path(saved).parent == tmp_path
+        assert Path(saved).read_text().startswith("<svg")
+        await pilot.pause()
+        assert any(saved in n.message for n in app._notifications)
+
+
+async def test_screenshot_falls_back_to_the_current_folder(demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_PICTURES_DIR", str(tmp_path / "absent"))
+    monkeypatch.chdir(tmp_path)
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        saved = app.deliver_screenshot()
+        assert Path(saved).parent == tmp_path
+
+
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("name", ["trend", "blocks", "tables"])
+async def test_footer_keys_never_run_into_the_palette_label(demo, width, name):
+    app = maps_app(demo)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await open_screen(pilot, name)
+        last = screen_text(app).splitlines()[-1]
+        assert last.rstrip().endswith("▏^p palette")
+
+
+def test_block_axis_labels_are_evenly_spaced_and_never_repeat():
+    from memtui.tui.widgets.block_map import axis_labels
+
+    # 22 rows: a label every 5 rows from the bottom, each the bytes at its row's bottom edge
+    assert axis_labels(2200, 22) == {21: "0", 16: "500", 11: "1000", 6: "1.5K", 1: "2.0K"}
+    # so small a range that two rows round alike: the upper one is left out
+    labels = axis_labels(3, 12)
+    assert list(labels.values()) == sorted(set(labels.values()), key=list(labels.values()).index)
+    rows = sorted(axis_labels(5.4 * 2**30, 9))
+    assert all(b - a >= 3 for a, b in zip(rows, rows[1:], strict=False))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_blocks_gutter_prints_each_byte_label_once(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "blocks")
+        lines = screen_text(app).splitlines()[1:-3]
+        labels = [line[:6].strip() for line in lines if line[:6].strip()]
+        assert labels and labels[0] == "run"  # the slider: the whole run
+        byte_labels = [label for label in labels[1:] if label[-1].isdigit() or label[-1] in "KMGT"]
+        assert len(byte_labels) == len(set(byte_labels)), labels
+
+
+def test_meaning_colours_stay_apart_from_the_block_colours():
+    import colorsys
+
+    from memtui.tui.widgets import paint
+
+    def hue(colour: str) -> float:
+        r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+        return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+    meaning = {paint.PENDING, paint.SUMMARIZED, paint.SELECTED, paint.CURSOR, paint.LARGEST_GAP}
+    assert not meaning & (set(paint.PALETTE) | set(paint.WARM))
+    assert all(20 <= hue(c) <= 60 for c in paint.WARM)  # never freed: oranges and yellows
+    assert all(abs(hue(c) - hue(paint.PENDING)) > 15 for c in paint.WARM)
+
+
+@pytest.mark.parametrize("name,words", [
+    ("blocks", ["never freed", "ghost", "summed", "selected", "out-of-memory"]),
+    ("pool", ["pending free", "existed before the trace", "never freed", "largest usable"]),
+    ("trend", ["OOM on the time axis", "the peak of allocated", "the cursor"]),
+])
+async def test_help_has_a_legend_for_every_mark(name, words):
+    app = maps_app(open_capture(DEMO.parent / "demo_oom.pickle"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, name)
+        legend = dict(app.help_sections())
+        rows = next(rows for title, rows in legend.items() if title.startswith("Legend"))
+        meanings = " ".join(what for _, what in rows)
+        for word in words:
+            assert word in meanings
+        if name == "pool":
+            assert ("*", next(w for k, w in rows if k == "*")) in rows
+
+
+@pytest.mark.parametrize("name", ["blocks", "pool"])
+async def test_maps_draw_shapes_without_colour(demo, monkeypatch, name):
+    from memtui.tui.widgets import paint
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, name)
+        text = screen_text(app)
+        assert "▀" not in text and "▌" not in text  # two colours a cell mean nothing here
+        assert paint.GLYPH_BLOCK in text
+        if name == "pool":
+            assert paint.GLYPH_FREE in text or paint.GLYPH_PENDING in text
+
+
+@pytest.mark.parametrize("name", ["trend", "blocks", "pool", "stacks", "tables"])
+async def test_every_screen_draws_with_no_color(demo, monkeypatch, name):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, name)
+        assert app.return_code is None  # no crash in the no-colour filter
+        assert "^p palette" in screen_text(app)
+
+
+async def test_stack_top_rule_is_said_and_can_be_changed(demo):
+    app = maps_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "trend", at_end=False)
+        app.action_peak()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        title = str(app.screen.query_one("#live-title").render())
+        assert "by innermost user frame" in title
+        before = app.stack_tops()
+        await pilot.press("T")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.top_rule == "outer"
+        assert "by outermost user frame" in str(app.screen.query_one("#live-title").render())
+        assert "Innermost" not in screen_text(app) and "Outermost user frame" in screen_text(app)
+        after = app.stack_tops()
+        assert (before.sort("stack_id")["top"] != after.sort("stack_id")["top"]).any()
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        model = app.screen.model("blocks")
+        assert model is not None
