@@ -270,17 +270,46 @@ def _in_event_order(trace: MemoryTrace, device: str, blocks: pl.DataFrame) -> pl
         "pos_alloc", "pos_free")
 
 
+def _has_no_level(level: Level) -> bool:
+    return level.values.size == 0 or not level.values.any()
+
+
+def blocks_level(blocks: pl.DataFrame) -> Level:
+    """allocated(t) from the blocks' lifetimes alone: the bytes alive after each time a
+    block is allocated or freed (ghosts and blocks without an allocation time from the
+    start)."""
+    size = blocks["size"].fill_null(0).to_numpy().astype(np.int64)
+    t_alloc = blocks["t_alloc"].to_numpy()
+    t_free = blocks["t_free"].to_numpy()
+    known_alloc = ~blocks["t_alloc"].is_null().to_numpy() & ~blocks["ghost"].fill_null(
+        False).to_numpy()
+    known_free = ~blocks["t_free"].is_null().to_numpy()
+    times = np.concatenate([t_alloc[known_alloc], t_free[known_free]]).astype(np.int64)
+    deltas = np.concatenate([size[known_alloc], -size[known_free]])
+    if times.size == 0:
+        return Level(np.zeros(1, dtype=np.int64), np.array([int(size.sum())], dtype=np.int64))
+    unique, inverse = np.unique(times, return_inverse=True)
+    start = int(size[~known_alloc].sum())
+    values = start + np.cumsum(np.bincount(inverse, weights=deltas).astype(np.int64))
+    return Level(np.concatenate([unique[:1], unique]),
+                 np.concatenate([[start], values]).astype(np.int64))
+
+
 def moments(trace: MemoryTrace, device: str) -> Moments:
     """Peak and end of ``device`` and the blocks alive at each."""
     info = trace.meta.device(device)
     level = allocated_level(trace, device)
-    peak, index = level.peak()
     blocks = counted_blocks(trace, device)
+    from_blocks = _has_no_level(level) and blocks.height > 0
+    if from_blocks:  # blocks without levels (a profiler operator table alone)
+        level = blocks_level(blocks)
+    peak, index = level.peak()
     at_t = at_seq = None
     if index >= 0:
         at_t = int(level.t[index])
         events = trace.device_events(device)
-        from_events = trace.curves.is_empty() or events.height + 1 == level.values.size
+        from_events = not from_blocks and (
+            trace.curves.is_empty() or events.height + 1 == level.values.size)
         if (from_events and events.height and events["seq"].null_count() == 0
                 and events["allocated"].null_count() == 0):
             ordered = _in_event_order(trace, device, blocks)
@@ -292,7 +321,7 @@ def moments(trace: MemoryTrace, device: str) -> Moments:
             alive_peak = _alive(ordered, at_seq, at_t)
     if at_seq is None:
         alive_peak = _alive(blocks, None, at_t)
-    if info.allocated_at_end is not None:
+    if info.allocated_at_end is not None and not from_blocks:
         end = int(info.allocated_at_end)
     else:
         end = int(level.values[-1]) if level.values.size else 0
@@ -644,7 +673,7 @@ def compare(a: MemoryTrace, b: MemoryTrace, mode: str | None = None,
 
 __all__ = [
     "ALIGNMENTS", "Alignment", "Comparison", "DeviceComparison", "align", "attribute",
-    "blocks_of", "compare", "compare_devices", "counted_blocks", "device_bounds",
+    "blocks_level", "blocks_of", "compare", "compare_devices", "counted_blocks", "device_bounds",
     "device_pairs", "diff_rows", "moments", "new_blocks", "on_axis", "op_names", "realign",
     "sample", "stack_keys", "step_peaks", "steps_of",
 ]

@@ -142,9 +142,24 @@ _CACHE: dict[int, tuple[weakref.ref, dict]] = {}
 _LOCK = threading.RLock()
 
 
+class _Slot:
+    """One cached result: built by the first caller, waited for by the others."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value = None
+        self.error: BaseException | None = None
+
+
 def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
     """``build()``, computed once per ``trace`` and ``key`` (thread-safe; the results go
-    when the trace does)."""
+    when the trace does).
+
+    Each key is built outside the lock: a thread warming one analysis in the background
+    never holds up another key, and a caller asking for a key being built waits for that
+    build instead of starting a second one.  A build that raises is forgotten (the next
+    caller tries again) and the error is raised to every caller waiting on it.
+    """
     with _LOCK:
         entry = _CACHE.get(id(trace))
         if entry is None or entry[0]() is not trace:
@@ -152,9 +167,26 @@ def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
                 del _CACHE[stale]
             entry = _CACHE[id(trace)] = (weakref.ref(trace), {})
         store = entry[1]
-        if key not in store:
-            store[key] = build()
-        return store[key]
+        slot = store.get(key)
+        owner = slot is None
+        if owner:
+            slot = store[key] = _Slot()
+    if owner:
+        try:
+            slot.value = build()
+        except BaseException as exc:
+            slot.error = exc
+            with _LOCK:
+                if store.get(key) is slot:
+                    del store[key]
+            raise
+        finally:
+            slot.done.set()
+    else:
+        slot.done.wait()
+        if slot.error is not None:
+            raise slot.error
+    return slot.value  # type: ignore[return-value]
 
 
 def device_index(trace: MemoryTrace, device: str) -> DeviceIndex:

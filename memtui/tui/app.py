@@ -47,7 +47,7 @@ from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
 from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.follow import FollowController
-from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS
+from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, linked
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
 EXIT_CRASH = 1
@@ -238,6 +238,29 @@ class MemtuiApp(App[int]):
         if not self._findings_started and self.trace is not None:
             self._findings_started = True
             self._find()
+            if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
+                self._warm_up(self.trace, self.cursor.device)
+
+    # -- the other screens' indexes (after the first paint, in a thread) ----------------------
+
+    @work(thread=True, exclusive=True, group="warm")
+    def _warm_up(self, trace: MemoryTrace, device: str) -> None:
+        """Build what the Blocks, Pool and Stacks screens need for ``device`` before they are
+        visited (into the shared analysis cache: a screen asking meanwhile waits for the
+        build under way instead of starting its own), so a first visit does not index."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        for screen_class in SCREENS.values():
+            warm = getattr(screen_class, "warm", None)
+            if warm is None:
+                continue
+            if worker.is_cancelled or trace is not self.trace:  # quitting, or replaced
+                return
+            try:
+                warm(trace, device)
+            except Exception:  # noqa: BLE001 - the screen builds (and reports) it on a visit
+                continue
 
     # -- findings (after the first paint, in a thread) --------------------------------------
 

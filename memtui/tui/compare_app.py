@@ -19,12 +19,14 @@ whenever the alignment does.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from textual import events, work
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
@@ -38,10 +40,18 @@ from memtui.analysis.compare import (
     on_axis,
     realign,
 )
-from memtui.errors import CaptureError
+from memtui.errors import CaptureError, printable
+from memtui.loading import check_input
 from memtui.model import MemoryTrace
-from memtui.tui.app import EXIT_BAD_INPUT, MemtuiApp, initial_device
-from memtui.tui.cursor import CursorState, settle
+from memtui.tui.app import (
+    EXIT_BAD_INPUT,
+    EXIT_CRASH,
+    MemtuiApp,
+    crash_line,
+    exit_status,
+    initial_device,
+)
+from memtui.tui.cursor import CursorState
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.compare_trend import CompareTrendScreen
 from memtui.tui.screens.diff import DiffScreen
@@ -91,13 +101,23 @@ class CompareApp(MemtuiApp):
         if self.traces:
             self._start_pair(self.traces[0], self.traces[1], compare(*self.traces))
             return
-        names = " / ".join(p.name for p in self.paths if p is not None)
+        names = " / ".join(printable(p.name) for p in self.paths if p is not None)
         self.sub_title = names
         self.push_screen(LoadingScreen(names))
-        self._load_pair()
+        self.loading = True
+        # a daemon thread, as MemtuiApp's loader: a quit during the load ends the process
+        threading.Thread(target=self._load_pair, name="memtui-load-pair", daemon=True).start()
 
-    @work(thread=True, exclusive=True, group="load")
     def _load_pair(self) -> None:
+        """Both captures, their comparison and the Trend's curves (in the loader thread);
+        a bug crashes the app as one in its own loop would (exit 1)."""
+        try:
+            self._load_pair_and_report()
+        except Exception as error:
+            if self.is_running:
+                self.call_from_thread(self._handle_exception, error)
+
+    def _load_pair_and_report(self) -> None:
         from memtui.loading import load_traces
 
         screen = self.screen
@@ -118,6 +138,8 @@ class CompareApp(MemtuiApp):
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
+        finally:
+            self.loading = False
         self.call_from_thread(self._start_pair, a, b, result, axes)
 
     def _start_pair(self, a: MemoryTrace, b: MemoryTrace, result: Comparison,
@@ -142,7 +164,7 @@ class CompareApp(MemtuiApp):
         index = SIDES.index(side)
         if not self.traces:
             return side.upper()
-        name = Path(self.traces[index].meta.path).name
+        name = printable(Path(self.traces[index].meta.path).name)
         if short and len(name) > 18:
             name = name[:8] + "…" + name[-9:]
         return f"{side.upper()} {name}"
@@ -222,13 +244,14 @@ class CompareApp(MemtuiApp):
 
     # -- switching the run --------------------------------------------------------------------
 
-    def _mapped_cursor(self, cursor: CursorState) -> tuple[str, CursorState]:
-        """The cursor on the other run: the paired device, times through the alignment."""
+    def _mapped_cursor(self, cursor: CursorState) -> dict:
+        """Where the cursor goes on the other run: the paired device, its time, view and
+        window through the alignment (``move_cursor``'s arguments)."""
         pair = self.comparison_for(cursor.device)
         target = self.traces[SIDES.index(self.other_side)]
         if pair is None:
-            device = initial_device(target) or cursor.device
-            return device, CursorState(device=device, t=cursor.t, view=cursor.view)
+            return {"device": initial_device(target) or cursor.device, "t": cursor.t,
+                    "view": cursor.view, "window": None}
         to_other = pair.alignment.a_to_b if self.side == "a" else pair.alignment.b_to_a
         device = pair.device_b if self.side == "a" else pair.device_a
         t, v0, v1 = (int(x) for x in to_other(np.array([cursor.t, *cursor.view])))
@@ -236,14 +259,13 @@ class CompareApp(MemtuiApp):
         if cursor.window is not None:
             w0, w1 = (int(x) for x in to_other(np.array(cursor.window)))
             window = (w0, w1)
-        return device, CursorState(device=device, t=t, view=(v0, max(v1, v0 + 1)),
-                                   window=window)
+        return {"device": device, "t": t, "view": (v0, max(v1, v0 + 1)), "window": window}
 
     async def action_switch_run(self) -> None:
         if self.cursor is None or len(self.traces) != 2:
             return
         mode = self.current_mode
-        device, state = self._mapped_cursor(self.cursor)
+        mapped = self._mapped_cursor(self.cursor)
         self._run_caches[self.side] = (self._timelines, self._live, self._tops)
         self.side = self.other_side
         self.trace = self.traces[SIDES.index(self.side)]
@@ -253,8 +275,14 @@ class CompareApp(MemtuiApp):
         for name in RUN_SCREENS:
             await self.remove_mode(name)
             self.add_mode(name, RUN_SCREENS[name])
-        timeline = self.timeline(device)
-        self.cursor = settle(state, (timeline.start, timeline.end))
+        timeline = self.timeline(mapped["device"])
+        event_at = getattr(timeline, "event_at", None)
+        if event_at is not None and "event" in CursorState.__dataclass_fields__:
+            # a cursor that addresses events: A's event number means nothing in B, so
+            # take B's last event at or before the mapped time
+            t = min(max(mapped["t"], timeline.start), timeline.end)
+            mapped["event"] = event_at(t)
+        self.move_cursor(**mapped, block_id=None, segment_id=None)
         if self.side in self._stack_search:  # a chosen difference: this run's own moment
             self._go_to_moment()
         self.block_filter = self._run_filters.get(self.side)
@@ -368,17 +396,30 @@ def _find_frame(screen, label: str) -> None:
 
 
 def run_compare(path_a: str | Path, path_b: str | Path) -> int:
-    """Open two captures in compare mode; the exit status (2 where one cannot be read)."""
-    for path in (Path(path_a), Path(path_b)):
-        if not path.exists():
-            print(f"memtui: {CaptureError(path, 'no such file or folder')}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    app = CompareApp(path_a, path_b)
-    code = app.run()
+    """Open two captures in compare mode; the exit status as :func:`run_app`'s (2 where
+    one cannot be read, 1 for a crash, said in one line)."""
+    paths = (Path(path_a), Path(path_b))
+    try:
+        for path in paths:
+            check_input(path)
+    except CaptureError as exc:
+        print(f"memtui: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    app = CompareApp(*paths)
+    try:
+        app.run()
+    except Exception as error:  # raised outside Textual's own handling
+        app.crash = app.crash or error
+    status = exit_status(app)
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return int(code or 0)
+    elif status == EXIT_CRASH:
+        print(crash_line(app), file=sys.stderr)
+    if app.loading:  # quit while the loader thread reads: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 __all__ = ["CompareApp", "run_compare"]

@@ -241,3 +241,18 @@ def test_fewer_blocks_alive_in_b_are_no_new_blocks(pair_files, tmp_path):
     assert d.to_json()["end_allocated"] == [4 * MiB, 2 * MiB, -2 * MiB]
     both = compare(open_capture(pair_files["leak"]), open_capture(pair_files["leak"]))
     assert both.devices[0].new_blocks.is_empty() and both.devices[0].by_stack.is_empty()
+
+
+def test_blocks_without_levels_make_their_own():
+    from memtui.analysis.compare import blocks_level
+    from memtui.analysis.levels import Level
+
+    blocks = pl.DataFrame({
+        "size": [100, 50, 30, 7], "t_alloc": [10, 20, 20, None], "t_free": [40, 30, None, 25],
+        "ghost": [False, False, False, True]})
+    level = blocks_level(blocks)
+    assert isinstance(level, Level)
+    # the ghost (7) from the start; +100 at 10; +80 at 20; -7 at 25; -50 at 30; -100 at 40
+    assert level.t.tolist() == [10, 10, 20, 25, 30, 40]
+    assert level.values.tolist() == [7, 107, 187, 180, 130, 30]
+    assert level.peak() == (187, 2)

@@ -43,6 +43,8 @@ def test_leak_every_step(markers):
     assert leak.severity == "high"
     assert len(leak.evidence.block_ids) == 9
     assert leak.evidence.stack[0].name == "leaky_cache"
+    t0, t1 = leak.evidence.window  # from the start of the first step that grew to the last
+    assert t0 <= leak.evidence.t < t1
 
 
 def test_leak_steps_from_markers_or_rhythm():
@@ -78,6 +80,19 @@ def test_capture_stopped_mid_step_is_no_leak(markers):
     """The last step's activations are alive at the end: the capture stopped there."""
     trace = training_loop(12, leak=0, markers=markers, stop_mid_step=True)
     assert leaks(trace) == []
+
+
+def test_profiler_steps_beat_other_step_names():
+    """ProfilerStep#N and Optimizer.step#AdamW.step both recur: the steps are the former."""
+    b = TraceBuilder()
+    for k in range(6):
+        b.step(f"ProfilerStep#{k}")
+        b.free(b.alloc("forward", MiB))
+        b.step("Optimizer.step#AdamW.step")
+        b.free(b.alloc("adam", MiB))
+    steps = find_steps(b.build(), DEVICE)
+    assert steps.source == "markers (ProfilerStep#N)"
+    assert steps.names[:2] == ("ProfilerStep#0", "ProfilerStep#1")
 
 
 def test_warm_up_that_stops_is_no_leak():
@@ -142,6 +157,7 @@ def test_peak_by_stack():
     assert by_stack["leaky_cache (leaky_cache.py:13)"]["bytes"] == 4 * MiB
     assert peak.detail["by_stack"][0]["label"] == "init_params (init_params.py:10)"
     assert peak.detail["by_stack"][0]["share"] == pytest.approx(150 / 279, abs=1e-3)
+    assert peak.detail["peak_reserved_bytes"] == 0  # no segments in this trace
 
 
 # -- OOMs -------------------------------------------------------------------------------------
@@ -173,6 +189,17 @@ def test_oom_by_fragmentation():
     assert oom.evidence.seq == 6
 
 
+def test_peak_of_reserved_by_stack():
+    """Reserved peaks at 100 MiB from the first event on; the segment holds the five
+    12 MiB blocks at the allocated peak, and nothing (yet) at the reserved peak."""
+    b = _pool_with_gaps()
+    peak = find_peak(b.build(), DEVICE)[0]
+    assert peak.detail["peak_reserved_bytes"] == 100 * MiB
+    assert peak.detail["reserved_peak_by_stack"] == []
+    assert peak.detail["by_stack"] == [{"label": "forward (forward.py:10)", "bytes": 60 * MiB,
+                                        "blocks": 5, "share": 1.0}]
+
+
 def test_oom_by_full_device():
     b = TraceBuilder()
     b.segment(0x20_0000_0000, 100 * MiB)
@@ -183,6 +210,19 @@ def test_oom_by_full_device():
     assert oom.detail["device_free_bytes"] == 10 * MiB
     assert oom.detail["cause"].startswith("the device is full")
     assert oom.detail["allocated_bytes"] == 95 * MiB
+
+
+def test_memscope_oom_trigger_without_an_event():
+    """msMemScope writes OOM_DETAIL rows (markers here), no oom memory event."""
+    b = _pool_with_gaps()
+    b.source = "msmemscope"
+    b.oom_trigger(20 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["requested_bytes"] == 20 * MiB
+    assert oom.detail["cause_kind"] == "fragmentation"
+    assert oom.detail["largest_gap_bytes"] == 10 * MiB
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in oom.detail["advice"]
+    assert oom.evidence.seq == 5
 
 
 def test_oom_advice_knows_the_settings():
@@ -203,6 +243,59 @@ def test_settings_from_the_conf_string_alone():
     s = settings_of(b.build())
     assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
     assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+
+
+# -- inefficient blocks -----------------------------------------------------------------------
+
+
+def test_inefficient_blocks_summarised():
+    """Flags as memtui.analysis.inefficient sets them: counts, bytes, top stacks per kind."""
+    import polars as pl
+
+    from memtui.analysis.findings.inefficient import find_inefficient
+    from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION
+
+    b = TraceBuilder()
+    for _ in range(3):
+        b.free(b.alloc("early", 4 * MiB))
+    b.free(b.alloc("late", 8 * MiB))
+    b.free(b.alloc("fine", MiB))
+    trace = b.build()
+    flags = {"early": FLAG_EARLY_ALLOCATION, "late": FLAG_EARLY_ALLOCATION | FLAG_LATE_DEALLOCATION}
+    ids = {name: sid for name, sid in b.stack_names.items()}
+    trace.blocks = trace.blocks.with_columns(flags=pl.col("stack_id").replace_strict(
+        {ids[n]: f for n, f in flags.items()}, default=0, return_dtype=pl.UInt8))
+    found = {f.detail["flag"]: f for f in find_inefficient(trace, DEVICE)}
+    assert set(found) == {"early_allocation", "late_deallocation"}
+    early = found["early_allocation"]
+    assert early.detail["blocks"] == 4 and early.bytes == 20 * MiB
+    assert early.detail["by_stack"] == [  # 3 x 4 MiB from early, then 8 MiB from late
+        {"label": "early (early.py:10)", "bytes": 12 * MiB, "blocks": 3},
+        {"label": "late (late.py:11)", "bytes": 8 * MiB, "blocks": 1}]
+    assert found["late_deallocation"].detail["blocks"] == 1
+    assert len(early.evidence.block_ids) == 4
+
+
+# -- fragmentation ----------------------------------------------------------------------------
+
+
+def test_fragmentation_most_unused_and_worst_gap_ratio():
+    """Five 12 MiB blocks (requested 11 MiB) leave four 10 MiB gaps in a 100 MiB segment
+    (1 - 10/40 = 75% fragmented); once all are freed, 100 MiB sit unused in one gap."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    b = _pool_with_gaps()
+    for block in range(5):
+        b.free(block)
+    (frag,) = find_fragmentation(b.build(), DEVICE)
+    assert frag.bytes == 100 * MiB and frag.detail["unused_share"] == 1.0
+    assert frag.detail["largest_gap_bytes"] == 100 * MiB
+    assert frag.detail["fragmentation"] == 0.0
+    assert frag.detail["worst_fragmentation"] == 0.75
+    assert frag.detail["worst_largest_gap_bytes"] == 10 * MiB
+    assert frag.detail["worst_pool_free_bytes"] == 40 * MiB
+    assert frag.detail["worst_fragmentation_t"] == 5 * 1000  # after the fifth alloc
+    assert frag.severity == "low"  # all unused, but under 256 MiB
 
 
 # -- capture ----------------------------------------------------------------------------------

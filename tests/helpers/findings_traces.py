@@ -98,6 +98,12 @@ class TraceBuilder:
                              "name": f"out of memory: {size} bytes requested, "
                                      f"{device_free} free on the device"})
 
+    def oom_trigger(self, size: int) -> None:
+        """msMemScope's OOM_DETAIL trigger: a marker only, the request in its detail."""
+        self.markers.append({"t": self.seq * 1000 - 1, "t_end": None, "device": DEVICE,
+                             "kind": "oom", "name": "oom trigger",
+                             "detail": f"{{func:malloc,req_size:{size},flag:0}}"})
+
     def step(self, name: str, kind: str = "annotation") -> None:
         """A step marker (``ProfilerStep#N``) starting at the next event."""
         if self.markers and self.markers[-1].get("kind") == kind \
@@ -135,7 +141,7 @@ class TraceBuilder:
                          extra={"allocator_settings": self.settings, "device_kind": "cuda"})
         markers = (pl.DataFrame(self.markers, schema={
             "t": pl.Int64, "t_end": pl.Int64, "device": pl.String, "kind": pl.String,
-            "name": pl.String}) if self.markers else None)
+            "name": pl.String, "detail": pl.String}) if self.markers else None)
         segments = pl.DataFrame(self.segments) if self.segments else None
         return MemoryTrace(
             meta=meta, events=conform(events, "events"), blocks=conform(blocks, "blocks"),

@@ -59,6 +59,7 @@ async def test_enter_on_a_leak_filters_the_tables_to_its_blocks():
         only = screen.models[("blocks", DEVICE)].only
         assert sorted(np.asarray(only).tolist()) == sorted(leak.evidence.block_ids)
         assert app.cursor.block_id == leak.evidence.block_ids[0]
+        assert app.cursor.window == leak.evidence.window
 
 
 async def test_enter_on_the_peak_shows_the_stacks_at_the_peak():
@@ -83,3 +84,11 @@ async def test_without_high_findings_the_trend_stays_and_6_shows_them():
                  .options]
         assert lines and all(line.split()[0] in ("HIGH", "MED", "LOW", "info")
                              for line in lines)
+
+
+def test_sparkline():
+    from memtui.tui.screens.findings import sparkline
+
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
+    assert sparkline([5, 5, 5], 10) == "▁▁▁"
+    assert sparkline(list(range(100)), 10) == "▁▁▂▃▄▄▅▆▇█"

@@ -2,9 +2,10 @@
 
 The moment where reserved minus allocated is largest (the cached but unused bytes),
 the pool state there (free bytes, largest free gap, ``1 - largest gap / free``), the
-same ratio at the end of the capture, and the internal fragmentation of the blocks
-alive then: block size minus requested size (the allocator's rounding), where the
-capture gives both.
+same ratio at the end of the capture and where it is worst (over events sampled evenly:
+a pool state costs one pass over the lifetimes), and the internal fragmentation of the
+blocks alive at the first moment: block size minus requested size (the allocator's
+rounding), where the capture gives both.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ MiB = 1 << 20
 MEDIUM_WASTE = 256 * MiB
 MEDIUM_SHARE = 0.25
 LOW_SHARE = 0.10
+#: Events at which the largest-gap ratio is measured (a pool state each).
+SAMPLES = 32
+MIN_FREE_SHARE = 0.05
 
 
 def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
@@ -57,6 +61,8 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
                   f" ({state.total_fragmentation:.0%} fragmented)")
     if end_state is not None:
         detail.update(_pool_figures(end_state, "end_"))
+    if has_pool:
+        detail.update(_worst(trace, device, events))
     internal = _internal(trace, device, state)
     if internal is not None:
         detail["internal_fragmentation_bytes"] = internal
@@ -75,6 +81,26 @@ def _state(trace: MemoryTrace, device: str, seq: int | None, t: int) -> PoolStat
     if seq is not None:
         return pool_at_seq(trace, device, int(seq), t)
     return state_at(trace, device, t)
+
+
+def _worst(trace: MemoryTrace, device: str, events: pl.DataFrame) -> dict:
+    """Where ``1 - largest gap / free`` is worst, over ``SAMPLES`` events spread evenly
+    over the trace (the pool's free bytes at least ``MIN_FREE_SHARE`` of reserved)."""
+    rows = np.unique(np.linspace(0, events.height - 1, SAMPLES).astype(np.int64))
+    worst: tuple[float, int, PoolState] | None = None
+    for row in rows.tolist():
+        seq, t = events["seq"][row], int(events["t"][row])
+        state = _state(trace, device, seq, t)
+        if state.free <= 0 or state.free < MIN_FREE_SHARE * state.reserved:
+            continue
+        ratio = float(state.total_fragmentation)
+        if worst is None or ratio > worst[0]:
+            worst = (ratio, t, state)
+    if worst is None:
+        return {}
+    ratio, t, state = worst
+    return {"worst_fragmentation": round(ratio, 4), "worst_fragmentation_t": t,
+            "worst_largest_gap_bytes": state.largest_gap, "worst_pool_free_bytes": state.free}
 
 
 def _pool_figures(state: PoolState, prefix: str) -> dict:

@@ -36,13 +36,16 @@ def find_inefficient(trace: MemoryTrace, device: str) -> list[Finding]:
         by_stack = [{"label": label, "bytes": int(size), "blocks": int(count)}
                     for label, size, count in top.iter_rows()]
         first = flagged.sort("t_alloc").row(0, named=True)
+        threshold = getattr((trace.meta.extra or {}).get("thresholds"), kind, None)
         words = kind.replace("_", " ")
         findings.append(Finding(
             kind="inefficient", severity="low", device=device, bytes=total,
             title=(f"{flagged.height} blocks ({format_bytes(total)}) show {words}"
                    + (f", most from {by_stack[0]['label']}" if by_stack else "")),
             detail={"flag": kind, "blocks": flagged.height, "total_bytes": total,
-                    "by_stack": by_stack},
+                    "by_stack": by_stack,
+                    "threshold": None if threshold is None else {
+                        "ns": threshold.ns, "percent_of_lifetime": threshold.percent}},
             evidence=Evidence(t=first["t_alloc"], seq=first["seq_alloc"],
                               block_ids=tuple(flagged["block_id"].to_list()),
                               owner=first["owner"]),

@@ -188,7 +188,8 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
     stacks = blocks.stack_id[leaked]
     stack_id = int(np.bincount(stacks[stacks >= 0]).argmax()) if (stacks >= 0).any() else None
     first_block = np.flatnonzero(leaked)[order[0]] if leaked.any() else None
-    where = info["label"] or (info["owner"] or NO_STACK)
+    pool = f"{info['pool']} blocks" if info["pool"] else "blocks"
+    where = info["label"] or info["owner"] or f"{pool} {NO_STACK}"
     owner = info["owner"]
     who = f"{owner} in {where}" if owner and info["label"] else where
     severity = "high" if confidence >= HIGH_CONFIDENCE and total >= HIGH_BYTES else "medium"
@@ -220,6 +221,7 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
         and blocks.seq_alloc[first_block] >= 0 else None,
         block_ids=tuple(int(b) for b in leaked_ids[order]),
         stack=evidence_stack(trace, stack_id), owner=owner, stack_id=stack_id,
+        window=(int(steps.times[first]), int(steps.times[-1])),
     )
     return Finding(kind="leak", severity=severity, title=title, device=device,
                    bytes=total, detail=detail, evidence=evidence)

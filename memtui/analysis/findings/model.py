@@ -38,6 +38,7 @@ class Evidence:
     stack: tuple[StackFrame, ...] = ()
     owner: str | None = None
     stack_id: int | None = None
+    window: tuple[int, int] | None = None  # a span worth selecting (the UI's window)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -7,6 +7,10 @@ and free bytes and the largest free gap the request could have used.  The cause 
 held the request but no single gap could, and *the device is full* otherwise.  The advice
 knows the capture's allocator settings (:mod:`memtui.analysis.findings.allocator`).
 
+msMemScope writes no OOM memory event but ``OOM_DETAIL`` rows (markers of kind ``oom``):
+each trigger, its ``req_size`` read from the marker's detail, is judged against the pool
+state at the event before it.
+
 A capture dumped after an OOM without its ``oom`` event (an OOM observer calling
 ``_snapshot()``; file names with "oom") gets a finding that says what the final pool
 state shows and that the failed request itself is not in the file.
@@ -15,6 +19,7 @@ state shows and that the failed request itself is not in the file.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +28,21 @@ import polars as pl
 from memtui.analysis.findings.allocator import advice, settings_of
 from memtui.analysis.findings.frames import evidence_stack
 from memtui.analysis.findings.model import Evidence, Finding
+from memtui.analysis.findings.pool import pool_at_seq
 from memtui.analysis.live import device_index
-from memtui.analysis.pool_state import explain_oom, state_at, state_at_seq
+from memtui.analysis.pool_state import PoolState, explain_oom, state_at, state_at_seq
 from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 
 _DEVICE_FREE = re.compile(r"(\d+) free on the device")
+_REQ_SIZE = re.compile(r"req_?size\W{0,3}(\d+)", re.IGNORECASE)
 
 
 def find_ooms(trace: MemoryTrace, device: str) -> list[Finding]:
     """One finding per OOM of ``device``, or one for an OOM dump without its event."""
     events = trace.device_events(device).filter(pl.col("action") == "oom")
     findings = [_oom_finding(trace, device, row) for row in events.iter_rows(named=True)]
+    findings += _marker_ooms(trace, device, set(events["t"].to_list()))
     if not findings and _looks_like_oom_dump(trace, device):
         findings.append(_dump_finding(trace, device))
     return findings
@@ -46,10 +54,50 @@ def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any]) -> Find
     state = state_at_seq(trace, device, seq)
     match = _DEVICE_FREE.search(why.message or "")
     device_free = int(match.group(1)) if match else None
+    return _finding(trace, device, why.requested, why.stream, event.get("pool"), device_free,
+                    state, why.largest_usable_gap, int(event["t"]), seq, event.get("stack_id"))
+
+
+def _marker_ooms(trace: MemoryTrace, device: str, event_times: set[int]) -> list[Finding]:
+    """msMemScope ``OOM_DETAIL`` triggers (markers with the request in their detail)."""
+    markers = trace.markers
+    if markers.is_empty() or "detail" not in markers.columns:
+        return []
+    rows = markers.filter(
+        (pl.col("kind") == "oom") & (pl.col("device").is_null() | (pl.col("device") == device))
+        & pl.col("name").fill_null("").str.contains("(?i)trigger") & pl.col("t").is_not_null()
+    )
+    events = trace.device_events(device).select("t", "seq")
+    found = []
+    for row in rows.iter_rows(named=True):
+        if row["t"] in event_times or events.is_empty():
+            continue
+        match = _REQ_SIZE.search(row.get("detail") or "")
+        before = events.filter(pl.col("t") <= row["t"]).tail(1)
+        if before.is_empty():
+            continue
+        seq, t = int(before["seq"][0]), int(row["t"])
+        state = pool_at_seq(trace, device, seq, t)
+        requested = int(match.group(1)) if match else 0
+        found.append(_finding(trace, device, requested, None, None, None, state,
+                              state.largest_gap, t, seq, None))
+    return found
+
+
+def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None,
+             pool: str | None, device_free: int | None, state: PoolState, largest_gap: int,
+             t: int, seq: int, stack_id: int | None) -> Finding:
+    """An OOM finding from the request and the pool state at it."""
+    why = _Why(free=state.free, reserved=state.reserved, largest_usable_gap=largest_gap,
+               largest_gap=state.largest_gap, stream=stream)
     settings = settings_of(trace)
-    requested = why.requested
     available = why.free + (device_free or 0)
-    if requested > available:
+    if not requested:
+        cause_kind = "unknown"
+        cause = (f"the request's size is not in the capture; the pool had "
+                 f"{format_bytes(why.free)} free of {format_bytes(why.reserved)} reserved, "
+                 f"largest gap {format_bytes(why.largest_usable_gap)}")
+    elif requested > available:
         cause_kind = "full"
         cause = (f"the device is full: {format_bytes(requested)} asked, but the pool had "
                  f"{format_bytes(why.free)} free of {format_bytes(why.reserved)} reserved"
@@ -65,9 +113,9 @@ def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any]) -> Find
         cause = (f"a free gap of {format_bytes(why.largest_usable_gap)} could have held the "
                  f"{format_bytes(requested)} asked: the device ran out outside this pool")
     detail = {
-        "requested_bytes": requested,
+        "requested_bytes": requested or None,
         "stream": why.stream,
-        "pool": event.get("pool"),
+        "pool": pool,
         "device_free_bytes": device_free,
         "reserved_bytes": why.reserved,
         "allocated_bytes": state.allocated,
@@ -77,18 +125,29 @@ def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any]) -> Find
         "largest_gap_any_segment_bytes": why.largest_gap,
         "cause_kind": cause_kind,
         "cause": cause,
-        "advice": advice(settings, cause_kind, requested, why.free),
+        "advice": advice(settings, "fragmentation" if cause_kind == "unknown"
+                         and why.free >= 0.05 * why.reserved else cause_kind,
+                         requested, why.free),
         "conflicts": settings.conflicts(),
         "allocator_settings_known": settings.known,
     }
-    stack_id = event.get("stack_id")
+    asked = f"asking {format_bytes(requested)}" if requested else "(request size unknown)"
     return Finding(
         kind="oom", severity="high", device=device, bytes=requested,
-        title=f"out of memory asking {format_bytes(requested)}: {cause}",
+        title=f"out of memory {asked}: {cause}",
         detail=detail,
-        evidence=Evidence(t=int(event["t"]), seq=seq, stack_id=stack_id,
+        evidence=Evidence(t=t, seq=seq, stack_id=stack_id,
                           stack=evidence_stack(trace, stack_id)),
     )
+
+
+@dataclass(frozen=True)
+class _Why:
+    free: int
+    reserved: int
+    largest_usable_gap: int
+    largest_gap: int
+    stream: int | None
 
 
 def _looks_like_oom_dump(trace: MemoryTrace, device: str) -> bool:

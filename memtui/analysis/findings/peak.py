@@ -4,7 +4,8 @@ The blocks alive at the event of the allocated peak (ghosts included) are summed
 frame that names their stack (the innermost user frame: see
 :mod:`memtui.analysis.findings.frames`), by owner where the source has owners
 (msMemScope ``PTA@weight``, ``@gradient``, ...; profiler operators) and by memory pool
-(layer).  Sources with only curves (the Ascend profiler) give the peak's size and time.
+(layer); the blocks alive at the peak of reserved, by stack.  Sources with only curves
+(the Ascend profiler) give the peaks' sizes and times.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def find_peak(trace: MemoryTrace, device: str) -> list[Finding]:
     if at < 0 or peak <= 0:
         return []
     peak_t = int(allocated.t[at])
-    seq = _peak_seq(trace, device, at, allocated.t.size)
+    seq = _level_seq(trace, device, at, allocated.t.size)
     alive = _alive_at(trace, device, peak_t, seq)
     by_stack = _by(alive, "label", peak)
     by_owner = _by(alive.filter(pl.col("owner").is_not_null()), "owner", peak)
@@ -50,9 +51,12 @@ def find_peak(trace: MemoryTrace, device: str) -> list[Finding]:
         r_peak, r_at = reserved.peak()
         detail["peak_reserved_bytes"] = r_peak
         detail["peak_reserved_t"] = int(reserved.t[r_at])
-        detail["reserved_at_allocated_peak"] = int(
+        detail["reserved_at_allocated_peak_bytes"] = int(
             reserved.values[np.searchsorted(reserved.t, peak_t, side="right") - 1]
         ) if reserved.t[0] <= peak_t else None
+        r_seq = _level_seq(trace, device, r_at, reserved.t.size, "reserved")
+        at_reserved = _alive_at(trace, device, int(reserved.t[r_at]), r_seq)
+        detail["reserved_peak_by_stack"] = _by(at_reserved, "label", r_peak)
     stack_id, block_ids = _top_blocks(alive)
     title = f"peak {format_bytes(peak)} allocated"
     if by_stack:
@@ -70,12 +74,13 @@ def find_peak(trace: MemoryTrace, device: str) -> list[Finding]:
                     detail=detail, evidence=evidence)]
 
 
-def _peak_seq(trace: MemoryTrace, device: str, at: int, levels: int) -> int | None:
+def _level_seq(trace: MemoryTrace, device: str, at: int, levels: int,
+               column: str = "allocated") -> int | None:
     """``seq`` of the event after which the level peaked (None: the start level, or a
     level from profiler curves rather than events)."""
     if at == 0:
         return None
-    levelled = trace.device_events(device).select("seq", "allocated").drop_nulls("allocated")
+    levelled = trace.device_events(device).select("seq", column).drop_nulls(column)
     if levelled.height + 1 != levels:
         return None
     value = levelled["seq"][at - 1]

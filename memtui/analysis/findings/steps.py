@@ -119,9 +119,17 @@ def _marker_steps(trace: MemoryTrace,
     ).with_columns(pattern=pl.col("name").str.replace_all(r"\d+", "N"))
     if rows.is_empty():
         return None
-    counts = rows.group_by("pattern").agg(n=pl.col("t").n_unique()).sort(
-        ["n", "pattern"], descending=[True, False])
-    pattern, n = counts.row(0)
+    # what says "this is a step" most plainly first: msMemScope STEP rows, the profiler's
+    # ProfilerStep#N, then any other name with "step" (Optimizer.step, "step start", ...)
+    rank = (pl.when(pl.col("kind").str.contains("(?i)step")).then(0)
+            .when(pl.col("name").str.starts_with("ProfilerStep")).then(1).otherwise(2))
+    counts = rows.with_columns(rank=rank).group_by("pattern").agg(
+        n=pl.col("t").n_unique(), rank=pl.col("rank").min(),
+    ).filter(pl.col("n") >= MIN_STEPS - 1).sort(["rank", "n", "pattern"],
+                                                descending=[False, True, False])
+    if counts.is_empty():
+        return None
+    pattern, n = counts.select("pattern", "n").row(0)
     if n < MIN_STEPS - 1:
         return None
     chosen = rows.filter(pl.col("pattern") == pattern).sort("t").unique(

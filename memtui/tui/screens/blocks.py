@@ -19,12 +19,23 @@ from textual.widgets import Static
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
+from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen, block_details, find_address, select_event_block
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend, legend_rows
 
 DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def block_analyses(trace: MemoryTrace, device: str) -> tuple:
+    """What the screen shows of ``device``, built once per trace (shared cache): the
+    device index, the block map's data, its peaks, the address book, the event blocks."""
+    index = device_index(trace, device)
+    data = cached(trace, ("block_map", device), lambda: BlockMapData(index))
+    peaks = cached(trace, ("block_peaks", device), lambda: PeakFinder(data.level()))
+    book = cached(trace, ("addresses", device), lambda: AddressBook(index))
+    return index, data, peaks, book, event_blocks(trace, device)
 
 
 class BlocksScreen(LinkedScreen):
@@ -55,14 +66,13 @@ class BlocksScreen(LinkedScreen):
 
     # -- preparing and building ---------------------------------------------------------------
 
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        block_analyses(trace, device)
+
     def prepare(self, device: str) -> None:
-        trace = self.trace
-        self.index = device_index(trace, device)
-        self.data = cached(trace, ("block_map", device), lambda: BlockMapData(self.index))
-        self.peaks = cached(trace, ("block_peaks", device),
-                            lambda: PeakFinder(self.data.level()))
-        self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
-        self.events = event_blocks(trace, device)
+        self.index, self.data, self.peaks, self.book, self.events = block_analyses(
+            self.trace, device)
 
     async def build(self) -> None:
         await self.query("BlockMap, TrendSlider").remove()

@@ -10,8 +10,10 @@ thread after the first paint (``app.findings``); until then the screen says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -32,7 +34,7 @@ DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation
                "inefficient": "tables", "capture": "trend"}
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
-_LISTS = ("by_stack", "by_owner", "by_pool")
+_LISTS = ("by_stack", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
          "allocator_settings_known", "frame_is_user_code", *_LISTS}
 
@@ -129,15 +131,15 @@ class FindingsScreen(Screen):
             pane.update("" if self.items or getattr(self.app, "findings", None) is None
                         else "Nothing to report: no leak, no OOM, nothing unusual.")
             return
-        pane.update(detail_text(finding, self._when(finding)))
+        pane.update(detail_text(finding, self._when(finding.device, finding.evidence.t),
+                                lambda t: self._when(finding.device, t)))
 
-    def _when(self, finding: Finding) -> str | None:
-        t = finding.evidence.t
+    def _when(self, device: str, t: int | None) -> str | None:
         if t is None:
             return None
         app = self.app
         try:
-            start = app.timeline(finding.device).start  # type: ignore[attr-defined]
+            start = app.timeline(device).start  # type: ignore[attr-defined]
         except KeyError:
             return None
         return format_time(t, start, app.trace.meta.time_unit)  # type: ignore[attr-defined]
@@ -157,6 +159,16 @@ class FindingsScreen(Screen):
             changes["t"] = evidence.t
         if evidence.block_ids:
             changes["block_id"] = evidence.block_ids[0]
+        if evidence.window is not None:
+            changes["window"] = evidence.window
+        position = _event_position(app.trace, finding.device, evidence.seq)
+        if position is not None:
+            exact = {k: v for k, v in changes.items() if k != "t"}
+            try:  # the cursor on the very event (several can share a timestamp)
+                app.move_cursor(event=position, **exact)
+                changes = {}
+            except TypeError:  # a cursor that addresses times only
+                pass
         if changes:
             app.move_cursor(**changes)
         target = DESTINATION[finding.kind]
@@ -170,8 +182,19 @@ class FindingsScreen(Screen):
         app.switch_mode(target)
 
 
-def detail_text(finding: Finding, when: str | None) -> Text:
-    """The detail pane of one finding (text from the capture is escaped: Text objects)."""
+def _event_position(trace, device: str, seq: int | None) -> int | None:
+    """Position (0-based, in the device's event order) of the event ``seq``."""
+    if seq is None:
+        return None
+    hits = np.flatnonzero(trace.device_events(device)["seq"].to_numpy() == seq)
+    return int(hits[0]) if hits.size else None
+
+
+def detail_text(finding: Finding, when: str | None,
+                time_text: Callable[[int], str | None] | None = None) -> Text:
+    """The detail pane of one finding (text from the capture is escaped: Text objects).
+
+    ``when`` is the evidence's time as shown; ``time_text`` shows the detail's times."""
     text = Text()
     text.append(f"{SEVERITY_TAG[finding.severity].strip()} ", SEVERITY_STYLE[finding.severity])
     text.append(f"{finding.kind} on {finding.device}\n", "bold")
@@ -183,7 +206,12 @@ def detail_text(finding: Finding, when: str | None) -> Text:
     for conflict in finding.detail.get("conflicts") or []:
         text.append("conflict: ", "bold yellow")
         text.append(conflict + "\n")
-    figures = [f"{key.replace('_', ' ')} {_value(key, value)}"
+    levels = finding.detail.get("level_at_steps")
+    if levels:
+        text.append("live bytes at each step: ", "bold")
+        text.append(sparkline(levels, 60) + f"  {format_bytes(levels[0])} .. "
+                    f"{format_bytes(levels[-1])}\n")
+    figures = [f"{key.replace('_', ' ')} {_value(key, value, time_text)}"
                for key, value in finding.detail.items()
                if key not in _SKIP and value is not None
                and not isinstance(value, list | dict | bool)]
@@ -214,12 +242,26 @@ def detail_text(finding: Finding, when: str | None) -> Text:
     return text
 
 
-def _value(key: str, value: Any) -> str:
+def sparkline(values: list[int], width: int) -> str:
+    """``values`` as at most ``width`` block characters, lowest to highest (max per cell)."""
+    bars = "▁▂▃▄▅▆▇█"
+    cells = [max(values[i * len(values) // width:(i + 1) * len(values) // width] or [0])
+             for i in range(min(width, len(values)))]
+    low, high = min(cells), max(cells)
+    span = (high - low) or 1
+    return "".join(bars[(v - low) * (len(bars) - 1) // span] for v in cells)
+
+
+def _value(key: str, value: Any, time_text: Callable[[int], str | None] | None) -> str:
     if (key.endswith("_bytes") or key == "bytes_per_step") and isinstance(value, int):
         return format_bytes(value)
+    if (key.endswith("_t") or key.startswith("t_")) and isinstance(value, int) and time_text:
+        return time_text(value) or str(value)
+    if isinstance(value, float) and ("fragmentation" in key or "share" in key):
+        return f"{value:.0%}"
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
 
 
-__all__ = ["FindingsScreen", "detail_text"]
+__all__ = ["FindingsScreen", "detail_text", "sparkline"]

@@ -11,6 +11,7 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -31,6 +32,12 @@ from memtui.tui.widgets.status import StatusBar
 
 #: Above this many blocks the analysis objects are built in a thread.
 BACKGROUND_BLOCKS = 200_000
+
+
+def _app_keys(app) -> set[str]:
+    """The keys the app itself binds (its merged bindings, Textual's own included)."""
+    bindings = getattr(app, "_bindings", None)
+    return set(getattr(bindings, "key_to_bindings", {}))
 
 
 class SearchBox(Input):
@@ -64,6 +71,7 @@ class LinkedScreen(Screen):
         self._ready = False
         self._seen: CursorState | None = None  # the cursor last drawn
         self._trace_stale = False  # the app replaced the trace while this screen was hidden
+        self._held_keys: list[str] = []  # pressed while indexing: replayed once ready
 
     # -- the app's contract -----------------------------------------------------------------
 
@@ -133,9 +141,24 @@ class LinkedScreen(Screen):
         self._ready = True
         self._stale = False
         self._follow(None, self.cursor)
+        held, self._held_keys = self._held_keys, []
+        for key in held:  # in the order pressed, now that the map or tree is there
+            self.app.simulate_key(key)
         mark = getattr(self.app, "mark_painted", None)
         if mark is not None and self.NAME:
             self.call_after_refresh(mark, self.NAME)
+
+    def on_key(self, event: events.Key) -> None:
+        """A key for the screen's own map or tree pressed while it is still being indexed
+        is held and replayed once the screen is ready: never lost.  The app's own keys
+        (screens, cursor, quit) act at once."""
+        if self._ready or event.key in _app_keys(self.app):
+            return
+        self._held_keys.append(event.key)
+        self.query_one("#status-line", Static).update(
+            f"indexing {self.device}... ({len(self._held_keys)} keys held until ready)")
+        event.stop()
+        event.prevent_default()
 
     def _cursor_changed(self, old: CursorState | None, new: CursorState) -> None:
         if not self._ready:
@@ -164,6 +187,11 @@ class LinkedScreen(Screen):
             self._trace_stale = True
 
     # -- for subclasses ----------------------------------------------------------------------
+
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        """Build into the shared analysis cache what :meth:`prepare` needs for ``device``
+        (the app calls it in a thread right after the first paint, before any visit)."""
 
     def prepare(self, device: str) -> None:
         """Build the analysis objects of ``device`` (may run in a thread: no widgets)."""

@@ -25,6 +25,7 @@ from memtui.analysis.pool_state import (
     state_at,
 )
 from memtui.analysis.summary import format_bytes
+from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (
     LinkedScreen,
@@ -34,6 +35,13 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
+
+
+def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
+    """The device index, address book and event blocks of ``device`` (shared cache)."""
+    index = device_index(trace, device)
+    book = cached(trace, ("addresses", device), lambda: AddressBook(index))
+    return index, book, event_blocks(trace, device)
 
 
 class PoolScreen(LinkedScreen):
@@ -68,12 +76,13 @@ class PoolScreen(LinkedScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_layout("oom")
 
+    @staticmethod
+    def warm(trace: MemoryTrace, device: str) -> None:
+        pool_analyses(trace, device)
+
     def prepare(self, device: str) -> None:
-        trace = self.trace
-        self.index = device_index(trace, device)
-        self.book = cached(trace, ("addresses", device), lambda: AddressBook(self.index))
-        self.events = event_blocks(trace, device)
-        self.ooms = oom_events(trace, device)
+        self.index, self.book, self.events = pool_analyses(self.trace, device)
+        self.ooms = oom_events(self.trace, device)
 
     async def build(self) -> None:
         await self.query(PoolMap).remove()

@@ -1,0 +1,99 @@
+"""No key waits: after the first paint the app builds the Blocks, Pool and Stacks screens'
+indexes in the background, and a key pressed on a screen still indexing is held and
+replayed once it is ready (never lost).  Big traces take these paths; the tests lower the
+threshold (``linked.BACKGROUND_BLOCKS``) so the demo capture does."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+import memtui.tui.screens.blocks as blocks_screen
+from memtui.analysis import live
+from memtui.analysis.block_map import bands_at
+from memtui.sources import open_capture
+from memtui.tui.screens import linked
+from tests.helpers.map_pilot import maps_app
+
+DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return open_capture(DEMO)
+
+
+def cached_keys(trace) -> set:
+    entry = live._CACHE.get(id(trace))
+    return set(entry[1]) if entry is not None else set()
+
+
+async def test_indexes_are_built_after_the_first_paint_before_any_visit(demo, monkeypatch):
+    monkeypatch.setattr(linked, "BACKGROUND_BLOCKS", 0)
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        device = app.cursor.device
+        assert app.current_mode == "trend"
+        assert {("device_index", device), ("block_map", device), ("block_peaks", device),
+                ("addresses", device), ("stack_tree",)} <= cached_keys(demo)
+
+
+async def test_a_key_pressed_while_indexing_is_replayed_when_ready(demo, monkeypatch):
+    monkeypatch.setattr(linked, "BACKGROUND_BLOCKS", 0)
+    original = blocks_screen.block_analyses
+    slow = {"on": True}
+
+    def slow_analyses(trace, device):
+        if slow["on"]:
+            time.sleep(0.5)
+        return original(trace, device)
+
+    monkeypatch.setattr(blocks_screen, "block_analyses", slow_analyses)
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        app.move_cursor(t=app.timeline(app.cursor.device).end)
+        await pilot.press("2", "down")  # down reaches the screen while it is indexing
+        screen = app.screen
+        assert not screen._ready
+        assert "keys held" in str(screen.query_one("#status-line").render())
+        for _ in range(100):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            if screen._ready and not screen._held_keys:
+                break
+            await asyncio.sleep(0.05)
+        await pilot.pause()
+        assert screen._ready
+        # the same as pressing it once the screen was ready: one block down the stack
+        rows, _ = bands_at(screen.index, screen.data.rank, app.cursor.t)
+        end_block = demo.events.sort("t")["block_id"][-1]
+        at = list(rows).index(screen.index.row_of_block(end_block))
+        assert app.cursor.block_id == screen.index.block_id[rows[at - 1]]
+
+
+async def test_a_cached_build_is_shared_by_threads_and_an_error_is_retried():
+    trace = open_capture(DEMO)
+    calls = []
+
+    def build():
+        calls.append(1)
+        time.sleep(0.2)
+        return len(calls)
+
+    results = await asyncio.gather(*[
+        asyncio.to_thread(live.cached, trace, ("test",), build) for _ in range(4)])
+    assert results == [1, 1, 1, 1] and len(calls) == 1
+
+    def broken():
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        live.cached(trace, ("broken",), broken)
+    assert live.cached(trace, ("broken",), lambda: 7) == 7
