@@ -310,7 +310,10 @@ class _ChunkQuery:
     that polars splits (any chunk the typed read cannot take goes the text way)."""
 
     def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
-                 int_columns: tuple[str, ...]) -> None:
+                 int_columns: tuple[str, ...], typed: bool = True) -> None:
+        """``typed=False``: text only, no ADBC connection (``--follow`` beside a live WAL
+        writer: a second SQLite library in the process mapping the writer's ``-shm``
+        crashed with SIGBUS)."""
         sources = list(mapping)
         self.con = con  # used by the worker thread only
         self.path = Path(con.execute("PRAGMA database_list").fetchone()[2])
@@ -324,7 +327,7 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64 else f'CAST("{c}" AS TEXT)'
             for c in sources)
-        self.arrow = connect_arrow(self.path)  # used by the worker thread only
+        self.arrow = connect_arrow(self.path) if typed else None  # the worker thread's
 
     def close(self) -> None:
         if self.arrow is not None:
