@@ -82,7 +82,9 @@ class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
 
     Where the limit cannot be set (no ``resource``, no /proc) nothing is limited.  The
     limit is the process's: one bounded block runs at a time (a lock), so that two
-    threads unpickling at once never leave each other's limit behind.
+    threads unpickling at once never leave each other's limit behind, and none is set
+    while another thread may be doing heavy work (a cache store, an executor worker:
+    native code there would abort on a failed allocation rather than raise).
     """
 
     _one_at_a_time = threading.Lock()
@@ -97,7 +99,7 @@ class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
         try:
             import resource
 
-            used = _data_bytes()
+            used = 0 if _others_at_work() else _data_bytes()
             soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
             target = used + self.allowed
             if used and (hard == resource.RLIM_INFINITY or target < hard) and (
@@ -118,6 +120,16 @@ class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
                 self._saved = None
         finally:
             self._one_at_a_time.release()
+
+
+#: Threads whose work may allocate in native code (polars, pyarrow) at any moment.
+_BUSY_THREADS = ("memtui-cache", "memtui-record", "ThreadPoolExecutor", "asyncio")
+
+
+def _others_at_work() -> bool:
+    current = threading.current_thread()
+    return any(t is not current and t.name.startswith(_BUSY_THREADS)
+               for t in threading.enumerate())
 
 
 def _data_bytes() -> int:
