@@ -193,3 +193,13 @@ def test_summary_figures_come_back_from_the_cache(snapshot, isolated_cache, caps
     (entry / "manifest.json").write_text(json.dumps(manifest))
     assert main(["summary", "--json", str(snapshot)]) == 0
     assert capsys.readouterr().out == fresh
+
+
+def test_a_reopen_names_the_path_as_given_this_time(snapshot, capsys, monkeypatch):
+    assert main(["summary", "--json", str(snapshot)]) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == str(snapshot)
+    monkeypatch.chdir(snapshot.parent)
+    trace = load_trace("hand.pickle")  # the same file, from the cache
+    assert trace.meta.path == "hand.pickle"
+    assert main(["summary", "--json", "hand.pickle"]) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == "hand.pickle"
