@@ -49,10 +49,13 @@ BLOCK_COLUMNS = (
     Column("owner", "Owner", "str", 18),
     Column("pool", "Pool", "str", 6),
     Column("stream", "Stream", "int", 7),
-    Column("first_access", "First access", "time", 12),
-    Column("last_access", "Last access", "time", 12),
-    Column("max_access_gap", "Max gap", "span", 10),
-    Column("flags", "Flags", "flags", 5),
+    Column("process", "Process ID", "int", 10),
+    Column("thread", "Thread ID", "int", 10),
+    Column("attr", "Attr", "str", 28),
+    Column("first_access", "First Access", "time", 12),
+    Column("last_access", "Last Access", "time", 12),
+    Column("max_access_gap", "Max Access Interval", "span", 12),
+    Column("flags", "Inefficient", "flags", 11),
 )
 
 EVENT_COLUMNS = (
@@ -69,6 +72,12 @@ EVENT_COLUMNS = (
     Column("owner", "Owner", "str", 18),
     Column("pool", "Pool", "str", 6),
     Column("stream", "Stream", "int", 7),
+    Column("event_type", "Event Type", "str", 11),
+    Column("name", "Name", "str", 16),
+    Column("process", "Process ID", "int", 10),
+    Column("thread", "Thread ID", "int", 10),
+    Column("device", "Device ID", "str", 9),
+    Column("attr", "Attr", "str", 28),
 )
 
 _SOURCE_OF = {"top": "stack_id", "duration": "t_alloc", "state": "t_alloc"}
@@ -110,7 +119,11 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 
                "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
                "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 _TIME_UNITS = {"": 1e9, "s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
-_TOKEN = re.compile(r"^(size|t|time|addr)(<=|>=|<|>|=)(.+)$", re.IGNORECASE)
+_TOKEN = re.compile(r"^(size|t|time|timestamp|alloc|malloc|free|addr)(<=|>=|<|>|=)(.+)$",
+                    re.IGNORECASE)
+#: Words that keep only the blocks flagged inefficient (Insight's "Filter inefficient
+#: memory blocks").
+INEFFICIENT_WORDS = ("inefficient", "ineff")
 
 
 def parse_size(text: str) -> int:
@@ -134,7 +147,9 @@ def parse_time(text: str, start: int, unit: str) -> int:
 
 @dataclass
 class Filter:
-    """What a table shows: size and time ranges (inclusive), text, and an address."""
+    """What a table shows: ranges (inclusive) of size, of time (the event's; the
+    block's lifetime overlapping it), of a block's Malloc and of its Free time, text, an
+    address, and whether only the blocks flagged inefficient."""
 
     size_min: int | None = None
     size_max: int | None = None
@@ -142,6 +157,11 @@ class Filter:
     t_max: int | None = None
     text: str = ""
     addr: int | None = None
+    alloc_min: int | None = None
+    alloc_max: int | None = None
+    free_min: int | None = None
+    free_max: int | None = None
+    inefficient: bool = False
 
     @property
     def empty(self) -> bool:
@@ -149,20 +169,29 @@ class Filter:
 
     @classmethod
     def parse(cls, spec: str, start: int, unit: str) -> Filter:
-        """``size>=1M size<1G t>1.5s t<3s addr=0x7f.. words`` (words: text, all must match)."""
+        """``size>=1M size<1G t>1.5s t<3s free<4s addr=0x7f.. inefficient words``.
+
+        ``t`` (also ``time``, ``timestamp``) is the event's time, or a time the block was
+        alive; ``malloc`` (``alloc``) and ``free`` a block's Malloc and Free times;
+        ``inefficient`` keeps the flagged blocks; other words are text, all must match."""
         result = cls()
         words = []
         for token in spec.split():
             match = _TOKEN.match(token)
             if not match:
-                words.append(token)
+                if token.lower() in INEFFICIENT_WORDS:
+                    result.inefficient = True
+                else:
+                    words.append(token)
                 continue
             what, op, value = match.group(1).lower(), match.group(2), match.group(3)
             if what == "addr":
                 result.addr = int(value, 16) if value.lower().startswith("0x") else int(value)
                 continue
             number = parse_size(value) if what == "size" else parse_time(value, start, unit)
-            low, high = ("size_min", "size_max") if what == "size" else ("t_min", "t_max")
+            low, high = {"size": ("size_min", "size_max"), "free": ("free_min", "free_max"),
+                         "alloc": ("alloc_min", "alloc_max"),
+                         "malloc": ("alloc_min", "alloc_max")}.get(what, ("t_min", "t_max"))
             strict = 1 if op in "<>" else 0
             if op in (">", ">="):
                 setattr(result, low, number + strict)
@@ -173,6 +202,13 @@ class Filter:
                 setattr(result, high, number)
         result.text = " ".join(words)
         return result
+
+
+def _between(values: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
+    """``lo <= values <= hi`` (a missing bound: no limit)."""
+    lo = np.iinfo(np.int64).min if lo is None else lo
+    hi = np.iinfo(np.int64).max if hi is None else hi
+    return (values >= lo) & (values <= hi)
 
 
 def hex_expr(expr: pl.Expr) -> pl.Expr:
@@ -186,6 +222,17 @@ def hex_expr(expr: pl.Expr) -> pl.Expr:
     text = pl.concat_str(nibbles).str.strip_chars_start("0")
     return pl.when(expr.is_null()).then(None).when(text == "").then(pl.lit("0x0")).otherwise(
         pl.lit("0x") + text)
+
+
+def with_alloc_attr(blocks: pl.DataFrame, events: pl.DataFrame | None) -> pl.DataFrame:
+    """``blocks`` with ``attr``: the Attr of each block's alloc event, where the events
+    carry one (msMemScope); unchanged otherwise."""
+    if events is None or "attr" not in events.columns or "attr" in blocks.columns \
+            or blocks.is_empty():
+        return blocks
+    attrs = (events.filter((pl.col("action") == "alloc") & pl.col("block_id").is_not_null())
+             .select("block_id", "attr").unique("block_id", keep="first"))
+    return blocks.join(attrs, on="block_id", how="left", maintain_order="left")
 
 
 @dataclass
@@ -223,9 +270,11 @@ class TableModel:
 
     @classmethod
     def for_blocks(cls, blocks: pl.DataFrame, start: int, unit: str,
-                   tops: pl.DataFrame | None = None) -> TableModel:
-        """The Block View: blocks in order of allocation."""
-        frame = blocks
+                   tops: pl.DataFrame | None = None,
+                   events: pl.DataFrame | None = None) -> TableModel:
+        """The Block View: blocks in order of allocation; with ``events``, each block's
+        Attr is that of its alloc event (msMemScope)."""
+        frame = with_alloc_attr(blocks, events)
         if blocks.height and not blocks["t_alloc"].is_sorted():
             frame = blocks.sort("t_alloc", "block_id", nulls_last=False)
         model = cls("blocks", frame, BLOCK_COLUMNS, start, unit)
@@ -295,6 +344,15 @@ class TableModel:
         for lo, hi in ((f.t_min, f.t_max), self.scope or (None, None)):
             if lo is not None or hi is not None:
                 masks.append(self._time_mask(lo, hi))
+        if f.alloc_min is not None or f.alloc_max is not None:
+            masks.append(_between(self._times, f.alloc_min, f.alloc_max))
+        if (f.free_min is not None or f.free_max is not None) and self.kind == "blocks":
+            freed = self._t_free != _NEVER  # a block never freed has no Free time
+            masks.append(freed & _between(self._t_free, f.free_min, f.free_max))
+        if f.inefficient:
+            flags = self.frame["flags"].fill_null(0).to_numpy() if "flags" in self.frame.columns \
+                else np.zeros(self.total, dtype=np.uint8)
+            masks.append(flags > 0)
         if self.only is not None and "block_id" in self.frame.columns:
             ids = self.frame["block_id"].fill_null(-1).to_numpy()
             masks.append(np.isin(ids, self.only))

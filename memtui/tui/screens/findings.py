@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -160,6 +161,14 @@ class FindingsScreen(Screen):
             changes["block_id"] = evidence.block_ids[0]
         if evidence.window is not None:
             changes["window"] = evidence.window
+        position = _event_position(app.trace, finding.device, evidence.seq)
+        if position is not None:
+            exact = {k: v for k, v in changes.items() if k != "t"}
+            try:  # the cursor on the very event (several can share a timestamp)
+                app.move_cursor(event=position, **exact)
+                changes = {}
+            except TypeError:  # a cursor that addresses times only
+                pass
         if changes:
             app.move_cursor(**changes)
         target = DESTINATION[finding.kind]
@@ -171,6 +180,14 @@ class FindingsScreen(Screen):
         if target == "tables":
             target = "trend"
         app.switch_mode(target)
+
+
+def _event_position(trace, device: str, seq: int | None) -> int | None:
+    """Position (0-based, in the device's event order) of the event ``seq``."""
+    if seq is None:
+        return None
+    hits = np.flatnonzero(trace.device_events(device)["seq"].to_numpy() == seq)
+    return int(hits[0]) if hits.size else None
 
 
 def detail_text(finding: Finding, when: str | None,
