@@ -37,11 +37,12 @@ from benchmarks.bench_open import run_process  # noqa: E402
 
 _ADBC = r"""
 import sys, pathlib
-import adbc_driver_sqlite.dbapi as adbc
-con = adbc.connect(f"{pathlib.Path(sys.argv[1]).resolve().as_uri()}?mode=ro")
-cursor = con.cursor()
-cursor.execute("SELECT * FROM memscope_dump")
-table = cursor.fetch_arrow_table()
+import adbc_driver_manager as manager, adbc_driver_sqlite, pyarrow as pa
+database = adbc_driver_sqlite.connect(f"{pathlib.Path(sys.argv[1]).resolve().as_uri()}?mode=ro")
+statement = manager.AdbcStatement(manager.AdbcConnection(database))
+statement.set_sql_query("SELECT * FROM memscope_dump")
+stream, _ = statement.execute_query()
+table = pa.RecordBatchReader.from_stream(stream).read_all()
 """
 _FETCHALL = r"""
 import sqlite3, sys
