@@ -310,7 +310,7 @@ class _ChunkQuery:
     that polars splits (any chunk the typed read cannot take goes the text way)."""
 
     def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
-                 int_columns: tuple[str, ...]) -> None:
+                 int_columns: tuple[str, ...], typed: bool = True) -> None:
         sources = list(mapping)
         self.con = con  # used by the worker thread only
         self.path = Path(con.execute("PRAGMA database_list").fetchone()[2])
@@ -324,7 +324,8 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64 else f'CAST("{c}" AS TEXT)'
             for c in sources)
-        self.arrow = connect_arrow(self.path)  # used by the worker thread only
+        # used by the worker thread only; none for small incremental reads (--follow)
+        self.arrow = connect_arrow(self.path) if typed else None
 
     def close(self) -> None:
         if self.arrow is not None:

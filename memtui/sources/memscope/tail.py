@@ -127,10 +127,10 @@ class DbTail(_Parts):
         top = con.execute(f'SELECT max(rowid) FROM "{table.name}"').fetchone()[0] or 0
         if top < table.last_rowid:
             raise CaptureError(self.path, f"was truncated (table {table.name} lost rows)")
-        query = read._ChunkQuery(con, table.name, table.mapping, int_columns)
+        query = read._ChunkQuery(con, table.name, table.mapping, int_columns, typed=False)
         for low in range(table.last_rowid + 1, top + 1, read._CHUNK_ROWS):
             bounds = (low, min(low + read._CHUNK_ROWS - 1, top))
-            chunk = query.parse(*query.fetch(bounds), bounds)
+            chunk = query.parse(query.fetch(bounds), bounds)
             if chunk.height:
                 yield chunk.with_row_index("row", offset=table.rows).with_columns(
                     pl.col("row").cast(pl.Int64))
