@@ -331,3 +331,33 @@ async def test_tables_filter_inefficient_blocks_with_editable_thresholds():
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert screen.model("blocks").rows.size == 3
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_trend_zoom_slider_and_reserved_peak(demo, size):
+    from memtui.tui.widgets.block_map import TrendSlider
+    from memtui.tui.widgets.curve import TrendPlot
+
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "trend", at_end=False)
+        screen = app.screen
+        slider = screen.query_one(TrendSlider)
+        timeline = app.timeline(app.cursor.device)
+        assert (slider.t_start, slider.t_end) == (timeline.start, timeline.end)
+        reserved = timeline.reserved
+        top = int(reserved.values.max())
+        plot = screen.query_one(TrendPlot)
+        assert plot.reserved_peak[1] == top
+        assert "△" in screen_text(app)
+        if size[0] >= 90:
+            assert "reserved peak" in str(screen.query_one("#trend-legend").render())
+        v0, v1 = app.cursor.view
+        await pilot.press("shift+right")
+        await pilot.pause()
+        assert app.cursor.view == (v0 + (v1 - v0) // 10, v1)
+        w0, w1 = app.cursor.view
+        await pilot.press("ctrl+left")
+        await pilot.pause()
+        assert app.cursor.view == (w0, w1 - (w1 - w0) // 10)
+        assert slider.cursor.view == app.cursor.view  # the slider shades the new view
