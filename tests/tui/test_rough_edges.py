@@ -92,7 +92,7 @@ async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
         assert app.cursor.segment_id == segments[at + 1]
         await pilot.press("question_mark")
         await pilot.pause()
-        rows = dict(row for title, section in app.screen.sections for row in section
+        rows = dict(row[:2] for title, section in app.screen.sections for row in section
                     if not title.startswith("Legend"))
         assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
         assert not any("(" in what for what in rows.values())  # no raw action names
@@ -196,7 +196,7 @@ async def test_help_has_a_legend_for_every_mark(name, words):
         await open_screen(pilot, name)
         legend = dict(app.help_sections())
         rows = next(rows for title, rows in legend.items() if title.startswith("Legend"))
-        meanings = " ".join(what for _, what in rows)
+        meanings = " ".join(row[1] for row in rows)
         for word in words:
             assert word in meanings
         if name == "pool":
@@ -361,3 +361,41 @@ async def test_trend_zoom_slider_and_reserved_peak(demo, size):
         await pilot.pause()
         assert app.cursor.view == (w0, w1 - (w1 - w0) // 10)
         assert slider.cursor.view == app.cursor.view  # the slider shades the new view
+
+
+async def test_user_keymap_changes_keys_in_footer_help_and_palette(demo, tmp_path):
+    from memtui.tui.app import MemtuiApp
+
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('"app.peak" = "P"\n[keys]\n"stacks.user_frames" = ["U", "ctrl+u"]\n')
+    app = MemtuiApp(demo, keymap_file=keymap)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "stacks", at_end=False)
+        await pilot.press("P")
+        await pilot.pause()
+        assert app.cursor.t == app.timeline(app.cursor.device).peak_t
+        text = screen_text(app)
+        assert "P Peak" in text and "U User frames" in text  # the footer
+        await pilot.press("U")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.user_only
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Go to the peak (P)" in titles and "Stacks: User frames (U, ^u)" in titles
+        rows = {row[2]: row[0] for _, section in app.help_sections() for row in section
+                if len(row) == 3}
+        assert rows["app.peak"] == "P" and rows["stacks.user_frames"] == "U, ^u"
+
+
+async def test_a_broken_keymap_is_reported_and_ignored(demo, tmp_path):
+    from memtui.tui.app import MemtuiApp
+
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text("app.peak = = P\n")
+    app = MemtuiApp(demo, keymap_file=keymap)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert any("keymap.toml" in n.message for n in app._notifications)
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.cursor.t == app.timeline(app.cursor.device).peak_t

@@ -59,18 +59,18 @@ class TablesScreen(Screen):
     """See the module docstring."""
 
     BINDINGS = [
-        Binding("tab", "switch_view", "Blocks/Events", priority=True),
-        Binding("s", "sort", "Sort"),
-        Binding("f", "filter", "Filter"),
-        Binding("slash", "search", "Search", show=False),
-        Binding("n", "next_match", "Next match", show=False),
-        Binding("w", "scope", "Scope"),
-        Binding("F", "clear_only", "All stacks", show=False),
-        Binding("i", "inefficient", "Inefficient"),
-        Binding("I", "thresholds", "Thresholds", show=False),
-        Binding("c", "copy", "Copy CSV"),
-        Binding("C", "export", "Save CSV", show=False),
-        Binding("escape", "close_input", "Close", show=False),
+        Binding("tab", "switch_view", "Blocks/Events", priority=True, id="tables.switch_view"),
+        Binding("s", "sort", "Sort", id="tables.sort"),
+        Binding("f", "filter", "Filter", id="tables.filter"),
+        Binding("slash", "search", "Search", show=False, id="tables.search"),
+        Binding("n", "next_match", "Next match", show=False, id="tables.next_match"),
+        Binding("w", "scope", "Scope", id="tables.scope"),
+        Binding("F", "clear_only", "All stacks", show=False, id="tables.clear_only"),
+        Binding("i", "inefficient", "Inefficient", id="tables.inefficient"),
+        Binding("I", "thresholds", "Thresholds", show=False, id="tables.thresholds"),
+        Binding("c", "copy", "Copy CSV", id="tables.copy"),
+        Binding("C", "export", "Save CSV", show=False, id="tables.export"),
+        Binding("escape", "close_input", "Close", show=False, id="tables.close_input"),
     ]
 
     def __init__(self) -> None:

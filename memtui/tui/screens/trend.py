@@ -39,12 +39,14 @@ class TrendScreen(Screen):
     """See the module docstring."""
 
     BINDINGS = [
-        Binding("shift+left", "edge(0, -1)", "View start earlier", show=False),
-        Binding("shift+right", "edge(0, 1)", "View start later", show=False),
-        Binding("ctrl+left", "edge(1, -1)", "View end earlier", show=False),
-        Binding("ctrl+right", "edge(1, 1)", "View end later", show=False),
-        Binding("o", "toggle_live_by", "Stacks/owners", show=True),
-        Binding("b", "group_by", "Group by", show=False),
+        Binding("shift+left", "edge(0, -1)", "View start earlier", show=False,
+                id="trend.edge_0_minus_1"),
+        Binding("shift+right", "edge(0, 1)", "View start later", show=False, id="trend.edge_0_1"),
+        Binding("ctrl+left", "edge(1, -1)", "View end earlier", show=False,
+                id="trend.edge_1_minus_1"),
+        Binding("ctrl+right", "edge(1, 1)", "View end later", show=False, id="trend.edge_1_1"),
+        Binding("o", "toggle_live_by", "Stacks/owners", show=True, id="trend.toggle_live_by"),
+        Binding("b", "group_by", "Group by", show=False, id="trend.group_by"),
     ]
 
     def __init__(self) -> None:
