@@ -40,6 +40,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from memtui.analysis.at_time import LiveBlocks, Timeline
 from memtui.analysis.callstack import TOP_RULES, stack_tops
@@ -230,6 +231,30 @@ class MemtuiApp(App[int]):
         self.notify("Could not save the screenshot: no writable folder", severity="error")
         return None
 
+    # -- failed workers: one handler ----------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_worker(event)
+
+    def report_worker(self, event: Worker.StateChanged) -> None:
+        """Every worker that fails ends here (the app's own, and the screens' through
+        their ``on_worker_state_changed``: the message does not bubble): one clear message
+        in the UI (what failed and why, where the traceback went), and the screen that
+        started it is told (``worker_failed``) so that nothing waits for it."""
+        worker = event.worker
+        if event.state != WorkerState.ERROR:
+            return
+        error = worker.error
+        log = _write_crash_log(error) if isinstance(error, BaseException) else None
+        what = worker.description or worker.group or worker.name or "background work"
+        where = f"; details in {log}" if log else ""
+        self.notify(f"{what} failed: {type(error).__name__}: {error}{where}",
+                    title="error", severity="error", timeout=20)
+        node = worker.node
+        failed = getattr(node, "worker_failed", None)
+        if failed is not None and node is not self:
+            failed(worker)
+
     # -- crashes --------------------------------------------------------------------------
 
     def _handle_exception(self, error: Exception) -> None:
@@ -256,7 +281,8 @@ class MemtuiApp(App[int]):
 
     # -- the other screens' indexes (after the first paint, in a thread) ----------------------
 
-    @work(thread=True, exclusive=True, group="warm")
+    @work(thread=True, exclusive=True, group="warm", description="indexing the screens",
+          exit_on_error=False)
     def _warm_up(self, trace: MemoryTrace, device: str) -> None:
         """Build what the Blocks, Pool and Stacks screens need for ``device`` before they are
         visited (into the shared analysis cache: a screen asking meanwhile waits for the
@@ -277,7 +303,8 @@ class MemtuiApp(App[int]):
 
     # -- findings (after the first paint, in a thread) --------------------------------------
 
-    @work(thread=True, exclusive=True, group="findings")
+    @work(thread=True, exclusive=True, group="findings", description="the findings",
+          exit_on_error=False)
     def _find(self) -> None:
         from memtui.analysis.findings import find_all
 

@@ -399,3 +399,32 @@ async def test_a_broken_keymap_is_reported_and_ignored(demo, tmp_path):
         await pilot.press("p")
         await pilot.pause()
         assert app.cursor.t == app.timeline(app.cursor.device).peak_t
+
+
+async def test_a_failed_worker_is_one_clear_message_and_nothing_hangs(demo, monkeypatch):
+    from memtui.analysis.table_views import TableModel
+    from memtui.tui.screens import linked
+    from memtui.tui.screens.blocks import BlocksScreen
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(TableModel, "sort", boom)
+    monkeypatch.setattr(BlocksScreen, "prepare", boom)
+    monkeypatch.setattr(linked, "BACKGROUND_BLOCKS", 0)  # prepare in a worker
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, "tables", at_end=False)
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.return_code is None  # still running, no traceback on screen
+        messages = [n.message for n in app._notifications]
+        assert any(m.startswith("sorting failed: RuntimeError: boom") for m in messages)
+        assert app.screen.table.busy == "sorting failed"
+        await pilot.press("2")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        status = str(app.screen.query_one("#status-line").render())
+        assert "failed" in status and "indexing" in status
+        assert app.return_code is None

@@ -184,7 +184,8 @@ class TablesScreen(Screen):
         self._update_header()
         self.table.focus()
 
-    @work(thread=True, group="build")
+    @work(thread=True, group="build", description="building the table",
+          exit_on_error=False)
     def _build_model(self, kind: str, device: str) -> None:
         app = self.app
         timeline = app.timeline(device)
@@ -213,6 +214,20 @@ class TablesScreen(Screen):
             self._apply_only()
         if self.filters[kind] or self.scope[kind] != "all":
             self._reapply(kind)  # a table built again (--follow) keeps its filter
+
+    def on_worker_state_changed(self, event) -> None:
+        """Failed workers go to the app's one handler (``report_worker``)."""
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
+
+    def worker_failed(self, worker) -> None:
+        """A worker of this screen failed (the app said so): no table stays "busy"."""
+        for kind in ("blocks", "events"):
+            table = self.query_one(f"#{kind}-table", VirtualTable)
+            if table.busy:
+                table.busy = f"{worker.description or worker.group} failed"
+                table.refresh()
 
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): the tables are built again (their
@@ -366,7 +381,8 @@ class TablesScreen(Screen):
         self.table.refresh()
         self._run_sort(self.view_kind, model, key, descending)
 
-    @work(thread=True, exclusive=True, group="sort")
+    @work(thread=True, exclusive=True, group="sort", description="sorting",
+          exit_on_error=False)
     def _run_sort(self, kind: str, model: TableModel, key: str, descending: bool) -> None:
         model.sort(key, descending, self.app.cursor.t)
         self.app.call_from_thread(self._rows_changed, kind, 0)
@@ -424,7 +440,8 @@ class TablesScreen(Screen):
         self.notify(f"Flagging blocks under {format_thresholds(thresholds)}…")
         self._run_thresholds(thresholds)
 
-    @work(thread=True, exclusive=True, group="thresholds", description="inefficient flags")
+    @work(thread=True, exclusive=True, group="thresholds", description="inefficient flags",
+          exit_on_error=False)
     def _run_thresholds(self, thresholds: Thresholds) -> None:
         trace = with_inefficient_flags(self.app.trace, thresholds)
         self.app.call_from_thread(self.app.replace_trace, trace, self.app._timelines)
@@ -488,7 +505,8 @@ class TablesScreen(Screen):
         self._scoped_at[kind] = self.app.cursor.t if self.scope[kind] == "cursor" else None
         self._run_filter(kind, model, spec, self._scope_range(kind))
 
-    @work(thread=True, exclusive=True, group="filter")
+    @work(thread=True, exclusive=True, group="filter", description="filtering",
+          exit_on_error=False)
     def _run_filter(self, kind: str, model: TableModel, spec: Filter,
                     scope: tuple[int, int] | None) -> None:
         model.apply(spec, scope, self.app.cursor.t)
@@ -544,7 +562,8 @@ class TablesScreen(Screen):
             self.notify(f"Saving {model.rows.size:,} rows…")
             self._run_export(model, self.view_kind)
 
-    @work(thread=True, group="export")
+    @work(thread=True, group="export", description="saving the CSV",
+          exit_on_error=False)
     def _run_export(self, model: TableModel, kind: str) -> None:
         text = model.export().write_csv(float_precision=9)
         path = _write_csv(text, kind)

@@ -67,6 +67,12 @@ class TrendScreen(Screen):
         yield StatusBar()
         yield Footer(compact=True)
 
+    def on_worker_state_changed(self, event) -> None:
+        """Failed workers go to the app's one handler (``report_worker``)."""
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
+
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
         self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
@@ -181,7 +187,7 @@ class TrendScreen(Screen):
             self._live_running = True
             self._compute_live(*self._live_wanted)
 
-    @work(thread=True, group="live")
+    @work(thread=True, group="live", description="the live table", exit_on_error=False)
     def _compute_live(self, device: str, t: int, by: str, rule: str) -> None:
         try:
             live = self.app.live_blocks(device)
