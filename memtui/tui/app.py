@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
-from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -197,7 +196,8 @@ class MemtuiApp(App[int]):
             return
         timeline = self.timeline(device)
         self.cursor = CursorState(device=device, t=timeline.start,
-                                  view=(timeline.start, max(timeline.end, timeline.start + 1)))
+                                  view=(timeline.start, max(timeline.end, timeline.start + 1)),
+                                  event=0)
         self._first_cursor = self.cursor
         self.sub_title = printable(Path(trace.meta.path).name)
         for warning in trace.meta.warnings[:3]:
@@ -341,7 +341,7 @@ class MemtuiApp(App[int]):
             self._timelines.update(timelines or {})
             self._start(trace)
             if self.cursor is not None:
-                self.move_cursor(t=self.timeline(self.cursor.device).end)
+                self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
             return
         self.replace_trace(trace, timelines)
 
@@ -349,14 +349,17 @@ class MemtuiApp(App[int]):
         """A poll found nothing new: say why on the loading screen, refresh the badge."""
         if isinstance(self.screen, LoadingScreen) and self.follow is not None:
             waiting = self.follow.state.waiting or self.follow.state.problem or "waiting"
-            self.screen.set_progress(0.0, Text(waiting))  # names from files: never markup
+            self.screen.set_progress(0.0, waiting)  # shown as plain text, never markup
         for bar in self.screen.query("StatusBar"):
             bar.refresh()
 
     def at_end(self) -> bool:
         """Whether the cursor is on the device's last event (following pins it there)."""
         cursor = self.cursor
-        return cursor is not None and cursor.t >= self.timeline(cursor.device).end
+        if cursor is None:
+            return False
+        timeline = self.timeline(cursor.device)
+        return timeline.event_of(cursor) >= timeline.positions - 1 or cursor.t > timeline.end
 
     def follow_badge(self) -> tuple[str, str] | None:
         """The status bar's follow part (None when not following)."""
@@ -446,11 +449,16 @@ class MemtuiApp(App[int]):
     def move_cursor(self, **changes) -> CursorState:
         """Change the shared cursor (see CursorState's fields), kept valid: the time inside
         the device's range and the view, the window in order.  A new device starts with its
-        whole range in view and no window or block."""
+        whole range in view and no window or block.
+
+        ``event=K`` puts the cursor on the device's event at position K (its time follows);
+        ``t=T`` on the last event at or before T.  Without either the cursor stays on its
+        event."""
         old = self.cursor
         if old is None:
             raise RuntimeError("no trace is loaded yet")
         device = changes.get("device", old.device)
+        event = changes.pop("event", None)
         if device != old.device:
             timeline = self.timeline(device)
             base = CursorState(device=device, t=old.t, view=(timeline.start, timeline.end))
@@ -459,9 +467,16 @@ class MemtuiApp(App[int]):
         else:
             state = old.with_changes(**changes)
         timeline = self.timeline(state.device)
+        if event is not None:
+            event = timeline.clamp_event(event)
+            state = state.with_changes(t=timeline.time_of(event))
         state = settle(state, (timeline.start, timeline.end))
-        self.cursor = state
-        return state
+        if event is None:
+            moved = device != old.device or ("t" in changes and state.t != old.t) \
+                or old.event is None
+            event = timeline.event_at(state.t) if moved else old.event
+        self.cursor = state.with_changes(event=event)
+        return self.cursor
 
     def filter_blocks(self, block_ids, label: str) -> None:
         """Show the Tables screen's Block View with only ``block_ids`` (of the cursor's
@@ -492,7 +507,7 @@ class MemtuiApp(App[int]):
     def action_step(self, count: int) -> None:
         if self._has_cursor():
             timeline = self.timeline(self.cursor.device)
-            self.move_cursor(t=timeline.step(self.cursor.t, count))
+            self.move_cursor(event=timeline.event_of(self.cursor) + count)
 
     def action_jump(self, share: float) -> None:
         if self._has_cursor():
@@ -502,15 +517,15 @@ class MemtuiApp(App[int]):
 
     def action_peak(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).peak_t)
+            self.move_cursor(event=self.timeline(self.cursor.device).peak_event)
 
     def action_start(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).start)
+            self.move_cursor(event=0)
 
     def action_end(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).end)
+            self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
 
     def action_window_start(self) -> None:
         if self._has_cursor():

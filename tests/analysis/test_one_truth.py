@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memtui.analysis.pool_state import state_at_seq
+from memtui.analysis.at_time import Timeline, block_positions
+from memtui.analysis.pool_state import state_at_event, state_at_seq
 from memtui.analysis.summary import summary
+from memtui.analysis.table_views import TableModel
 from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.conftest import REPO, shared_files
@@ -161,10 +163,16 @@ def test_level_is_the_pool_state_at_every_event(path):
         level = events["allocated"].to_numpy()
         assert (level >= 0).all()
         assert np.array_equal(level, _live_bytes_per_event(trace, device))
+        timeline = Timeline.build(trace, device)
+        table = TableModel.for_blocks(trace.device_blocks(device), timeline.start, "ns",
+                                      positions=block_positions(trace, device))
+        sizes = table.frame["size"].to_numpy()
         picks = np.unique(np.linspace(0, events.height - 1, 60).astype(int))
         for k in picks.tolist():
-            state = state_at_seq(trace, device, int(events["seq"][k]))
-            assert state.allocated + state.pending == level[k], k
+            state = state_at_event(trace, device, k)
+            trend = timeline.levels_at_event(k).allocated
+            alive = int(sizes[table.alive_at_event(k)].sum())
+            assert trend == state.allocated + state.pending == alive == level[k], k
 
 
 @pytest.mark.skipif(not CAPTURES, reason="no real captures (../shared/data) and no demos")
