@@ -19,7 +19,7 @@ from memtui.analysis.table_views import TableModel
 from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.conftest import REPO, shared_files
-from tests.helpers.hand_snapshot import reference_replay
+from tests.helpers.hand_snapshot import blocks_trace, reference_replay
 from tests.sources.test_torch_snapshot_small import block, entry, segment, write
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
@@ -193,3 +193,37 @@ def test_first_peak_last_match_memory_viz(path):
             segments, blocks = reference_replay(raw, number, k)
             assert _segments(state) == segments
             assert _blocks(state) == blocks
+
+
+# -- defect 6: a profiler operator table alone ----------------------------------------------
+
+def test_blocks_alone_make_the_curve_the_axis_and_the_range():
+    """No events, no curves: the level comes from the blocks' lifetimes.  A ghost of 7
+    bytes, 100 bytes over [10, 30), 50 bytes from 20 on: 7, 107, 157, 57."""
+    trace = blocks_trace([
+        {"block_id": 0, "addr": None, "size": 7, "t_alloc": None, "t_free": None,
+         "ghost": True},
+        {"block_id": 1, "addr": None, "size": 100, "t_alloc": 10, "t_free": 30,
+         "ghost": False},
+        {"block_id": 2, "addr": None, "size": 50, "t_alloc": 20, "t_free": None,
+         "ghost": False}], events_t=[])
+    timeline = Timeline.build(trace, "cuda:0")
+    assert timeline.allocated.values.tolist() == [7, 107, 157, 57]
+    assert (timeline.start, timeline.end, timeline.peak, timeline.peak_t) == (10, 30, 157, 20)
+    assert timeline.times.tolist() == [10, 20, 30]
+    assert timeline.levels_at_event(timeline.event_at(25)).allocated == 157
+    assert summary(trace)["devices"][0]["allocated_at_end_bytes"] == 57
+
+
+PROFILER = shared_files("profiler", "*operator_memory.csv")
+
+
+@pytest.mark.skipif(not PROFILER, reason="../shared/data/profiler is absent")
+@pytest.mark.parametrize("path", PROFILER, ids=lambda p: p.name)
+def test_an_operator_table_alone_has_a_curve(path):
+    trace = open_capture(path)
+    for device in trace.meta.device_names:
+        if trace.device_blocks(device).is_empty():
+            continue
+        timeline = Timeline.build(trace, device)
+        assert timeline.peak > 0 and timeline.end > timeline.start
