@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
-from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -357,7 +356,7 @@ class MemtuiApp(App[int]):
         """A poll found nothing new: say why on the loading screen, refresh the badge."""
         if isinstance(self.screen, LoadingScreen) and self.follow is not None:
             waiting = self.follow.state.waiting or self.follow.state.problem or "waiting"
-            self.screen.set_progress(0.0, Text(waiting))  # names from files: never markup
+            self.screen.set_progress(0.0, waiting)  # shown as plain text, never markup
         for bar in self.screen.query("StatusBar"):
             bar.refresh()
 
