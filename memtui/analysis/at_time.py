@@ -258,6 +258,8 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     events = trace.device_events(device)
     blocks = trace.device_blocks(device)
     times = events["t"].to_numpy().astype(np.int64)
+    if times.size == 0:  # positions count the level's times (as Timeline.times does)
+        times = np.unique(allocated_level(trace, device).t)
     by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
     frame = blocks.select("block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost")
     frame = frame.join(by_seq.rename({"seq": "seq_alloc", "pos": "a"}), on="seq_alloc",
