@@ -39,6 +39,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from memtui.analysis.at_time import block_positions
 from memtui.analysis.callstack import stack_lines
 from memtui.analysis.inefficient import (
     DEFAULT_THRESHOLDS,
@@ -192,7 +193,8 @@ class TablesScreen(Screen):
         tops = app.stack_tops()
         if kind == "blocks":
             model = TableModel.for_blocks(app.trace.device_blocks(device), timeline.start, unit,
-                                          tops, events=app.trace.device_events(device))
+                                          tops, events=app.trace.device_events(device),
+                                          positions=block_positions(app.trace, device))
         else:
             model = TableModel.for_events(app.trace.device_events(device), timeline.start, unit,
                                           tops)
@@ -247,10 +249,11 @@ class TablesScreen(Screen):
             if model is None or table.busy or model.rows.size == 0:
                 continue
             if kind == "events":
+                event = self.app.timeline(cursor.device).event_of(cursor)
                 current = table.cursor_row
-                if not force and current < model.rows.size and model.time_of(current) == cursor.t:
+                if not force and current < model.rows.size and model.event_of(current) == event:
                     continue
-                position = model.position_at_time(cursor.t)
+                position = model.position_of_event(event, cursor.t)
                 if position is not None:
                     table.centre_on(position)
             elif cursor.block_id is not None and (force or cursor.block_id != old_block):
@@ -330,10 +333,13 @@ class TablesScreen(Screen):
         if model is None or message.table is not self.table:
             return
         record = model.record(message.position)
-        t = model.time_of(message.position)
         block = record.get("block_id")
         cursor = self.app.cursor
-        self.app.move_cursor(t=t, block_id=block if block is not None else cursor.block_id)
+        block = block if block is not None else cursor.block_id
+        if record.get("event") is not None:  # an Event View row: exactly that event
+            self.app.move_cursor(event=int(record["event"]), block_id=block)
+        else:
+            self.app.move_cursor(t=model.time_of(message.position), block_id=block)
 
     def on_virtual_table_header_clicked(self, message: VirtualTable.HeaderClicked) -> None:
         self._sort(message.column.key)
@@ -468,13 +474,13 @@ class TablesScreen(Screen):
             self.action_close_input()
             self.action_next_match()
 
-    def _scope_range(self, kind: str) -> tuple[int, int] | None:
+    def _scope_range(self, kind: str) -> tuple[int, int] | int | None:
         cursor = self.app.cursor
         scope = self.scope[kind]
         if scope == "window" and cursor.window is not None:
             return cursor.window
-        if scope == "cursor":
-            return (cursor.t, cursor.t)
+        if scope == "cursor":  # exactly the blocks alive just after the cursor's event
+            return self.app.timeline(cursor.device).event_of(cursor)
         return None
 
     def _reapply(self, kind: str) -> None:
@@ -490,7 +496,7 @@ class TablesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="filter")
     def _run_filter(self, kind: str, model: TableModel, spec: Filter,
-                    scope: tuple[int, int] | None) -> None:
+                    scope: tuple[int, int] | int | None) -> None:
         model.apply(spec, scope, self.app.cursor.t)
         self.app.call_from_thread(self._rows_changed, kind, None)
 

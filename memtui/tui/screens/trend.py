@@ -120,8 +120,15 @@ class TrendScreen(Screen):
         plot = self.query_one(TrendPlot)
         text = Text(no_wrap=True, overflow="ellipsis")
         line = 0
+        levels = timeline.levels_at_event(timeline.event_of(cursor))
+        exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
+        if timeline.reserved is not None:
+            exact[id(timeline.reserved)] = levels.reserved
         for series in self._series:
-            value = _value_at(series, cursor.t)
+            # the device's own levels: exact at the cursor's event (as the status bar)
+            value = exact.get(id(series.level))
+            if value is None:
+                value = _value_at(series, cursor.t)
             if series.role == "allocated":
                 glyph, component = _GLYPHS[0], "trendplot--fill"
             else:
