@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtui.analysis.levels import allocated_level, reserved_level
+from memtui.errors import printable
 from memtui.model import MemoryTrace
 
 
@@ -111,7 +112,8 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
         lines.append("  (no clock in this capture: times are event numbers)")
     for warning in data["warnings"]:
         lines.append(f"  warning: {warning}")
-    return "\n".join(lines)
+    # Paths, device names and warnings come from files: no control character goes raw.
+    return "\n".join(printable(line) for line in lines)
 
 
 __all__ = ["device_summary", "format_bytes", "format_summary", "summary"]
