@@ -39,7 +39,7 @@ from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from memtui.analysis.at_time import LiveBlocks, Timeline
+from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
 from memtui.analysis.callstack import TOP_RULES, stack_tops
 from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
 from memtui.errors import CaptureError, printable
@@ -383,6 +383,7 @@ class MemtuiApp(App[int]):
         if has_layers(trace) and "layers" not in trace.meta.extra:
             trace, timelines = self._layered(trace), None
         old = self.cursor
+        old_layers = self.trace.meta.extra.get("layers") if self.trace is not None else None
         old_timeline = self.timeline(old.device)
         pinned = old.t >= old_timeline.end
         whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
@@ -406,8 +407,11 @@ class MemtuiApp(App[int]):
             view = (timeline.start, timeline.end) if whole else (
                 timeline.end - (old.view[1] - old.view[0]), timeline.end)
             self.move_cursor(t=timeline.end, view=view)
-        else:
-            self.move_cursor(t=old.t)
+        elif old_layers != trace.meta.extra.get("layers") or old.event is None:
+            # another layer: other events; the cursor goes to the same time
+            self.move_cursor(event=timeline.event_at(old.t))
+        else:  # the same events, grown: the cursor stays on its event
+            self.move_cursor(event=old.event)
         for bar in self.screen.query("StatusBar"):
             bar.refresh()
 
@@ -450,7 +454,8 @@ class MemtuiApp(App[int]):
 
     def live_blocks(self, device: str) -> LiveBlocks:
         if device not in self._live:
-            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops())
+            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops(),
+                                            block_positions(self.trace, device))
         return self._live[device]
 
     # -- the cursor -----------------------------------------------------------------------
