@@ -41,8 +41,9 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from memtui.analysis.at_time import LiveBlocks, Timeline
+from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
 from memtui.analysis.callstack import TOP_RULES, stack_tops
+from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
 from memtui.errors import CaptureError, printable
 from memtui.loading import check_input
 from memtui.model import MemoryTrace
@@ -86,6 +87,7 @@ class MemtuiApp(App[int]):
         Binding("z", "zoom_in", "Zoom", id="app.zoom_in"),
         Binding("Z", "zoom_out", "Zoom out", show=False, id="app.zoom_out"),
         Binding("d", "device", "Device", id="app.device"),
+        Binding("t", "cycle_layer", "Memory layer", show=False, id="app.cycle_layer"),
         Binding("T", "stack_top", "Stack top rule", show=False, id="app.stack_top"),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
@@ -125,6 +127,10 @@ class MemtuiApp(App[int]):
         self.findings_first = trace is None if findings_first is None else findings_first
         self._findings_started = False
         self._first_cursor: CursorState | None = None
+        # Layered sources (msMemScope): the whole capture, and the layer shown per device;
+        # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
+        self.full_trace: MemoryTrace | None = None
+        self.layers: dict[str, str] = {}
         if os.environ.get("TEXTUAL_THEME") is None:
             self.theme = DEFAULT_THEME
         self.follow: FollowController | None = None
@@ -173,7 +179,8 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = load_trace(self.trace_path, progress, store_in_background=True)
+            trace = self._layered(load_trace(self.trace_path, progress,
+                                             store_in_background=True))
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
@@ -188,7 +195,44 @@ class MemtuiApp(App[int]):
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
+    def _layered(self, trace: MemoryTrace) -> MemoryTrace:
+        """``trace`` as the chosen memory layer of each device shows it (layered sources;
+        others, or a view already, come back as they are).  Keeps the user's choice of a
+        device's layer while the capture still has it, else takes the default."""
+        if not has_layers(trace) or "layers" in trace.meta.extra:
+            return trace
+        self.full_trace = trace
+        chosen = default_layers(trace)
+        for device, layer in self.layers.items():
+            if device in chosen and layer in layers_of(trace, device):
+                chosen[device] = layer
+        self.layers = chosen
+        return layer_view(trace, chosen)
+
+    def layer_label(self, device: str) -> str | None:
+        """The memory layer shown for ``device`` (None for a source without layers)."""
+        return self.layers.get(device) if self.full_trace is not None else None
+
+    def action_cycle_layer(self) -> None:
+        """Show the next memory layer of the cursor's device (msMemScope: PTA, HAL, ...)."""
+        if not self._has_cursor():
+            return
+        device = self.cursor.device
+        if self.full_trace is None:
+            self.notify("This capture has one memory layer.")
+            return
+        layers = layers_of(self.full_trace, device)
+        if len(layers) < 2:
+            self.notify(f"{device} has one memory layer: {', '.join(layers) or 'none'}.")
+            return
+        current = self.layers.get(device, layers[0])
+        self.layers[device] = layers[(layers.index(current) + 1) % len(layers)] \
+            if current in layers else layers[0]
+        self.replace_trace(layer_view(self.full_trace, self.layers))
+        self.notify(f"{device}: memory layer {self.layers[device]}", timeout=3)
+
     def _start(self, trace: MemoryTrace) -> None:
+        trace = self._layered(trace)
         self.trace = trace
         device = initial_device(trace)
         if device is None:
@@ -337,6 +381,8 @@ class MemtuiApp(App[int]):
         """A new trace from the follower (with the timelines built beside it): the first
         one starts the app, later ones replace the shown one in place (the cursor pinned
         to the end while it is there)."""
+        if has_layers(trace):
+            trace, timelines = self._layered(trace), None  # its timelines are the whole's
         if self.trace is None or self.cursor is None:
             self._timelines.update(timelines or {})
             self._start(trace)
@@ -373,7 +419,10 @@ class MemtuiApp(App[int]):
         The derived analyses are dropped and rebuilt from the new frames; each screen
         redraws (``trace_replaced``).  A cursor on the last event moves to the new last
         event, its view growing with the trace where it showed all of it."""
+        if has_layers(trace) and "layers" not in trace.meta.extra:
+            trace, timelines = self._layered(trace), None
         old = self.cursor
+        old_layers = self.trace.meta.extra.get("layers") if self.trace is not None else None
         old_timeline = self.timeline(old.device)
         pinned = old.t >= old_timeline.end
         whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
@@ -397,8 +446,11 @@ class MemtuiApp(App[int]):
             view = (timeline.start, timeline.end) if whole else (
                 timeline.end - (old.view[1] - old.view[0]), timeline.end)
             self.move_cursor(t=timeline.end, view=view)
-        else:
-            self.move_cursor(t=old.t)
+        elif old_layers != trace.meta.extra.get("layers") or old.event is None:
+            # another layer: other events; the cursor goes to the same time
+            self.move_cursor(event=timeline.event_at(old.t))
+        else:  # the same events, grown: the cursor stays on its event
+            self.move_cursor(event=old.event)
         for bar in self.screen.query("StatusBar"):
             bar.refresh()
 
@@ -441,7 +493,8 @@ class MemtuiApp(App[int]):
 
     def live_blocks(self, device: str) -> LiveBlocks:
         if device not in self._live:
-            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops())
+            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops(),
+                                            block_positions(self.trace, device))
         return self._live[device]
 
     # -- the cursor -----------------------------------------------------------------------
