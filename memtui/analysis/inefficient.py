@@ -48,6 +48,61 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 
+#: The names a user types for each threshold (Insight's and memtui's).
+THRESHOLD_NAMES = {"early": "early_allocation", "lazy": "early_allocation",
+                   "late": "late_deallocation", "delayed": "late_deallocation",
+                   "idle": "temporary_idleness", "long_idle": "temporary_idleness"}
+_SHORT = {"early_allocation": "early", "late_deallocation": "late",
+          "temporary_idleness": "idle"}
+_TIME_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+
+
+def format_thresholds(thresholds: Thresholds) -> str:
+    """``early=50% late=50% idle=2s,10%`` (``off`` where both halves are off)."""
+    parts = []
+    for field_name, short in _SHORT.items():
+        threshold: Threshold = getattr(thresholds, field_name)
+        halves = []
+        if threshold.ns is not None:
+            halves.append(_format_ns(threshold.ns))
+        if threshold.percent is not None:
+            halves.append(f"{threshold.percent:g}%")
+        parts.append(f"{short}={','.join(halves) or 'off'}")
+    return " ".join(parts)
+
+
+def _format_ns(ns: int) -> str:
+    for unit in ("s", "ms", "us"):
+        if ns >= _TIME_UNITS[unit] and ns % _TIME_UNITS[unit] == 0:
+            return f"{ns // _TIME_UNITS[unit]}{unit}"
+    return f"{ns}ns"
+
+
+def parse_thresholds(text: str, current: Thresholds = DEFAULT_THRESHOLDS) -> Thresholds:
+    """``early=50% late=2s idle=1s,20% ...`` -> Thresholds; a threshold not named keeps
+    its ``current`` value; ``off`` turns one off.  ValueError on anything unreadable."""
+    result = current
+    for token in text.split():
+        name, _, value = token.partition("=")
+        field_name = THRESHOLD_NAMES.get(name.lower())
+        if field_name is None or not value:
+            raise ValueError(f"not a threshold: {token!r} (early=50% late=2s idle=1s,20%)")
+        ns, percent = None, None
+        for half in value.lower().split(","):
+            if half == "off":
+                continue
+            if half.endswith("%"):
+                percent = float(half[:-1])
+                continue
+            number = half.rstrip("smun")
+            unit = half[len(number):] or "s"
+            if unit not in _TIME_UNITS or not number:
+                raise ValueError(f"not a time or a percentage: {half!r} in {token!r}")
+            ns = int(round(float(number) * _TIME_UNITS[unit]))
+        result = replace(result, **{field_name: Threshold(ns=ns, percent=percent)})
+    return result
+
+
 def _passes(interval: pl.Expr, lifetime: pl.Expr, threshold: Threshold,
             valid: pl.Expr) -> pl.Expr:
     test = pl.lit(False)
@@ -104,5 +159,5 @@ def with_inefficient_flags(trace: MemoryTrace,
     return replace(trace, meta=meta, blocks=blocks.with_columns(flags=flags))
 
 
-__all__ = ["DEFAULT_THRESHOLDS", "Threshold", "Thresholds", "inefficient_flags",
-           "with_inefficient_flags"]
+__all__ = ["DEFAULT_THRESHOLDS", "Threshold", "Thresholds", "format_thresholds",
+           "inefficient_flags", "parse_thresholds", "with_inefficient_flags"]

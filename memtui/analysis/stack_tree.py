@@ -50,6 +50,22 @@ def frame_keep_mask(frames: pl.DataFrame) -> np.ndarray:
     return frames.select(keep=~omit)["keep"].to_numpy()
 
 
+#: Files of the Python interpreter's own machinery and of torch's internals: with
+#: ``user_only`` the tree shows neither them nor C/C++ frames (any frame not in a .py file).
+INTERNAL_FILES = ("/torch/", "\\torch\\", "/torch_npu/", "<frozen ", "/runpy.py",
+                  "/threading.py", "/contextlib.py", "/functools.py", "/site-packages/_pytest/")
+
+
+def user_frame_mask(frames: pl.DataFrame) -> np.ndarray:
+    """Per row of ``frames``: True for the user's own Python frames (a .py file outside
+    torch and the interpreter's machinery)."""
+    filename = pl.col("filename").fill_null("")
+    user = filename.str.ends_with(".py")
+    for text in INTERNAL_FILES:
+        user = user & ~filename.str.contains(text, literal=True)
+    return frames.select(user=user)["user"].to_numpy()
+
+
 def frame_label(name: str | None, filename: str | None, line: int | None) -> str:
     """``name  file.py:12`` with the file's base name (either slash)."""
     base = (filename or "").replace("\\", "/").rsplit("/", 1)[-1]
@@ -89,10 +105,12 @@ def format_stack(trace: MemoryTrace, stack_id: int | None, limit: int = 50) -> l
 
 @dataclass(frozen=True)
 class TreeFigures:
-    """Bytes and block counts per node for one set of blocks."""
+    """Bytes and block counts per node for one set of blocks; ``self_bytes``: the bytes
+    of blocks whose stack ends at the node (total minus the children's)."""
 
     bytes: np.ndarray
     blocks: np.ndarray
+    self_bytes: np.ndarray
 
     @property
     def total(self) -> int:
@@ -102,8 +120,11 @@ class TreeFigures:
 class StackTree:
     """The trie of every stack of a trace (see the module docstring)."""
 
-    def __init__(self, trace: MemoryTrace) -> None:
+    def __init__(self, trace: MemoryTrace, user_only: bool = False) -> None:
+        """``user_only``: leave out every frame but the user's own Python ones
+        (:func:`user_frame_mask`): interpreter, torch-internal and C++ frames."""
         self.trace = trace
+        self.user_only = user_only
         frames = trace.frames
         self.frame_name = dict(zip(frames["frame_id"].to_list(), frames["name"].to_list(),
                                    strict=True))
@@ -116,15 +137,15 @@ class StackTree:
     # -- building ---------------------------------------------------------------------------
 
     def _build(self, stacks: pl.DataFrame, frames: pl.DataFrame) -> None:
-        hidden = frames.filter(pl.Series(~frame_keep_mask(frames)))["frame_id"].to_list()
-        steps = (
-            stacks.select("stack_id", "frame_ids")
-            .with_columns(pl.col("frame_ids").list.reverse())
-            .explode("frame_ids")
-            .rename({"frame_ids": "frame_id"})
-            .filter(pl.col("frame_id").is_not_null() & ~pl.col("frame_id").is_in(hidden))
-            .with_columns(depth=pl.int_range(pl.len()).over("stack_id").cast(pl.Int32) + 1)
-        )
+        keep = frame_keep_mask(frames)
+        steps = _steps(stacks, frames.filter(pl.Series(~keep))["frame_id"].to_list())
+        if self.user_only:  # a stack without a user frame keeps its innermost shown one
+            hidden = frames.filter(pl.Series(~(keep & user_frame_mask(frames))))["frame_id"]
+            user = _steps(stacks, hidden.to_list())
+            rest = (steps.filter(~pl.col("stack_id").is_in(user["stack_id"].unique()))
+                    .group_by("stack_id").agg(pl.col("frame_id").sort_by("depth").last())
+                    .with_columns(depth=pl.lit(1, dtype=pl.Int32)))
+            steps = pl.concat([user, rest.select(user.columns)])
         n_stacks = int(stacks["stack_id"].max()) + 1 if stacks.height else 0
         # node 0: root; node 1: "(no stack recorded)"
         parents, frame_of, depths = [np.array([-1, ROOT])], [np.array([-1, NO_STACK_FRAME])], [
@@ -182,8 +203,10 @@ class StackTree:
         node_bytes[1] += unknown_bytes
         node_blocks[ROOT] += unknown_count
         node_blocks[1] += unknown_count
-        return TreeFigures(bytes=np.rint(node_bytes).astype(np.int64),
-                           blocks=np.rint(node_blocks).astype(np.int64))
+        node_bytes = np.rint(node_bytes).astype(np.int64)
+        below = np.bincount(self.parent[1:], weights=node_bytes[1:], minlength=self.size)
+        return TreeFigures(bytes=node_bytes, blocks=np.rint(node_blocks).astype(np.int64),
+                           self_bytes=node_bytes - np.rint(below).astype(np.int64))
 
     def children(self, node: int, figures: TreeFigures | None = None) -> np.ndarray:
         """Children of ``node``; with ``figures``, those holding bytes, largest first."""
@@ -244,6 +267,18 @@ class StackTree:
         if node == 1:
             return rows[(stack < 0) | (stack >= self.n_stacks)]
         return rows[np.isin(stack, self.stacks_under(node))]
+
+
+def _steps(stacks: pl.DataFrame, hidden: list[int]) -> pl.DataFrame:
+    """(stack_id, frame_id, depth) of every shown frame of every stack, root first."""
+    return (
+        stacks.select("stack_id", "frame_ids")
+        .with_columns(pl.col("frame_ids").list.reverse())
+        .explode("frame_ids")
+        .rename({"frame_ids": "frame_id"})
+        .filter(pl.col("frame_id").is_not_null() & ~pl.col("frame_id").is_in(hidden))
+        .with_columns(depth=pl.int_range(pl.len()).over("stack_id").cast(pl.Int32) + 1)
+    )
 
 
 def block_rows_for(

@@ -49,14 +49,18 @@ BLOCK_COLUMNS = (
     Column("owner", "Owner", "str", 18),
     Column("pool", "Pool", "str", 6),
     Column("stream", "Stream", "int", 7),
-    Column("first_access", "First access", "time", 12),
-    Column("last_access", "Last access", "time", 12),
-    Column("max_access_gap", "Max gap", "span", 10),
-    Column("flags", "Flags", "flags", 5),
+    Column("process", "Process ID", "int", 10),
+    Column("thread", "Thread ID", "int", 10),
+    Column("attr", "Attr", "str", 28),
+    Column("first_access", "First Access", "time", 12),
+    Column("last_access", "Last Access", "time", 12),
+    Column("max_access_gap", "Max Access Interval", "span", 12),
+    Column("flags", "Inefficient", "flags", 11),
 )
 
 EVENT_COLUMNS = (
-    Column("seq", "#", "int", 8),
+    Column("event", "#", "int", 8),
+    Column("source_id", "Source ID", "int", 9),
     Column("t", "Time", "time", 12),
     Column("action", "Action", "str", 14),
     Column("size", "Size", "bytes", 10),
@@ -69,6 +73,12 @@ EVENT_COLUMNS = (
     Column("owner", "Owner", "str", 18),
     Column("pool", "Pool", "str", 6),
     Column("stream", "Stream", "int", 7),
+    Column("event_type", "Event Type", "str", 11),
+    Column("name", "Name", "str", 16),
+    Column("process", "Process ID", "int", 10),
+    Column("thread", "Thread ID", "int", 10),
+    Column("device", "Device ID", "str", 9),
+    Column("attr", "Attr", "str", 28),
 )
 
 _SOURCE_OF = {"top": "stack_id", "duration": "t_alloc", "state": "t_alloc"}
@@ -110,7 +120,11 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 
                "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
                "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 _TIME_UNITS = {"": 1e9, "s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
-_TOKEN = re.compile(r"^(size|t|time|addr)(<=|>=|<|>|=)(.+)$", re.IGNORECASE)
+_TOKEN = re.compile(r"^(size|t|time|timestamp|alloc|malloc|free|addr)(<=|>=|<|>|=)(.+)$",
+                    re.IGNORECASE)
+#: Words that keep only the blocks flagged inefficient (Insight's "Filter inefficient
+#: memory blocks").
+INEFFICIENT_WORDS = ("inefficient", "ineff")
 
 
 def parse_size(text: str) -> int:
@@ -134,7 +148,9 @@ def parse_time(text: str, start: int, unit: str) -> int:
 
 @dataclass
 class Filter:
-    """What a table shows: size and time ranges (inclusive), text, and an address."""
+    """What a table shows: ranges (inclusive) of size, of time (the event's; the
+    block's lifetime overlapping it), of a block's Malloc and of its Free time, text, an
+    address, and whether only the blocks flagged inefficient."""
 
     size_min: int | None = None
     size_max: int | None = None
@@ -142,6 +158,11 @@ class Filter:
     t_max: int | None = None
     text: str = ""
     addr: int | None = None
+    alloc_min: int | None = None
+    alloc_max: int | None = None
+    free_min: int | None = None
+    free_max: int | None = None
+    inefficient: bool = False
 
     @property
     def empty(self) -> bool:
@@ -149,20 +170,29 @@ class Filter:
 
     @classmethod
     def parse(cls, spec: str, start: int, unit: str) -> Filter:
-        """``size>=1M size<1G t>1.5s t<3s addr=0x7f.. words`` (words: text, all must match)."""
+        """``size>=1M size<1G t>1.5s t<3s free<4s addr=0x7f.. inefficient words``.
+
+        ``t`` (also ``time``, ``timestamp``) is the event's time, or a time the block was
+        alive; ``malloc`` (``alloc``) and ``free`` a block's Malloc and Free times;
+        ``inefficient`` keeps the flagged blocks; other words are text, all must match."""
         result = cls()
         words = []
         for token in spec.split():
             match = _TOKEN.match(token)
             if not match:
-                words.append(token)
+                if token.lower() in INEFFICIENT_WORDS:
+                    result.inefficient = True
+                else:
+                    words.append(token)
                 continue
             what, op, value = match.group(1).lower(), match.group(2), match.group(3)
             if what == "addr":
                 result.addr = int(value, 16) if value.lower().startswith("0x") else int(value)
                 continue
             number = parse_size(value) if what == "size" else parse_time(value, start, unit)
-            low, high = ("size_min", "size_max") if what == "size" else ("t_min", "t_max")
+            low, high = {"size": ("size_min", "size_max"), "free": ("free_min", "free_max"),
+                         "alloc": ("alloc_min", "alloc_max"),
+                         "malloc": ("alloc_min", "alloc_max")}.get(what, ("t_min", "t_max"))
             strict = 1 if op in "<>" else 0
             if op in (">", ">="):
                 setattr(result, low, number + strict)
@@ -173,6 +203,13 @@ class Filter:
                 setattr(result, high, number)
         result.text = " ".join(words)
         return result
+
+
+def _between(values: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray:
+    """``lo <= values <= hi`` (a missing bound: no limit)."""
+    lo = np.iinfo(np.int64).min if lo is None else lo
+    hi = np.iinfo(np.int64).max if hi is None else hi
+    return (values >= lo) & (values <= hi)
 
 
 def hex_expr(expr: pl.Expr) -> pl.Expr:
@@ -186,6 +223,17 @@ def hex_expr(expr: pl.Expr) -> pl.Expr:
     text = pl.concat_str(nibbles).str.strip_chars_start("0")
     return pl.when(expr.is_null()).then(None).when(text == "").then(pl.lit("0x0")).otherwise(
         pl.lit("0x") + text)
+
+
+def with_alloc_attr(blocks: pl.DataFrame, events: pl.DataFrame | None) -> pl.DataFrame:
+    """``blocks`` with ``attr``: the Attr of each block's alloc event, where the events
+    carry one (msMemScope); unchanged otherwise."""
+    if events is None or "attr" not in events.columns or "attr" in blocks.columns \
+            or blocks.is_empty():
+        return blocks
+    attrs = (events.filter((pl.col("action") == "alloc") & pl.col("block_id").is_not_null())
+             .select("block_id", "attr").unique("block_id", keep="first"))
+    return blocks.join(attrs, on="block_id", how="left", maintain_order="left")
 
 
 @dataclass
@@ -223,19 +271,31 @@ class TableModel:
 
     @classmethod
     def for_blocks(cls, blocks: pl.DataFrame, start: int, unit: str,
-                   tops: pl.DataFrame | None = None) -> TableModel:
-        """The Block View: blocks in order of allocation."""
-        frame = blocks
+                   tops: pl.DataFrame | None = None,
+                   events: pl.DataFrame | None = None,
+                   positions: pl.DataFrame | None = None) -> TableModel:
+        """The Block View: blocks in order of allocation; with ``events``, each block's
+        Attr is that of its alloc event (msMemScope).  With ``positions``
+        (``analysis.at_time.block_positions``) the scope "alive at the cursor" is exact at
+        the cursor's event (an ``int`` scope), also among events sharing a timestamp."""
+        frame = with_alloc_attr(blocks, events)
+        if positions is not None:
+            frame = frame.join(positions, on="block_id", how="left", maintain_order="left")
         if blocks.height and not blocks["t_alloc"].is_sorted():
-            frame = blocks.sort("t_alloc", "block_id", nulls_last=False)
+            frame = frame.sort("t_alloc", "block_id", nulls_last=False)
         model = cls("blocks", frame, BLOCK_COLUMNS, start, unit)
         return model if tops is None else model.with_tops(tops)
 
     @classmethod
     def for_events(cls, events: pl.DataFrame, start: int, unit: str,
                    tops: pl.DataFrame | None = None) -> TableModel:
-        """The Event View: events in time order (as the model keeps them)."""
-        model = cls("events", events, EVENT_COLUMNS, start, unit)
+        """The Event View: events in time order (as the model keeps them).  ``#`` is the
+        event's position in the device's trace (the cursor's event number); the source's
+        own ID (``seq``) has its own column where it differs."""
+        own = "id" if "id" in events.columns else "seq"  # msMemScope's DB ID, else the order
+        frame = events.with_columns(event=pl.int_range(0, pl.len(), dtype=pl.Int64),
+                                    source_id=pl.col(own).cast(pl.Int64, strict=False))
+        model = cls("events", frame, EVENT_COLUMNS, start, unit)
         return model if tops is None else model.with_tops(tops)
 
     def with_tops(self, tops: pl.DataFrame) -> TableModel:
@@ -255,6 +315,9 @@ class TableModel:
         if column.key == "requested_size" and "size" in self.frame.columns:
             same = (self.frame["requested_size"] == self.frame["size"]).all()
             return self.frame[source].null_count() < self.frame.height and not same
+        if column.key == "source_id":
+            same = (self.frame["source_id"] == self.frame["event"]).fill_null(False).all()
+            return self.frame["source_id"].null_count() < self.frame.height and not same
         if column.key == "flags":
             return bool((self.frame[source].fill_null(0) > 0).any())
         return self.frame[source].null_count() < self.frame.height
@@ -271,9 +334,11 @@ class TableModel:
     def total(self) -> int:
         return self.frame.height
 
-    def apply(self, filter: Filter | None = None, scope: tuple[int, int] | None | str = "keep",
+    def apply(self, filter: Filter | None = None,
+              scope: tuple[int, int] | int | None | str = "keep",
               cursor_t: int | None = None) -> None:
-        """Set the filter and the scope (a time range to limit to, or None), then re-sort."""
+        """Set the filter and the scope (a time range to limit to, an event position whose
+        live blocks to keep, or None), then re-sort."""
         if filter is not None:
             self.filter = filter
         if scope != "keep":
@@ -292,9 +357,22 @@ class TableModel:
             masks.append(size >= f.size_min)
         if size is not None and f.size_max is not None:
             masks.append(size <= f.size_max)
-        for lo, hi in ((f.t_min, f.t_max), self.scope or (None, None)):
+        scope = self.scope
+        if isinstance(scope, int):
+            masks.append(self.alive_at_event(scope))
+            scope = None
+        for lo, hi in ((f.t_min, f.t_max), scope or (None, None)):
             if lo is not None or hi is not None:
                 masks.append(self._time_mask(lo, hi))
+        if f.alloc_min is not None or f.alloc_max is not None:
+            masks.append(_between(self._times, f.alloc_min, f.alloc_max))
+        if (f.free_min is not None or f.free_max is not None) and self.kind == "blocks":
+            freed = self._t_free != _NEVER  # a block never freed has no Free time
+            masks.append(freed & _between(self._t_free, f.free_min, f.free_max))
+        if f.inefficient:
+            flags = self.frame["flags"].fill_null(0).to_numpy() if "flags" in self.frame.columns \
+                else np.zeros(self.total, dtype=np.uint8)
+            masks.append(flags > 0)
         if self.only is not None and "block_id" in self.frame.columns:
             ids = self.frame["block_id"].fill_null(-1).to_numpy()
             masks.append(np.isin(ids, self.only))
@@ -317,6 +395,14 @@ class TableModel:
         if self.kind == "events":
             return (self._times >= lo) & (self._times <= hi)
         return (self._times <= hi) & (self._t_free > lo)
+
+    def alive_at_event(self, event: int) -> np.ndarray:
+        """Blocks alive just after the event at position ``event`` (needs positions)."""
+        if "pos_alloc" not in self.frame.columns:
+            raise ValueError("this Block View was built without event positions")
+        pos_alloc = self.frame["pos_alloc"].to_numpy()
+        pos_free = self.frame["pos_free"].to_numpy()
+        return (pos_alloc <= event) & (pos_free > event)
 
     def _text_mask(self, word: str) -> np.ndarray:
         mask = np.zeros(self.total, dtype=bool)
@@ -402,6 +488,20 @@ class TableModel:
             return max(int(np.searchsorted(times, t, side="right")) - 1, 0)
         row = self.row_at_time(t)
         return None if row is None else self.position_of_row(row)
+
+    def event_of(self, position: int) -> int | None:
+        """The event position (``#``) of the row shown at ``position`` (Event View)."""
+        if "event" not in self.frame.columns:
+            return None
+        return int(self.rows[position])  # the frame's row is the event's position
+
+    def position_of_event(self, event: int, t: int) -> int | None:
+        """Where event ``event`` is shown; if it is filtered out, the row nearest ``t``."""
+        if "event" in self.frame.columns and 0 <= event < self.total:
+            shown = self.position_of_row(event)
+            if shown is not None:
+                return shown
+        return self.position_at_time(t)
 
     def position_of_block(self, block_id: int) -> int | None:
         if "block_id" not in self.frame.columns:

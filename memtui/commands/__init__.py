@@ -12,6 +12,7 @@ from __future__ import annotations
 #: Subcommand name -> module under ``memtui.commands`` (imported on use).
 COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
+    "state": "memtui.commands.state",
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
     "record": "memtui.commands.record",

@@ -33,15 +33,15 @@ from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
-from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from memtui.analysis.at_time import LiveBlocks, Timeline
+from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
 from memtui.analysis.callstack import TOP_RULES, stack_tops
+from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
 from memtui.errors import CaptureError, printable
 from memtui.loading import check_input
 from memtui.model import MemoryTrace
@@ -81,6 +81,7 @@ class MemtuiApp(App[int]):
         Binding("z", "zoom_in", "Zoom"),
         Binding("Z", "zoom_out", "Zoom out", show=False),
         Binding("d", "device", "Device"),
+        Binding("t", "cycle_layer", "Memory layer", show=False),
         Binding("T", "stack_top", "Stack top rule", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -118,6 +119,10 @@ class MemtuiApp(App[int]):
         self.findings_first = trace is None if findings_first is None else findings_first
         self._findings_started = False
         self._first_cursor: CursorState | None = None
+        # Layered sources (msMemScope): the whole capture, and the layer shown per device;
+        # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
+        self.full_trace: MemoryTrace | None = None
+        self.layers: dict[str, str] = {}
         if os.environ.get("TEXTUAL_THEME") is None:
             self.theme = DEFAULT_THEME
         self.follow: FollowController | None = None
@@ -161,7 +166,8 @@ class MemtuiApp(App[int]):
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = load_trace(self.trace_path, progress, store_in_background=True)
+            trace = self._layered(load_trace(self.trace_path, progress,
+                                             store_in_background=True))
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
@@ -176,7 +182,44 @@ class MemtuiApp(App[int]):
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
+    def _layered(self, trace: MemoryTrace) -> MemoryTrace:
+        """``trace`` as the chosen memory layer of each device shows it (layered sources;
+        others, or a view already, come back as they are).  Keeps the user's choice of a
+        device's layer while the capture still has it, else takes the default."""
+        if not has_layers(trace) or "layers" in trace.meta.extra:
+            return trace
+        self.full_trace = trace
+        chosen = default_layers(trace)
+        for device, layer in self.layers.items():
+            if device in chosen and layer in layers_of(trace, device):
+                chosen[device] = layer
+        self.layers = chosen
+        return layer_view(trace, chosen)
+
+    def layer_label(self, device: str) -> str | None:
+        """The memory layer shown for ``device`` (None for a source without layers)."""
+        return self.layers.get(device) if self.full_trace is not None else None
+
+    def action_cycle_layer(self) -> None:
+        """Show the next memory layer of the cursor's device (msMemScope: PTA, HAL, ...)."""
+        if not self._has_cursor():
+            return
+        device = self.cursor.device
+        if self.full_trace is None:
+            self.notify("This capture has one memory layer.")
+            return
+        layers = layers_of(self.full_trace, device)
+        if len(layers) < 2:
+            self.notify(f"{device} has one memory layer: {', '.join(layers) or 'none'}.")
+            return
+        current = self.layers.get(device, layers[0])
+        self.layers[device] = layers[(layers.index(current) + 1) % len(layers)] \
+            if current in layers else layers[0]
+        self.replace_trace(layer_view(self.full_trace, self.layers))
+        self.notify(f"{device}: memory layer {self.layers[device]}", timeout=3)
+
     def _start(self, trace: MemoryTrace) -> None:
+        trace = self._layered(trace)
         self.trace = trace
         device = initial_device(trace)
         if device is None:
@@ -184,7 +227,8 @@ class MemtuiApp(App[int]):
             return
         timeline = self.timeline(device)
         self.cursor = CursorState(device=device, t=timeline.start,
-                                  view=(timeline.start, max(timeline.end, timeline.start + 1)))
+                                  view=(timeline.start, max(timeline.end, timeline.start + 1)),
+                                  event=0)
         self._first_cursor = self.cursor
         self.sub_title = printable(Path(trace.meta.path).name)
         for warning in trace.meta.warnings[:3]:
@@ -298,11 +342,13 @@ class MemtuiApp(App[int]):
         """A new trace from the follower (with the timelines built beside it): the first
         one starts the app, later ones replace the shown one in place (the cursor pinned
         to the end while it is there)."""
+        if has_layers(trace):
+            trace, timelines = self._layered(trace), None  # its timelines are the whole's
         if self.trace is None or self.cursor is None:
             self._timelines.update(timelines or {})
             self._start(trace)
             if self.cursor is not None:
-                self.move_cursor(t=self.timeline(self.cursor.device).end)
+                self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
             return
         self.replace_trace(trace, timelines)
 
@@ -310,14 +356,17 @@ class MemtuiApp(App[int]):
         """A poll found nothing new: say why on the loading screen, refresh the badge."""
         if isinstance(self.screen, LoadingScreen) and self.follow is not None:
             waiting = self.follow.state.waiting or self.follow.state.problem or "waiting"
-            self.screen.set_progress(0.0, Text(waiting))  # names from files: never markup
+            self.screen.set_progress(0.0, waiting)  # shown as plain text, never markup
         for bar in self.screen.query("StatusBar"):
             bar.refresh()
 
     def at_end(self) -> bool:
         """Whether the cursor is on the device's last event (following pins it there)."""
         cursor = self.cursor
-        return cursor is not None and cursor.t >= self.timeline(cursor.device).end
+        if cursor is None:
+            return False
+        timeline = self.timeline(cursor.device)
+        return timeline.event_of(cursor) >= timeline.positions - 1 or cursor.t > timeline.end
 
     def follow_badge(self) -> tuple[str, str] | None:
         """The status bar's follow part (None when not following)."""
@@ -331,7 +380,10 @@ class MemtuiApp(App[int]):
         The derived analyses are dropped and rebuilt from the new frames; each screen
         redraws (``trace_replaced``).  A cursor on the last event moves to the new last
         event, its view growing with the trace where it showed all of it."""
+        if has_layers(trace) and "layers" not in trace.meta.extra:
+            trace, timelines = self._layered(trace), None
         old = self.cursor
+        old_layers = self.trace.meta.extra.get("layers") if self.trace is not None else None
         old_timeline = self.timeline(old.device)
         pinned = old.t >= old_timeline.end
         whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
@@ -355,8 +407,11 @@ class MemtuiApp(App[int]):
             view = (timeline.start, timeline.end) if whole else (
                 timeline.end - (old.view[1] - old.view[0]), timeline.end)
             self.move_cursor(t=timeline.end, view=view)
-        else:
-            self.move_cursor(t=old.t)
+        elif old_layers != trace.meta.extra.get("layers") or old.event is None:
+            # another layer: other events; the cursor goes to the same time
+            self.move_cursor(event=timeline.event_at(old.t))
+        else:  # the same events, grown: the cursor stays on its event
+            self.move_cursor(event=old.event)
         for bar in self.screen.query("StatusBar"):
             bar.refresh()
 
@@ -399,7 +454,8 @@ class MemtuiApp(App[int]):
 
     def live_blocks(self, device: str) -> LiveBlocks:
         if device not in self._live:
-            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops())
+            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops(),
+                                            block_positions(self.trace, device))
         return self._live[device]
 
     # -- the cursor -----------------------------------------------------------------------
@@ -407,11 +463,16 @@ class MemtuiApp(App[int]):
     def move_cursor(self, **changes) -> CursorState:
         """Change the shared cursor (see CursorState's fields), kept valid: the time inside
         the device's range and the view, the window in order.  A new device starts with its
-        whole range in view and no window or block."""
+        whole range in view and no window or block.
+
+        ``event=K`` puts the cursor on the device's event at position K (its time follows);
+        ``t=T`` on the last event at or before T.  Without either the cursor stays on its
+        event."""
         old = self.cursor
         if old is None:
             raise RuntimeError("no trace is loaded yet")
         device = changes.get("device", old.device)
+        event = changes.pop("event", None)
         if device != old.device:
             timeline = self.timeline(device)
             base = CursorState(device=device, t=old.t, view=(timeline.start, timeline.end))
@@ -420,9 +481,16 @@ class MemtuiApp(App[int]):
         else:
             state = old.with_changes(**changes)
         timeline = self.timeline(state.device)
+        if event is not None:
+            event = timeline.clamp_event(event)
+            state = state.with_changes(t=timeline.time_of(event))
         state = settle(state, (timeline.start, timeline.end))
-        self.cursor = state
-        return state
+        if event is None:
+            moved = device != old.device or ("t" in changes and state.t != old.t) \
+                or old.event is None
+            event = timeline.event_at(state.t) if moved else old.event
+        self.cursor = state.with_changes(event=event)
+        return self.cursor
 
     def filter_blocks(self, block_ids, label: str) -> None:
         """Show the Tables screen's Block View with only ``block_ids`` (of the cursor's
@@ -453,7 +521,7 @@ class MemtuiApp(App[int]):
     def action_step(self, count: int) -> None:
         if self._has_cursor():
             timeline = self.timeline(self.cursor.device)
-            self.move_cursor(t=timeline.step(self.cursor.t, count))
+            self.move_cursor(event=timeline.event_of(self.cursor) + count)
 
     def action_jump(self, share: float) -> None:
         if self._has_cursor():
@@ -463,15 +531,15 @@ class MemtuiApp(App[int]):
 
     def action_peak(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).peak_t)
+            self.move_cursor(event=self.timeline(self.cursor.device).peak_event)
 
     def action_start(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).start)
+            self.move_cursor(event=0)
 
     def action_end(self) -> None:
         if self._has_cursor():
-            self.move_cursor(t=self.timeline(self.cursor.device).end)
+            self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
 
     def action_window_start(self) -> None:
         if self._has_cursor():

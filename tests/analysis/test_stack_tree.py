@@ -128,3 +128,30 @@ def test_real_sums_match_a_plain_walk():
     for node in tree.children(ROOT, figures):
         frame = int(tree.frame[node])
         assert figures.bytes[node] == outermost[frame if frame >= 0 else -1]
+
+
+def test_user_frames_only_and_self_bytes():
+    """toy_trace: stack 0 is malloc (C++) <- forward (model.py) <- main (train.py), stack 1
+    malloc <- main.  Blocks of 100 and 25 bytes with stack 0, 50 with stack 1."""
+    from memtui.analysis.stack_tree import ROOT, StackTree
+    from tests.helpers.toy_traces import toy_trace
+
+    trace = toy_trace()
+    stacks, sizes = np.array([0, 1, 0]), np.array([100, 50, 25])
+    for user_only in (False, True):
+        tree = StackTree(trace, user_only=user_only)
+        figures = tree.figures(stacks, sizes)
+        labels = {tree.label(n): n for n in range(2, tree.size)}
+        main = labels["main  train.py:20"]
+        forward = labels["forward  model.py:10"]
+        assert figures.bytes[main] == 175 and figures.blocks[main] == 3
+        assert figures.bytes[forward] == 125 and figures.blocks[forward] == 2
+        assert figures.self_bytes[ROOT] == 0
+        malloc = [n for n in range(2, tree.size) if "malloc" in tree.label(n)]
+        if user_only:  # the C++ frame is gone: the stacks end at forward and main
+            assert malloc == []
+            assert figures.self_bytes[main] == 50 and figures.self_bytes[forward] == 125
+        else:
+            assert len(malloc) == 2
+            assert figures.self_bytes[main] == 0 and figures.self_bytes[forward] == 0
+            assert sorted(figures.self_bytes[malloc].tolist()) == [50, 125]

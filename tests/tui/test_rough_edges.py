@@ -251,3 +251,83 @@ async def test_stack_top_rule_is_said_and_can_be_changed(demo):
         await pilot.pause()
         model = app.screen.model("blocks")
         assert model is not None
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_stacks_user_frames_toggle_and_node_figures(demo, size):
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "stacks", at_end=False)
+        app.action_peak()
+        await pilot.pause()
+        screen = app.screen
+        all_frames = screen.stack_tree
+        await pilot.press("u")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        tree = app.screen.stack_tree
+        assert tree is not all_frames and tree.user_only
+        assert "user frames only" in str(screen.query_one("#status-line").render())
+        files = [tree.frame_file.get(int(tree.frame[n])) or "" for n in range(2, tree.size)
+                 if tree.depth[n] > 1]  # depth 1: a stack without user frames, its innermost
+        assert all(f.endswith(".py") and "/torch/" not in f for f in files)
+        text = screen_text(app)
+        assert "share of all" in text
+        if size[0] >= 100:
+            assert "self  blocks  parent" in text
+        detail = str(screen.query_one("#detail").render())
+        assert "of all" in detail and "self" in detail
+        await pilot.press("u")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert not app.screen.stack_tree.user_only
+
+
+def accessed_toy_trace():
+    """toy_trace with accesses on cuda:0: block 0 [1000, 3000) first touched at 2800
+    (early: 90% of its life), block 1 [2000, 5000) last touched at 2200 (late: 93%);
+    block 2 never touched.  Default thresholds: flags E, L, none."""
+    import polars as pl
+
+    from memtui.analysis.inefficient import with_inefficient_flags
+    from tests.helpers.toy_traces import toy_trace
+
+    trace = toy_trace()
+    blocks = trace.blocks.with_columns(
+        first_access=pl.Series([2800, 2100, None, None], dtype=pl.Int64),
+        last_access=pl.Series([2900, 2200, None, None], dtype=pl.Int64),
+        max_access_gap=pl.Series([100, 100, None, None], dtype=pl.Int64))
+    import dataclasses
+
+    return with_inefficient_flags(dataclasses.replace(trace, blocks=blocks))
+
+
+async def test_tables_filter_inefficient_blocks_with_editable_thresholds():
+    app = maps_app(accessed_toy_trace())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "tables", at_end=False)
+        screen = app.screen
+        await pilot.press("i")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        model = screen.model("blocks")
+        assert sorted(model.frame["block_id"].gather(model.rows).to_list()) == [0, 1]
+        header = str(screen.query_one("#tables-header").render())
+        assert "early=50% late=50% idle=50%" in header
+        await pilot.press("I")
+        field = screen.query_one("#tables-input")
+        field.value = "early=off"
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.trace.meta.extra["thresholds"].early_allocation.percent is None
+        model = screen.model("blocks")
+        assert model is not None
+        assert model.frame["block_id"].gather(model.rows).to_list() == [1]  # only late left
+        await pilot.press("i")  # all blocks again
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert screen.model("blocks").rows.size == 3

@@ -242,10 +242,12 @@ class LinkedScreen(Screen):
 def select_event_block(screen, old: CursorState | None, new: CursorState) -> bool:
     """Select the block of the event under the cursor when the cursor moved in time
     without choosing a block (or on first showing with none); True if it did."""
-    moved = old is not None and new.t != old.t and new.block_id == old.block_id
+    moved = old is not None and (new.t, new.event) != (old.t, old.event) \
+        and new.block_id == old.block_id
     if not (moved or (old is None and new.block_id is None)):
         return False
-    block = screen.events.block_at(new.t)
+    block = screen.events.block_at(new.t) if new.event is None \
+        else screen.events.block_at_event(new.event)
     if block is None or block == new.block_id:
         return False
     screen.move_cursor(block_id=block)

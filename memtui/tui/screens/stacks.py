@@ -5,8 +5,10 @@ The tree counts the blocks live at the cursor (``m`` switches to the peak of all
 then to the blocks allocated during the window, or the view without one).  ``up``/
 ``down`` (``k``/``j``) move, ``enter``/``space`` open and close, ``/`` searches frames
 (``n``/``N``: next and previous match), ``f`` filters the Block table to the chosen
-node's blocks.  ``v`` shows the call flame instead, ``t`` picks its thread, and
-``pageup``/``pagedown`` scroll its depth.
+node's blocks, ``u`` shows only the user's own Python frames (no interpreter,
+torch-internal or C++ frames).  Each node says its bytes, share of all, and from 100
+columns its self bytes, blocks and share of its parent.  ``v`` shows the call flame
+instead, ``t`` picks its thread, and ``pageup``/``pagedown`` scroll its depth.
 """
 
 from __future__ import annotations
@@ -28,24 +30,26 @@ from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
-from memtui.tui.widgets.stack_tree import StackTreeView
+from memtui.tui.widgets.stack_tree import StackTreeView, heading
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
 
 
 
-def stack_analyses(trace: MemoryTrace, device: str) -> tuple:
-    """The device index, the stack tree, the threads with calls and the first thread's call
-    flame (shared cache)."""
+def stack_analyses(trace: MemoryTrace, device: str, user_only: bool = False) -> tuple:
+    """The device index, the stack tree (of every frame, or of the user's own only), the
+    threads with calls and the first thread's call flame (shared cache)."""
     index = device_index(trace, device)
-    tree = cached(trace, ("stack_tree",), lambda: StackTree(trace))
+    tree = cached(trace, ("stack_tree", user_only),
+                  lambda: StackTree(trace, user_only=user_only))
     names = threads(trace, device)
     flame = None
     if names:
         flame = cached(trace, ("flame", device, names[0]),
                        lambda: CallFlame(trace, names[0], device))
     return index, tree, names, flame
+
 
 class StacksScreen(LinkedScreen):
     """The stack tree and the call flame (see the module docstring)."""
@@ -54,6 +58,8 @@ class StacksScreen(LinkedScreen):
     SEARCH_PLACEHOLDER = "frame name or file"
     DEFAULT_CSS = """
     StacksScreen #status-line { height: 1; }
+    StacksScreen #tree-heading { height: 1; color: $text-muted; text-style: bold; }
+    StacksScreen.-flame #tree-heading { display: none; }
     StacksScreen #detail { height: 5; border-top: solid $primary-darken-2; padding: 0 1; }
     StacksScreen CallFlameView { display: none; }
     StacksScreen.-flame CallFlameView { display: block; }
@@ -72,11 +78,13 @@ class StacksScreen(LinkedScreen):
         Binding("f", "filter_blocks", "Filter blocks"),
         Binding("v", "flame", "Call flame"),
         Binding("t", "thread", "Thread", show=False),
+        Binding("u", "user_frames", "User frames"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.mode = "cursor"
+        self.user_only = False  # u: only the user's own Python frames
         self.index: DeviceIndex | None = None
         self.match_list: list[int] = []
         self.match_at = -1
@@ -87,7 +95,7 @@ class StacksScreen(LinkedScreen):
         self.taken_at: int | None = None
 
     def compose(self) -> ComposeResult:
-        yield from self.compose_layout()
+        yield from self.compose_layout("tree-heading")
 
     @staticmethod
     def warm(trace: MemoryTrace, device: str) -> None:
@@ -95,7 +103,7 @@ class StacksScreen(LinkedScreen):
 
     def prepare(self, device: str) -> None:
         self.index, self.stack_tree, self.thread_names, self.flame = stack_analyses(
-            self.trace, device)
+            self.trace, device, self.user_only)
         self.thread_at = 0
 
     async def build(self) -> None:
@@ -144,6 +152,7 @@ class StacksScreen(LinkedScreen):
         text = (f"[b]Stacks[/b] {paint.plain(cursor.device)}  {total} "
                 f"{MODE_NAMES[self.mode]} {when}"
                 f" in {self.rows_counted.size:,} blocks (m)")
+        text += "  [b]user frames only[/b] (u)" if self.user_only else "  all frames (u)"
         if self.match_list:
             text += f"  [b]{len(self.match_list)} matches[/b]"
         if self.has_class("-flame") and self.flame is not None:
@@ -151,6 +160,7 @@ class StacksScreen(LinkedScreen):
                     f"({len(self.thread_names)} threads, t: next)  depth from "
                     f"{self.flame_view.first_depth}  {len(self.flame.name):,} calls")
         self.query_one("#status-line", Static).update(text)
+        self.query_one("#tree-heading", Static).update(heading(self.size.width))
 
     def _details(self) -> None:
         detail = self.query_one("#detail", Static)
@@ -166,9 +176,13 @@ class StacksScreen(LinkedScreen):
         path = [self.stack_tree.label(n) for n in self.stack_tree.ancestors(node)[1:]] + [
             self.stack_tree.label(node)]
         share = figures.bytes[node] / max(figures.total, 1)
+        parent = int(self.stack_tree.parent[node])
+        of_parent = (f", {figures.bytes[node] / max(int(figures.bytes[parent]), 1):.1%} of "
+                     "its parent") if parent >= 0 else ""
         detail.update(
-            f"[b]{format_bytes(int(figures.bytes[node]))}[/b] ({share:.1%}) in "
-            f"{int(figures.blocks[node]):,} blocks   f: filter the Block table\n"
+            f"[b]{format_bytes(int(figures.bytes[node]))}[/b] ({share:.1%} of all{of_parent})"
+            f" in {int(figures.blocks[node]):,} blocks, self "
+            f"{format_bytes(int(figures.self_bytes[node]))}   f: filter the Block table\n"
             + "\n".join("  " * min(k, 8) + paint.plain(p) for k, p in enumerate(path[-4:])))
 
     # -- keys ---------------------------------------------------------------------------------
@@ -237,6 +251,13 @@ class StacksScreen(LinkedScreen):
             self.notify("the Block table cannot be filtered from here", severity="warning")
             return
         apply(block_ids, f"{label} ({MODE_NAMES[self.mode]})")
+
+    def action_user_frames(self) -> None:
+        """Show only the user's own Python frames, or every frame again."""
+        if not self._ready:
+            return
+        self.user_only = not self.user_only
+        self._start(self.cursor.device)  # the tree of the other kind, then redrawn
 
     def action_flame(self) -> None:
         if self.flame is None:

@@ -11,7 +11,15 @@ row's full call stack.
 Keys: ``tab`` Blocks/Events, ``s`` sort by the highlighted column (again: reverse),
 ``f`` filter (``size>=1M size<1G t>1.5s t<3s addr=0x.. text``), ``/`` search and ``n`` next,
 ``w`` scope (all / window / alive at the cursor), ``c`` copy the rows on screen as CSV,
-``C`` save every shown row to a CSV file.  ``f`` on the Stacks screen shows here only the
+``C`` save every shown row to a CSV file, ``i`` only the blocks flagged inefficient
+(Insight's "Filter inefficient memory blocks"), ``I`` edit its three thresholds (early
+allocation, late deallocation, temporary idleness: a time and/or a share of the block's
+life; the flags are computed again by ``analysis.inefficient.with_inefficient_flags``).
+The columns are Insight's: Block View with Process and Thread ID, Attr, First/Last
+Access, Max Access Interval and the flags; Event View with Event Type, Name, Process,
+Thread and Device ID, Attr; the side pane shows the Python and the C call stack.
+The filter takes ranges of Size, of Malloc and Free times (``malloc>1s free<3s``) and of
+the time (``t``).  ``f`` on the Stacks screen shows here only the
 blocks under a node of its tree (``app.filter_blocks``); ``F`` shows all blocks again.
 """
 
@@ -31,8 +39,16 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from memtui.analysis.at_time import block_positions
 from memtui.analysis.callstack import stack_lines
-from memtui.analysis.table_views import Filter, TableModel, format_time
+from memtui.analysis.inefficient import (
+    DEFAULT_THRESHOLDS,
+    Thresholds,
+    format_thresholds,
+    parse_thresholds,
+    with_inefficient_flags,
+)
+from memtui.analysis.table_views import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
 
@@ -51,6 +67,8 @@ class TablesScreen(Screen):
         Binding("n", "next_match", "Next match", show=False),
         Binding("w", "scope", "Scope"),
         Binding("F", "clear_only", "All stacks", show=False),
+        Binding("i", "inefficient", "Inefficient"),
+        Binding("I", "thresholds", "Thresholds", show=False),
         Binding("c", "copy", "Copy CSV"),
         Binding("C", "export", "Save CSV", show=False),
         Binding("escape", "close_input", "Close", show=False),
@@ -175,7 +193,8 @@ class TablesScreen(Screen):
         tops = app.stack_tops()
         if kind == "blocks":
             model = TableModel.for_blocks(app.trace.device_blocks(device), timeline.start, unit,
-                                          tops)
+                                          tops, events=app.trace.device_events(device),
+                                          positions=block_positions(app.trace, device))
         else:
             model = TableModel.for_events(app.trace.device_events(device), timeline.start, unit,
                                           tops)
@@ -230,10 +249,11 @@ class TablesScreen(Screen):
             if model is None or table.busy or model.rows.size == 0:
                 continue
             if kind == "events":
+                event = self.app.timeline(cursor.device).event_of(cursor)
                 current = table.cursor_row
-                if not force and current < model.rows.size and model.time_of(current) == cursor.t:
+                if not force and current < model.rows.size and model.event_of(current) == event:
                     continue
-                position = model.position_at_time(cursor.t)
+                position = model.position_of_event(event, cursor.t)
                 if position is not None:
                     table.centre_on(position)
             elif cursor.block_id is not None and (force or cursor.block_id != old_block):
@@ -262,6 +282,8 @@ class TablesScreen(Screen):
                 text.append(f" · sort {title} {'▼' if model.descending else '▲'}")
             if self.filters[kind]:
                 text.append(f" · filter {self.filters[kind]}")
+                if any(w.lower() in INEFFICIENT_WORDS for w in self.filters[kind].split()):
+                    text.append(f" ({format_thresholds(self._thresholds())}, I: change)")
             if kind == "blocks" and model.only is not None:
                 text.append(f" · stack {self.only_label} (F: all)")
             if self.scope[kind] == "cursor" and self._scoped_at.get(kind) is not None:
@@ -295,6 +317,13 @@ class TablesScreen(Screen):
         for label, omitted in lines:
             text.append(("  " if omitted else "• ") + label + "\n",
                         style="dim" if omitted else "")
+        c_stack = record.get("c_stack_id")
+        if c_stack is not None and c_stack != stack_id:  # msMemScope: the C stack too
+            text.append("\nC call stack", style="bold")
+            text.append(" (innermost first)\n", style="dim")
+            for label, omitted in stack_lines(self.app.trace, c_stack):
+                text.append(("  " if omitted else "• ") + label + "\n",
+                            style="dim" if omitted else "")
         pane.update(text)
 
     # -- rows to the cursor ---------------------------------------------------------------
@@ -304,10 +333,13 @@ class TablesScreen(Screen):
         if model is None or message.table is not self.table:
             return
         record = model.record(message.position)
-        t = model.time_of(message.position)
         block = record.get("block_id")
         cursor = self.app.cursor
-        self.app.move_cursor(t=t, block_id=block if block is not None else cursor.block_id)
+        block = block if block is not None else cursor.block_id
+        if record.get("event") is not None:  # an Event View row: exactly that event
+            self.app.move_cursor(event=int(record["event"]), block_id=block)
+        else:
+            self.app.move_cursor(t=model.time_of(message.position), block_id=block)
 
     def on_virtual_table_header_clicked(self, message: VirtualTable.HeaderClicked) -> None:
         self._sort(message.column.key)
@@ -356,7 +388,52 @@ class TablesScreen(Screen):
 
     def action_filter(self) -> None:
         self._open_input("filter", self.filters[self.view_kind],
-                         "size>=1M size<1G t>1.5s t<3s addr=0x… text  (Enter apply, Esc close)")
+                         "size>=1M size<1G t>1.5s malloc<2s free>3s addr=0x… inefficient "
+                         "text  (Enter apply, Esc close)")
+
+    def action_inefficient(self) -> None:
+        """Insight's "Filter inefficient memory blocks": only the flagged blocks, or all."""
+        if self.view_kind != "blocks":
+            self.action_switch_view()
+        words = self.filters["blocks"].split()
+        kept = [w for w in words if w.lower() not in INEFFICIENT_WORDS]
+        if len(kept) == len(words):
+            kept.append("inefficient")
+            model = self.model("blocks")
+            if model is not None and not any(c.key == "flags" for c in model.columns):
+                self.notify("No block is flagged inefficient under the thresholds "
+                            f"({format_thresholds(self._thresholds())}); I changes them.")
+        self.filters["blocks"] = " ".join(kept)
+        self._reapply("blocks")
+
+    def _thresholds(self) -> Thresholds:
+        return self.app.trace.meta.extra.get("thresholds", DEFAULT_THRESHOLDS)
+
+    def action_thresholds(self) -> None:
+        """Edit the three thresholds of the inefficient flags (early, late, idle)."""
+        self._open_input("thresholds", format_thresholds(self._thresholds()),
+                         "early=50% late=2s idle=1s,20%  (time and/or % of the block's "
+                         "life; off)  Enter apply, Esc close")
+
+    def _apply_thresholds(self, value: str) -> None:
+        try:
+            thresholds = parse_thresholds(value, self._thresholds())
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.action_close_input()
+        trace = self.app.trace
+        if trace.blocks.is_empty() or trace.blocks["first_access"].null_count() == \
+                trace.blocks.height:
+            self.notify("This capture records no accesses: no block can be flagged.")
+            return
+        self.notify(f"Flagging blocks under {format_thresholds(thresholds)}…")
+        self._run_thresholds(thresholds)
+
+    @work(thread=True, exclusive=True, group="thresholds", description="inefficient flags")
+    def _run_thresholds(self, thresholds: Thresholds) -> None:
+        trace = with_inefficient_flags(self.app.trace, thresholds)
+        self.app.call_from_thread(self.app.replace_trace, trace, self.app._timelines)
 
     def action_search(self) -> None:
         self._open_input("search", self._search, "text to find (Enter: next match, Esc close)")
@@ -390,18 +467,20 @@ class TablesScreen(Screen):
             self.filters[self.view_kind] = value
             self.action_close_input()
             self._reapply(self.view_kind)
+        elif self._input_mode == "thresholds":
+            self._apply_thresholds(value)
         elif self._input_mode == "search":
             self._search = value
             self.action_close_input()
             self.action_next_match()
 
-    def _scope_range(self, kind: str) -> tuple[int, int] | None:
+    def _scope_range(self, kind: str) -> tuple[int, int] | int | None:
         cursor = self.app.cursor
         scope = self.scope[kind]
         if scope == "window" and cursor.window is not None:
             return cursor.window
-        if scope == "cursor":
-            return (cursor.t, cursor.t)
+        if scope == "cursor":  # exactly the blocks alive just after the cursor's event
+            return self.app.timeline(cursor.device).event_of(cursor)
         return None
 
     def _reapply(self, kind: str) -> None:
@@ -417,7 +496,7 @@ class TablesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="filter")
     def _run_filter(self, kind: str, model: TableModel, spec: Filter,
-                    scope: tuple[int, int] | None) -> None:
+                    scope: tuple[int, int] | int | None) -> None:
         model.apply(spec, scope, self.app.cursor.t)
         self.app.call_from_thread(self._rows_changed, kind, None)
 

@@ -120,8 +120,15 @@ class TrendScreen(Screen):
         plot = self.query_one(TrendPlot)
         text = Text(no_wrap=True, overflow="ellipsis")
         line = 0
+        levels = timeline.levels_at_event(timeline.event_of(cursor))
+        exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
+        if timeline.reserved is not None:
+            exact[id(timeline.reserved)] = levels.reserved
         for series in self._series:
-            value = _value_at(series, cursor.t)
+            # the device's own levels: exact at the cursor's event (as the status bar)
+            value = exact.get(id(series.level))
+            if value is None:
+                value = _value_at(series, cursor.t)
             if series.role == "allocated":
                 glyph, component = _GLYPHS[0], "trendplot--fill"
             else:
@@ -155,31 +162,37 @@ class TrendScreen(Screen):
                 Text("No blocks in this capture: it has levels only.", style="italic"))
             self.query_one("#live-table", Static).update("")
             return
-        self._live_wanted = (device, t, self.live_by, self.app.top_rule)
+        cursor = self.app.cursor
+        event = self.app.timeline(device).event_of(cursor) \
+            if cursor is not None and (cursor.device, cursor.t) == (device, t) else None
+        self._live_wanted = (device, t, self.live_by, self.app.top_rule, event)
         if not self._live_running:
             self._live_running = True
             self._compute_live(*self._live_wanted)
 
     @work(thread=True, group="live")
-    def _compute_live(self, device: str, t: int, by: str, rule: str) -> None:
-        try:
+    def _compute_live(self, device: str, t: int, by: str, rule: str,
+                      event: int | None = None) -> None:
+        try:  # exact at the cursor's event (the status bar's level), else at time t
             live = self.app.live_blocks(device)
-            top = live.top(t, by=by, limit=LIVE_ROWS)
-            total, count = live.total(t), int(live.mask(t).sum())
+            top = live.top(t, by=by, limit=LIVE_ROWS, event=event)
+            total, count = live.total(t, event), int(live.mask(t, event).sum())
         except Exception:
             self.app.call_from_thread(self._live_done, None)
             raise
-        self.app.call_from_thread(self._live_done, (device, t, by, rule, top, total, count))
+        self.app.call_from_thread(self._live_done,
+                                  (device, t, by, rule, top, total, count, event))
 
     def _live_done(self, result) -> None:
         self._live_running = False
         if result is not None:
             self._show_live(*result)
-            if self._live_wanted is not None and self._live_wanted != result[:4]:
+            if self._live_wanted is not None \
+                    and self._live_wanted != (*result[:4], result[7]):
                 self._live_running = True
                 self._compute_live(*self._live_wanted)
 
-    def _show_live(self, device, t, by, rule, top, total, count) -> None:
+    def _show_live(self, device, t, by, rule, top, total, count, event=None) -> None:
         cursor = self.app.cursor
         if cursor is None or (cursor.device, cursor.t, self.app.top_rule) != (device, t, rule):
             return

@@ -1,12 +1,13 @@
 """The flame stack tree: bytes by call stack, root first, one line per node (Line API).
 
-Each line is ``▾ ███▌      42.1%  1.2G  name  file.py:12``: an expander, a bar of the
-node's share of the total (an icicle of the flame graph, turned on its side), the share,
-the bytes and the frame.  Children are sorted by bytes, largest first, and nodes holding
-nothing are hidden.  Opening a node also opens the chain below it while it does not
-branch, so deep C++ stacks take one key.  Search matches are gold; their ancestors are
-opened.  The lines are recomputed when the figures or the opened nodes change; only the
-visible ones are drawn.
+Each line is ``███▌      42.1%  1.2G  ▾ name  file.py:12``: a bar of the node's share of
+the total (an icicle of the flame graph, turned on its side), the share, the bytes (from
+100 columns also the node's self bytes, its blocks and its share of its parent), then
+the expander indented by depth and the frame.  Children are sorted by bytes, largest
+first, and nodes holding nothing are hidden.  Opening a node also opens the chain below
+it while it does not branch, so deep C++ stacks take one key.  Search matches are gold;
+their ancestors are opened.  The lines are recomputed when the figures or the opened
+nodes change; only the visible ones are drawn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from memtui.analysis.stack_tree import ROOT, StackTree, TreeFigures
 from memtui.tui.widgets import paint
 
 BAR = 10
+WIDE = 100  # from this width each line also shows self bytes, blocks and % of parent
+
+
+def heading(width: int) -> str:
+    """The column names above the tree's lines at ``width``."""
+    text = "share of all".ljust(BAR) + "      bytes "
+    if width >= WIDE:
+        text += " self  blocks  parent "
+    return text + " frame (innermost last)"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 
 
@@ -194,11 +204,16 @@ class StackTreeView(ScrollView, can_focus=True, inherit_bindings=False):
         bg = "#3a4a6a" if selected else None
         name_style = paint.style(paint.MATCH if node in self.matches else "#e0e0e0", bg,
                                  bold=selected or node in self.matches)
+        figures_text = f" {100 * held / total:5.1f}% {paint.short_bytes(held):>5} "
+        if width >= WIDE:
+            parent = int(self.stack_tree.parent[node])
+            of_parent = held / max(int(figures.bytes[parent]), 1) if parent >= 0 else 1.0
+            figures_text += (f"{paint.short_bytes(int(figures.self_bytes[node])):>5} "
+                             f"{int(figures.blocks[node]):>7,} {100 * of_parent:5.0f}% ")
         segments = [
-            Segment(f"{indent}{marker} ", paint.style("#9a9a9a", bg)),
             Segment(share_bar(held / total), paint.style(paint.TREND_IN_VIEW, bg)),
-            Segment(f" {100 * held / total:5.1f}% {paint.short_bytes(held):>5}  ",
-                    paint.style("#b0b0b0", bg)),
+            Segment(figures_text + " ", paint.style("#b0b0b0", bg)),
+            Segment(f"{indent}{marker} ", paint.style("#9a9a9a", bg)),
             Segment(self.stack_tree.label(node), name_style),
         ]
         return Strip(segments).adjust_cell_length(width, paint.style(None, bg))
