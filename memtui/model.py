@@ -13,6 +13,30 @@ Conventions shared by every source:
 * ``allocated``/``active``/``reserved`` on an event are the device's levels *after* it;
 * a *ghost* block was allocated before the capture began (freed without its alloc, or
   alive at the end without one): it counts as alive from the start of the trace.
+
+Definitions every screen, ``summary`` and ``state`` follow (README "Definitions"):
+
+* allocated(t) counts blocks from their ``alloc`` to their ``free`` (for snapshots the
+  ``free_completed``: between ``free_requested`` and it a block is *pending free* and still
+  counts).  At every event the level equals the bytes of the blocks alive in the pool state
+  there (allocated + pending free) and of the Tables' "alive at the cursor" blocks.
+* A block has one size (``blocks.size``), used everywhere: the allocator's ``size`` where
+  the dump knows the block (its address, in the lifetime still open at the dump), else
+  the size of its trace event.  ``requested_size`` is shown beside it; size - requested
+  is internal fragmentation (memory_viz's "free space lost to rounding").  Allocs and
+  frees move the level by that size.
+* The start level is walked back from the end: the bytes alive at the end (the dump's
+  blocks plus those the trace allocates and never frees, which the dump may lack) minus
+  the allocs plus the frees.  It is the bytes of the ghosts, so never negative; the peak
+  counts it.  ``allocated_at_end`` is the dump's allocated bytes
+  (``torch.cuda.memory_allocated()``) plus any block the dump lacks.
+* Pending free, and being alive, at an event are decided by event order (``seq_*``), not
+  by the clock: several events share a microsecond.
+* The cursor addresses an event: its *position* in the device's events (0-based, as
+  ``device_events(device)`` orders them); its time is derived.  That position is the one
+  event number shown everywhere; ``seq`` is the source's own order or ID.
+* Layered sources (msMemScope): figures are per memory layer (``pool``: HAL, PTA, ATB,
+  MINDSPORE, HOST_PINNED, ...), chosen per device; never a layer plus the layer inside it.
 """
 
 from __future__ import annotations

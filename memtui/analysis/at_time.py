@@ -58,9 +58,11 @@ def active_level(trace: MemoryTrace, device: str, allocated: Level) -> Level:
 class Timeline:
     """Event times and levels of one device (see the module docstring).
 
-    ``times`` are the distinct points the cursor steps through: the device's event times,
-    or for sources without events (profiler curves, a final state only) the times of its
-    levels.  ``start``/``end`` bound every view.
+    ``times`` are the points the cursor steps through, one per event: the device's event
+    times in the trace's order (several may share a timestamp), or for sources without
+    events (profiler curves, a final state only) the distinct times of its levels.  An
+    event's *position* is its index in ``times`` (0-based): the cursor addresses a
+    position, and its time is ``times[position]``.  ``start``/``end`` bound every view.
     """
 
     device: str
@@ -117,6 +119,55 @@ class Timeline:
         """How many of the device's steps happened at or before ``t`` (0 before the first)."""
         return int(np.searchsorted(self.times, t, side="right"))
 
+    # -- positions: the cursor addresses an event ------------------------------------------
+
+    @property
+    def positions(self) -> int:
+        """How many positions the cursor can take (one per event)."""
+        return int(self.times.size)
+
+    def clamp_event(self, event: int) -> int:
+        return int(min(max(int(event), 0), self.times.size - 1))
+
+    def event_at(self, t: int) -> int:
+        """The position of the last event at or before ``t`` (the first event before it)."""
+        return self.clamp_event(int(np.searchsorted(self.times, t, side="right")) - 1)
+
+    def time_of(self, event: int) -> int:
+        return int(self.times[self.clamp_event(event)])
+
+    def event_of(self, cursor) -> int:
+        """The position a cursor addresses (its ``event``, else the last event at its time)."""
+        event = getattr(cursor, "event", None)
+        return self.clamp_event(event) if event is not None else self.event_at(cursor.t)
+
+    def _aligned(self, level: Level | None) -> bool:
+        """Whether ``level`` holds the start level and then one value per event."""
+        return (level is not None and self.events == self.times.size
+                and level.values.size == self.times.size + 1)
+
+    def _level_at_event(self, level: Level, event: int) -> int:
+        if self._aligned(level):
+            return int(level.values[event + 1])
+        return value_at(level.t, level.values, self.time_of(event))
+
+    def levels_at_event(self, event: int) -> Levels:
+        """allocated / active / reserved just after the event at ``event`` (exact also when
+        several events share its timestamp)."""
+        event = self.clamp_event(event)
+        reserved = None
+        if self.reserved is not None and self.reserved.values.size:
+            reserved = self._level_at_event(self.reserved, event)
+        return Levels(allocated=self._level_at_event(self.allocated, event),
+                      active=self._level_at_event(self.active, event), reserved=reserved)
+
+    @property
+    def peak_event(self) -> int:
+        """The position of the event after which allocated is highest."""
+        if self._aligned(self.allocated):
+            return int(np.argmax(self.allocated.values[1:]))
+        return self.event_at(self.peak_t)
+
     def step(self, t: int, count: int) -> int:
         """The time ``count`` steps after (or, negative, before) ``t``, clamped to the ends.
 
@@ -139,15 +190,27 @@ class Timeline:
 class LiveBlocks:
     """Which blocks of one device are alive at a time, and their bytes by stack or owner."""
 
-    def __init__(self, blocks: pl.DataFrame, tops: pl.DataFrame | None = None) -> None:
+    def __init__(self, blocks: pl.DataFrame, tops: pl.DataFrame | None = None,
+                 positions: pl.DataFrame | None = None) -> None:
+        """``positions`` (:func:`block_positions`) make "alive just after event K" exact,
+        also among events sharing a timestamp (``event=`` in the queries below)."""
         self.blocks = blocks
+        self.pos_alloc = self.pos_free = None
+        if positions is not None:
+            aligned = blocks.select("block_id").join(positions, on="block_id", how="left",
+                                                     maintain_order="left")
+            self.pos_alloc = aligned["pos_alloc"].fill_null(_NEVER).to_numpy()
+            self.pos_free = aligned["pos_free"].fill_null(_NEVER).to_numpy()
         self.t_alloc = blocks["t_alloc"].fill_null(np.iinfo(np.int64).min).to_numpy()
         self.t_free = blocks["t_free"].fill_null(_NEVER).to_numpy()
         self.size = blocks["size"].fill_null(0).to_numpy().astype(np.int64)
         self._keys: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._tops = tops
 
-    def mask(self, t: int) -> np.ndarray:
+    def mask(self, t: int, event: int | None = None) -> np.ndarray:
+        """Blocks alive at ``t``, or just after the event at position ``event`` (exact)."""
+        if event is not None and self.pos_alloc is not None:
+            return (self.pos_alloc <= event) & (self.pos_free > event)
         return (self.t_alloc <= t) & (self.t_free > t)
 
     def alive_ids(self, t: int) -> np.ndarray:
@@ -170,13 +233,14 @@ class LiveBlocks:
             self._keys[by] = (codes, names)
         return self._keys[by]
 
-    def top(self, t: int, by: str = "stack", limit: int = 10) -> pl.DataFrame:
+    def top(self, t: int, by: str = "stack", limit: int = 10,
+            event: int | None = None) -> pl.DataFrame:
         """The ``limit`` largest groups of live bytes at ``t``: ``where, bytes, blocks``."""
         schema = {"where": pl.String, "bytes": pl.Int64, "blocks": pl.Int64}
         if self.size.size == 0:
             return pl.DataFrame(schema=schema)
         codes, names = self._key(by)
-        mask = self.mask(t)
+        mask = self.mask(t, event)
         if not mask.any():
             return pl.DataFrame(schema=schema)
         live_codes = codes[mask]
@@ -190,8 +254,44 @@ class LiveBlocks:
             schema=schema,
         )
 
-    def total(self, t: int) -> int:
-        return int(self.size[self.mask(t)].sum())
+    def total(self, t: int, event: int | None = None) -> int:
+        return int(self.size[self.mask(t, event)].sum())
 
 
-__all__ = ["Levels", "LiveBlocks", "Timeline", "active_level"]
+
+
+def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
+    """``block_id, pos_alloc, pos_free`` of the device's blocks: the positions (in the
+    device's events, as the cursor counts them) of each block's alloc and free, so that a
+    block is alive just after event K when ``pos_alloc <= K < pos_free``.
+
+    Taken from the block's ``seq_alloc``/``seq_free`` where its events are in the trace;
+    a ghost is alive from before the first event (-1), a block never freed to the end;
+    blocks with no events (profiler operator tables) are placed by time."""
+    events = trace.device_events(device)
+    blocks = trace.device_blocks(device)
+    times = events["t"].to_numpy().astype(np.int64)
+    if times.size == 0:  # positions count the level's times (as Timeline.times does)
+        times = np.unique(allocated_level(trace, device).t)
+    by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
+    frame = blocks.select("block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost")
+    frame = frame.join(by_seq.rename({"seq": "seq_alloc", "pos": "a"}), on="seq_alloc",
+                       how="left", maintain_order="left")
+    frame = frame.join(by_seq.rename({"seq": "seq_free", "pos": "f"}), on="seq_free",
+                       how="left", maintain_order="left")
+    never = np.iinfo(np.int64).max
+    t_alloc = frame["t_alloc"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    t_free = frame["t_free"].fill_null(never).to_numpy()
+    by_time_alloc = np.searchsorted(times, t_alloc, side="left").astype(np.int64)
+    by_time_free = np.where(t_free == never, never,
+                            np.searchsorted(times, t_free, side="left")).astype(np.int64)
+    ghost = frame["ghost"].fill_null(False).to_numpy()
+    pos_alloc = np.where(ghost, -1, frame["a"].fill_null(-2).to_numpy())
+    pos_alloc = np.where(pos_alloc == -2, by_time_alloc, pos_alloc)
+    pos_free = frame["f"].fill_null(-2).to_numpy()
+    pos_free = np.where(pos_free == -2, by_time_free, pos_free)
+    return pl.DataFrame({"block_id": frame["block_id"], "pos_alloc": pos_alloc.astype(np.int64),
+                         "pos_free": pos_free.astype(np.int64)})
+
+
+__all__ = ["Levels", "LiveBlocks", "Timeline", "active_level", "block_positions"]

@@ -225,6 +225,12 @@ class EventBlocks:
     t: np.ndarray
     block_id: np.ndarray  # -1 before the first event with a block
 
+    def block_at_event(self, event: int) -> int | None:
+        """The block of the event at position ``event`` (or of the latest one before it)."""
+        if not 0 <= event < self.block_id.size or self.block_id[event] < 0:
+            return None
+        return int(self.block_id[event])
+
     def block_at(self, t: int) -> int | None:
         i = int(np.searchsorted(self.t, t, side="right")) - 1
         if i < 0 or self.block_id[i] < 0:

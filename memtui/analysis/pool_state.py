@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.live import DeviceIndex, device_index
+from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.model import MemoryTrace
 
 #: PyTorch's caching allocator serves requests up to 1 MiB from "small" segments.
@@ -61,6 +61,7 @@ class PoolState:
     blk_addr: np.ndarray
     blk_size: np.ndarray
     blk_pending: np.ndarray
+    blk_requested: np.ndarray
     blk_segment: np.ndarray  # index into seg_* (-1: in no live segment)
     gap_segment: np.ndarray
     gap_addr: np.ndarray
@@ -82,6 +83,12 @@ class PoolState:
     @property
     def pending(self) -> int:
         return int(self.blk_size[self.blk_pending].sum())
+
+    @property
+    def internal_fragmentation(self) -> int:
+        """Bytes lost to rounding in the live blocks: size - requested_size (memory_viz's
+        "free space lost to rounding"); 0 where the source knows no requested size."""
+        return int(np.maximum(self.blk_size - self.blk_requested, 0).sum())
 
     @property
     def free(self) -> int:
@@ -145,6 +152,35 @@ def state_at_seq(trace: MemoryTrace, device: str, seq: int) -> PoolState:
     return pool_state(index, segment_life.at(seq), block_life.at(seq), t, seq=seq)
 
 
+def state_at_event(trace: MemoryTrace, device: str, event: int,
+                   t: int | None = None) -> PoolState:
+    """The pool just after the device's event at position ``event`` (0-based, in the
+    device's events as the cursor counts them).
+
+    Exact by event order where the source numbers its events in time order and every
+    traced block knows its events (PyTorch snapshots); else the state at that event's time.
+    A device without events (a profiler's operator table) counts its positions on the
+    times of its levels: give that time as ``t``.
+    """
+    events = trace.device_events(device)
+    if events.is_empty():
+        return state_at(trace, device, device_index(trace, device).t_start if t is None else t)
+    event = min(max(int(event), 0), events.height - 1)
+    if _orders_by_seq(trace, device):
+        return state_at_seq(trace, device, int(events["seq"][event]))
+    return state_at(trace, device, int(events["t"][event]))
+
+
+def _orders_by_seq(trace: MemoryTrace, device: str) -> bool:
+    def check() -> bool:
+        seq = trace.device_events(device)["seq"]
+        blocks = trace.device_blocks(device)
+        traced = blocks.filter(~pl.col("ghost").fill_null(False))
+        return (seq.null_count() == 0 and seq.is_sorted()
+                and traced["seq_alloc"].null_count() == 0)
+    return cached(trace, ("orders_by_seq", device), check)
+
+
 def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t: int,
                seq: int | None = None) -> PoolState:
     """Lay the live ``blk_rows`` into the live ``seg_rows`` and measure the gaps.
@@ -193,7 +229,8 @@ def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t
         seg_size=seg_size, seg_allocated=allocated, seg_pending=pending_bytes,
         seg_requested=requested, seg_free=free, seg_largest_gap=largest, seg_blocks=counts,
         blk_row=blk_rows, blk_id=index.block_id[blk_rows], blk_addr=blk_addr,
-        blk_size=blk_size, blk_pending=pending, blk_segment=where,
+        blk_size=blk_size, blk_pending=pending, blk_requested=index.requested[blk_rows],
+        blk_segment=where,
         gap_segment=gap_seg, gap_addr=gap_addr, gap_size=gap_size,
     )
 

@@ -59,7 +59,8 @@ BLOCK_COLUMNS = (
 )
 
 EVENT_COLUMNS = (
-    Column("seq", "#", "int", 8),
+    Column("event", "#", "int", 8),
+    Column("source_id", "Source ID", "int", 9),
     Column("t", "Time", "time", 12),
     Column("action", "Action", "str", 14),
     Column("size", "Size", "bytes", 10),
@@ -271,20 +272,30 @@ class TableModel:
     @classmethod
     def for_blocks(cls, blocks: pl.DataFrame, start: int, unit: str,
                    tops: pl.DataFrame | None = None,
-                   events: pl.DataFrame | None = None) -> TableModel:
+                   events: pl.DataFrame | None = None,
+                   positions: pl.DataFrame | None = None) -> TableModel:
         """The Block View: blocks in order of allocation; with ``events``, each block's
-        Attr is that of its alloc event (msMemScope)."""
+        Attr is that of its alloc event (msMemScope).  With ``positions``
+        (``analysis.at_time.block_positions``) the scope "alive at the cursor" is exact at
+        the cursor's event (an ``int`` scope), also among events sharing a timestamp."""
         frame = with_alloc_attr(blocks, events)
+        if positions is not None:
+            frame = frame.join(positions, on="block_id", how="left", maintain_order="left")
         if blocks.height and not blocks["t_alloc"].is_sorted():
-            frame = blocks.sort("t_alloc", "block_id", nulls_last=False)
+            frame = frame.sort("t_alloc", "block_id", nulls_last=False)
         model = cls("blocks", frame, BLOCK_COLUMNS, start, unit)
         return model if tops is None else model.with_tops(tops)
 
     @classmethod
     def for_events(cls, events: pl.DataFrame, start: int, unit: str,
                    tops: pl.DataFrame | None = None) -> TableModel:
-        """The Event View: events in time order (as the model keeps them)."""
-        model = cls("events", events, EVENT_COLUMNS, start, unit)
+        """The Event View: events in time order (as the model keeps them).  ``#`` is the
+        event's position in the device's trace (the cursor's event number); the source's
+        own ID (``seq``) has its own column where it differs."""
+        own = "id" if "id" in events.columns else "seq"  # msMemScope's DB ID, else the order
+        frame = events.with_columns(event=pl.int_range(0, pl.len(), dtype=pl.Int64),
+                                    source_id=pl.col(own).cast(pl.Int64, strict=False))
+        model = cls("events", frame, EVENT_COLUMNS, start, unit)
         return model if tops is None else model.with_tops(tops)
 
     def with_tops(self, tops: pl.DataFrame) -> TableModel:
@@ -304,6 +315,9 @@ class TableModel:
         if column.key == "requested_size" and "size" in self.frame.columns:
             same = (self.frame["requested_size"] == self.frame["size"]).all()
             return self.frame[source].null_count() < self.frame.height and not same
+        if column.key == "source_id":
+            same = (self.frame["source_id"] == self.frame["event"]).fill_null(False).all()
+            return self.frame["source_id"].null_count() < self.frame.height and not same
         if column.key == "flags":
             return bool((self.frame[source].fill_null(0) > 0).any())
         return self.frame[source].null_count() < self.frame.height
@@ -320,9 +334,11 @@ class TableModel:
     def total(self) -> int:
         return self.frame.height
 
-    def apply(self, filter: Filter | None = None, scope: tuple[int, int] | None | str = "keep",
+    def apply(self, filter: Filter | None = None,
+              scope: tuple[int, int] | int | None | str = "keep",
               cursor_t: int | None = None) -> None:
-        """Set the filter and the scope (a time range to limit to, or None), then re-sort."""
+        """Set the filter and the scope (a time range to limit to, an event position whose
+        live blocks to keep, or None), then re-sort."""
         if filter is not None:
             self.filter = filter
         if scope != "keep":
@@ -341,7 +357,11 @@ class TableModel:
             masks.append(size >= f.size_min)
         if size is not None and f.size_max is not None:
             masks.append(size <= f.size_max)
-        for lo, hi in ((f.t_min, f.t_max), self.scope or (None, None)):
+        scope = self.scope
+        if isinstance(scope, int):
+            masks.append(self.alive_at_event(scope))
+            scope = None
+        for lo, hi in ((f.t_min, f.t_max), scope or (None, None)):
             if lo is not None or hi is not None:
                 masks.append(self._time_mask(lo, hi))
         if f.alloc_min is not None or f.alloc_max is not None:
@@ -375,6 +395,14 @@ class TableModel:
         if self.kind == "events":
             return (self._times >= lo) & (self._times <= hi)
         return (self._times <= hi) & (self._t_free > lo)
+
+    def alive_at_event(self, event: int) -> np.ndarray:
+        """Blocks alive just after the event at position ``event`` (needs positions)."""
+        if "pos_alloc" not in self.frame.columns:
+            raise ValueError("this Block View was built without event positions")
+        pos_alloc = self.frame["pos_alloc"].to_numpy()
+        pos_free = self.frame["pos_free"].to_numpy()
+        return (pos_alloc <= event) & (pos_free > event)
 
     def _text_mask(self, word: str) -> np.ndarray:
         mask = np.zeros(self.total, dtype=bool)
@@ -460,6 +488,20 @@ class TableModel:
             return max(int(np.searchsorted(times, t, side="right")) - 1, 0)
         row = self.row_at_time(t)
         return None if row is None else self.position_of_row(row)
+
+    def event_of(self, position: int) -> int | None:
+        """The event position (``#``) of the row shown at ``position`` (Event View)."""
+        if "event" not in self.frame.columns:
+            return None
+        return int(self.rows[position])  # the frame's row is the event's position
+
+    def position_of_event(self, event: int, t: int) -> int | None:
+        """Where event ``event`` is shown; if it is filtered out, the row nearest ``t``."""
+        if "event" in self.frame.columns and 0 <= event < self.total:
+            shown = self.position_of_row(event)
+            if shown is not None:
+                return shown
+        return self.position_at_time(t)
 
     def position_of_block(self, block_id: int) -> int | None:
         if "block_id" not in self.frame.columns:

@@ -12,8 +12,10 @@ from __future__ import annotations
 #: Subcommand name -> module under ``memtui.commands`` (imported on use).
 COMMANDS: dict[str, str] = {
     "summary": "memtui.commands.summary",
+    "state": "memtui.commands.state",
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
     "record": "memtui.commands.record",
     "cache": "memtui.commands.cache",
+    "serve": "memtui.commands.serve",
 }

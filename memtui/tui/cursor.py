@@ -1,9 +1,17 @@
-"""The one shared state every view follows: device, cursor time, window, selected block.
+"""The one shared state every view follows: device, cursor event, window, selected block.
 
 :class:`CursorState` is immutable; the app holds the current one in a reactive attribute
 (``MemtuiApp.cursor``) and every screen and widget watches it
 (``self.watch(self.app, "cursor", self.on_cursor)``) and changes it only through
 ``app.move_cursor(...)``, so moving the cursor anywhere moves it everywhere.
+
+The cursor addresses an *event*: ``event`` is its position in the device's trace (0-based,
+:class:`~memtui.analysis.at_time.Timeline` ``times``), and ``t`` is that event's time,
+derived from it.  Every event is reachable, also when several share a timestamp, and the
+position is the one event number shown everywhere (status bar, Event View ``#`` column,
+``memtui state --event``); a source's own event ID is shown in its own column.  A state
+built by hand with no ``event`` addresses the last event at or before ``t``
+(``Timeline.event_of``).
 
 Times are in the trace's unit (ns, or event numbers where the capture has no clock).
 ``view`` is the visible time range (zoom); ``window`` the selected range ``[t0, t1]``
@@ -27,6 +35,7 @@ class CursorState:
     window: tuple[int, int] | None = None
     block_id: int | None = None
     segment_id: int | None = None
+    event: int | None = None
 
     def with_changes(self, **changes) -> CursorState:
         """A copy with ``changes`` applied; a window is kept in order (``t0 <= t1``)."""

@@ -145,6 +145,13 @@ class FollowController:
         if self._restart_wanted:  # asked for while this poll ran: read from the start
             self._restart_now()
             return
+        try:
+            self._apply(update, timelines)
+        finally:  # whatever showing it did, the polling goes on
+            if not self._stopped:
+                self._timer = self.app.set_timer(self.interval, self._poll)
+
+    def _apply(self, update: FollowUpdate, timelines: dict) -> None:
         state = self.state
         state.polls += 1
         state.waiting = update.waiting
@@ -166,8 +173,6 @@ class FollowController:
         else:
             self.interval = min(self.interval * GROWTH, self.max_interval)
             self.app.follow_polled()
-        if not self._stopped:
-            self._timer = self.app.set_timer(self.interval, self._poll)
 
     # -- what the status bar shows --------------------------------------------------------
 

@@ -124,3 +124,16 @@ def test_a_file_name_from_outside_is_escaped_in_the_error(tmp_path, capsys, name
     assert code == 2
     assert "\x1b" not in line and "\x07" not in line
     assert ascii(name)[1:-1] in line
+
+
+def test_summary_escapes_names_from_the_file(tmp_path, capsys):
+    """An unknown action named with an escape sequence shows in a warning, escaped."""
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[
+        {"action": "alloc", "addr": 1, "size": 512, "stream": 0},
+        {"action": "\x1b]0;pwned\x07evil\nline", "addr": 1, "size": 512, "stream": 0}]]},
+        protocol=4))
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\nline" in out

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 from textual import events
 
+from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform
 from memtui.tui.app import MemtuiApp, run_app
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 from memtui.tui.widgets.curve import TrendPlot
@@ -59,12 +61,12 @@ async def test_cursor_keys_move_the_cursor_and_the_status_bar():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         assert app.cursor.t == 500 and app.cursor.device == "cuda:0"
-        assert "ev 1/6" in status_text(app) and "alloc 0 B" in status_text(app)
+        assert "event #0/6" in status_text(app) and "alloc 0 B" in status_text(app)
         await pilot.press("l")
         assert app.cursor.t == 1000
         assert "alloc 100 B" in status_text(app)
         await pilot.press("right", "right")
-        assert app.cursor.t == 3000 and "ev 4/6" in status_text(app)
+        assert app.cursor.t == 3000 and "event #3/6" in status_text(app)
         await pilot.press("h")
         assert app.cursor.t == 2000
         await pilot.press("G")
@@ -157,10 +159,10 @@ async def test_help_lists_every_binding():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         sections = dict(app.screen.sections)
-        keys = dict(sections["Everywhere"])
+        keys = {row[0]: row[1] for row in sections["Everywhere"]}  # (keys, what, binding id)
         for binding in MemtuiApp.BINDINGS:
             assert binding.description in keys.values()
-        assert "Stacks/owners" in dict(sections["Trend screen"]).values()
+        assert "Stacks/owners" in {row[1] for row in sections["Trend screen"]}
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -223,7 +225,7 @@ async def test_event_unit_traces_say_event_numbers():
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("p")
-        assert "event #2000" in status_text(app)
+        assert "event #2/6" in status_text(app)  # the position, as everywhere
         assert "+" not in status_text(app).split("│")[1]
 
 
@@ -250,3 +252,68 @@ def test_package_data_lists_the_ui():
     text = (REPO / "pyproject.toml").read_text()
     assert '"memtui.tui.screens"' in text and '"memtui.tui.widgets"' in text
     assert Path(REPO / "memtui" / "tui" / "memtui.tcss").is_file()
+
+
+def shared_time_trace() -> MemoryTrace:
+    """Four events, the middle two at the same time: allocs of 100 and 200 at t=20, after
+    one of 10 at t=10; a free of the 10 at t=30.  Levels after each: 10, 110, 310, 300."""
+    events = pl.DataFrame({
+        "t": [10, 20, 20, 30], "seq": [0, 1, 2, 3], "device": ["cuda:0"] * 4,
+        "action": ["alloc", "alloc", "alloc", "free"], "addr": [0x10, 0x20, 0x30, 0x10],
+        "size": [10, 100, 200, 10], "block_id": [0, 1, 2, 0],
+        "allocated": [10, 110, 310, 300]})
+    blocks = pl.DataFrame({
+        "block_id": [0, 1, 2], "device": ["cuda:0"] * 3, "addr": [0x10, 0x20, 0x30],
+        "size": [10, 100, 200], "t_alloc": [10, 20, 20], "t_free": [30, None, None],
+        "seq_alloc": [0, 1, 2], "seq_free": [3, None, None], "ghost": [False] * 3})
+    meta = TraceMeta(source="test", path="shared.pickle", devices=[DeviceInfo("cuda:0")])
+    return MemoryTrace(meta=meta, events=conform(events, "events"),
+                       blocks=conform(blocks, "blocks"))
+
+
+async def test_the_cursor_reaches_every_event_sharing_a_timestamp():
+    """Defects 3 and 4: l steps one event (not one distinct time), and the status bar
+    says the event's position and its exact level."""
+    app = MemtuiApp(shared_time_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert (app.cursor.event, app.cursor.t) == (0, 10)
+        await pilot.press("l")
+        assert (app.cursor.event, app.cursor.t) == (1, 20)
+        assert "event #1/4" in status_text(app) and "alloc 110 B" in status_text(app)
+        await pilot.press("l")
+        assert (app.cursor.event, app.cursor.t) == (2, 20)
+        assert "event #2/4" in status_text(app) and "alloc 310 B" in status_text(app)
+        live = app.live_blocks("cuda:0")  # the Trend's "Live at" pane, exact too
+        assert (live.total(20, event=1), live.total(20, event=2)) == (110, 310)
+        await pilot.press("h")
+        assert app.cursor.event == 1
+        app.move_cursor(t=25)  # a time: the last event at or before it
+        assert app.cursor.event == 2
+        app.move_cursor(event=3)
+        assert app.cursor.t == 30
+        app.move_cursor(view=(10, 30))  # neither t nor event: the cursor keeps its event
+        assert app.cursor.event == 3
+
+
+async def test_t_cycles_the_memory_layer_and_every_figure_follows(tmp_path):
+    """msMemScope (issue 15, defect 5): the PTA layer by default, t shows HAL; the status
+    bar names the layer and its allocated bytes, never the sum of both."""
+    from tests.helpers.memscope_files import SCENARIO, write_db
+
+    app = MemtuiApp(write_db(tmp_path / "memscope_dump_1.db", SCENARIO))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert app.layers == {"npu:0": "PTA"}
+        assert "npu:0 PTA" in status_text(app)
+        assert set(app.trace.blocks["pool"].to_list()) == {"PTA"}
+        await pilot.press("G")
+        assert "alloc 256 B" in status_text(app)
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.layers == {"npu:0": "HAL"} and "npu:0 HAL" in status_text(app)
+        assert set(app.trace.blocks["pool"].to_list()) == {"HAL"}
+        assert "alloc 4.0 KiB" in status_text(app)
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.layers == {"npu:0": "PTA"}

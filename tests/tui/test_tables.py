@@ -51,7 +51,7 @@ async def test_enter_moves_the_cursor_to_the_row_and_selects_its_block():
         await pilot.press("down", "enter")
         await settle(pilot)
         assert app.cursor.t == 2000 and app.cursor.block_id == 1
-        assert "ev 3/6" in status_text(app)
+        assert "event #2/6" in status_text(app)
         text = str(screen.query_one("#stack-text").render())
         assert "Call stack of block 1" in text and "main (train.py:20)" in text
         line = blocks.render_line(2).text

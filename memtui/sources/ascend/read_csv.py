@@ -186,20 +186,29 @@ def _ns(name: str | None) -> pl.Expr:
     return pl.when(whole.is_not_null() & digits_ok).then(exact).otherwise(approx)
 
 
-def _bytes(name: str | None) -> pl.Expr:
-    """A size cell in the unit its header names, as int bytes."""
+_BYTES_MAX = 2.0**62
+
+
+def _bytes(name: str | None, non_negative: bool = False) -> pl.Expr:
+    """A size cell in the unit its header names, as int bytes; null where it is not a
+    finite number below 2**62 (NaN, inf, 1e300), or negative where ``non_negative``."""
     if name is None:
         return pl.lit(None, dtype=pl.Int64)
     factor = next((f for suffix, f in _UNITS.items() if name.endswith(suffix)), 1)
-    return (pl.col(name).cast(pl.Float64, strict=False) * factor).round(0).cast(pl.Int64)
+    value = (pl.col(name).cast(pl.Float64, strict=False) * factor).round(0)
+    low = 0.0 if non_negative else -_BYTES_MAX
+    usable = value.is_finite() & (value >= low) & (value < _BYTES_MAX)
+    return pl.when(usable).then(value).cast(pl.Int64, strict=False)
 
 
 def _int(name: str | None) -> pl.Expr:
     if name is None:
         return pl.lit(None, dtype=pl.Int64)
     cell = pl.col(name)
+    number = cell.cast(pl.Float64, strict=False).round(0)
     return pl.when(cell.str.contains(r"^-?\d+$")).then(cell.cast(pl.Int64, strict=False)).otherwise(
-        cell.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False))
+        pl.when(number.is_finite() & (number.abs() < _BYTES_MAX)).then(number)
+        .cast(pl.Int64, strict=False))
 
 
 def _unreadable(name: str | None, parsed: pl.Expr) -> pl.Expr:
@@ -252,15 +261,16 @@ def _records(table: CsvTable) -> tuple[pl.DataFrame, dict[str, int]]:
     ts = _ns(ts_col)
     columns = {
         "ts": ts, "seq": pl.col("row"), "dev": device, "component": pl.col("Component"),
-        "allocated": _bytes(alloc), "reserved": _bytes(reserved), "active": _bytes(active),
-        "stream": _int(stream),
+        "allocated": _bytes(alloc, True), "reserved": _bytes(reserved, True),
+        "active": _bytes(active, True), "stream": _int(stream),
     }
     checks = {
         "missing or unreadable timestamp": ts.is_null(),
         "no component": pl.col("Component").is_null(),
         "not an NPU device": not_npu,
-        "unreadable number": _unreadable(alloc, _bytes(alloc)) | _unreadable(
-            reserved, _bytes(reserved)) | _unreadable(active, _bytes(active)),
+        "unreadable number": _unreadable(
+            alloc, _bytes(alloc, True)) | _unreadable(reserved, _bytes(reserved, True))
+        | _unreadable(active, _bytes(active, True)),
     }
     df, counts = _select(table, columns, checks)
     return frames.conform_records(df), counts

@@ -42,11 +42,19 @@ def load_pickle(path: Path) -> Any:
     except OSError as exc:
         raise CaptureError(path, f"cannot read it ({exc.strerror or exc})") from None
     try:
-        if os.fstat(fh.fileno()).st_size == 0:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
             raise CaptureError(path, "the file is empty")
-        return _RefusingUnpickler(fh).load()
+        with memory_bounded(size) as cap:
+            return _RefusingUnpickler(fh).load()
     except CaptureError:
         raise
+    except MemoryError:
+        if cap.limited:
+            raise CaptureError(path, f"unpickling it needs more than {cap.allowed:,} bytes, "
+                               f"far more than a pickle of {size:,} bytes can hold (a memo or "
+                               "container bomb?): refused") from None
+        raise CaptureError(path, "not enough memory to unpickle it") from None
     except pickle.UnpicklingError as exc:
         message = str(exc)
         if "refused" in message:
@@ -54,9 +62,62 @@ def load_pickle(path: Path) -> Any:
         raise CaptureError(path, f"corrupt pickle ({message})") from None
     except EOFError:
         raise CaptureError(path, "truncated pickle (the file ends before the data does)") from None
-    except MemoryError:
-        raise CaptureError(path, "not enough memory to unpickle it") from None
     except Exception as exc:
         raise CaptureError(path, f"corrupt pickle ({type(exc).__name__}: {exc})") from None
     finally:
         fh.close()
+
+
+#: Unpickling real snapshots takes at most ~14x their size (measured on ../shared/data);
+#: a pickle is allowed this many times its size, plus a floor, before it is refused.
+MEMORY_PER_BYTE = 64
+MEMORY_FLOOR = 32 << 20
+
+
+class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
+    """Limit the process's data memory (``RLIMIT_DATA``) to what it uses now plus
+    ``MEMORY_PER_BYTE`` times ``size`` plus a floor, while the block runs: an allocation
+    past that raises MemoryError (a 9-byte ``LONG_BINPUT 2**27`` would take 2 GB).
+
+    Where the limit cannot be set (no ``resource``, no /proc) nothing is limited.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.allowed = MEMORY_PER_BYTE * size + MEMORY_FLOOR
+        self.limited = False
+        self._saved: tuple[int, int] | None = None
+
+    def __enter__(self) -> memory_bounded:
+        try:
+            import resource
+
+            used = _data_bytes()
+            soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+            target = used + self.allowed
+            if used and (hard == resource.RLIM_INFINITY or target < hard) and (
+                    soft == resource.RLIM_INFINITY or target < soft):
+                resource.setrlimit(resource.RLIMIT_DATA, (target, hard))
+                self._saved = (soft, hard)
+                self.limited = True
+        except (ImportError, OSError, ValueError):
+            pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_DATA, self._saved)
+            self._saved = None
+
+
+def _data_bytes() -> int:
+    """The process's data segment now (``VmData``), or 0 where unknown."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

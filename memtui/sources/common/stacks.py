@@ -19,6 +19,15 @@ from memtui.model import conform
 FrameKey = tuple[str, int, str]  # (filename, line, name)
 
 
+def frame_key(frame: dict) -> FrameKey:
+    """(filename, line, name) of a frame dict from a file: text only where it is text and
+    a line only where it is a number (a hostile value never goes through ``str()``)."""
+    filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
+    return (filename[:4096] if isinstance(filename, str) else "",
+            line if type(line) is int and 0 <= line < 2**31 else 0,
+            name[:4096] if isinstance(name, str) else "")
+
+
 class StackInterner:
     """Accumulates distinct frames and stacks; see the module docstring."""
 
@@ -45,12 +54,9 @@ class StackInterner:
         return stack_id
 
     def _stack_id_of_dicts(self, frames: Sequence[dict] | None) -> int | None:
-        if not frames:
+        if not frames or not isinstance(frames, list | tuple):
             return None
-        return self.stack_id_of_keys(
-            (str(f.get("filename", "")), int(f.get("line") or 0), str(f.get("name", "")))
-            for f in frames
-        )
+        return self.stack_id_of_keys(frame_key(f) for f in frames if isinstance(f, dict))
 
     def stack_ids(self, stacks: list[Sequence[dict] | None]) -> pl.Series:
         """``stack_id`` for each stack of frame dicts (PyTorch form), interning new ones."""

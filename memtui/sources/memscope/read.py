@@ -311,6 +311,9 @@ class _ChunkQuery:
 
     def __init__(self, con: sqlite3.Connection, table: str, mapping: dict[str, str],
                  int_columns: tuple[str, ...], typed: bool = True) -> None:
+        """``typed=False``: text only, no ADBC connection (``--follow`` beside a live WAL
+        writer: a second SQLite library in the process mapping the writer's ``-shm``
+        crashed with SIGBUS)."""
         sources = list(mapping)
         self.con = con  # used by the worker thread only
         self.path = Path(con.execute("PRAGMA database_list").fetchone()[2])
@@ -324,8 +327,7 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64 else f'CAST("{c}" AS TEXT)'
             for c in sources)
-        # used by the worker thread only; none for small incremental reads (--follow)
-        self.arrow = connect_arrow(self.path) if typed else None
+        self.arrow = connect_arrow(self.path) if typed else None  # the worker thread's
 
     def close(self) -> None:
         if self.arrow is not None:
@@ -580,6 +582,8 @@ class _DumpRows:
         self.memory: list[pl.DataFrame] = []
         self.other: list[pl.DataFrame] = []
         self.unreadable = 0
+        self.impossible = 0  # memory rows with a negative, missing or non-number size
+        self.json_attr = 0  # CSV rows whose Attr has the DB's JSON form
 
     def add(self, rows: pl.DataFrame) -> None:
         if "t_us" in rows.columns:
@@ -599,7 +603,9 @@ class _DumpRows:
         if self.scale != 1:
             kept = kept.with_columns(pl.col("t") * self.scale)
         is_memory = pl.col("event").is_in(MEMORY_EVENTS)
-        memory = parse_attr(kept.filter(is_memory), self.attr_json)
+        memory = self._parse_attr(kept.filter(is_memory))
+        memory, impossible = drop_impossible_sizes(memory)
+        self.impossible += impossible
         # Each chunk made contiguous now (cheap, small): the concatenated frame's columns
         # then share their chunks, so later column work never has to copy it whole.
         self.memory.append(memory.with_columns(
@@ -608,12 +614,43 @@ class _DumpRows:
         self.other.append(kept.filter(~is_memory).drop("py_stack", "c_stack").with_columns(
             attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
+    def _parse_attr(self, memory: pl.DataFrame) -> pl.DataFrame:
+        """Attr parsed in its grammar: a CSV row may carry the DB's JSON form."""
+        if self.attr_json:
+            return parse_attr(memory, attr_json=True)
+        json_form = pl.col("attr").str.starts_with('{"')
+        count = int(memory.select(json_form.sum()).item() or 0)
+        if not count:
+            return parse_attr(memory, attr_json=False)
+        self.json_attr += count
+        return pl.concat([parse_attr(memory.filter(~json_form.fill_null(False)), False),
+                          parse_attr(memory.filter(json_form.fill_null(False)), True)]
+                         ).sort("row")
+
     def finish(self) -> int:
+        name = self.raw.path.name
+        if self.impossible:
+            self.raw.warnings.append(f"{name}: {self.impossible} memory rows with a negative, "
+                                     "missing or non-number size skipped")
+        if self.json_attr:
+            self.raw.warnings.append(f"{name}: {self.json_attr} rows with the DB's JSON Attr "
+                                     "in a CSV, read as JSON")
         if self.memory:
             self.raw.memory = pl.concat(self.memory, rechunk=False)
             self.raw.other = pl.concat(self.other, rechunk=False)
         self.memory, self.other = [], []
         return self.unreadable
+
+
+def drop_impossible_sizes(memory: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Memory rows without a usable size dropped: a MALLOC whose size is missing, not a
+    number or negative (a FREE's size may be negative: 2025 msLeaks wrote frees so, and
+    ``parse_attr`` takes its magnitude)."""
+    bad = (pl.col("event") == "MALLOC") & (pl.col("size").is_null() | (pl.col("raw_size") < 0))
+    count = int(memory.select(bad.sum()).item() or 0)
+    if count:
+        memory = memory.filter(~bad)
+    return memory.drop("raw_size"), count
 
 
 def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
@@ -647,6 +684,7 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
     return rows.with_columns(
         aid=number("allocation_id").cast(pl.Int64, strict=False),
         size=number("size").cast(pl.Int64, strict=False).abs(),
+        raw_size=number("size").cast(pl.Int64, strict=False),
         total=number("total").cast(pl.Int64, strict=False),
         owner=text("owner").replace("", None),
         ineff=text("inefficient_type").replace("", None),

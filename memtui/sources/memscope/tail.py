@@ -29,6 +29,11 @@ from memtui.sources.common.sqlite import connect_readonly, sqlite_problem
 from memtui.sources.memscope import read
 from memtui.sources.memscope.build import build_trace
 
+#: Rows per read statement.  Each statement is its own short read: in WAL mode the writer
+#: never waits for it; with a rollback journal a writer's commit waits at most one of these
+#: (a few ms), smaller than the full read's chunks.
+CHUNK_ROWS = 8192
+
 
 @dataclass
 class _Table:
@@ -123,19 +128,35 @@ class DbTail(_Parts):
 
     def _chunks(self, con: sqlite3.Connection, table: _Table,
                 int_columns: tuple[str, ...]):
-        """The new rows of ``table`` in rowid chunks, each with its ``row`` (order) index."""
+        """The new rows of ``table`` in rowid chunks, each with its ``row`` (order) index.
+
+        Each chunk starts at the first rowid past the last one read (an indexed seek), so
+        sparse rowids cost one chunk per run of rows, never one per gap."""
         top = con.execute(f'SELECT max(rowid) FROM "{table.name}"').fetchone()[0] or 0
         if top < table.last_rowid:
             raise CaptureError(self.path, f"was truncated (table {table.name} lost rows)")
         query = read._ChunkQuery(con, table.name, table.mapping, int_columns, typed=False)
-        for low in range(table.last_rowid + 1, top + 1, read._CHUNK_ROWS):
-            bounds = (low, min(low + read._CHUNK_ROWS - 1, top))
-            chunk = query.parse(query.fetch(bounds), bounds)
-            if chunk.height:
-                yield chunk.with_row_index("row", offset=table.rows).with_columns(
-                    pl.col("row").cast(pl.Int64))
-                table.rows += chunk.height
+        try:
+            start = self._next_rowid(con, table.name, table.last_rowid, top)
+            while start is not None:
+                bounds = (start, min(start + CHUNK_ROWS - 1, top))
+                chunk = query.parse(query.fetch(bounds), bounds)
+                if chunk.height:
+                    yield chunk.with_row_index("row", offset=table.rows).with_columns(
+                        pl.col("row").cast(pl.Int64))
+                    table.rows += chunk.height
+                table.last_rowid = bounds[1]
+                start = self._next_rowid(con, table.name, bounds[1], top)
+        finally:
+            query.close()
         table.last_rowid = top
+
+    @staticmethod
+    def _next_rowid(con: sqlite3.Connection, name: str, after: int, top: int) -> int | None:
+        if after >= top:
+            return None
+        return con.execute(f'SELECT min(rowid) FROM "{name}" WHERE rowid > ?',
+                           (after,)).fetchone()[0]
 
     def _read_dump(self, con: sqlite3.Connection) -> int:
         before = self.dump.rows

@@ -32,6 +32,7 @@ from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
+from memtui.sources.torch_snapshot.validate import clean_snapshot, short_text
 
 NAME = "PyTorch memory snapshot"
 SOURCE = "torch_snapshot"
@@ -65,13 +66,15 @@ def load(path: Path, progress=None) -> MemoryTrace:
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
         snapshot = _normalise(path, load_pickle(path))
+        problems = clean_snapshot(path, snapshot, path.stat().st_size)
         _report(progress, 0.6, "building the model")
         try:
             trace = _SnapshotBuilder(path, snapshot).build()
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
             raise CaptureError(
                 path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
             ) from None
+        trace.meta.warnings[:0] = problems
         del snapshot
     _report(progress, 1.0, "done")
     return trace
@@ -221,7 +224,7 @@ class _SnapshotBuilder:
         for index in df["action"].is_in(["annotate", "oom"]).arg_true().to_list():
             entry = trace[index]
             if entry["action"] == "annotate":
-                name = str(entry.get("user_metadata") or "annotation")
+                name = short_text(entry.get("user_metadata"), "annotation")
                 rows.append((index, entry.get("time_us"), "annotate", name))
             else:
                 free = entry.get("device_free")

@@ -69,14 +69,15 @@ class StatusBar(Widget):
         timeline = app.timeline(cursor.device)
         unit = app.trace.meta.time_unit
         start = timeline.start
-        number = timeline.event_number(cursor.t)
+        event = timeline.event_of(cursor)
+        number = f"#{event}/{timeline.positions}"  # the Event View's "#", memtui state's K
         if unit == "event":
-            when = f"event #{cursor.t}"
-            when_short = when
+            when = f"event {number}"
+            when_short = f"#{event}"
         else:
-            when = f"{format_time(cursor.t, start, unit)}  ev {number}/{timeline.times.size}"
+            when = f"{format_time(cursor.t, start, unit)}  event {number}"
             when_short = format_time(cursor.t, start, unit)
-        levels = timeline.levels_at(cursor.t)
+        levels = timeline.levels_at_event(event)
         alloc = f"alloc {format_bytes(levels.allocated)}"
         alloc_short = f"A {short_bytes(levels.allocated)}"
         if timeline.active_differs:
@@ -84,7 +85,9 @@ class StatusBar(Widget):
             alloc_short += f" a {short_bytes(levels.active)}"
         resv = f"resv {format_bytes(levels.reserved)}" if levels.reserved is not None else ""
         resv_short = f"R {short_bytes(levels.reserved)}" if levels.reserved is not None else ""
-        parts = [(cursor.device, cursor.device), (when, when_short), (alloc, alloc_short)]
+        layer = app.layer_label(cursor.device) if hasattr(app, "layer_label") else None
+        where = f"{cursor.device} {layer}" if layer else cursor.device  # msMemScope layer
+        parts = [(where, where), (when, when_short), (alloc, alloc_short)]
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
             parts.insert(0, (prefix(), prefix()))

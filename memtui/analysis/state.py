@@ -1,0 +1,137 @@
+"""The allocator state just after one event, as plain data (``memtui state``).
+
+What memory_viz's Allocator State History shows at an event, for scripts: the device's
+levels at that event, every live segment with its blocks and free ranges in address
+order (state ``allocated``, ``pending_free`` or ``free``), the free bytes, the largest
+free gap, how many gaps, and the bytes lost to rounding.  The pool comes from
+:func:`memtui.analysis.pool_state.state_at_event` and the levels from the device's
+:class:`~memtui.analysis.at_time.Timeline`, the same two every screen reads, so the
+numbers here are the ones on screen at that event.
+
+An event is named by its position in the device's trace (0-based, as the cursor counts),
+or ``first``, ``peak`` (after which allocated is highest), ``last``; or by a time (the
+last event at or before it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memtui.analysis.at_time import Timeline
+from memtui.analysis.live import device_index
+from memtui.analysis.pool_state import PoolState, state_at_event
+from memtui.model import MemoryTrace
+
+EVENT_NAMES = ("first", "peak", "last")
+
+
+def busiest_device(trace: MemoryTrace) -> str | None:
+    """The device with the most events, then the most blocks (the one the UI opens on)."""
+    names = trace.meta.device_names
+    if not names:
+        return None
+    return max(names, key=lambda name: (trace.device_events(name).height,
+                                        trace.device_blocks(name).height))
+
+
+def resolve_event(timeline: Timeline, event: int | str | None = None,
+                  t: int | None = None) -> int:
+    """The position named by ``event`` (an int, ``first``, ``peak``, ``last``) or by time
+    ``t``; the last event without either.  Raises ValueError outside the trace."""
+    if t is not None:
+        return timeline.event_at(t)
+    if event is None or event == "last":
+        return timeline.positions - 1
+    if event == "first":
+        return 0
+    if event == "peak":
+        return timeline.peak_event
+    position = int(event)
+    if not 0 <= position < timeline.positions:
+        raise ValueError(f"event {position} is outside 0..{timeline.positions - 1}")
+    return position
+
+
+def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = None,
+                    t: int | None = None) -> dict[str, Any]:
+    """The state of ``device`` just after the event named by ``event`` or ``t`` (see
+    :func:`resolve_event`), as the JSON object of ``memtui state --json``."""
+    timeline = Timeline.build(trace, device)
+    position = resolve_event(timeline, event, t)
+    state = state_at_event(trace, device, position, timeline.time_of(position))
+    levels = timeline.levels_at_event(position)
+    return {
+        "device": device,
+        "event": position,
+        "t": timeline.time_of(position),
+        "level": {"allocated": levels.allocated, "active": levels.active,
+                  "reserved": levels.reserved},
+        "segments": _segments(trace, device, state),
+        "free_bytes": state.free,
+        "largest_gap_bytes": state.largest_gap,
+        "gaps": int(state.gap_size.size),
+        "internal_fragmentation_bytes": state.internal_fragmentation,
+    }
+
+
+def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[str, Any]]:
+    """Each live segment with its blocks and free ranges in address order; blocks in no
+    segment (a source without segments) under one entry with a null address."""
+    index = device_index(trace, device)
+    segs = index.segments
+    pool = segs["pool_id"].to_list() if "pool_id" in segs.columns else [None] * segs.height
+    out = []
+    for i in range(state.seg_id.size):
+        row = int(state.seg_row[i])
+        out.append({
+            "addr": int(state.seg_addr[i]), "size": int(state.seg_size[i]),
+            "stream": int(index.seg_stream[row]), "pool": pool[row],
+            "blocks": _blocks_of(state, state.blocks_of_segment(i), state.gaps_of_segment(i)),
+        })
+    orphans = np.flatnonzero(state.blk_segment < 0)
+    if orphans.size:
+        out.append({"addr": None, "size": None, "stream": None, "pool": None,
+                    "blocks": _blocks_of(state, orphans, np.zeros(0, dtype=np.int64))})
+    return out
+
+
+def _blocks_of(state: PoolState, blocks: np.ndarray, gaps: np.ndarray) -> list[dict]:
+    rows = [{"addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
+             "requested_size": int(state.blk_requested[b]),
+             "state": "pending_free" if state.blk_pending[b] else "allocated"}
+            for b in blocks.tolist()]
+    rows += [{"addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
+              "requested_size": None, "state": "free"} for g in gaps.tolist()]
+    return sorted(rows, key=lambda r: r["addr"])
+
+
+def format_state(data: dict[str, Any], unit: str, start: int) -> str:
+    """The human text of ``memtui state``: the figures, then one line per segment."""
+    from memtui.analysis.summary import format_bytes as fb
+    from memtui.analysis.table_views import format_time
+
+    level = data["level"]
+    lines = [
+        f"{data['device']} after event #{data['event']} "
+        f"({format_time(data['t'], start, unit)})",
+        f"  allocated {fb(level['allocated'])}, active {fb(level['active'])}, "
+        f"reserved {fb(level['reserved'])}",
+        f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
+        f"{fb(data['largest_gap_bytes'])}; lost to rounding "
+        f"{fb(data['internal_fragmentation_bytes'])}",
+    ]
+    for segment in data["segments"]:
+        counts = {"allocated": 0, "pending_free": 0, "free": 0}
+        for block in segment["blocks"]:
+            counts[block["state"]] += 1
+        where = "no segment" if segment["addr"] is None else (
+            f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
+            + (f" pool {segment['pool']}" if segment["pool"] else ""))
+        lines.append(f"  {where}: {counts['allocated']} allocated, "
+                     f"{counts['pending_free']} pending free, {counts['free']} free")
+    return "\n".join(lines)
+
+
+__all__ = ["EVENT_NAMES", "allocator_state", "busiest_device", "format_state", "resolve_event"]

@@ -1,0 +1,227 @@
+"""Checking an unpickled snapshot before any of it reaches polars or a format string.
+
+A pickle can hold anything where a snapshot holds numbers and strings: a list that
+contains itself, a million-deep list (polars overflows its stack converting it), a huge
+structure shared a thousand times (a 290-byte file whose ``device`` prints as gigabytes),
+negative sizes, addresses past 2**64.  :func:`clean_snapshot` runs between unpickling and
+building, in place:
+
+* refuses (a :class:`CaptureError`) a snapshot whose entries far outnumber what a file of
+  its size can hold: shared references expanded (one segment listed a thousand times);
+* drops trace entries, segments and annotations whose values are missing, of the wrong
+  type or impossible, and says how many in the returned warnings.
+
+The common case, every value well typed, costs a few C-level passes per key (no Python
+loop per entry); only a snapshot with bad values is filtered entry by entry.
+"""
+
+from __future__ import annotations
+
+from operator import methodcaller
+from pathlib import Path
+
+from memtui.errors import CaptureError
+
+#: A trace entry or block takes at least this many bytes of pickle when it is not a shared
+#: reference (a dict of 4+ keys, each memoised key 2 bytes, each value 2+): real files
+#: spend 20 or more.  More entries than ``size / BYTES_PER_ENTRY`` were expanded.
+BYTES_PER_ENTRY = 8
+ENTRY_ALLOWANCE = 4096
+
+_SIZE_MAX = 2**62
+_ADDR_MAX = 2**64
+_INT64 = 2**63
+_TIME_US_MAX = 2**63 // 1000  # time_us * 1000 must fit int64 ns
+#: Trace entry keys -> (types allowed, lowest, highest allowed + 1, required).
+_ENTRY_INTS = {
+    "size": (0, _SIZE_MAX, True),
+    "addr": (0, _ADDR_MAX, False),
+    "stream": (-_INT64, _INT64, False),
+    "time_us": (0, _TIME_US_MAX, False),
+}
+_SHORT_TEXT = 1000
+
+
+def clean_snapshot(path: Path, snapshot: dict, file_size: int) -> list[str]:
+    """Check ``snapshot`` (see the module docstring); the warnings to show."""
+    before = _refuse_expanded(path, snapshot, file_size)
+    warnings: list[str] = []
+    for key in ("device_traces", "host_traces"):
+        traces = snapshot.get(key) or []
+        if not isinstance(traces, list):
+            snapshot[key] = []
+            warnings.append(f"'{key}' is not a list: ignored")
+            continue
+        if traces and not isinstance(traces[0], list):
+            traces = [traces]  # host_traces may be one flat list of entries
+        for index, trace in enumerate(traces):
+            if isinstance(trace, list):
+                dropped = clean_trace(trace)
+                if dropped:
+                    warnings.append(f"{key}[{index}]: {dropped} trace entries with missing or "
+                                    "impossible values (negative or non-number sizes, "
+                                    "addresses past 2**64, values of the wrong type) skipped")
+    for key in ("segments", "host_segments"):
+        segments = snapshot.get(key) or []
+        if isinstance(segments, list):
+            dropped = _keep(segments, _segment_ok)
+            if dropped:
+                warnings.append(f"{dropped} {key} with missing or impossible values (a "
+                                "negative size, blocks of the wrong type) skipped")
+    notes = snapshot.get("external_annotations")
+    if notes is not None:
+        if not isinstance(notes, list):
+            snapshot["external_annotations"] = []
+        elif _keep(notes, _annotation_ok):
+            warnings.append("malformed external annotations skipped")
+    if warnings and before and not _count_entries(snapshot):
+        raise CaptureError(path, "malformed PyTorch memory snapshot: none of its trace entries "
+                                 "or segments can be read (missing or impossible values)")
+    return warnings
+
+
+def short_text(value: object, default: str) -> str:
+    """A label from the file: its text if it is a string or a number, else ``default``
+    (never ``str()`` of a container, which a shared structure can make gigabytes long)."""
+    if isinstance(value, str):
+        return value[:_SHORT_TEXT] or default
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return default
+
+
+# -- the size of the object graph ---------------------------------------------------------
+
+
+def _refuse_expanded(path: Path, snapshot: dict, file_size: int) -> int:
+    """How many entries the snapshot holds; a CaptureError where far more than the file
+    can hold."""
+    entries = _count_entries(snapshot)
+    allowed = file_size // BYTES_PER_ENTRY + ENTRY_ALLOWANCE
+    if entries > allowed:
+        raise CaptureError(
+            path, f"its object graph is far larger than the file: {entries:,} trace entries "
+            f"and blocks in {file_size:,} bytes (the same objects referenced over and over): "
+            "refused")
+    return entries
+
+
+def _count_entries(snapshot: dict) -> int:
+    """Trace entries, segments and blocks as the builder would walk them (lengths only)."""
+    total = 0
+    for key in ("device_traces", "host_traces"):
+        traces = snapshot.get(key)
+        if isinstance(traces, list):
+            total += sum(len(t) if isinstance(t, list) else 1 for t in traces)
+    for key in ("segments", "host_segments", "external_annotations"):
+        items = snapshot.get(key)
+        if isinstance(items, list):
+            total += len(items)
+            if key != "external_annotations":
+                total += sum(len(blocks) for blocks in map(_blocks_of, items))
+    return total
+
+
+def _blocks_of(segment: object) -> list:
+    blocks = segment.get("blocks") if isinstance(segment, dict) else None
+    return blocks if isinstance(blocks, list) else []
+
+
+# -- trace entries ------------------------------------------------------------------------
+
+
+def clean_trace(trace: list) -> int:
+    """Drop the entries of ``trace`` that cannot be read (in place); how many."""
+    if _trace_is_clean(trace):
+        return 0
+    return _keep(trace, _entry_ok)
+
+
+def _trace_is_clean(trace: list) -> bool:
+    """Every entry a dict with a string action and integers in range (C-level passes)."""
+    if set(map(type, trace)) - {dict}:
+        return False
+    if set(map(type, map(methodcaller("get", "action"), trace))) - {str}:
+        return False
+    for key, (low, high, required) in _ENTRY_INTS.items():
+        kinds = set(map(type, map(methodcaller("get", key), trace)))
+        if kinds - {int, type(None)} or (required and type(None) in kinds):
+            return False
+        if kinds == {int} and not (low <= min(map(methodcaller("get", key), trace))
+                                   and max(map(methodcaller("get", key), trace)) < high):
+            return False
+        if kinds == {int, type(None)}:
+            values = [v for v in map(methodcaller("get", key), trace) if v is not None]
+            if values and not (low <= min(values) and max(values) < high):
+                return False
+    frames = set(map(type, map(methodcaller("get", "frames"), trace)))
+    return not frames - {list, type(None)}
+
+
+def _entry_ok(entry: object) -> bool:
+    if not isinstance(entry, dict) or type(entry.get("action")) is not str:
+        return False
+    for key, (low, high, required) in _ENTRY_INTS.items():
+        value = entry.get(key)
+        if value is None:
+            if required:
+                return False
+        elif type(value) is not int or not low <= value < high:
+            return False
+    return type(entry.get("frames")) in (list, type(None))
+
+
+# -- segments and annotations -------------------------------------------------------------
+
+
+def _segment_ok(segment: object) -> bool:
+    if not isinstance(segment, dict):
+        return False
+    if not _int_in(segment.get("address"), 0, _ADDR_MAX) or not _int_in(
+            segment.get("total_size"), 0, _SIZE_MAX):
+        return False
+    if not _int_or_none_in(segment.get("stream"), -_INT64, _INT64) or not _int_or_none_in(
+            segment.get("device"), 0, 1 << 20):
+        return False
+    if type(segment.get("segment_type")) not in (str, type(None)):
+        return False
+    pool = segment.get("segment_pool_id")
+    if not (pool is None or type(pool) is int
+            or (type(pool) in (list, tuple) and len(pool) <= 8
+                and all(type(p) is int for p in pool))):
+        return False
+    blocks = segment.get("blocks", [])
+    return isinstance(blocks, list) and all(map(_block_ok, blocks))
+
+
+def _block_ok(block: object) -> bool:
+    return (isinstance(block, dict) and _int_in(block.get("size"), 0, _SIZE_MAX)
+            and type(block.get("state")) in (str, type(None))
+            and _int_or_none_in(block.get("address"), 0, _ADDR_MAX)
+            and _int_or_none_in(block.get("requested_size"), 0, _SIZE_MAX)
+            and type(block.get("frames")) in (list, type(None))
+            and type(block.get("history")) in (list, type(None)))
+
+
+def _annotation_ok(note: object) -> bool:
+    return (isinstance(note, dict) and type(note.get("name", "")) is str
+            and type(note.get("stage", "")) is str
+            and _int_or_none_in(note.get("device"), 0, 1 << 20)
+            and _int_or_none_in(note.get("time_us"), 0, _TIME_US_MAX))
+
+
+def _int_in(value: object, low: int, high: int) -> bool:
+    return type(value) is int and low <= value < high
+
+
+def _int_or_none_in(value: object, low: int, high: int) -> bool:
+    return value is None or _int_in(value, low, high)
+
+
+def _keep(items: list, ok) -> int:
+    """Keep the items ``ok`` accepts, in place; how many were dropped."""
+    kept = [item for item in items if ok(item)]
+    dropped = len(items) - len(kept)
+    if dropped:
+        items[:] = kept
+    return dropped

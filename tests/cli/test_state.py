@@ -1,0 +1,106 @@
+"""``memtui state``: the allocator state just after one event, for scripts.
+
+On the hand snapshot the answer is worked out by hand (tests/helpers/hand_snapshot.py);
+on every real snapshot and the demos, ``--event first|peak|last`` equals memory_viz's
+Allocator State History (tests.helpers.hand_snapshot.reference_replay): segments, blocks
+and their states, free bytes and the largest gap.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memtui.cli import main
+from memtui.sources.common.safe_pickle import load_pickle
+from tests.conftest import REPO, shared_files
+from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapshot
+
+CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
+KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
+        "internal_fragmentation_bytes"]
+
+
+def state(capsys, *args) -> dict:
+    assert main(["state", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
+    """After event 9 (free_requested of b1 at t=10): b1 pending, b4 a 512-byte block of
+    500 requested, b3; the ghost g2 in segment G.  Free: 0x1600 512, 0x1A00 1536 in A;
+    0x10000 512, 0x10600 512 in G."""
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    data = state(capsys, path, "--event", 9)
+    assert list(data) == KEYS
+    assert (data["device"], data["event"], data["t"]) == ("cuda:0", 9, us(10))
+    assert data["level"] == {"allocated": 1024 + 512 + 512 + 1024, "active": 3072,
+                             "reserved": 6144}
+    a, g = data["segments"]
+    assert (a["addr"], a["size"], a["stream"]) == (0x1000, 4096, 0)
+    assert [(b["addr"], b["size"], b["requested_size"], b["state"]) for b in a["blocks"]] == [
+        (0x1000, 1024, 1024, "pending_free"), (0x1400, 512, 500, "allocated"),
+        (0x1600, 512, None, "free"), (0x1800, 512, 512, "allocated"),
+        (0x1A00, 1536, None, "free")]
+    assert [(b["addr"], b["state"]) for b in g["blocks"]] == [
+        (0x10000, "free"), (0x10200, "allocated"), (0x10600, "free")]
+    assert (data["free_bytes"], data["largest_gap_bytes"], data["gaps"]) == (3072, 1536, 4)
+    assert data["internal_fragmentation_bytes"] == 12
+
+
+def test_event_names_and_times(tmp_path, capsys):
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    assert state(capsys, path, "--event", "first")["event"] == 0
+    assert state(capsys, path, "--event", "last")["event"] == 10
+    assert state(capsys, path)["event"] == 10
+    assert state(capsys, path, "--event", "peak")["event"] == 3  # b1, b2, b3 and g1, g2
+    assert state(capsys, path, "--time", us(5) + 10)["event"] == 4
+    assert state(capsys, path, "--time", "+0.000004s")["event"] == 4
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--event", "99"], "outside 0..10"),
+    (["--event", "middle"], "a number, first, peak or last"),
+    (["--device", "cuda:7"], "no device 'cuda:7'"),
+])
+def test_bad_requests_say_so_in_one_line(tmp_path, capsys, args, words):
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    assert main(["state", str(path), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"memtui: {path}: ") and words in err and err.count("\n") == 1
+
+
+def _reference(raw: dict, device: int, index: int) -> tuple[set, set, int, int]:
+    segments, blocks = reference_replay(raw, device, index)
+    largest = 0
+    for addr, size in segments:
+        inside = sorted((a, s) for a, s, _ in blocks if addr <= a < addr + size)
+        cursor = addr
+        for a, s in inside:
+            largest = max(largest, a - cursor)
+            cursor = max(cursor, a + s)
+        largest = max(largest, addr + size - cursor)
+    free = sum(s for _, s in segments) - sum(s for _, s, _ in blocks)
+    return segments, blocks, free, largest
+
+
+@pytest.mark.skipif(not CAPTURES, reason="no real captures (../shared/data) and no demos")
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_first_peak_last_equal_memory_viz(path, capsys):
+    raw = load_pickle(path)
+    if isinstance(raw, list):
+        raw = {"segments": raw, "device_traces": []}
+    for device, trace in enumerate(raw.get("device_traces") or []):
+        if not trace:
+            continue
+        for which in ("first", "peak", "last"):
+            data = state(capsys, path, "--device", f"cuda:{device}", "--event", which)
+            segments, blocks, free, largest = _reference(raw, device, data["event"])
+            assert {(s["addr"], s["size"]) for s in data["segments"]} == segments
+            assert {(b["addr"], b["size"], b["state"] == "pending_free")
+                    for s in data["segments"] for b in s["blocks"]
+                    if b["state"] != "free"} == blocks
+            assert (data["free_bytes"], data["largest_gap_bytes"]) == (free, largest)
+            level = sum(s for _, s, _ in blocks)
+            assert data["level"]["allocated"] == level
