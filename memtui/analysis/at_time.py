@@ -190,15 +190,27 @@ class Timeline:
 class LiveBlocks:
     """Which blocks of one device are alive at a time, and their bytes by stack or owner."""
 
-    def __init__(self, blocks: pl.DataFrame, tops: pl.DataFrame | None = None) -> None:
+    def __init__(self, blocks: pl.DataFrame, tops: pl.DataFrame | None = None,
+                 positions: pl.DataFrame | None = None) -> None:
+        """``positions`` (:func:`block_positions`) make "alive just after event K" exact,
+        also among events sharing a timestamp (``event=`` in the queries below)."""
         self.blocks = blocks
+        self.pos_alloc = self.pos_free = None
+        if positions is not None:
+            aligned = blocks.select("block_id").join(positions, on="block_id", how="left",
+                                                     maintain_order="left")
+            self.pos_alloc = aligned["pos_alloc"].fill_null(_NEVER).to_numpy()
+            self.pos_free = aligned["pos_free"].fill_null(_NEVER).to_numpy()
         self.t_alloc = blocks["t_alloc"].fill_null(np.iinfo(np.int64).min).to_numpy()
         self.t_free = blocks["t_free"].fill_null(_NEVER).to_numpy()
         self.size = blocks["size"].fill_null(0).to_numpy().astype(np.int64)
         self._keys: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._tops = tops
 
-    def mask(self, t: int) -> np.ndarray:
+    def mask(self, t: int, event: int | None = None) -> np.ndarray:
+        """Blocks alive at ``t``, or just after the event at position ``event`` (exact)."""
+        if event is not None and self.pos_alloc is not None:
+            return (self.pos_alloc <= event) & (self.pos_free > event)
         return (self.t_alloc <= t) & (self.t_free > t)
 
     def alive_ids(self, t: int) -> np.ndarray:
@@ -221,13 +233,14 @@ class LiveBlocks:
             self._keys[by] = (codes, names)
         return self._keys[by]
 
-    def top(self, t: int, by: str = "stack", limit: int = 10) -> pl.DataFrame:
+    def top(self, t: int, by: str = "stack", limit: int = 10,
+            event: int | None = None) -> pl.DataFrame:
         """The ``limit`` largest groups of live bytes at ``t``: ``where, bytes, blocks``."""
         schema = {"where": pl.String, "bytes": pl.Int64, "blocks": pl.Int64}
         if self.size.size == 0:
             return pl.DataFrame(schema=schema)
         codes, names = self._key(by)
-        mask = self.mask(t)
+        mask = self.mask(t, event)
         if not mask.any():
             return pl.DataFrame(schema=schema)
         live_codes = codes[mask]
@@ -241,8 +254,8 @@ class LiveBlocks:
             schema=schema,
         )
 
-    def total(self, t: int) -> int:
-        return int(self.size[self.mask(t)].sum())
+    def total(self, t: int, event: int | None = None) -> int:
+        return int(self.size[self.mask(t, event)].sum())
 
 
 
@@ -258,6 +271,8 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     events = trace.device_events(device)
     blocks = trace.device_blocks(device)
     times = events["t"].to_numpy().astype(np.int64)
+    if times.size == 0:  # positions count the level's times (as Timeline.times does)
+        times = np.unique(allocated_level(trace, device).t)
     by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
     frame = blocks.select("block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost")
     frame = frame.join(by_seq.rename({"seq": "seq_alloc", "pos": "a"}), on="seq_alloc",

@@ -40,6 +40,10 @@ def allocated_level(trace: MemoryTrace, device: str) -> Level:
         return curve
     info = trace.meta.device(device)
     events = trace.device_events(device).select("t", "allocated").drop_nulls("allocated")
+    if events.is_empty():
+        from_blocks = _blocks_level(trace, device)
+        if from_blocks is not None:
+            return from_blocks
     t = events["t"].to_numpy()
     values = events["allocated"].to_numpy()
     start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
@@ -67,6 +71,26 @@ def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
         t=np.concatenate([start_t, t]).astype(np.int64),
         values=np.concatenate([[start], values]).astype(np.int64),
     )
+
+
+def _blocks_level(trace: MemoryTrace, device: str) -> Level | None:
+    """allocated(t) from the blocks' lifetimes alone (a profiler's operator table without
+    events or curves): each block counts from its ``t_alloc`` to its ``t_free``; ghosts and
+    blocks with no alloc time from the start."""
+    blocks = trace.device_blocks(device).filter(pl.col("size").is_not_null())
+    if blocks.is_empty() or blocks["t_alloc"].drop_nulls().is_empty():
+        return None
+    from_start = blocks["ghost"].fill_null(False) | blocks["t_alloc"].is_null()
+    start = int(blocks.filter(from_start)["size"].sum() or 0)
+    opened = blocks.filter(~from_start).select(t="t_alloc", delta="size")
+    closed = blocks.filter(pl.col("t_free").is_not_null()).select(
+        t="t_free", delta=-pl.col("size"))
+    steps = pl.concat([opened, closed]).group_by("t").agg(pl.col("delta").sum()).sort("t")
+    if steps.is_empty():  # only ghosts (a dump without history): the events' rule holds
+        return None
+    t = steps["t"].to_numpy().astype(np.int64)
+    values = start + np.cumsum(steps["delta"].to_numpy().astype(np.int64))
+    return Level(t=np.concatenate([t[:1], t]), values=np.concatenate([[start], values]))
 
 
 def _curve(trace: MemoryTrace, device: str, series: str) -> Level | None:

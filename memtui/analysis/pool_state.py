@@ -152,17 +152,19 @@ def state_at_seq(trace: MemoryTrace, device: str, seq: int) -> PoolState:
     return pool_state(index, segment_life.at(seq), block_life.at(seq), t, seq=seq)
 
 
-def state_at_event(trace: MemoryTrace, device: str, event: int) -> PoolState:
+def state_at_event(trace: MemoryTrace, device: str, event: int,
+                   t: int | None = None) -> PoolState:
     """The pool just after the device's event at position ``event`` (0-based, in the
     device's events as the cursor counts them).
 
     Exact by event order where the source numbers its events in time order and every
     traced block knows its events (PyTorch snapshots); else the state at that event's time.
+    A device without events (a profiler's operator table) counts its positions on the
+    times of its levels: give that time as ``t``.
     """
     events = trace.device_events(device)
     if events.is_empty():
-        index = device_index(trace, device)
-        return state_at(trace, device, index.t_start)
+        return state_at(trace, device, device_index(trace, device).t_start if t is None else t)
     event = min(max(int(event), 0), events.height - 1)
     if _orders_by_seq(trace, device):
         return state_at_seq(trace, device, int(events["seq"][event]))

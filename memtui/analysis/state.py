@@ -60,7 +60,7 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
     :func:`resolve_event`), as the JSON object of ``memtui state --json``."""
     timeline = Timeline.build(trace, device)
     position = resolve_event(timeline, event, t)
-    state = state_at_event(trace, device, position)
+    state = state_at_event(trace, device, position, timeline.time_of(position))
     levels = timeline.levels_at_event(position)
     return {
         "device": device,

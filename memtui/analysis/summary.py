@@ -49,9 +49,14 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
     Each device gets ``findings``, its count of findings per kind
     (:mod:`memtui.analysis.findings`), computed here once unless ``findings``
     (per device, as :func:`~memtui.analysis.findings.find_all` returns them) is given.
+    A layered capture (msMemScope) is summed up per device in its default memory layer
+    (:mod:`memtui.analysis.layers`), the one the UI opens on.
     """
     from memtui.analysis.findings import KINDS, find_all
+    from memtui.analysis.layers import has_layers, layer_view
 
+    if has_layers(trace) and "layers" not in trace.meta.extra:
+        trace = layer_view(trace)  # each device's default memory layer, as the UI opens
     findings = find_all(trace) if findings is None else findings
     devices = []
     for name in trace.meta.device_names:

@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="event position (0-based), or first, peak, last (default: last)")
     which.add_argument("--time", metavar="T", default=None,
                        help="a time: +1.5s / 250ms from the start, or a raw trace time")
+    parser.add_argument("--layer", metavar="L",
+                        help="msMemScope memory layer: PTA, HAL, ATB, ... (default: the "
+                             "framework pool, else HAL)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -43,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if device not in trace.meta.device_names:
         names = ", ".join(trace.meta.device_names)
         raise CaptureError(path, f"no device {device!r} (it has {names})")
+    trace = _layer(path, trace, device, args.layer)
     timeline = Timeline.build(trace, device)
     event = args.event
     if event is not None and event not in EVENT_NAMES:
@@ -71,3 +75,21 @@ def _parse_time(path, text: str, start: int, unit: str, parse_time) -> int:
         return parse_time(text, start, unit)
     except ValueError as exc:
         raise CaptureError(path, f"--time {text!r}: {exc}") from None
+
+
+def _layer(path, trace, device: str, layer: str | None):
+    """The capture as one memory layer shows it (msMemScope); others as they are."""
+    from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
+    from memtui.errors import CaptureError
+
+    if not has_layers(trace):
+        if layer is not None:
+            raise CaptureError(path, "--layer: this capture has no memory layers")
+        return trace
+    chosen = default_layers(trace)
+    if layer is not None:
+        if layer not in layers_of(trace, device):
+            known = ", ".join(layers_of(trace, device)) or "none"
+            raise CaptureError(path, f"--layer {layer!r}: {device} has {known}")
+        chosen[device] = layer
+    return layer_view(trace, chosen)

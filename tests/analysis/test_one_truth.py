@@ -10,16 +10,20 @@ peak and the last event the Pool state equals memory_viz's Allocator State Histo
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
 from memtui.analysis.at_time import Timeline, block_positions
+from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
 from memtui.analysis.pool_state import state_at_event, state_at_seq
 from memtui.analysis.summary import summary
 from memtui.analysis.table_views import TableModel
+from memtui.loading import load_trace
+from memtui.model import conform
 from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.conftest import REPO, shared_files
-from tests.helpers.hand_snapshot import reference_replay
+from tests.helpers.hand_snapshot import blocks_trace, reference_replay
 from tests.sources.test_torch_snapshot_small import block, entry, segment, write
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
@@ -193,3 +197,99 @@ def test_first_peak_last_match_memory_viz(path):
             segments, blocks = reference_replay(raw, number, k)
             assert _segments(state) == segments
             assert _blocks(state) == blocks
+
+
+# -- defect 6: a profiler operator table alone ----------------------------------------------
+
+def test_blocks_alone_make_the_curve_the_axis_and_the_range():
+    """No events, no curves: the level comes from the blocks' lifetimes.  A ghost of 7
+    bytes, 100 bytes over [10, 30), 50 bytes from 20 on: 7, 107, 157, 57."""
+    trace = blocks_trace([
+        {"block_id": 0, "addr": None, "size": 7, "t_alloc": None, "t_free": None,
+         "ghost": True},
+        {"block_id": 1, "addr": None, "size": 100, "t_alloc": 10, "t_free": 30,
+         "ghost": False},
+        {"block_id": 2, "addr": None, "size": 50, "t_alloc": 20, "t_free": None,
+         "ghost": False}], events_t=[])
+    timeline = Timeline.build(trace, "cuda:0")
+    assert timeline.allocated.values.tolist() == [7, 107, 157, 57]
+    assert (timeline.start, timeline.end, timeline.peak, timeline.peak_t) == (10, 30, 157, 20)
+    assert timeline.times.tolist() == [10, 20, 30]
+    assert timeline.levels_at_event(timeline.event_at(25)).allocated == 157
+    assert summary(trace)["devices"][0]["allocated_at_end_bytes"] == 57
+
+
+PROFILER = shared_files("profiler", "*operator_memory.csv")
+
+
+@pytest.mark.skipif(not PROFILER, reason="../shared/data/profiler is absent")
+@pytest.mark.parametrize("path", PROFILER, ids=lambda p: p.name)
+def test_an_operator_table_alone_has_a_curve(path):
+    trace = open_capture(path)
+    for device in trace.meta.device_names:
+        if trace.device_blocks(device).is_empty():
+            continue
+        timeline = Timeline.build(trace, device)
+        assert timeline.peak > 0 and timeline.end > timeline.start
+
+
+# -- every msMemScope capture, per layer, and every profiler capture -------------------------
+
+LAYERED = shared_files("msmemscope", "*") + shared_files("profiler", "*.csv") \
+    + shared_files("profiler", "*.db")
+
+
+@pytest.mark.skipif(not LAYERED, reason="../shared/data is absent")
+@pytest.mark.parametrize("path", LAYERED, ids=lambda p: p.name)
+def test_every_layer_agrees_on_every_screen(path):
+    """Each device in each of its memory layers: the Trend's level, the Pool state's
+    allocated + pending and the Tables' blocks alive at the cursor are the same bytes."""
+    full = load_trace(path)
+    views = [full]
+    if has_layers(full):
+        views = []
+        for device in full.meta.device_names:
+            for layer in layers_of(full, device):
+                views.append(layer_view(full, {**default_layers(full), device: layer}))
+    for trace in views:
+        for device in trace.meta.device_names:
+            timeline = Timeline.build(trace, device)
+            if timeline.allocated.values.size <= 1 and trace.device_blocks(device).is_empty():
+                continue
+            if not trace.curves.filter(pl.col("device") == device).is_empty():
+                continue  # profiler curves are sampled figures, not sums of blocks
+            table = TableModel.for_blocks(trace.device_blocks(device), timeline.start, "ns",
+                                          positions=block_positions(trace, device))
+            sizes = table.frame["size"].fill_null(0).to_numpy()
+            picks = np.unique(np.linspace(0, timeline.positions - 1, 40).astype(int))
+            for k in picks.tolist():
+                level = timeline.levels_at_event(k).allocated
+                state = state_at_event(trace, device, k, timeline.time_of(k))
+                alive = int(sizes[table.alive_at_event(k)].sum())
+                assert level == state.allocated + state.pending == alive, (device, k)
+                assert level >= 0
+
+
+def test_layers_never_add_up():
+    """A HAL allocation holding a PTA block: the PTA layer counts the block, the HAL layer
+    the allocation, neither both; the PTA layer's segment is the HAL allocation."""
+    trace = blocks_trace([
+        {"block_id": 0, "addr": 0x1000, "size": 4096, "t_alloc": 10, "t_free": None,
+         "ghost": False, "pool": "HAL", "seq_alloc": 0},
+        {"block_id": 1, "addr": 0x1000, "size": 512, "t_alloc": 20, "t_free": None,
+         "ghost": False, "pool": "PTA", "seq_alloc": 1}], events_t=[10, 20])
+    trace.events = trace.events.with_columns(
+        pool=pl.Series(["HAL", "PTA"]), block_id=pl.Series([0, 1]), size=pl.Series([4096, 512]))
+    trace.segments = conform(pl.DataFrame({
+        "segment_id": [0], "device": ["cuda:0"], "addr": [0x1000], "size": [4096],
+        "t_alloc": [10], "kind": ["driver"], "block_id": [0]}), "segments").with_columns(
+        block_id=pl.Series([0]))
+    trace.meta.source = "msmemscope"
+    assert default_layers(trace) == {"cuda:0": "PTA"}
+    pta = layer_view(trace)
+    assert pta.events["allocated"].to_list() == [512]
+    assert state_at_event(pta, "cuda:0", 0).reserved == 4096
+    hal = layer_view(trace, {"cuda:0": "HAL"})
+    assert hal.events["allocated"].to_list() == [4096]
+    assert hal.segments.is_empty()
+    assert summary(trace)["devices"][0]["allocated_at_end_bytes"] == 512

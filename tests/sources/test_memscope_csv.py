@@ -55,7 +55,8 @@ def test_2025_layout(tmp_path):
     assert [(d["events"], d["blocks"], d["ghost_blocks"]) for d in data.values()] == [
         (2, 1, 0), (2, 2, 1), (2, 1, 0)]
     assert [(d["peak_allocated_bytes"], d["allocated_at_end_bytes"], d["reserved_at_end_bytes"])
-            for d in data.values()] == [(512, 0, 2097152), (3072, 1024, 4194304), (0, 0, 0)]
+            for d in data.values()] == [(512, 0, 2097152), (3072, 1024, 4194304), (8192, 0, None)]
+    # (the host's layer is HAL, issue 15: its 8192-byte allocation is allocated, freed)
     assert trace.events.filter(pl.col("device") == "npu:1")["allocated"].to_list() == [3072, 1024]
     assert trace.events.filter(pl.col("device") == "host")["reserved"].to_list() == [8192, 0]
     assert trace.events["t"].to_list() == sorted(trace.events["t"].to_list())

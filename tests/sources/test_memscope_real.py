@@ -54,10 +54,12 @@ def test_every_file_opens(data):
 def test_compare_baseline_csv(data):
     path = data / "example__compare__baseline.csv"
     trace = open_capture(path)
-    # 18 MALLOC PTA + 14 FREE PTA + 5 MALLOC HAL + 2 FREE HAL, all on device 0.
+    # 18 MALLOC PTA + 14 FREE PTA + 5 MALLOC HAL + 2 FREE HAL, all on device 0.  The
+    # summary is the PTA layer's (issue 15: one layer per device, the framework pool by
+    # default): its 32 events and 18 blocks; its segments are the HAL allocations holding
+    # PTA blocks, none of them alive at the end.
     assert _figures(trace) == {"npu:0": {
-        # segments: the 3 HAL blocks never freed (5 HAL MALLOCs, 2 FREEs)
-        "device": "npu:0", "events": 39, "segments": 3, "blocks": 23, "ghost_blocks": 0,
+        "device": "npu:0", "events": 32, "segments": 0, "blocks": 18, "ghost_blocks": 0,
         "peak_allocated_bytes": 16781824, "peak_time_ns": 1764753084527393370,
         "allocated_at_end_bytes": 3072, "reserved_at_end_bytes": 20971520,
         "peak_reserved_bytes": 20971520}}
@@ -81,7 +83,7 @@ def test_compare_leaks_csv(data):
     path = data / "example__compare__leaks.csv"
     trace = open_capture(path)
     (d,) = _figures(trace).values()
-    assert (d["events"], d["blocks"], d["ghost_blocks"]) == (40, 25, 0)
+    assert (d["events"], d["blocks"], d["ghost_blocks"]) == (34, 20, 0)  # the PTA layer
     assert d["peak_allocated_bytes"] == _max_used(path)
     live = trace.blocks.filter(pl.col("t_free").is_null() & (pl.col("pool") == "PTA"))
     assert d["allocated_at_end_bytes"] == live["size"].sum()
@@ -100,15 +102,18 @@ def test_2025_smoke_csv(data, name, kernels):
     """
     trace = open_capture(data / name)
     figures = _figures(trace)
+    # the summary is per layer: PTA on the devices (226 + 7, 15 + 7 rows), HAL on the host
     assert [(k, d["events"], d["blocks"], d["ghost_blocks"]) for k, d in figures.items()] == [
-        ("npu:0", 269, 262, 0), ("npu:1", 24, 21, 4), ("host", 17, 11, 1)]
+        ("npu:0", 233, 226, 0), ("npu:1", 22, 19, 4), ("host", 17, 11, 1)]
     assert trace.meta.warnings == [
         "2 memory rows with no device and no MALLOC of their pointer skipped"]
     assert trace.events["t"].min() == 1746006014361575000  # µs -> ns
     host = trace.events.filter(pl.col("device") == "host")
     assert host["allocated"].max() == 0  # HAL is not a framework pool
-    assert figures["host"]["reserved_at_end_bytes"] == trace.blocks.filter(
+    # the host's layer is HAL: its live driver allocations are its allocated bytes
+    assert figures["host"]["allocated_at_end_bytes"] == trace.blocks.filter(
         (pl.col("device") == "host") & pl.col("t_free").is_null())["size"].sum()
+    assert figures["host"]["reserved_at_end_bytes"] is None
     mstx = trace.markers.filter(pl.col("kind").str.starts_with("mstx"))
     assert sorted(mstx["name"].to_list()) == ["[mstx]: mstxMarkA :------training start-----",
                                               "[mstx]: mstxMarkA :------training start-----",
@@ -122,10 +127,11 @@ def test_insight_host_pinned_db(data):
     trace = open_capture(path)
     assert _figures(trace) == {"host": {
         "device": "host", "events": 7, "segments": None, "blocks": 6, "ghost_blocks": 0,
-        "peak_allocated_bytes": 0, "peak_time_ns": None,  # a zero peak has no time (issue 15)
-        "allocated_at_end_bytes": 0, "reserved_at_end_bytes": 19664896,
+        # the HOST_PINNED layer (no framework pool here, issue 15): its bytes are allocated;
         # one 3018752-byte pinned block was freed: 19664896 + 3018752 at the most
-        "peak_reserved_bytes": 22683648}}
+        "peak_allocated_bytes": 22683648, "peak_time_ns": 1779862932853914150,
+        "allocated_at_end_bytes": 19664896, "reserved_at_end_bytes": None,
+        "peak_reserved_bytes": None}}
     # Insight's own memory_allocation ends at the same 19664896 live pinned bytes.
     con = connect_readonly(path)  # plain mode=ro would leave -wal/-shm files beside a WAL file
     assert con.execute("SELECT totalSize FROM memory_allocation ORDER BY timestamp DESC "
@@ -159,8 +165,9 @@ def test_insight_prototype_dat(data):
     figures = _figures(trace)
     assert [(k, d["events"], d["blocks"], d["ghost_blocks"], d["peak_allocated_bytes"])
             for k, d in figures.items()] == [
-        ("npu:0", 4708, 2355, 0, 20428800), ("npu:1", 4963, 2494, 0, 421186048),
-        ("host", 70, 35, 0, 0)]
+        # per layer (issue 15): PTA on the devices, HAL on the host
+        ("npu:0", 4540, 2270, 0, 20428800), ("npu:1", 4740, 2370, 0, 421186048),
+        ("host", 70, 35, 0, 34033728)]
     con = connect_readonly(path)  # plain mode=ro would leave -wal/-shm files beside a WAL file
     memory_rows = con.execute(
         "SELECT count(*) FROM leaks_dump WHERE event IN ('MALLOC','FREE','ACCESS')").fetchone()[0]

@@ -159,10 +159,10 @@ async def test_help_lists_every_binding():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         sections = dict(app.screen.sections)
-        keys = dict(sections["Everywhere"])
+        keys = {row[0]: row[1] for row in sections["Everywhere"]}  # (keys, what, binding id)
         for binding in MemtuiApp.BINDINGS:
             assert binding.description in keys.values()
-        assert "Stacks/owners" in dict(sections["Trend screen"]).values()
+        assert "Stacks/owners" in {row[1] for row in sections["Trend screen"]}
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -284,6 +284,8 @@ async def test_the_cursor_reaches_every_event_sharing_a_timestamp():
         await pilot.press("l")
         assert (app.cursor.event, app.cursor.t) == (2, 20)
         assert "event #2/4" in status_text(app) and "alloc 310 B" in status_text(app)
+        live = app.live_blocks("cuda:0")  # the Trend's "Live at" pane, exact too
+        assert (live.total(20, event=1), live.total(20, event=2)) == (110, 310)
         await pilot.press("h")
         assert app.cursor.event == 1
         app.move_cursor(t=25)  # a time: the last event at or before it
@@ -292,3 +294,26 @@ async def test_the_cursor_reaches_every_event_sharing_a_timestamp():
         assert app.cursor.t == 30
         app.move_cursor(view=(10, 30))  # neither t nor event: the cursor keeps its event
         assert app.cursor.event == 3
+
+
+async def test_t_cycles_the_memory_layer_and_every_figure_follows(tmp_path):
+    """msMemScope (issue 15, defect 5): the PTA layer by default, t shows HAL; the status
+    bar names the layer and its allocated bytes, never the sum of both."""
+    from tests.helpers.memscope_files import SCENARIO, write_db
+
+    app = MemtuiApp(write_db(tmp_path / "memscope_dump_1.db", SCENARIO))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert app.layers == {"npu:0": "PTA"}
+        assert "npu:0 PTA" in status_text(app)
+        assert set(app.trace.blocks["pool"].to_list()) == {"PTA"}
+        await pilot.press("G")
+        assert "alloc 256 B" in status_text(app)
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.layers == {"npu:0": "HAL"} and "npu:0 HAL" in status_text(app)
+        assert set(app.trace.blocks["pool"].to_list()) == {"HAL"}
+        assert "alloc 4.0 KiB" in status_text(app)
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.layers == {"npu:0": "PTA"}

@@ -56,15 +56,16 @@ class PoolScreen(LinkedScreen):
     PoolScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("up,k", "segment(-1)", "Segment up", show=False),
-        Binding("down,j", "segment(1)", "Segment down", show=False),
-        Binding("pageup", "segment(-10)", "Ten segments up", show=False),
-        Binding("pagedown", "segment(10)", "Ten segments down", show=False),
-        Binding("comma", "block(-1)", "Prev block"),
-        Binding("full_stop", "block(1)", "Next block"),
-        Binding("slash", "search", "Find address"),
-        Binding("w", "proportional", "Scale"),
-        Binding("o", "next_oom", "Next OOM"),
+        Binding("up,k", "segment(-1)", "Segment up", show=False, id="pool.segment_minus_1"),
+        Binding("down,j", "segment(1)", "Segment down", show=False, id="pool.segment_1"),
+        Binding("pageup", "segment(-10)", "Ten segments up", show=False,
+                id="pool.segment_minus_10"),
+        Binding("pagedown", "segment(10)", "Ten segments down", show=False, id="pool.segment_10"),
+        Binding("comma", "block(-1)", "Prev block", id="pool.block_minus_1"),
+        Binding("full_stop", "block(1)", "Next block", id="pool.block_1"),
+        Binding("slash", "search", "Find address", id="pool.search"),
+        Binding("w", "proportional", "Scale", id="pool.proportional"),
+        Binding("o", "next_oom", "Next OOM", id="pool.next_oom"),
     ]
 
     def __init__(self) -> None:
@@ -99,7 +100,7 @@ class PoolScreen(LinkedScreen):
         if select_event_block(self, old, new):
             return
         event = self.app.timeline(new.device).event_of(new)
-        state = self.state = state_at_event(self.trace, new.device, event)
+        state = self.state = state_at_event(self.trace, new.device, event, new.t)
         block_row = self.index.row_of_block(new.block_id)
         segment = self._segment_to_show(state, new, block_row)
         self.selected_segment = segment
@@ -136,9 +137,13 @@ class PoolScreen(LinkedScreen):
     def _header(self, state: PoolState, cursor: CursorState) -> None:
         trace = self.trace
         when = paint.format_time(trace, cursor.t, self.index.t_start)
+        # reserved as the status bar says it (a pool's own total where it reports one)
+        timeline = self.app.timeline(cursor.device)
+        reported = timeline.levels_at_event(timeline.event_of(cursor)).reserved
+        reserved = state.reserved if reported is None else reported
         line1 = (f"[b]Pool[/b] {paint.plain(cursor.device)} at {when}  "
                  f"{state.seg_id.size} segments  "
-                 f"reserved {format_bytes(state.reserved)}  allocated "
+                 f"reserved {format_bytes(reserved)}  allocated "
                  f"{format_bytes(state.allocated)}")
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
                  f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "

@@ -85,7 +85,9 @@ class StatusBar(Widget):
             alloc_short += f" a {short_bytes(levels.active)}"
         resv = f"resv {format_bytes(levels.reserved)}" if levels.reserved is not None else ""
         resv_short = f"R {short_bytes(levels.reserved)}" if levels.reserved is not None else ""
-        parts = [(cursor.device, cursor.device), (when, when_short), (alloc, alloc_short)]
+        layer = app.layer_label(cursor.device) if hasattr(app, "layer_label") else None
+        where = f"{cursor.device} {layer}" if layer else cursor.device  # msMemScope layer
+        parts = [(where, where), (when, when_short), (alloc, alloc_short)]
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
             parts.insert(0, (prefix(), prefix()))

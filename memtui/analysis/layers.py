@@ -1,0 +1,150 @@
+"""Memory layers of msMemScope captures: one layer per device, never two added up.
+
+An msMemScope capture records several layers of the same memory, as MindStudio Insight's
+"Type" column names them: the driver's allocations (``HAL``, and ``HOST_PINNED`` on the
+host) and the framework caching allocators that carve their blocks out of them (``PTA``,
+``PTA_WORKSPACE``, ``ATB``, ``MINDSPORE``).  Adding the layers counts the same bytes twice.
+So every figure, curve, table and map shows one layer per device, chosen by the user
+(``t`` in the UI), by default the framework pool, else the driver.
+
+:func:`layer_view` is the capture as one layer shows it: the layer's blocks and events,
+its levels recomputed from them (allocated from the blocks, one size per block, starting
+from its ghosts; reserved the pool's reported ``total`` for a framework layer, unknown for
+the driver layer, whose allocations are themselves the reservation), and as segments,
+for a framework layer, the driver allocations its blocks live in (the Pool screen shows
+them as the containers of the pool).  Everything else (stacks, markers, calls) is shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import polars as pl
+
+from memtui.model import DeviceInfo, MemoryTrace, conform
+
+FRAMEWORK_LAYERS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
+DRIVER_LAYERS = ("HAL", "HOST_PINNED")
+LAYERED_SOURCES = ("msmemscope",)
+
+
+def has_layers(trace: MemoryTrace) -> bool:
+    """Whether ``trace`` comes from a source whose figures are per layer."""
+    return trace.meta.source in LAYERED_SOURCES
+
+
+def layers_of(trace: MemoryTrace, device: str) -> list[str]:
+    """The layers ``device`` has blocks in: framework pools first, then the driver's."""
+    pools = set(trace.device_blocks(device)["pool"].drop_nulls().unique().to_list())
+    order = list(FRAMEWORK_LAYERS) + list(DRIVER_LAYERS)
+    known = [p for p in order if p in pools]
+    return known + sorted(pools - set(order))
+
+
+def default_layers(trace: MemoryTrace) -> dict[str, str]:
+    """Per device: the framework pool (the one with the most blocks), else the driver."""
+    chosen = {}
+    for device in trace.meta.device_names:
+        layers = layers_of(trace, device)
+        if not layers:
+            continue
+        blocks = trace.device_blocks(device)
+        framework = [p for p in layers if p in FRAMEWORK_LAYERS]
+        if framework:
+            counts = {p: blocks.filter(pl.col("pool") == p).height for p in framework}
+            chosen[device] = max(framework, key=lambda p: (counts[p], -framework.index(p)))
+        else:
+            chosen[device] = layers[0]
+    return chosen
+
+
+def layer_view(trace: MemoryTrace, layers: dict[str, str] | None = None) -> MemoryTrace:
+    """``trace`` as the chosen layer of each device shows it (see the module docstring);
+    devices without a choice are kept whole.  ``meta.extra["layers"]`` records the choice."""
+    layers = default_layers(trace) if layers is None else layers
+    choice = pl.DataFrame({"device": list(layers), "layer": list(layers.values())},
+                          schema={"device": pl.String, "layer": pl.String})
+    keep = pl.col("layer").is_null() | (pl.col("pool") == pl.col("layer"))
+    blocks = trace.blocks.join(choice, on="device", how="left", maintain_order="left") \
+        .filter(keep).drop("layer")
+    events = trace.events.join(choice, on="device", how="left", maintain_order="left") \
+        .filter(keep)
+    events = _levels(events, blocks, trace.curves)
+    segments = _containers(trace.segments, blocks, layers)
+    curves = trace.curves.filter(~pl.col("device").is_in(list(layers)))
+    devices = [_device_info(info, layers.get(info.name), events, blocks, segments)
+               for info in trace.meta.devices]
+    meta = replace(trace.meta, devices=devices,
+                   extra={**trace.meta.extra, "layers": dict(layers)})
+    return replace(trace, meta=meta, events=conform(events, "events"),
+                   blocks=conform(blocks, "blocks"), segments=conform(segments, "segments"),
+                   curves=conform(curves, "curves"))
+
+
+def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
+    """allocated (from the layer's blocks, starting from its ghosts) and reserved (the
+    framework pool's reported total) after each of the layer's events."""
+    sizes = blocks.select("block_id", block_size=pl.col("size").fill_null(0))
+    starts = blocks.filter(pl.col("ghost").fill_null(False)).group_by("device").agg(
+        start=pl.col("size").sum())
+    action = pl.col("action")
+    sign = pl.when(action == "alloc").then(1).when(action == "free").then(-1).otherwise(0)
+    events = events.join(sizes, on="block_id", how="left", maintain_order="left").join(
+        starts, on="device", how="left", maintain_order="left")
+    events = events.with_columns(
+        allocated=pl.col("start").fill_null(0)
+        + (sign * pl.col("block_size").fill_null(0)).cum_sum().over("device"))
+    reported = curves.filter(pl.col("series") == "Reserved").select(
+        "device", "t", layer=pl.col("component"), pool_total=pl.col("bytes")).sort("t")
+    if events.height and reported.height:
+        events = events.sort("t", maintain_order=True).join_asof(
+            reported, on="t", by=["device", "layer"], strategy="backward",
+            check_sortedness=False)
+    else:
+        events = events.with_columns(pool_total=pl.lit(None, pl.Int64))
+    framework = pl.col("layer").is_in(list(FRAMEWORK_LAYERS))
+    return events.with_columns(
+        reserved=pl.when(pl.col("layer").is_null()).then(pl.col("reserved"))
+        .when(framework).then(pl.col("pool_total")),
+        active=pl.col("allocated"),
+    ).drop("layer", "block_size", "start", "pool_total")
+
+
+def _containers(segments: pl.DataFrame, blocks: pl.DataFrame,
+                layers: dict[str, str]) -> pl.DataFrame:
+    """For a framework layer, the driver allocations holding at least one of its blocks;
+    none for a driver layer (its allocations are the blocks)."""
+    framework = [d for d, layer in layers.items() if layer in FRAMEWORK_LAYERS]
+    untouched = segments.filter(~pl.col("device").is_in(list(layers)))
+    candidates = segments.filter(pl.col("device").is_in(framework))
+    if candidates.is_empty():
+        return untouched
+    ends = candidates.select("device", "segment_id", s_addr="addr",
+                             s_end=pl.col("addr") + pl.col("size").cast(pl.UInt64)).sort("s_addr")
+    held = blocks.filter(pl.col("device").is_in(framework) & pl.col("addr").is_not_null()) \
+        .select("device", "addr").sort("addr").join_asof(
+            ends, left_on="addr", right_on="s_addr", by="device", strategy="backward",
+            check_sortedness=False) \
+        .filter(pl.col("addr") < pl.col("s_end"))["segment_id"].unique().implode()
+    return pl.concat([untouched, candidates.filter(pl.col("segment_id").is_in(held))])
+
+
+def _device_info(info: DeviceInfo, layer: str | None, events: pl.DataFrame,
+                 blocks: pl.DataFrame, segments: pl.DataFrame) -> DeviceInfo:
+    if layer is None:
+        return info
+    mine = blocks.filter(pl.col("device") == info.name)
+    start = int(mine.filter(pl.col("ghost").fill_null(False))["size"].sum() or 0)
+    alive = int(mine.filter(pl.col("t_free").is_null())["size"].sum() or 0)
+    reserved = events.filter(pl.col("device") == info.name)["reserved"].drop_nulls()
+    own_segments = segments.filter(pl.col("device") == info.name)
+    return replace(
+        info, kind=info.kind, start_allocated=start, allocated_at_end=alive,
+        start_reserved=None, reserved_at_end=int(reserved[-1]) if reserved.len() else None,
+        has_segments=own_segments.height > 0,
+        segments_at_end=int(own_segments["t_free"].is_null().sum()) if own_segments.height
+        else None)
+
+
+__all__ = ["DRIVER_LAYERS", "FRAMEWORK_LAYERS", "default_layers", "has_layers",
+           "layer_view", "layers_of"]
