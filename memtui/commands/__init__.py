@@ -17,4 +17,5 @@ COMMANDS: dict[str, str] = {
     "compare": "memtui.commands.compare",
     "record": "memtui.commands.record",
     "cache": "memtui.commands.cache",
+    "serve": "memtui.commands.serve",
 }

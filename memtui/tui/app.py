@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -38,6 +39,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
 from memtui.analysis.callstack import TOP_RULES, stack_tops
@@ -48,6 +50,7 @@ from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
 from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.follow import FollowController
+from memtui.tui.keymap import load_keymap
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, linked
 from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 
@@ -66,25 +69,28 @@ class MemtuiApp(App[int]):
     HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (90, "-normal"), (150, "-wide")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        *[Binding(key, f"show_screen('{name}')", SCREEN_TITLES[name], show=False)
+        *[Binding(key, f"show_screen('{name}')", SCREEN_TITLES[name], show=False,
+                  id=f"app.screen_{name}")
           for key, name in SCREEN_KEYS.items()],
-        Binding("left,h", "step(-1)", "Previous event", show=False),
-        Binding("right,l", "step(1)", "Next event", show=False),
-        Binding("H", "jump(-0.1)", "Back a tenth of the view", show=False),
-        Binding("L", "jump(0.1)", "Ahead a tenth of the view", show=False),
-        Binding("p", "peak", "Peak"),
-        Binding("g", "start", "Start", show=False),
-        Binding("G", "end", "End", show=False),
-        Binding("left_square_bracket", "window_start", "Window from here", show=False),
-        Binding("right_square_bracket", "window_end", "Window to here", show=False),
-        Binding("x", "clear_window", "Clear the window", show=False),
-        Binding("z", "zoom_in", "Zoom"),
-        Binding("Z", "zoom_out", "Zoom out", show=False),
-        Binding("d", "device", "Device"),
-        Binding("t", "cycle_layer", "Memory layer", show=False),
-        Binding("T", "stack_top", "Stack top rule", show=False),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
+        Binding("left,h", "step(-1)", "Previous event", show=False, id="app.previous_event"),
+        Binding("right,l", "step(1)", "Next event", show=False, id="app.next_event"),
+        Binding("H", "jump(-0.1)", "Back a tenth of the view", show=False, id="app.back_a_tenth"),
+        Binding("L", "jump(0.1)", "Ahead a tenth of the view", show=False, id="app.ahead_a_tenth"),
+        Binding("p", "peak", "Peak", id="app.peak"),
+        Binding("g", "start", "Start", show=False, id="app.start"),
+        Binding("G", "end", "End", show=False, id="app.end"),
+        Binding("left_square_bracket", "window_start", "Window from here", show=False,
+                id="app.window_start"),
+        Binding("right_square_bracket", "window_end", "Window to here", show=False,
+                id="app.window_end"),
+        Binding("x", "clear_window", "Clear the window", show=False, id="app.clear_window"),
+        Binding("z", "zoom_in", "Zoom", id="app.zoom_in"),
+        Binding("Z", "zoom_out", "Zoom out", show=False, id="app.zoom_out"),
+        Binding("d", "device", "Device", id="app.device"),
+        Binding("t", "cycle_layer", "Memory layer", show=False, id="app.cycle_layer"),
+        Binding("T", "stack_top", "Stack top rule", show=False, id="app.stack_top"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
     cursor: reactive[CursorState | None] = reactive(None, init=False)
@@ -96,8 +102,10 @@ class MemtuiApp(App[int]):
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
                  follow: bool = False, poll: tuple[float, float] | None = None,
-                 findings_first: bool | None = None) -> None:
+                 findings_first: bool | None = None, keymap_file: Path | None = None) -> None:
         super().__init__()
+        #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
+        self.keymap_file = keymap_file
         if isinstance(source, MemoryTrace):
             trace = source
         elif source is not None:
@@ -133,6 +141,11 @@ class MemtuiApp(App[int]):
     # -- loading --------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        keymap, problem = load_keymap(self.keymap_file)
+        if keymap:
+            self.set_keymap(keymap)
+        if problem:
+            self.notify(problem, title="keymap", severity="warning", timeout=10)
         if self.trace is not None:
             self._start(self.trace)
             return
@@ -262,6 +275,30 @@ class MemtuiApp(App[int]):
         self.notify("Could not save the screenshot: no writable folder", severity="error")
         return None
 
+    # -- failed workers: one handler ----------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_worker(event)
+
+    def report_worker(self, event: Worker.StateChanged) -> None:
+        """Every worker that fails ends here (the app's own, and the screens' through
+        their ``on_worker_state_changed``: the message does not bubble): one clear message
+        in the UI (what failed and why, where the traceback went), and the screen that
+        started it is told (``worker_failed``) so that nothing waits for it."""
+        worker = event.worker
+        if event.state != WorkerState.ERROR:
+            return
+        error = worker.error
+        log = _write_crash_log(error) if isinstance(error, BaseException) else None
+        what = worker.description or worker.group or worker.name or "background work"
+        where = f"; details in {log}" if log else ""
+        self.notify(f"{what} failed: {type(error).__name__}: {error}{where}",
+                    title="error", severity="error", timeout=20)
+        node = worker.node
+        failed = getattr(node, "worker_failed", None)
+        if failed is not None and node is not self:
+            failed(worker)
+
     # -- crashes --------------------------------------------------------------------------
 
     def _handle_exception(self, error: Exception) -> None:
@@ -288,7 +325,8 @@ class MemtuiApp(App[int]):
 
     # -- the other screens' indexes (after the first paint, in a thread) ----------------------
 
-    @work(thread=True, exclusive=True, group="warm")
+    @work(thread=True, exclusive=True, group="warm", description="indexing the screens",
+          exit_on_error=False)
     def _warm_up(self, trace: MemoryTrace, device: str) -> None:
         """Build what the Blocks, Pool and Stacks screens need for ``device`` before they are
         visited (into the shared analysis cache: a screen asking meanwhile waits for the
@@ -309,7 +347,8 @@ class MemtuiApp(App[int]):
 
     # -- findings (after the first paint, in a thread) --------------------------------------
 
-    @work(thread=True, exclusive=True, group="findings")
+    @work(thread=True, exclusive=True, group="findings", description="the findings",
+          exit_on_error=False)
     def _find(self) -> None:
         from memtui.analysis.findings import find_all
 
@@ -630,29 +669,54 @@ class MemtuiApp(App[int]):
                                 f"Show the {SCREEN_TITLES[name]} screen",
                                 lambda name=name: self.action_show_screen(name))
         actions = [
-            ("Go to the peak (p)", "Move the cursor to the allocated peak", self.action_peak),
-            ("Go to the start (g)", "Move the cursor to the first event", self.action_start),
-            ("Go to the end (G)", "Move the cursor to the last event", self.action_end),
-            ("Zoom in (z)", "Zoom to the window, or in around the cursor", self.action_zoom_in),
-            ("Zoom out (Z)", "Show twice as much time", self.action_zoom_out),
-            ("Clear the window (x)", "Forget the selected window", self.action_clear_window),
-            ("Switch device (d)", "Pick another device or rank", self.action_device),
-            ("Stack top rule (T)", "Name stacks by their innermost user frame, outermost "
-             "user frame or innermost frame", self.action_stack_top),
-            ("Keys (?)", "Show every key binding", self.action_help),
+            ("Go to the peak", "app.peak", "Move the cursor to the allocated peak",
+             self.action_peak),
+            ("Go to the start", "app.start", "Move the cursor to the first event",
+             self.action_start),
+            ("Go to the end", "app.end", "Move the cursor to the last event", self.action_end),
+            ("Zoom in", "app.zoom_in", "Zoom to the window, or in around the cursor",
+             self.action_zoom_in),
+            ("Zoom out", "app.zoom_out", "Show twice as much time", self.action_zoom_out),
+            ("Clear the window", "app.clear_window", "Forget the selected window",
+             self.action_clear_window),
+            ("Switch device", "app.device", "Pick another device or rank", self.action_device),
+            ("Stack top rule", "app.stack_top", "Name stacks by their innermost user frame, "
+             "outermost user frame or innermost frame", self.action_stack_top),
+            ("Keys", "app.help", "Show every key binding (and its id for keymap.toml)",
+             self.action_help),
         ]
-        for title, help_text, callback in actions:
-            yield SystemCommand(title, help_text, callback)
+        by_id = {b.id: b for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+        for title, binding_id, help_text, callback in actions:
+            keys = key_display(self, by_id[binding_id]) if binding_id in by_id else ""
+            yield SystemCommand(f"{title} ({keys})" if keys else title, help_text, callback)
+        yield from self._screen_commands(screen)
+
+    def _screen_commands(self, screen: Screen):
+        """A palette entry for each key of the screen shown (its description and keys)."""
+        mode = SCREEN_TITLES.get(self.current_mode, "")
+        for binding in getattr(screen, "BINDINGS", []):
+            if not isinstance(binding, Binding) or not binding.description:
+                continue
+            yield SystemCommand(f"{mode}: {binding.description} ({key_display(self, binding)})",
+                                f"The {mode} screen's key", partial(screen.run_action,
+                                                                    binding.action))
 
 
-def _binding_rows(app: App, bindings) -> list[tuple[str, str]]:
+def _binding_rows(app: App, bindings) -> list[tuple[str, str, str]]:
+    """(keys as the user's keymap sets them, description, binding id) of ``bindings``."""
     rows = []
     for binding in bindings:
         if not isinstance(binding, Binding) or not binding.description:
             continue  # a binding without a description is an internal one: never raw names
-        keys = ", ".join(app.get_key_display(Binding(key, "")) for key in binding.key.split(","))
-        rows.append((keys, binding.description or binding.action))
+        rows.append((key_display(app, binding), binding.description, binding.id or ""))
     return rows
+
+
+def key_display(app: App, binding: Binding) -> str:
+    """The keys of ``binding`` as shown (``↑, k``), the user's keymap applied."""
+    keys = getattr(app, "_keymap", {}).get(binding.id, binding.key) if binding.id else \
+        binding.key
+    return ", ".join(app.get_key_display(Binding(key, "")) for key in keys.split(","))
 
 
 def screenshot_folders(path: str | None = None) -> list[Path]:

@@ -33,6 +33,18 @@ async def test_search_box_shows_what_is_typed(demo, size, name):
         assert "0x7f" in screen_text(app)
 
 
+def help_text(app) -> str:
+    """The help screen's whole table as plain text (wide: no wrapping)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=400, record=True, file=io.StringIO())
+    for static in app.screen.query("Static"):
+        console.print(getattr(static, "content", None) or static._content)
+    return console.export_text()
+
+
 def alive_rows(trace, device: str, t: int) -> int:
     blocks = trace.device_blocks(device)
     t_free = blocks["t_free"].fill_null(2**62)
@@ -92,7 +104,7 @@ async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
         assert app.cursor.segment_id == segments[at + 1]
         await pilot.press("question_mark")
         await pilot.pause()
-        rows = dict(row for title, section in app.screen.sections for row in section
+        rows = dict(row[:2] for title, section in app.screen.sections for row in section
                     if not title.startswith("Legend"))
         assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
         assert not any("(" in what for what in rows.values())  # no raw action names
@@ -104,9 +116,7 @@ async def test_help_says_clicks_work_on_every_map(demo):
         await open_screen(pilot, "blocks")
         await pilot.press("question_mark")
         await pilot.pause()
-        app.screen.query_one("#help-box").scroll_end(animate=False, immediate=True)
-        await pilot.pause()
-        text = " ".join(screen_text(app).split())
+        text = help_text(app)
         assert "Blocks: select the band" in text and "Pool: select the block" in text
 
 
@@ -196,7 +206,7 @@ async def test_help_has_a_legend_for_every_mark(name, words):
         await open_screen(pilot, name)
         legend = dict(app.help_sections())
         rows = next(rows for title, rows in legend.items() if title.startswith("Legend"))
-        meanings = " ".join(what for _, what in rows)
+        meanings = " ".join(row[1] for row in rows)
         for word in words:
             assert word in meanings
         if name == "pool":
@@ -331,3 +341,100 @@ async def test_tables_filter_inefficient_blocks_with_editable_thresholds():
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert screen.model("blocks").rows.size == 3
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_trend_zoom_slider_and_reserved_peak(demo, size):
+    from memtui.tui.widgets.block_map import TrendSlider
+    from memtui.tui.widgets.curve import TrendPlot
+
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "trend", at_end=False)
+        screen = app.screen
+        slider = screen.query_one(TrendSlider)
+        timeline = app.timeline(app.cursor.device)
+        assert (slider.t_start, slider.t_end) == (timeline.start, timeline.end)
+        reserved = timeline.reserved
+        top = int(reserved.values.max())
+        plot = screen.query_one(TrendPlot)
+        assert plot.reserved_peak[1] == top
+        assert "△" in screen_text(app)
+        if size[0] >= 90:
+            assert "reserved peak" in str(screen.query_one("#trend-legend").render())
+        v0, v1 = app.cursor.view
+        await pilot.press("shift+right")
+        await pilot.pause()
+        assert app.cursor.view == (v0 + (v1 - v0) // 10, v1)
+        w0, w1 = app.cursor.view
+        await pilot.press("ctrl+left")
+        await pilot.pause()
+        assert app.cursor.view == (w0, w1 - (w1 - w0) // 10)
+        assert slider.cursor.view == app.cursor.view  # the slider shades the new view
+
+
+async def test_user_keymap_changes_keys_in_footer_help_and_palette(demo, tmp_path):
+    from memtui.tui.app import MemtuiApp
+
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('"app.peak" = "P"\n[keys]\n"stacks.user_frames" = ["U", "ctrl+u"]\n')
+    app = MemtuiApp(demo, keymap_file=keymap)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "stacks", at_end=False)
+        await pilot.press("P")
+        await pilot.pause()
+        assert app.cursor.t == app.timeline(app.cursor.device).peak_t
+        text = screen_text(app)
+        assert "P Peak" in text and "U User frames" in text  # the footer
+        await pilot.press("U")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.user_only
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Go to the peak (P)" in titles and "Stacks: User frames (U, ^u)" in titles
+        rows = {row[2]: row[0] for _, section in app.help_sections() for row in section
+                if len(row) == 3}
+        assert rows["app.peak"] == "P" and rows["stacks.user_frames"] == "U, ^u"
+
+
+async def test_a_broken_keymap_is_reported_and_ignored(demo, tmp_path):
+    from memtui.tui.app import MemtuiApp
+
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text("app.peak = = P\n")
+    app = MemtuiApp(demo, keymap_file=keymap)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert any("keymap.toml" in n.message for n in app._notifications)
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.cursor.t == app.timeline(app.cursor.device).peak_t
+
+
+async def test_a_failed_worker_is_one_clear_message_and_nothing_hangs(demo, monkeypatch):
+    from memtui.analysis.table_views import TableModel
+    from memtui.tui.screens import linked
+    from memtui.tui.screens.blocks import BlocksScreen
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(TableModel, "sort", boom)
+    monkeypatch.setattr(BlocksScreen, "prepare", boom)
+    monkeypatch.setattr(linked, "BACKGROUND_BLOCKS", 0)  # prepare in a worker
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, "tables", at_end=False)
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.return_code is None  # still running, no traceback on screen
+        messages = [n.message for n in app._notifications]
+        assert any(m.startswith("sorting failed: RuntimeError: boom") for m in messages)
+        assert app.screen.table.busy == "sorting failed"
+        await pilot.press("2")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        status = str(app.screen.query_one("#status-line").render())
+        assert "failed" in status and "indexing" in status
+        assert app.return_code is None

@@ -92,7 +92,6 @@ def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> l
     return findings
 
 
-
 def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
     blocks = trace.device_blocks(device)
     if blocks.is_empty():

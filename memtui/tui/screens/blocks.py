@@ -49,11 +49,11 @@ class BlocksScreen(LinkedScreen):
     BlocksScreen TrendSlider { height: 3; }
     """
     BINDINGS = [
-        Binding("up,k", "band(1)", "Block above", show=False),
-        Binding("down,j", "band(-1)", "Block below", show=False),
-        Binding("plus,equals_sign", "detail(1)", "More detail"),
-        Binding("minus", "detail(-1)", "Less detail"),
-        Binding("slash", "search", "Find address"),
+        Binding("up,k", "band(1)", "Block above", show=False, id="blocks.band_1"),
+        Binding("down,j", "band(-1)", "Block below", show=False, id="blocks.band_minus_1"),
+        Binding("plus,equals_sign", "detail(1)", "More detail", id="blocks.detail_1"),
+        Binding("minus", "detail(-1)", "Less detail", id="blocks.detail_minus_1"),
+        Binding("slash", "search", "Find address", id="blocks.search"),
     ]
 
     def __init__(self) -> None:

@@ -122,10 +122,23 @@ class LinkedScreen(Screen):
         if self.trace.blocks.height > BACKGROUND_BLOCKS:
             self.query_one("#status-line", Static).update(Text(f"indexing {printable(device)}..."))
             self.run_worker(lambda: self._prepare_then_ready(device), thread=True,
-                            exclusive=True, group="prepare")
+                            exclusive=True, group="prepare", exit_on_error=False,
+                            description=f"indexing {device} for the {self.NAME} screen")
         else:
             self.prepare(device)
             self.call_later(self._become_ready, device)
+
+    def on_worker_state_changed(self, event) -> None:
+        """Failed workers go to the app's one handler (``report_worker``)."""
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
+
+    def worker_failed(self, worker) -> None:
+        """A worker of this screen failed (the app said so in a toast): say it here too,
+        instead of "indexing..." forever."""
+        self.query_one("#status-line", Static).update(
+            Text(f"{worker.description or worker.group} failed: see the message", style="bold"))
 
     def _prepare_then_ready(self, device: str) -> None:
         self.prepare(device)

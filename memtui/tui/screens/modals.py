@@ -11,6 +11,9 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
+from memtui.errors import printable
+from memtui.tui.keymap import keymap_path
+
 
 class LoadingScreen(Screen):
     """The file's name, a progress bar and the loader's last message; q or Ctrl+C quits."""
@@ -86,12 +89,16 @@ class HelpScreen(ModalScreen[None]):
         table = Table(box=None, show_header=False, expand=True, pad_edge=False)
         table.add_column("key", style="bold", no_wrap=True, width=16)
         table.add_column("what", ratio=1)
+        table.add_column("id", style="dim", no_wrap=True)  # the id keymap.toml names
         for title, rows in [*self.sections, ("Mouse", list(MOUSE_HELP))]:
             table.add_row(Text(title, style="bold underline"), "")
             legend = title.startswith("Legend")  # samples are Rich markup
-            for key, what in rows:
-                table.add_row(Text.from_markup(key) if legend else Text(key), Text(what))
+            for key, what, *binding_id in rows:
+                table.add_row(Text.from_markup(key) if legend else Text(key), Text(what),
+                              Text(binding_id[0] if binding_id else ""))
             table.add_row("", "")
         with VerticalScroll(id="help-box"):
-            yield Static("Keys (Esc, q or ? to close)", classes="modal-title")
+            yield Static("Keys (Esc, q or ? to close).  Change them in "
+                         f"{printable(str(keymap_path()))}: binding id = \"keys\"",
+                         classes="modal-title", markup=False)
             yield Static(table)

@@ -56,15 +56,16 @@ class PoolScreen(LinkedScreen):
     PoolScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("up,k", "segment(-1)", "Segment up", show=False),
-        Binding("down,j", "segment(1)", "Segment down", show=False),
-        Binding("pageup", "segment(-10)", "Ten segments up", show=False),
-        Binding("pagedown", "segment(10)", "Ten segments down", show=False),
-        Binding("comma", "block(-1)", "Prev block"),
-        Binding("full_stop", "block(1)", "Next block"),
-        Binding("slash", "search", "Find address"),
-        Binding("w", "proportional", "Scale"),
-        Binding("o", "next_oom", "Next OOM"),
+        Binding("up,k", "segment(-1)", "Segment up", show=False, id="pool.segment_minus_1"),
+        Binding("down,j", "segment(1)", "Segment down", show=False, id="pool.segment_1"),
+        Binding("pageup", "segment(-10)", "Ten segments up", show=False,
+                id="pool.segment_minus_10"),
+        Binding("pagedown", "segment(10)", "Ten segments down", show=False, id="pool.segment_10"),
+        Binding("comma", "block(-1)", "Prev block", id="pool.block_minus_1"),
+        Binding("full_stop", "block(1)", "Next block", id="pool.block_1"),
+        Binding("slash", "search", "Find address", id="pool.search"),
+        Binding("w", "proportional", "Scale", id="pool.proportional"),
+        Binding("o", "next_oom", "Next OOM", id="pool.next_oom"),
     ]
 
     def __init__(self) -> None:

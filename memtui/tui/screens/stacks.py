@@ -66,19 +66,19 @@ class StacksScreen(LinkedScreen):
     StacksScreen.-flame StackTreeView { display: none; }
     """
     BINDINGS = [
-        Binding("up,k", "move(-1)", "Up", show=False),
-        Binding("down,j", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("enter,space", "toggle", "Open/close"),
-        Binding("m", "mode", "Mode"),
-        Binding("slash", "search", "Search"),
-        Binding("n", "match(1)", "Next match", show=False),
-        Binding("N", "match(-1)", "Prev match", show=False),
-        Binding("f", "filter_blocks", "Filter blocks"),
-        Binding("v", "flame", "Call flame"),
-        Binding("t", "thread", "Thread", show=False),
-        Binding("u", "user_frames", "User frames"),
+        Binding("up,k", "move(-1)", "Up", show=False, id="stacks.move_minus_1"),
+        Binding("down,j", "move(1)", "Down", show=False, id="stacks.move_1"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="stacks.page_minus_1"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="stacks.page_1"),
+        Binding("enter,space", "toggle", "Open/close", id="stacks.toggle"),
+        Binding("m", "mode", "Mode", id="stacks.mode"),
+        Binding("slash", "search", "Search", id="stacks.search"),
+        Binding("n", "match(1)", "Next match", show=False, id="stacks.match_1"),
+        Binding("N", "match(-1)", "Prev match", show=False, id="stacks.match_minus_1"),
+        Binding("f", "filter_blocks", "Filter blocks", id="stacks.filter_blocks"),
+        Binding("v", "flame", "Call flame", id="stacks.flame"),
+        Binding("t", "thread", "Thread", show=False, id="stacks.thread"),
+        Binding("u", "user_frames", "User frames", id="stacks.user_frames"),
     ]
 
     def __init__(self) -> None:

@@ -60,18 +60,18 @@ class TablesScreen(Screen):
     """See the module docstring."""
 
     BINDINGS = [
-        Binding("tab", "switch_view", "Blocks/Events", priority=True),
-        Binding("s", "sort", "Sort"),
-        Binding("f", "filter", "Filter"),
-        Binding("slash", "search", "Search", show=False),
-        Binding("n", "next_match", "Next match", show=False),
-        Binding("w", "scope", "Scope"),
-        Binding("F", "clear_only", "All stacks", show=False),
-        Binding("i", "inefficient", "Inefficient"),
-        Binding("I", "thresholds", "Thresholds", show=False),
-        Binding("c", "copy", "Copy CSV"),
-        Binding("C", "export", "Save CSV", show=False),
-        Binding("escape", "close_input", "Close", show=False),
+        Binding("tab", "switch_view", "Blocks/Events", priority=True, id="tables.switch_view"),
+        Binding("s", "sort", "Sort", id="tables.sort"),
+        Binding("f", "filter", "Filter", id="tables.filter"),
+        Binding("slash", "search", "Search", show=False, id="tables.search"),
+        Binding("n", "next_match", "Next match", show=False, id="tables.next_match"),
+        Binding("w", "scope", "Scope", id="tables.scope"),
+        Binding("F", "clear_only", "All stacks", show=False, id="tables.clear_only"),
+        Binding("i", "inefficient", "Inefficient", id="tables.inefficient"),
+        Binding("I", "thresholds", "Thresholds", show=False, id="tables.thresholds"),
+        Binding("c", "copy", "Copy CSV", id="tables.copy"),
+        Binding("C", "export", "Save CSV", show=False, id="tables.export"),
+        Binding("escape", "close_input", "Close", show=False, id="tables.close_input"),
     ]
 
     def __init__(self) -> None:
@@ -185,7 +185,8 @@ class TablesScreen(Screen):
         self._update_header()
         self.table.focus()
 
-    @work(thread=True, group="build")
+    @work(thread=True, group="build", description="building the table",
+          exit_on_error=False)
     def _build_model(self, kind: str, device: str) -> None:
         app = self.app
         timeline = app.timeline(device)
@@ -215,6 +216,20 @@ class TablesScreen(Screen):
             self._apply_only()
         if self.filters[kind] or self.scope[kind] != "all":
             self._reapply(kind)  # a table built again (--follow) keeps its filter
+
+    def on_worker_state_changed(self, event) -> None:
+        """Failed workers go to the app's one handler (``report_worker``)."""
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
+
+    def worker_failed(self, worker) -> None:
+        """A worker of this screen failed (the app said so): no table stays "busy"."""
+        for kind in ("blocks", "events"):
+            table = self.query_one(f"#{kind}-table", VirtualTable)
+            if table.busy:
+                table.busy = f"{worker.description or worker.group} failed"
+                table.refresh()
 
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): the tables are built again (their
@@ -372,7 +387,8 @@ class TablesScreen(Screen):
         self.table.refresh()
         self._run_sort(self.view_kind, model, key, descending)
 
-    @work(thread=True, exclusive=True, group="sort")
+    @work(thread=True, exclusive=True, group="sort", description="sorting",
+          exit_on_error=False)
     def _run_sort(self, kind: str, model: TableModel, key: str, descending: bool) -> None:
         model.sort(key, descending, self.app.cursor.t)
         self.app.call_from_thread(self._rows_changed, kind, 0)
@@ -430,7 +446,8 @@ class TablesScreen(Screen):
         self.notify(f"Flagging blocks under {format_thresholds(thresholds)}…")
         self._run_thresholds(thresholds)
 
-    @work(thread=True, exclusive=True, group="thresholds", description="inefficient flags")
+    @work(thread=True, exclusive=True, group="thresholds", description="inefficient flags",
+          exit_on_error=False)
     def _run_thresholds(self, thresholds: Thresholds) -> None:
         trace = with_inefficient_flags(self.app.trace, thresholds)
         self.app.call_from_thread(self.app.replace_trace, trace, self.app._timelines)
@@ -494,7 +511,8 @@ class TablesScreen(Screen):
         self._scoped_at[kind] = self.app.cursor.t if self.scope[kind] == "cursor" else None
         self._run_filter(kind, model, spec, self._scope_range(kind))
 
-    @work(thread=True, exclusive=True, group="filter")
+    @work(thread=True, exclusive=True, group="filter", description="filtering",
+          exit_on_error=False)
     def _run_filter(self, kind: str, model: TableModel, spec: Filter,
                     scope: tuple[int, int] | int | None) -> None:
         model.apply(spec, scope, self.app.cursor.t)
@@ -550,7 +568,8 @@ class TablesScreen(Screen):
             self.notify(f"Saving {model.rows.size:,} rows…")
             self._run_export(model, self.view_kind)
 
-    @work(thread=True, group="export")
+    @work(thread=True, group="export", description="saving the CSV",
+          exit_on_error=False)
     def _run_export(self, model: TableModel, kind: str) -> None:
         text = model.export().write_csv(float_precision=9)
         path = _write_csv(text, kind)

@@ -18,13 +18,17 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from memtui.analysis.block_map import PeakFinder
 from memtui.analysis.callstack import TOP_RULES
 from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
+from memtui.tui.widgets import paint
+from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
+from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
 LIVE_ROWS = 12
@@ -35,8 +39,14 @@ class TrendScreen(Screen):
     """See the module docstring."""
 
     BINDINGS = [
-        Binding("o", "toggle_live_by", "Stacks/owners", show=True),
-        Binding("b", "group_by", "Group by", show=False),
+        Binding("shift+left", "edge(0, -1)", "View start earlier", show=False,
+                id="trend.edge_0_minus_1"),
+        Binding("shift+right", "edge(0, 1)", "View start later", show=False, id="trend.edge_0_1"),
+        Binding("ctrl+left", "edge(1, -1)", "View end earlier", show=False,
+                id="trend.edge_1_minus_1"),
+        Binding("ctrl+right", "edge(1, 1)", "View end later", show=False, id="trend.edge_1_1"),
+        Binding("o", "toggle_live_by", "Stacks/owners", show=True, id="trend.toggle_live_by"),
+        Binding("b", "group_by", "Group by", show=False, id="trend.group_by"),
     ]
 
     def __init__(self) -> None:
@@ -56,6 +66,12 @@ class TrendScreen(Screen):
         yield Static(id="live-table")
         yield StatusBar()
         yield Footer(compact=True)
+
+    def on_worker_state_changed(self, event) -> None:
+        """Failed workers go to the app's one handler (``report_worker``)."""
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)
@@ -102,13 +118,16 @@ class TrendScreen(Screen):
         peak = (timeline.peak_t, timeline.peak) if timeline.peak > 0 else None
         if self._series and self._series[0].role != "allocated":
             peak = None
-        plot.set_series(self._series, peak, markers)
+        plot.set_series(self._series, peak, markers, reserved_peak(timeline))
+        self._mount_slider(timeline)
 
     def _cursor_changed(self, cursor) -> None:
         if cursor is None or not self.is_attached:
             return
         self._ensure_series(cursor.device)
         self.query_one(TrendPlot).set_state(cursor.view, cursor.t, cursor.window)
+        for slider in self.query(TrendSlider):
+            slider.show(cursor)
         self._update_legend(cursor)
         if self.app.screen is self and not self._first_paint:
             self._update_live(cursor.device, cursor.t)
@@ -147,6 +166,14 @@ class TrendScreen(Screen):
                 text.append(f"{short_bytes(timeline.peak)} {when}")
             else:
                 text.append(f"{format_bytes(timeline.peak)} at {when}")
+        top = reserved_peak(timeline)
+        if top is not None:
+            text.append("  △ ", style="bold")
+            if narrow:
+                text.append(f"resv {short_bytes(top[1])}")
+            else:
+                text.append(f"reserved peak {format_bytes(top[1])} at "
+                            f"{format_time(top[0], timeline.start, unit)}")
         for char, name in marker_kinds(timeline.markers):
             text.append(f"  {char} ", style="bold")
             text.append(name)
@@ -170,7 +197,7 @@ class TrendScreen(Screen):
             self._live_running = True
             self._compute_live(*self._live_wanted)
 
-    @work(thread=True, group="live")
+    @work(thread=True, group="live", description="the live table", exit_on_error=False)
     def _compute_live(self, device: str, t: int, by: str, rule: str,
                       event: int | None = None) -> None:
         try:  # exact at the cursor's event (the status bar's level), else at time t
@@ -233,6 +260,10 @@ class TrendScreen(Screen):
             rows.append((f"[{name}]{glyph * 3}[/]", f"{series.label} (filled: the main curve)"
                          if series.role == "allocated" else series.label))
         rows.append(("▲", "the peak of allocated"))
+        rows.append(("△", "the peak of reserved"))
+        rows.append((f"[{paint.TREND_IN_VIEW} on {paint.SHADE}]▆▆▆[/]", "zoom slider: the "
+                     "whole run, the view shaded (drag it; shift+←/→ and ctrl+←/→ move its "
+                     "edges)"))
         rows.append(("│", "the cursor; the window is shaded"))
         markers = self.app.timeline(self.app.cursor.device).markers
         rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
@@ -244,6 +275,51 @@ class TrendScreen(Screen):
         cursor = self.app.cursor
         if self.is_attached and cursor is not None:
             self._cursor_changed(cursor)
+
+    # -- the zoom slider --------------------------------------------------------------------
+
+    def _mount_slider(self, timeline) -> None:
+        """The run's allocated level under the plot with the view shaded (Insight's zoom
+        slider): one per device, replacing the last."""
+        level = timeline.allocated
+        ooms = timeline.markers.filter(pl.col("kind") == "oom")["t"].to_list() \
+            if not timeline.markers.is_empty() else []
+        existing = self.query(TrendSlider)
+        if existing:  # another device or a grown trace: new data, same widget
+            slider = existing.first()
+            slider.peaks, slider.marks = PeakFinder(level), ooms
+            slider.t_start, slider.t_end = timeline.start, max(timeline.end,
+                                                               timeline.start + 1)
+            slider._levels_width = -1
+        else:
+            slider = TrendSlider(PeakFinder(level), timeline.start, timeline.end, marks=ooms)
+            slider.styles.height = 2 if self.app.size.height < 30 else 3
+            self.mount(slider, after=self.query_one(TrendPlot))
+        self.call_after_refresh(self._show_slider)
+
+    def _show_slider(self) -> None:
+        cursor = self.app.cursor
+        for slider in self.query(TrendSlider):
+            if cursor is not None:
+                slider.show(cursor)
+
+    def on_cursor_request(self, message: CursorRequest) -> None:
+        message.stop()
+        self.app.move_cursor(**message.changes)
+
+    def action_edge(self, edge: int, step: int) -> None:
+        """Move the view's start (0) or end (1) by a tenth of the view."""
+        cursor = self.app.cursor
+        if cursor is None:
+            return
+        timeline = self.app.timeline(cursor.device)
+        v0, v1 = cursor.view
+        delta = max((v1 - v0) // 10, 1) * step
+        if edge == 0:
+            v0 = min(max(v0 + delta, timeline.start), v1 - 1)
+        else:
+            v1 = max(min(v1 + delta, timeline.end), v0 + 1)
+        self.app.move_cursor(view=(v0, v1), t=min(max(cursor.t, v0), v1))
 
     # -- actions --------------------------------------------------------------------------
 
@@ -288,6 +364,15 @@ def marker_kinds(markers) -> list[tuple[str, str]]:
     if points.height < markers.height:
         out.append(("├─┤", "range"))
     return out
+
+
+def reserved_peak(timeline) -> tuple[int, int] | None:
+    """(time, bytes) of the highest reserved level, where the capture has one."""
+    level = timeline.reserved
+    if level is None or level.values.size == 0:
+        return None
+    value, at = level.peak()
+    return (int(level.t[at]), int(value)) if at >= 0 and value > 0 else None
 
 
 def _marker_at(markers, t: int) -> str | None:

@@ -144,6 +144,7 @@ class TrendPlot(Widget, can_focus=True):
         self.cursor_t = 0
         self.window: tuple[int, int] | None = None
         self.peak: tuple[int, int] | None = None  # (t, value)
+        self.reserved_peak: tuple[int, int] | None = None  # (t, value), drawn △
         self.markers = Markers.empty()
         self.time_label = lambda t: str(t)
         self.origin = 0  # axis ticks fall on round distances from this time
@@ -157,9 +158,10 @@ class TrendPlot(Widget, can_focus=True):
     # -- inputs ---------------------------------------------------------------------------
 
     def set_series(self, series: list[Series], peak: tuple[int, int] | None,
-                   markers: Markers) -> None:
+                   markers: Markers, reserved_peak: tuple[int, int] | None = None) -> None:
         self.series = series
         self.peak = peak
+        self.reserved_peak = reserved_peak
         self.markers = markers
         self._grid_key = None
         self.refresh()
@@ -350,6 +352,9 @@ class TrendPlot(Widget, can_focus=True):
         chars = list(self._marker_chars)
         kinds = ["marker"] * cols
         v0, v1 = self.view
+        if self.reserved_peak is not None and v0 <= self.reserved_peak[0] <= v1:
+            x = self.column_of(self.reserved_peak[0])
+            chars[x], kinds[x] = "△", "peak"
         if self.peak is not None and v0 <= self.peak[0] <= v1:
             x = self.column_of(self.peak[0])
             chars[x], kinds[x] = "▲", "peak"

@@ -31,15 +31,15 @@ class VirtualTable(ScrollView, can_focus=True):
     """See the module docstring."""
 
     BINDINGS = [
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "jump(0)", "First row", show=False),
-        Binding("end", "jump(-1)", "Last row", show=False),
-        Binding("left", "column(-1)", "Column left", show=False),
-        Binding("right", "column(1)", "Column right", show=False),
-        Binding("enter", "activate", "Go to row", show=True),
+        Binding("up", "move(-1)", "Up", show=False, id="table.move_minus_1"),
+        Binding("down", "move(1)", "Down", show=False, id="table.move_1"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="table.page_minus_1"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="table.page_1"),
+        Binding("home", "jump(0)", "First row", show=False, id="table.jump_0"),
+        Binding("end", "jump(-1)", "Last row", show=False, id="table.jump_minus_1"),
+        Binding("left", "column(-1)", "Column left", show=False, id="table.column_minus_1"),
+        Binding("right", "column(1)", "Column right", show=False, id="table.column_1"),
+        Binding("enter", "activate", "Go to row", show=True, id="table.activate"),
     ]
 
     COMPONENT_CLASSES = {
