@@ -442,9 +442,8 @@ async def test_a_failed_worker_is_one_clear_message_and_nothing_hangs(demo, monk
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_capture_facts_view(size):
-    from memtui.tui.screens.modals import FactsScreen
-
     from memtui.loading import load_trace
+    from memtui.tui.screens.modals import FactsScreen
     from tests.conftest import require_shared
 
     path = require_shared("torch_snapshots") / "t26_cs336_kk_ctx512_fullstep.pickle"
