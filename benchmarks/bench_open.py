@@ -86,8 +86,9 @@ def bench_snapshot(n_events: int, repeat: int, folder: Path) -> dict:
     from benchmarks.generate import write_snapshot
 
     path = folder / f"bench_{n_events}.pickle"
-    if not path.exists():
-        write_snapshot(path, n_events=n_events)
+    if not path.exists():  # written whole or not at all (a run stopped midway)
+        partial = write_snapshot(folder / f"bench_{n_events}.pickle.partial", n_events=n_events)
+        partial.rename(path)
     m = paired(path, repeat)
     bare = m["bare"]
     return {
@@ -104,11 +105,14 @@ def bench_snapshot(n_events: int, repeat: int, folder: Path) -> dict:
     }
 
 
-def print_snapshots(results: list[dict]) -> None:
+def print_header() -> None:
     print("PyTorch snapshots: medians of paired runs, whole processes (wall s; CPU s in [])")
     print(f"{'events':>9} {'MB':>5} | {'pickle.load':>13} {'gc off':>6} | {'summary':>13} "
           f"{'ratio':>5} {'[cpu]':>5} | {'first':>6} {'reopen':>6} {'re/first':>8} "
-          f"{'[cpu]':>5} | {'s/M ev':>6} {'extra B/ev':>10}")
+          f"{'[cpu]':>5} | {'s/M ev':>6} {'extra B/ev':>10}", flush=True)
+
+
+def print_snapshots(results: list[dict]) -> None:
     for r in results:
         print(f"{r['events']:>9} {r['file_mb']:>5.0f} | {r['bare_wall']:>6.2f} "
               f"[{r['bare_cpu']:>5.2f}] {r['nogc_ratio']:>5.2f}x | {r['summary_wall']:>6.2f} "
@@ -117,8 +121,6 @@ def print_snapshots(results: list[dict]) -> None:
               f"{r['reopen_wall']:>6.2f} {r['reopen_of_first']:>7.3f}x "
               f"{r['reopen_cpu_of_first']:>4.2f}x | {r['s_per_m']:>6.2f} "
               f"{r['extra_b_per_event']:>10.0f}", flush=True)
-    print("goals: summary <= 0.80x pickle.load; reopen <= 0.10x first; s/M constant "
-          "(linear); extra <= 150 B/event")
 
 
 def main() -> None:
@@ -132,11 +134,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        results = []
+        if args.events:
+            print_header()
         for n_events in args.events:
-            results.append(bench_snapshot(n_events, args.repeat, folder))
-        if results:
-            print_snapshots(results)
+            print_snapshots([bench_snapshot(n_events, args.repeat, folder)])
+        if args.events:
+            print("goals: summary <= 0.80x pickle.load; reopen <= 0.10x first; s/M constant "
+                  "(linear); extra <= 150 B/event")
     if args.memscope_rows:
         from benchmarks.bench_open_memscope import main as memscope_main
 

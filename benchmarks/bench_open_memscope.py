@@ -1,26 +1,30 @@
-"""Open-time benchmark for msMemScope DBs: memtui's load against a bare scan, in one run.
+"""Open-time benchmark for msMemScope DBs: memtui against a bare scan, paired, in one run.
 
 Writes a synthetic DB with ``benchmarks/generate_memscope.py`` (every column filled: JSON
 Attr with allocation ids, owners and inefficient types, Python and C stacks, a python
-trace table), then times, each in a fresh subprocess so that peak RSS is per measurement:
+trace table), then ``--repeat`` rounds of each of these in turn, each a whole fresh
+process (peak RSS per measurement; the readers take turns so a shared machine's drift hits
+them alike), and prints medians:
 
-* ``fetchall``: ``SELECT * FROM memscope_dump`` with sqlite3's ``fetchall()``, the plain
-  read any Python tool starts from (the baseline of DESIGN.md section 5);
-* ``iterate``: the same query iterated row by row without keeping the rows (the cheapest
-  way Python can see every value; shown for reference);
-* ``memtui``: ``memtui.sources.open_capture`` of the file, everything built.
+* ``adbc``: ``SELECT * FROM memscope_dump`` into an Arrow table through ADBC
+  (``adbc-driver-sqlite``): the typed scan of the table, the baseline of issue 11;
+* ``fetchall``: the same rows through sqlite3's ``fetchall()`` (the older baseline);
+* ``summary``: ``memtui summary --no-cache`` (import, load, every figure, print);
+* ``first``: ``memtui summary`` with an empty cache (the entry written in the background);
+* ``reopen``: ``memtui summary`` again, from the cache.
 
-It prints the times, the ratio memtui / fetchall (goal: 1.5 or less), the peak RSS of each
-and memtui's RSS beyond the bare read per row (goal: under 200 bytes per event).
+Goals: summary <= 1.2x the ADBC scan; reopen <= 0.1x first; peak RSS at most the scan's
+plus 150 B/row.
 
-    python benchmarks/bench_open_memscope.py --rows 10000000
-    python benchmarks/bench_open_memscope.py --rows 200000 --repeat 1
+    python benchmarks/bench_open_memscope.py --rows 1000000 2000000
+    python benchmarks/bench_open_memscope.py --db some.db --repeat 1
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,43 +33,43 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-_MEASURE = r"""
-import json, resource, sqlite3, sys, time
-path, what = sys.argv[1], sys.argv[2]
-start = time.perf_counter()
-if what in ("fetchall", "iterate"):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    cursor = con.execute("SELECT * FROM memscope_dump")
-    if what == "fetchall":
-        rows = len(cursor.fetchall())
-    else:
-        rows = sum(1 for _ in cursor)
-    con.close()
-else:
-    from memtui.sources import open_capture
-    trace = open_capture(path)
-    rows = trace.events.height + trace.markers.height
-elapsed = time.perf_counter() - start
-print(json.dumps({"seconds": elapsed, "rows": rows,
-                  "rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+from benchmarks.bench_open import run_process  # noqa: E402
+
+_ADBC = r"""
+import sys, pathlib
+import adbc_driver_manager as manager, adbc_driver_sqlite, pyarrow as pa
+database = adbc_driver_sqlite.connect(f"{pathlib.Path(sys.argv[1]).resolve().as_uri()}?mode=ro")
+statement = manager.AdbcStatement(manager.AdbcConnection(database))
+statement.set_sql_query("SELECT * FROM memscope_dump")
+stream, _ = statement.execute_query()
+table = pa.RecordBatchReader.from_stream(stream).read_all()
+"""
+_FETCHALL = r"""
+import sqlite3, sys
+con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = con.execute("SELECT * FROM memscope_dump").fetchall()
 """
 
 
-def measure(path: Path, what: str) -> dict:
-    """Time one read of ``path`` (``fetchall``, ``iterate`` or ``memtui``) in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", _MEASURE, str(path), what], cwd=REPO,
-                          capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def best_of(path: Path, repeat: int) -> dict[str, dict]:
-    """The fastest of ``repeat`` runs of each reader, the readers taking turns (the
-    machines are shared: drift then hits them alike)."""
-    runs: dict[str, list[dict]] = {"fetchall": [], "iterate": [], "memtui": []}
-    for _ in range(repeat):
-        for what, done in runs.items():
-            done.append(measure(path, what))
-    return {what: min(done, key=lambda r: r["seconds"]) for what, done in runs.items()}
+def paired(path: Path, repeat: int) -> dict[str, dict[str, float]]:
+    runs: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as cache_home:
+        env = {**os.environ, "XDG_CACHE_HOME": cache_home, "PYTHONPATH": str(REPO)}
+        memtui = [sys.executable, "-m", "memtui.cli", "summary"]
+        readers = {
+            "adbc": ([sys.executable, "-c", _ADBC, str(path)], None),
+            "fetchall": ([sys.executable, "-c", _FETCHALL, str(path)], None),
+            "summary": ([*memtui, "--no-cache", str(path)], env),
+            "first": ([*memtui, str(path)], env),
+            "reopen": ([*memtui, str(path)], env),
+        }
+        for _ in range(repeat):
+            subprocess.run([*memtui[:3], "cache", "clear"], cwd=REPO, env=env,
+                           stdout=subprocess.DEVNULL, check=True)
+            for what, (argv, reader_env) in readers.items():
+                runs.setdefault(what, []).append(run_process(argv, reader_env))
+    return {what: {k: statistics.median(r[k] for r in done) for k in ("wall", "cpu", "rss")}
+            for what, done in runs.items()}
 
 
 def bench_memscope(rows: int, repeat: int = 1, db: Path | None = None) -> dict:
@@ -74,39 +78,46 @@ def bench_memscope(rows: int, repeat: int = 1, db: Path | None = None) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = db if db is not None else generate_db(Path(tmp) / "memscope_dump_bench.db", rows)
-        best = best_of(path, repeat)
-        fetchall, iterate, ours = best["fetchall"], best["iterate"], best["memtui"]
-        n = fetchall["rows"]
+        if db is not None:
+            import sqlite3
+
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            rows = con.execute("SELECT count(*) FROM memscope_dump").fetchone()[0]
+            con.close()
+        m = paired(path, repeat)
+        adbc = m["adbc"]
         return {
-            "rows": n,
-            "file_mb": path.stat().st_size / 1e6,
-            "fetchall_s": fetchall["seconds"],
-            "iterate_s": iterate["seconds"],
-            "memtui_s": ours["seconds"],
-            "ratio": ours["seconds"] / fetchall["seconds"],
-            "ratio_iterate": ours["seconds"] / iterate["seconds"],
-            "fetchall_rss_mb": fetchall["rss_bytes"] / 1e6,
-            "iterate_rss_mb": iterate["rss_bytes"] / 1e6,
-            "memtui_rss_mb": ours["rss_bytes"] / 1e6,
-            "extra_bytes_per_row": (ours["rss_bytes"] - fetchall["rss_bytes"]) / n,
+            "rows": rows, "file_mb": path.stat().st_size / 1e6,
+            **{f"{what}_{k}": v for what, figures in m.items() for k, v in figures.items()},
+            "ratio": m["summary"]["wall"] / adbc["wall"],
+            "cpu_ratio": m["summary"]["cpu"] / adbc["cpu"],
+            "fetchall_ratio": m["summary"]["wall"] / m["fetchall"]["wall"],
+            "reopen_of_first": m["reopen"]["wall"] / m["first"]["wall"],
+            "reopen_cpu_of_first": m["reopen"]["cpu"] / m["first"]["cpu"],
+            "s_per_m": m["summary"]["wall"] / (rows / 1e6),
+            "extra_b_per_row": (m["summary"]["rss"] - adbc["rss"]) / rows,
         }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="*", default=[1_000_000])
-    parser.add_argument("--repeat", type=int, default=1, help="best of N runs each")
+    parser.add_argument("--rows", type=int, nargs="*", default=[1_000_000, 2_000_000])
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (medians are printed)")
     parser.add_argument("--db", type=Path, help="bench this DB instead of generating one")
     args = parser.parse_args(argv)
-    print(f"{'rows':>10} {'file MB':>8} {'fetchall s':>10} {'iterate s':>9} {'memtui s':>8} "
-          f"{'ratio':>6} {'(vs iter)':>9} {'fetchall RSS':>12} {'memtui RSS':>10} "
-          f"{'extra B/row':>11}")
+    print("msMemScope DBs: medians of paired runs, whole processes (wall s; CPU s in [])")
+    print(f"{'rows':>9} {'MB':>5} | {'ADBC scan':>13} {'fetchall':>8} | {'summary':>13} "
+          f"{'ratio':>5} {'[cpu]':>5} | {'first':>6} {'reopen':>6} {'re/first':>8} "
+          f"{'[cpu]':>5} | {'s/M rows':>8} {'extra B/row':>11}")
     for rows in ([0] if args.db else args.rows):
         r = bench_memscope(rows, args.repeat, args.db)
-        print(f"{r['rows']:>10} {r['file_mb']:>8.0f} {r['fetchall_s']:>10.2f} "
-              f"{r['iterate_s']:>9.2f} {r['memtui_s']:>8.2f} {r['ratio']:>6.2f} "
-              f"{r['ratio_iterate']:>9.2f} {r['fetchall_rss_mb']:>10.0f}MB "
-              f"{r['memtui_rss_mb']:>8.0f}MB {r['extra_bytes_per_row']:>11.0f}", flush=True)
+        print(f"{r['rows']:>9} {r['file_mb']:>5.0f} | {r['adbc_wall']:>6.2f} "
+              f"[{r['adbc_cpu']:>5.2f}] {r['fetchall_wall']:>8.2f} | {r['summary_wall']:>6.2f} "
+              f"[{r['summary_cpu']:>5.2f}] {r['ratio']:>4.2f}x {r['cpu_ratio']:>4.2f}x | "
+              f"{r['first_wall']:>6.2f} {r['reopen_wall']:>6.2f} {r['reopen_of_first']:>7.3f}x "
+              f"{r['reopen_cpu_of_first']:>4.2f}x | {r['s_per_m']:>8.2f} "
+              f"{r['extra_b_per_row']:>11.0f}", flush=True)
+    print("goals: summary <= 1.20x the ADBC scan; reopen <= 0.10x first; extra <= 150 B/row")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ until touched).
   contract do not check out is ignored and deleted; the caller loads the input again.
 * **Capped**: after each store the oldest entries (by last use) are evicted until the cache
   holds at most ``MEMTUI_CACHE_MAX_BYTES`` (default 5 GB).
-* Only regular files are cached; a meta whose ``extra`` does not survive a JSON round trip
-  unchanged is not cached at all (a cached trace must equal a fresh one).
+* Only regular files are cached.  ``meta`` goes as JSON, frames a source keeps in
+  ``meta.extra`` as IPC files of their own; a meta whose ``extra`` holds anything else that
+  does not survive a JSON round trip unchanged is not cached at all (a cached trace must
+  equal a fresh one).
 
 Every failure to read or write the cache is silent: the cache only ever saves time.
 """
@@ -153,6 +155,18 @@ def meta_to_json(meta: TraceMeta) -> dict[str, Any] | None:
     return data
 
 
+def _split_extra_frames(meta: TraceMeta) -> tuple[TraceMeta, dict[str, pl.DataFrame]]:
+    """``meta`` without the frames some sources keep in ``extra`` (Ascend static ops...),
+    and those frames: they are stored as IPC files of their own, not as JSON."""
+    import polars as pl
+
+    frames = {k: v for k, v in meta.extra.items() if isinstance(v, pl.DataFrame)}
+    if not frames:
+        return meta, {}
+    rest = {k: v for k, v in meta.extra.items() if k not in frames}
+    return dataclasses.replace(meta, extra=rest), frames
+
+
 def meta_from_json(data: dict[str, Any]) -> TraceMeta:
     from memtui.model import DeviceInfo, TraceMeta
 
@@ -193,7 +207,13 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
         frames[name] = _read_arrow(file)
         if not _fits_contract(frames[name], name):
             return None
-    return MemoryTrace(meta=meta_from_json(manifest["meta"]), **frames)
+    meta = meta_from_json(manifest["meta"])
+    for extra_key, (file_name, size) in manifest.get("extra_frames", {}).items():
+        file = entry / file_name
+        if file.stat().st_size != size:
+            return None
+        meta.extra[extra_key] = _read_arrow(file)
+    return MemoryTrace(meta=meta, **frames)
 
 
 def _read_arrow(file: Path) -> pl.DataFrame:
@@ -223,7 +243,8 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
     from memtui.model import SCHEMAS
 
     fields = {f.name for f in dataclasses.fields(trace)}
-    meta = meta_to_json(trace.meta)
+    plain, extra_frames = _split_extra_frames(trace.meta)
+    meta = meta_to_json(plain)
     if meta is None or fields != {"meta", *SCHEMAS}:
         return False
     root = cache_dir()
@@ -238,8 +259,13 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
             file = staging / f"{name}.arrow"
             trace.frame(name).write_ipc(file, compression="uncompressed")
             sizes[name] = file.stat().st_size
+        extra_files = {}
+        for index, (extra_key, frame) in enumerate(extra_frames.items()):
+            file = staging / f"extra-{index}.arrow"
+            frame.write_ipc(file, compression="uncompressed")
+            extra_files[extra_key] = (file.name, file.stat().st_size)
         manifest = {"key": key.as_json(), "meta": meta, "sizes": sizes,
-                    "written": time.time()}
+                    "extra_frames": extra_files, "written": time.time()}
         (staging / _MANIFEST).write_text(json.dumps(manifest))
         _drop_entries_of(root, key)
         os.rename(staging, root / key.folder)

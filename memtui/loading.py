@@ -60,6 +60,7 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
     if key is not None:
         trace = cache.lookup(key)
         if trace is not None:
+            trace.meta.path = str(Path(path))  # as given this time, as a source would say
             if progress is not None:
                 progress(1.0, "opened from the cache")
             return trace

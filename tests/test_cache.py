@@ -8,11 +8,13 @@ fixture returns its ``memtui`` folder).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from memtui import cache
@@ -25,7 +27,12 @@ from tests.helpers.hand_snapshot import write_hand_snapshot
 
 
 def assert_same_trace(got: MemoryTrace, want: MemoryTrace) -> None:
-    assert got.meta == want.meta
+    plain = {k: v for k, v in want.meta.extra.items() if not isinstance(v, pl.DataFrame)}
+    assert {k: v for k, v in got.meta.extra.items() if k in plain} == plain
+    for key, frame in want.meta.extra.items():
+        if isinstance(frame, pl.DataFrame):
+            assert got.meta.extra[key].equals(frame), key
+    assert dataclasses.replace(got.meta, extra={}) == dataclasses.replace(want.meta, extra={})
     for name in SCHEMAS:
         assert got.frame(name).schema == want.frame(name).schema, name
         assert got.frame(name).equals(want.frame(name)), name
@@ -170,7 +177,10 @@ def test_cache_clear_command(snapshot, isolated_cache, capsys):
 
 
 @pytest.mark.parametrize("path", shared_files("torch_snapshots", "*.pickle")[:4]
-                         + shared_files("msmemscope", "*.db")[:2],
+                         + shared_files("msmemscope", "*.db")[:2]
+                         + shared_files("msmemscope", "*.csv")[:1]
+                         + shared_files("profiler", "*.db")[:2]
+                         + shared_files("profiler", "*operator_memory.csv")[:1],
                          ids=lambda p: p.name)
 def test_real_captures_reopen_equal(path):
     fresh = open_capture(path)
@@ -193,3 +203,13 @@ def test_summary_figures_come_back_from_the_cache(snapshot, isolated_cache, caps
     (entry / "manifest.json").write_text(json.dumps(manifest))
     assert main(["summary", "--json", str(snapshot)]) == 0
     assert capsys.readouterr().out == fresh
+
+
+def test_a_reopen_names_the_path_as_given_this_time(snapshot, capsys, monkeypatch):
+    assert main(["summary", "--json", str(snapshot)]) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == str(snapshot)
+    monkeypatch.chdir(snapshot.parent)
+    trace = load_trace("hand.pickle")  # the same file, from the cache
+    assert trace.meta.path == "hand.pickle"
+    assert main(["summary", "--json", "hand.pickle"]) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == "hand.pickle"

@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     computed = data is None
     if computed:
         data = summary(trace)
+    else:
+        data["path"] = trace.meta.path  # the path as given this time
     print(json.dumps(data) if args.json else format_summary(data, trace), flush=True)
     if computed and key is not None:
         cache.save_derived(key, "summary", data)

@@ -83,10 +83,9 @@ def test_the_typed_read_writes_nothing_beside_the_input(tmp_path, wal):
     con = connect_arrow(path)
     assert con is not None
     assert ("immutable=1" in readonly_uri(path)) == wal
-    cursor = con.cursor()
+    assert con.table("SELECT count(*) AS n FROM memscope_dump").num_rows == 1
     with pytest.raises(Exception):  # noqa: B017 - read-only: any write is refused
-        cursor.execute("DELETE FROM memscope_dump")
-    cursor.close()
+        con.execute("DELETE FROM memscope_dump")
     con.close()
     open_capture(path)
     assert sorted(p.name for p in folder.iterdir()) == before

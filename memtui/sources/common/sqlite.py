@@ -98,10 +98,44 @@ def readonly_uri(path: Path) -> str:
     return f"{path.as_uri()}?{params}"
 
 
-def connect_arrow(path: Path):
-    """An ADBC (Arrow) connection to ``path`` opened through :func:`readonly_uri`, or None
-    where ``adbc-driver-sqlite`` is missing or cannot open it.  Typed columns come back as
-    Arrow batches: no Python object per row, no text round trip."""
+class ArrowConnection:
+    """A read-only ADBC connection (``adbc-driver-sqlite``): :meth:`table` runs one query
+    into an Arrow table, typed columns with no Python object per row.  Uses the driver
+    manager directly, not its DB-API layer (which imports much more of pyarrow)."""
+
+    def __init__(self, manager, database, connection) -> None:
+        self._manager = manager
+        self._database = database
+        self._connection = connection
+
+    def table(self, sql: str):
+        import pyarrow as pa
+
+        statement = self._manager.AdbcStatement(self._connection)
+        try:
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            return pa.RecordBatchReader.from_stream(stream).read_all()
+        finally:
+            statement.close()
+
+    def execute(self, sql: str) -> None:
+        statement = self._manager.AdbcStatement(self._connection)
+        try:
+            statement.set_sql_query(sql)
+            statement.execute_update()
+        finally:
+            statement.close()
+
+    def close(self) -> None:
+        self._connection.close()
+        self._database.close()
+
+
+def connect_arrow(path: Path) -> ArrowConnection | None:
+    """An :class:`ArrowConnection` to ``path`` opened through :func:`readonly_uri` (the
+    read-only rules of :func:`connect_readonly`), or None where ``adbc-driver-sqlite`` is
+    missing or cannot open it (the sqlite3 path reads it then)."""
     if Path(f"{path}-wal").exists():
         # A writer is (or was) connected: the sqlite3 text path reads it.  A leftover -wal
         # alone would make SQLite create a -shm beside the capture; beside a live writer
@@ -109,14 +143,15 @@ def connect_arrow(path: Path):
         # died of SIGBUS (tests/sources/test_memscope_robust.py, tests of --follow).
         return None
     try:
-        import adbc_driver_sqlite.dbapi as adbc
+        import adbc_driver_manager
+        import adbc_driver_sqlite
     except ImportError:
         return None
     try:
-        con = adbc.connect(readonly_uri(path))
-        cursor = con.cursor()
-        cursor.execute("PRAGMA query_only = 1")
-        cursor.close()
+        database = adbc_driver_sqlite.connect(readonly_uri(path))
+        con = ArrowConnection(adbc_driver_manager, database,
+                              adbc_driver_manager.AdbcConnection(database))
+        con.execute("PRAGMA query_only = 1")
     except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
         return None
     return con

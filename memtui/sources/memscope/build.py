@@ -377,6 +377,15 @@ def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
 # -- events and levels ------------------------------------------------------------------
 
 
+def _in_time_order(rows: pl.DataFrame) -> bool:
+    """Whether ``rows`` are already sorted by (t, seq), strictly (one pass, no sort)."""
+    if rows.height < 2 or rows["t"].null_count() or rows["seq"].null_count():
+        return rows.height < 2
+    dt = np.diff(rows["t"].to_numpy())
+    ds = np.diff(rows["seq"].to_numpy())
+    return bool(np.all((dt > 0) | ((dt == 0) & (ds > 0))))
+
+
 def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     """Events sorted by time with their levels, per-device level facts, per-pool curves.
 
@@ -386,7 +395,9 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     events = memory.drop("aid", "ineff").with_columns(
         block_size=blocks["size"].fill_null(0).gather(block),
         block_pool=blocks["pool"].gather(block),
-    ).sort("t", "seq")
+    )
+    if not _in_time_order(events):  # rows written in time order need no sort of the wide rows
+        events = events.sort("t", "seq")
     pool = pl.col("block_pool")
     sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
         -1).otherwise(0)

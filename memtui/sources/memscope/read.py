@@ -355,13 +355,8 @@ class _ChunkQuery:
         where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
                                           f"{int(bounds[1])}"
         try:
-            cursor = self.arrow.cursor()
-            try:
-                cursor.execute(f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED'
-                               f"{where}")
-                table = cursor.fetch_arrow_table()
-            finally:
-                cursor.close()
+            table = self.arrow.table(
+                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}')
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
