@@ -40,7 +40,7 @@ async def test_indexes_are_built_after_the_first_paint_before_any_visit(demo, mo
         device = app.cursor.device
         assert app.current_mode == "trend"
         assert {("device_index", device), ("block_map", device), ("block_peaks", device),
-                ("addresses", device), ("stack_tree",)} <= cached_keys(demo)
+                ("addresses", device), ("stack_tree", False)} <= cached_keys(demo)
 
 
 async def test_a_key_pressed_while_indexing_is_replayed_when_ready(demo, monkeypatch):
