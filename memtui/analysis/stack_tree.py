@@ -142,7 +142,7 @@ class StackTree:
         if self.user_only:  # a stack without a user frame keeps its innermost shown one
             hidden = frames.filter(pl.Series(~(keep & user_frame_mask(frames))))["frame_id"]
             user = _steps(stacks, hidden.to_list())
-            rest = (steps.filter(~pl.col("stack_id").is_in(user["stack_id"].unique()))
+            rest = (steps.filter(~pl.col("stack_id").is_in(user["stack_id"].unique().implode()))
                     .group_by("stack_id").agg(pl.col("frame_id").sort_by("depth").last())
                     .with_columns(depth=pl.lit(1, dtype=pl.Int32)))
             steps = pl.concat([user, rest.select(user.columns)])

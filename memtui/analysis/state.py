@@ -62,16 +62,18 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
     position = resolve_event(timeline, event, t)
     state = state_at_event(trace, device, position, timeline.time_of(position))
     levels = timeline.levels_at_event(position)
+    segments = _join_expandable(_segments(trace, device, state))
+    free = [b["size"] for s in segments for b in s["blocks"] if b["state"] == "free"]
     return {
         "device": device,
         "event": position,
         "t": timeline.time_of(position),
         "level": {"allocated": levels.allocated, "active": levels.active,
                   "reserved": levels.reserved},
-        "segments": _segments(trace, device, state),
-        "free_bytes": state.free,
-        "largest_gap_bytes": state.largest_gap,
-        "gaps": int(state.gap_size.size),
+        "segments": segments,
+        "free_bytes": int(sum(free)),
+        "largest_gap_bytes": int(max(free, default=0)),
+        "gaps": len(free),
         "internal_fragmentation_bytes": state.internal_fragmentation,
     }
 
@@ -82,18 +84,43 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
     index = device_index(trace, device)
     segs = index.segments
     pool = segs["pool_id"].to_list() if "pool_id" in segs.columns else [None] * segs.height
+    kind = segs["kind"].to_list() if "kind" in segs.columns else [None] * segs.height
     out = []
     for i in range(state.seg_id.size):
         row = int(state.seg_row[i])
         out.append({
             "addr": int(state.seg_addr[i]), "size": int(state.seg_size[i]),
-            "stream": int(index.seg_stream[row]), "pool": pool[row],
+            "stream": int(index.seg_stream[row]), "pool": pool[row], "kind": kind[row],
             "blocks": _blocks_of(state, state.blocks_of_segment(i), state.gaps_of_segment(i)),
         })
     orphans = np.flatnonzero(state.blk_segment < 0)
     if orphans.size:
         out.append({"addr": None, "size": None, "stream": None, "pool": None,
                     "blocks": _blocks_of(state, orphans, np.zeros(0, dtype=np.int64))})
+    return out
+
+
+def _join_expandable(segments: list[dict]) -> list[dict]:
+    """Adjacent mapped ranges of one expandable segment (same stream and pool) as the one
+    segment the allocator dumps, free ranges across the seam as one; ``kind`` dropped."""
+    out: list[dict] = []
+    for seg in segments:
+        prev = out[-1] if out else None
+        if (prev is not None and seg["kind"] == "expandable" and prev["kind"] == "expandable"
+                and prev["addr"] is not None and seg["addr"] == prev["addr"] + prev["size"]
+                and (seg["stream"], seg["pool"]) == (prev["stream"], prev["pool"])):
+            prev["size"] += seg["size"]
+            blocks = seg["blocks"]
+            if prev["blocks"] and blocks and prev["blocks"][-1]["state"] == "free" \
+                    and blocks[0]["state"] == "free":
+                prev["blocks"][-1] = {**prev["blocks"][-1],
+                                      "size": prev["blocks"][-1]["size"] + blocks[0]["size"]}
+                blocks = blocks[1:]
+            prev["blocks"] = prev["blocks"] + blocks
+        else:
+            out.append(dict(seg))
+    for seg in out:
+        seg.pop("kind", None)
     return out
 
 

@@ -104,3 +104,26 @@ def test_first_peak_last_equal_memory_viz(path, capsys):
             assert (data["free_bytes"], data["largest_gap_bytes"]) == (free, largest)
             level = sum(s for _, s, _ in blocks)
             assert data["level"]["allocated"] == level
+
+
+def test_an_expandable_segment_is_one_segment_as_the_dump_says(tmp_path, capsys):
+    """Issue 15, defect 9: the dump's expandable segment of 1000 bytes (a 300-byte block at
+    its start), the trace maps its first 500: after the last event, one segment of 1000
+    with the block and one free range of 700, as the dump."""
+    from tests.sources.test_torch_snapshot_small import block, entry, segment, write
+
+    base = 0x7F00_0000_0000
+    dumped = segment(base, [block(base, 300, "active_allocated"),
+                            block(base + 300, 700, "inactive")], expandable=True)
+    data = {"segments": [dumped],
+            "device_traces": [[entry("segment_map", base, 500, t=1),
+                               entry("alloc", base, 300, t=2)]]}
+    out = state(capsys, write(tmp_path, data), "--event", "last")
+    (seg,) = out["segments"]
+    assert (seg["addr"], seg["size"]) == (base, 1000)
+    assert [(b["addr"], b["size"], b["state"]) for b in seg["blocks"]] == [
+        (base, 300, "allocated"), (base + 300, 700, "free")]
+    assert (out["free_bytes"], out["largest_gap_bytes"], out["gaps"]) == (700, 700, 1)
+    first = state(capsys, write(tmp_path, data), "--event", "first")
+    assert [(s["addr"], s["size"]) for s in first["segments"]] == [(base, 1000)]
+    assert first["level"]["allocated"] == 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import struct
 import subprocess
@@ -157,3 +158,25 @@ def test_shared_structures_in_labels_are_not_printed(tmp_path):
     assert trace.markers.filter(trace.markers["kind"] == "annotate")["name"].to_list() == [
         "annotation"]
     assert trace.meta.device_names == ["cuda:0"]
+
+
+def test_the_memory_limit_is_restored_after_concurrent_loads(tmp_path):
+    import resource
+    import threading
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    path = _write(tmp_path, _snapshot(GOOD))
+    bomb = tmp_path / "memo.pickle"
+    bomb.write_bytes(b"\x80\x02N" + b"r" + struct.pack("<I", 2**27) + b".")
+
+    def load(target):
+        for _ in range(20):
+            with contextlib.suppress(CaptureError):
+                open_capture(target)
+
+    threads = [threading.Thread(target=load, args=(p,)) for p in (path, bomb, path, bomb)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before

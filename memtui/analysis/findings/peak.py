@@ -4,7 +4,8 @@ The blocks alive at the event of the allocated peak (ghosts included) are summed
 frame that names their stack (the innermost user frame: see
 :mod:`memtui.analysis.findings.frames`), by owner where the source has owners
 (msMemScope ``PTA@weight``, ``@gradient``, ...; profiler operators) and by memory pool
-(layer); the blocks alive at the peak of reserved, by stack.  Sources with only curves
+(layer), and by ``user_metadata`` (PyTorch 2.10+ ``_set_memory_metadata``) where any
+block has it; the blocks alive at the peak of reserved, by stack.  Sources with only curves
 (the Ascend profiler) give the peaks' sizes and times.
 """
 
@@ -46,6 +47,9 @@ def find_peak(trace: MemoryTrace, device: str) -> list[Finding]:
         "by_owner": by_owner,
         "by_pool": by_pool,
     }
+    if "user_metadata" in alive.columns and alive["user_metadata"].null_count() < alive.height:
+        detail["by_metadata"] = _by(alive.filter(pl.col("user_metadata").is_not_null()),
+                                    "user_metadata", peak)
     reserved = reserved_level(trace, device)
     if reserved is not None and reserved.values.size:
         r_peak, r_at = reserved.peak()

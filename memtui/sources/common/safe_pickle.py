@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -79,8 +80,14 @@ class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
     ``MEMORY_PER_BYTE`` times ``size`` plus a floor, while the block runs: an allocation
     past that raises MemoryError (a 9-byte ``LONG_BINPUT 2**27`` would take 2 GB).
 
-    Where the limit cannot be set (no ``resource``, no /proc) nothing is limited.
+    Where the limit cannot be set (no ``resource``, no /proc) nothing is limited.  The
+    limit is the process's: one bounded block runs at a time (a lock), so that two
+    threads unpickling at once never leave each other's limit behind, and none is set
+    while another thread may be doing heavy work (a cache store, an executor worker:
+    native code there would abort on a failed allocation rather than raise).
     """
+
+    _one_at_a_time = threading.Lock()
 
     def __init__(self, size: int) -> None:
         self.allowed = MEMORY_PER_BYTE * size + MEMORY_FLOOR
@@ -88,10 +95,11 @@ class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
         self._saved: tuple[int, int] | None = None
 
     def __enter__(self) -> memory_bounded:
+        self._one_at_a_time.acquire()
         try:
             import resource
 
-            used = _data_bytes()
+            used = 0 if _others_at_work() else _data_bytes()
             soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
             target = used + self.allowed
             if used and (hard == resource.RLIM_INFINITY or target < hard) and (
@@ -104,11 +112,24 @@ class memory_bounded:  # noqa: N801 - a context manager, named as one reads it
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._saved is not None:
-            import resource
+        try:
+            if self._saved is not None:
+                import resource
 
-            resource.setrlimit(resource.RLIMIT_DATA, self._saved)
-            self._saved = None
+                resource.setrlimit(resource.RLIMIT_DATA, self._saved)
+                self._saved = None
+        finally:
+            self._one_at_a_time.release()
+
+
+#: Threads whose work may allocate in native code (polars, pyarrow) at any moment.
+_BUSY_THREADS = ("memtui-cache", "memtui-record", "ThreadPoolExecutor", "asyncio")
+
+
+def _others_at_work() -> bool:
+    current = threading.current_thread()
+    return any(t is not current and t.name.startswith(_BUSY_THREADS)
+               for t in threading.enumerate())
 
 
 def _data_bytes() -> int:

@@ -32,7 +32,7 @@ from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
-from memtui.sources.torch_snapshot.validate import clean_snapshot, short_text
+from memtui.sources.torch_snapshot.validate import clean_snapshot, short_text, text_values
 
 NAME = "PyTorch memory snapshot"
 SOURCE = "torch_snapshot"
@@ -179,6 +179,9 @@ class _SnapshotBuilder:
                 f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
             )
         df = df.drop("action").rename({"canonical": "action"})
+        metadata = _user_metadata(trace)
+        if metadata is not None:
+            df = df.with_columns(metadata)
         df = df.with_columns(pool=self._pool_column(df))
         self._collect_entry_markers(device, df, trace)
         self._collect_segment_pools(device, df, trace)
@@ -241,7 +244,8 @@ class _SnapshotBuilder:
         seg_rows: dict[str, list] = {k: [] for k in (
             "device", "addr", "size", "stream", "pool_id", "kind")}
         block_rows: dict[str, list] = {k: [] for k in (
-            "device", "addr", "size", "requested_size", "state", "stream", "frames")}
+            "device", "addr", "size", "requested_size", "state", "stream", "frames",
+            "user_metadata")}
         for segment, device in [(s, self.device_name(s.get("device", 0))) for s in segments] + [
             (s, self.device_name("host")) for s in host
         ]:
@@ -263,6 +267,7 @@ class _SnapshotBuilder:
                         ("requested_size", block.get("requested_size", block["size"])),
                         ("state", block["state"]), ("stream", segment.get("stream", 0)),
                         ("frames", _block_frames(block)),
+                        ("user_metadata", block.get("user_metadata")),
                     ):
                         block_rows[key].append(value)
                 offset += block["size"]
@@ -270,10 +275,13 @@ class _SnapshotBuilder:
             "device": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
             "pool_id": pl.String, "kind": pl.String})
         frames = block_rows.pop("frames")
+        metadata = text_values(block_rows.pop("user_metadata"))
         block_df = pl.DataFrame(block_rows, schema={
             "device": pl.String, "addr": pl.UInt64, "size": pl.Int64,
             "requested_size": pl.Int64, "state": pl.String, "stream": pl.Int64,
         }).with_columns(stack_id=self.interner.stack_ids(frames))
+        if metadata is not None:
+            block_df = block_df.with_columns(pl.Series("user_metadata", metadata, pl.String))
         return seg_df, block_df
 
     # -- the model -------------------------------------------------------------------------
@@ -334,7 +342,7 @@ class _SnapshotBuilder:
         )
         blocks, events = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
-        events = self._levels(events, info, blocks)
+        events = self._levels(events, info, blocks).drop("user_metadata", strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -379,6 +387,7 @@ class _SnapshotBuilder:
             & pl.col("seq_free_requested").is_null()
         final_ghosts = final.join(alive.select("addr"), on="addr", how="anti").select(
             "addr", "lifetime", "size", "requested_size", "stream", "stack_id",
+            *(["user_metadata"] if "user_metadata" in final.columns else []),
             t_free_requested=pl.when(pending_before).then(pl.lit(start, pl.Int64))
             .otherwise(pl.col("t_free_requested")),
             seq_free_requested=pl.when(pending_before).then(pl.lit(-1, pl.Int64))
@@ -405,6 +414,7 @@ class _SnapshotBuilder:
             stack_id=pl.col("stack_id").fill_null(pl.col("free_stack_id")),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
         )
+        traced = _with_alloc_metadata(traced, events)
         lacking = alive.join(final_blocks, on="addr", how="anti")
         missing = lacking.height
         self.lacking_bytes = int(lacking["size"].sum() or 0)
@@ -541,6 +551,24 @@ class _SnapshotBuilder:
             rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
                          "name": name} for t in ts)
         return rows
+
+
+def _user_metadata(trace: list[dict]) -> pl.Series | None:
+    """The entries' ``user_metadata`` (torch 2.10+: a string, ``""`` when unset) as a
+    column, or None where no entry has one (older files: one look at the first entries)."""
+    if not any("user_metadata" in entry for entry in trace[:1000]):
+        return None
+    values = text_values(_trace_values(trace, "user_metadata"))
+    return None if values is None else pl.Series("user_metadata", values, pl.String)
+
+
+def _with_alloc_metadata(traced: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """``traced`` blocks with the ``user_metadata`` of their alloc event, where any."""
+    if "user_metadata" not in events.columns:
+        return traced
+    noted = events.filter(pl.col("user_metadata").is_not_null()).select(
+        seq_alloc="seq", user_metadata="user_metadata")
+    return traced.join(noted, on="seq_alloc", how="left")
 
 
 def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:

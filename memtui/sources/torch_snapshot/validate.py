@@ -90,6 +90,18 @@ def short_text(value: object, default: str) -> str:
     return default
 
 
+def text_values(values: list) -> list[str | None] | None:
+    """Labels from the file such as ``user_metadata``: each value a string (cut to
+    1000 characters) or None where it is empty or not a string; None where no value is
+    a non-empty string (one C-level pass in the common case)."""
+    if set(map(type, values)) <= {str, type(None)}:
+        if not any(values):
+            return None
+    elif not any(type(v) is str and v for v in values):
+        return None
+    return [v[:_SHORT_TEXT] if type(v) is str and v else None for v in values]
+
+
 # -- the size of the object graph ---------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from textual.widgets.option_list import Option
 from memtui.analysis.findings.model import Finding, ranked
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
+from memtui.errors import printable
 from memtui.tui.widgets.status import StatusBar
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -34,7 +35,7 @@ DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation
                "inefficient": "tables", "capture": "trend"}
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
-_LISTS = ("by_stack", "by_owner", "by_pool", "reserved_peak_by_stack")
+_LISTS = ("by_stack", "by_owner", "by_pool", "by_metadata", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
          "allocator_settings_known", "frame_is_user_code", *_LISTS}
 
@@ -224,7 +225,7 @@ def detail_text(finding: Finding, when: str | None,
             for row in rows[:5]:
                 share = f"{row['share']:>4.0%}" if "share" in row else ""
                 text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "
-                            f"blocks  {row['label']}\n")
+                            f"blocks  {printable(str(row['label']))}\n")
     evidence = finding.evidence
     where = DESTINATION_WORDS[DESTINATION[finding.kind]]
     parts = []
