@@ -52,7 +52,7 @@ from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.follow import FollowController
 from memtui.tui.keymap import load_keymap
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, linked
-from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
+from memtui.tui.screens.modals import DeviceScreen, FactsScreen, HelpScreen, LoadingScreen
 
 EXIT_CRASH = 1
 EXIT_BAD_INPUT = 2
@@ -89,6 +89,7 @@ class MemtuiApp(App[int]):
         Binding("d", "device", "Device", id="app.device"),
         Binding("t", "cycle_layer", "Memory layer", show=False, id="app.cycle_layer"),
         Binding("T", "stack_top", "Stack top rule", show=False, id="app.stack_top"),
+        Binding("A", "facts", "Capture facts", show=False, id="app.facts"),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
@@ -641,6 +642,14 @@ class MemtuiApp(App[int]):
         if name and name != self.cursor.device:
             self.move_cursor(device=name)
 
+    def action_facts(self) -> None:
+        """The Capture facts view: source, devices, history kept, stacks, allocator
+        settings, warnings."""
+        from memtui.analysis.capture_facts import capture_facts
+
+        if self.trace is not None and not isinstance(self.screen, FactsScreen):
+            self.push_screen(FactsScreen(capture_facts(self.trace)))
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
@@ -693,6 +702,8 @@ class MemtuiApp(App[int]):
             ("Switch device", "app.device", "Pick another device or rank", self.action_device),
             ("Stack top rule", "app.stack_top", "Name stacks by their innermost user frame, "
              "outermost user frame or innermost frame", self.action_stack_top),
+            ("Capture facts", "app.facts", "How the capture was recorded: devices, history "
+             "kept, call stacks, allocator settings, warnings", self.action_facts),
             ("Keys", "app.help", "Show every key binding (and its id for keymap.toml)",
              self.action_help),
         ]

@@ -149,7 +149,7 @@ async def test_help_lists_the_app_keys_and_the_compare_keys(pair):
     app = CompareApp(open_capture(pair[0]), open_capture(pair[1]))
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        titles = {title: dict((d, k) for k, d in rows) for title, rows in app.help_sections()}
+        titles = {title: {row[1]: row[0] for row in rows} for title, rows in app.help_sections()}
         assert "Peak" in titles["Everywhere"] and "Quit" in titles["Everywhere"]
         assert {"Diff", "A/B", "Shift B back", "Shift B on", "Align"} <= set(titles["Compare"])
 

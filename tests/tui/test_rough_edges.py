@@ -438,3 +438,28 @@ async def test_a_failed_worker_is_one_clear_message_and_nothing_hangs(demo, monk
         status = str(app.screen.query_one("#status-line").render())
         assert "failed" in status and "indexing" in status
         assert app.return_code is None
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_capture_facts_view(size):
+    from memtui.loading import load_trace
+    from memtui.tui.screens.modals import FactsScreen
+    from tests.conftest import require_shared
+
+    path = require_shared("torch_snapshots") / "t26_cs336_kk_ctx512_fullstep.pickle"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+
+    app = maps_app(load_trace(path))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("A")
+        await pilot.pause()
+        assert isinstance(app.screen, FactsScreen)
+        sections = dict(app.screen.sections)
+        settings = dict(sections["Allocator settings"])
+        assert settings["expandable_segments"] == "False"
+        assert "Python and C++" in dict(sections["Capture"])["call stacks"]
+        assert "Capture facts" in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, FactsScreen)

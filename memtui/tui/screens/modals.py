@@ -102,3 +102,26 @@ class HelpScreen(ModalScreen[None]):
                          f"{printable(str(keymap_path()))}: binding id = \"keys\"",
                          classes="modal-title", markup=False)
             yield Static(table)
+
+
+class FactsScreen(ModalScreen[None]):
+    """What the capture says about how it was recorded (analysis.capture_facts)."""
+
+    BINDINGS = [Binding("escape,q,A", "dismiss(None)", "Close")]
+
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, show_header=False, expand=True, pad_edge=False)
+        table.add_column("name", style="bold", no_wrap=True, max_width=40)
+        table.add_column("value", ratio=1)
+        for title, rows in self.sections:
+            table.add_row(Text(title, style="bold underline"), "")
+            for name, value in rows:
+                table.add_row(Text(printable(name)), Text(printable(value)))
+            table.add_row("", "")
+        with VerticalScroll(id="help-box"):
+            yield Static("Capture facts (Esc, q or A to close)", classes="modal-title")
+            yield Static(table)
