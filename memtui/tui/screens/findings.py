@@ -37,7 +37,7 @@ DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation
                "inefficient": "tables", "capture": "trend"}
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
-_LISTS = ("by_stack", "by_owner", "by_pool", "by_metadata", "reserved_peak_by_stack")
+_LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
          "allocator_settings_known", "frame_is_user_code", *_LISTS}
 
