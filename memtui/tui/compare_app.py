@@ -334,6 +334,10 @@ class CompareApp(MemtuiApp):
         if not (ids_a.size or ids_b.size):
             self.notify("no block of either run is behind this row", severity="warning")
             return
+        shown, other = (ids_a, ids_b) if self.side == "a" else (ids_b, ids_a)
+        if not shown.size:  # e.g. a row only in B while A is shown: say where its blocks are
+            self.notify(f"{self.side.upper()} has no block behind this row; tab shows "
+                        f"{self.other_side.upper()}'s {other.size:,}", timeout=5)
         target = "stacks" if self._stack_search else "tables"
         if self.current_mode == target == "tables":
             self.screen._take_block_filter()  # type: ignore[attr-defined]

@@ -165,3 +165,19 @@ async def test_a_bad_second_file_ends_with_the_one_line_error(pair, tmp_path):
             await pilot.pause(0.02)
     assert app.return_code == 2
     assert app.load_error.startswith(str(bad) + ": ") and "\n" not in app.load_error
+
+
+async def test_diff_enter_on_a_row_of_the_other_run_says_to_press_tab(pair):
+    """A row only in B chosen while A is shown: A's tables are empty, so a note says that
+    tab shows B's blocks (a user saw "0 of 18 rows" and nothing else)."""
+    app = CompareApp(open_capture(pair[0]), open_capture(pair[1]))
+    notes = []
+    app.notify = lambda message, **_: notes.append(message)  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press("7")
+        await settle(pilot)
+        await pilot.press("enter")  # the first row: the leak, at the end, only in B
+        await settle(pilot)
+        assert app.side == "a"
+        assert "A has no block behind this row; tab shows B's 4" in notes
