@@ -332,7 +332,12 @@ def _drop_entries_of(root: Path, key: CacheKey) -> None:
 
 
 def _entry_size(entry: Path) -> int:
-    return sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+    """Bytes of an entry's files; 0 for one another process or thread removed meanwhile
+    (two stores at once, as ``memtui compare`` makes, each evict)."""
+    try:
+        return sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+    except OSError:
+        return 0
 
 
 def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import pickle
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -213,3 +214,24 @@ def test_a_reopen_names_the_path_as_given_this_time(snapshot, capsys, monkeypatc
     assert trace.meta.path == "hand.pickle"
     assert main(["summary", "--json", "hand.pickle"]) == 0
     assert json.loads(capsys.readouterr().out)["path"] == "hand.pickle"
+
+
+def test_an_entry_removed_meanwhile_counts_as_empty(tmp_path, monkeypatch):
+    """Two stores at once (``memtui compare`` loads A and B, each stores and evicts): an entry
+    the other one deleted between the listing and the sizing is 0 bytes, not a traceback."""
+    cache_module = cache
+
+    root = tmp_path / "cache"
+    (root / "a-1").mkdir(parents=True)
+    (root / "a-1" / "frame.arrow").write_bytes(b"x" * 10)
+    (root / "b-2").mkdir()
+    (root / "b-2" / "frame.arrow").write_bytes(b"y" * 10)
+    real_size = cache_module._entry_size
+
+    def size_after_the_other_store_evicted(entry):
+        shutil.rmtree(root / "a-1", ignore_errors=True)
+        return real_size(entry)
+
+    monkeypatch.setattr(cache_module, "_entry_size", size_after_the_other_store_evicted)
+    assert cache_module.evict(root, 5, keep="b-2") == ["a-1", "b-2"]
+    assert real_size(tmp_path / "never-there") == 0

@@ -144,7 +144,7 @@ def _row(trace: MemoryTrace, device: str, path: str, rank: int | None, entry: di
         peak_allocated=peak,
         peak_reserved=peak_reserved,
         allocated_at_end=int(entry["allocated_at_end_bytes"] or 0),
-        peak_time=int(t[index]) - start if index >= 0 else None,
+        peak_time=int(t[index]) - _origin(trace, device, start) if index >= 0 else None,
         time_unit=trace.meta.time_unit,
         curve=curve.astype(np.int64),
         device_entry=entry,
@@ -208,6 +208,14 @@ def sparkline(curve: np.ndarray, top: int, width: int) -> str:
     scale = max(int(top), 1)
     levels = np.clip((highs * (len(ticks) - 1) + scale - 1) // scale, 0, len(ticks) - 1)
     return "".join(ticks[int(level)] for level in levels)
+
+
+def _origin(trace: MemoryTrace, device: str, level_start: int) -> int:
+    """Where the device's time starts, as ``summary``, ``state`` and the UI count it: its
+    first event or level sample, whichever comes first (a profiler's levels may start
+    after its first operator event)."""
+    first_event = trace.device_events(device)["t"].min()
+    return level_start if first_event is None else min(level_start, int(first_event))
 
 
 def format_peak_time(row: RankRow) -> str:

@@ -85,7 +85,15 @@ def format_bytes(n: int | None) -> str:
 
 
 def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
-    """The short human summary printed by ``memtui summary`` without ``--json``."""
+    """The short human summary printed by ``memtui summary`` without ``--json``.
+
+    Peak times count from the device's first event in the memory layer the figures
+    come from (as ``memtui state`` and the UI count them), not from another layer's.
+    """
+    from memtui.analysis.layers import has_layers, layer_view
+
+    if has_layers(trace) and "layers" not in trace.meta.extra:
+        trace = layer_view(trace)
     lines = [f"{data['path']}  ({data['source']})"]
     for d in data["devices"]:
         at = d["peak_time_ns"]

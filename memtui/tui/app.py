@@ -123,6 +123,7 @@ class MemtuiApp(App[int]):
         self._live: dict[str, LiveBlocks] = {}
         self._tops: pl.DataFrame | None = None
         self.block_filter: tuple | None = None  # (device, block ids, label) for the Tables
+        self.stack_request: tuple | None = None  # (device, stack id, frame id) for Stacks
         # Show the Findings screen once findings are found, when one is of high severity
         # and the user has not moved yet: by default for a capture opened from a path.
         self.findings_first = trace is None if findings_first is None else findings_first
@@ -540,6 +541,16 @@ class MemtuiApp(App[int]):
             self.screen._take_block_filter()  # type: ignore[attr-defined]
         else:
             self.switch_mode("tables")
+
+    def show_stack(self, stack_id: int, frame_id: int | None = None) -> None:
+        """Show the Stacks screen with the node of ``stack_id`` (at frame ``frame_id``)
+        selected, on the cursor's device (taken by the screen once its tree is ready)."""
+        self.stack_request = (self.cursor.device, stack_id, frame_id)
+        if self.current_mode == "stacks":
+            if self.screen.select_stack(stack_id, frame_id):  # type: ignore[attr-defined]
+                self.stack_request = None
+        else:
+            self.switch_mode("stacks")
 
     def zoom_view(self, factor: float, around: int | None = None) -> None:
         cursor = self.cursor

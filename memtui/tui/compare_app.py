@@ -370,29 +370,14 @@ class CompareApp(MemtuiApp):
         def attempt() -> None:
             screen = self.screen
             tries[0] += 1
-            ready = getattr(screen, "_ready", False) and self.current_mode == "stacks"
+            ready = getattr(screen, "ready", False) and self.current_mode == "stacks"
             if ready and self.side in self._stack_search:
-                _find_frame(screen, self._stack_search.pop(self.side))
+                screen.select_label(self._stack_search.pop(self.side))
                 timer.stop()
             elif tries[0] > 100 or self.current_mode != "stacks":
                 timer.stop()
 
         timer = self.set_interval(0.05, attempt)
-
-
-def _find_frame(screen, label: str) -> None:
-    """On a Stacks screen: search the frame's function and select the match that is this
-    very frame (``name (file:line)``), not the largest of that name."""
-    name = label.split(" (")[0]
-    screen.search(name)
-    tree = getattr(screen, "stack_tree", None)
-    matches = list(getattr(screen, "match_list", []))
-    wanted = label.replace(" (", "  ", 1).removesuffix(")")
-    for index, node in enumerate(matches):
-        if tree is not None and tree.label(node) == wanted:
-            screen.match_at = index - 1
-            screen.action_match(1)
-            return
 
 
 def run_compare(path_a: str | Path, path_b: str | Path) -> int:

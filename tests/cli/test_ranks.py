@@ -115,3 +115,23 @@ def test_local_dask_cluster_gives_the_same_rows(ranks_dir, capsys):
     assert figures(table) == expected_figures()
     assert [r.why for r in table.rows] == [r.why for r in flag_outliers(
         [row for result in serial for row in result.rows])]
+
+
+PROFILER_DBS = sorted((SHARED_DATA / "profiler").glob("pt_db_l0_rank*.db"))
+
+
+@pytest.mark.skipif(len(PROFILER_DBS) < 2, reason="needs ../shared/data/profiler/pt_db_l0_*")
+def test_rank_peak_time_counts_from_where_summary_counts(tmp_path, capsys):
+    """A profiler DB's level starts 0.11 s after its first operator event: the Ranks row
+    gave the peak at +0.048 s (from the level), ``summary`` and ``state`` at +0.159 s (from
+    the device's first time, as the UI).  Both count from the device's first time now."""
+    for db in PROFILER_DBS:
+        (tmp_path / db.name).symlink_to(db)
+    assert main(["summary", str(tmp_path)]) == 0
+    ranks_out = capsys.readouterr().out
+    for db in PROFILER_DBS:
+        assert main(["summary", str(db)]) == 0
+        single = capsys.readouterr().out
+        when = single.split(" at +")[1].split(" s;")[0]  # +0.158571 -> 0.159 at 3 digits
+        row = next(line for line in ranks_out.splitlines() if line.endswith(db.name))
+        assert f"+{float(when):.3f} s" in row, (row, single)

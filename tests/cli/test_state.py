@@ -127,3 +127,20 @@ def test_an_expandable_segment_is_one_segment_as_the_dump_says(tmp_path, capsys)
     first = state(capsys, write(tmp_path, data), "--event", "first")
     assert [(s["addr"], s["size"]) for s in first["segments"]] == [(base, 1000)]
     assert first["level"]["allocated"] == 0
+
+
+MEMSCOPE_CSVS = shared_files("msmemscope", "test__smoke__*.csv")
+
+
+@pytest.mark.parametrize("path", MEMSCOPE_CSVS[:1], ids=lambda p: p.name)
+def test_summary_peak_time_counts_from_the_same_start_as_state(path, capsys):
+    """On a layered capture, ``summary`` and ``state --event peak`` give the peak the same
+    ``+s`` time: both count from the first event of the default layer (the npu:0 PTA layer
+    starts 7.3 s after the HAL layer; summary once counted from the HAL one: +10.2 s)."""
+    assert main(["state", str(path), "--event", "peak", "--device", "npu:0"]) == 0
+    state_line = capsys.readouterr().out.splitlines()[0]
+    when = state_line.split("(")[1].rstrip(")")
+    assert main(["summary", str(path)]) == 0
+    summary_out = capsys.readouterr().out
+    npu0 = summary_out.split("npu:0:")[1].splitlines()[1]
+    assert f"at {when};" in npu0, (state_line, npu0)

@@ -92,3 +92,24 @@ def test_sparkline():
     assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
     assert sparkline([5, 5, 5], 10) == "▁▁▁"
     assert sparkline(list(range(100)), 10) == "▁▁▂▃▄▄▅▆▇█"
+
+
+async def test_enter_on_the_peak_selects_the_top_stack_on_stacks():
+    """The Stacks tree at the peak with the node of the peak's top stack selected: the
+    frame the finding names it by (``init_params``), not the tree's default selection."""
+    trace = training_loop(6)
+    peak = next(f for f in flat(find_all(trace)) if f.kind == "peak")
+    top = peak.detail["by_stack"][0]["label"]
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await _select(pilot, "peak")
+        assert app.current_mode == "stacks"
+        screen = app.screen
+        await settle(pilot)
+        tree, node = screen.stack_tree, screen.tree_view.selected
+        assert node != 0
+        assert tree.label(node) == top.replace(" (", "  ", 1).removesuffix(")")
+        on_path = tree.pair_node[tree.pair_stack == peak.evidence.stack_id]
+        assert node in on_path
+        assert app.stack_request is None  # taken

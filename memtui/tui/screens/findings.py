@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from memtui.analysis.findings.frames import stack_frames
 from memtui.analysis.findings.model import Finding, ranked
 from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
@@ -35,7 +37,7 @@ DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation
                "inefficient": "tables", "capture": "trend"}
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
-_LISTS = ("by_stack", "by_owner", "by_pool", "by_metadata", "reserved_peak_by_stack")
+_LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
          "allocator_settings_known", "frame_is_user_code", *_LISTS}
 
@@ -180,7 +182,16 @@ class FindingsScreen(Screen):
             return
         if target == "tables":
             target = "trend"
+        if target == "stacks" and evidence.stack_id is not None and hasattr(app, "show_stack"):
+            app.show_stack(evidence.stack_id, _naming_frame(app.trace, evidence.stack_id))
+            return
         app.switch_mode(target)
+
+
+def _naming_frame(trace, stack_id: int) -> int | None:
+    """The frame that names ``stack_id`` in the findings (its innermost user frame)."""
+    row = stack_frames(trace).filter(pl.col("stack_id") == stack_id)
+    return int(row["frame_id"][0]) if row.height and row["frame_id"][0] is not None else None
 
 
 def _event_position(trace, device: str, seq: int | None) -> int | None:

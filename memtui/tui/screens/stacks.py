@@ -140,6 +140,62 @@ class StacksScreen(LinkedScreen):
             self._recount(new)
         self._header(new)
         self._details()
+        self._take_stack_request()
+
+    def on_screen_resume(self) -> None:
+        """(Textual runs LinkedScreen's handler too, after this one: a stale screen
+        recounts there and takes the request in :meth:`follow`.)"""
+        if not self._stale:
+            self._take_stack_request()
+
+    # -- selecting a node from outside (Findings, compare mode) ---------------------------
+
+    @property
+    def ready(self) -> bool:
+        """The tree is built and counted: :meth:`select_stack` and :meth:`select_label`
+        act at once."""
+        return self._ready
+
+    def select_stack(self, stack_id: int, frame_id: int | None = None) -> bool:
+        """Select the node of stack ``stack_id`` that shows frame ``frame_id`` (the stack's
+        deepest shown node where none does), opening its parents; False where the tree is
+        not ready or the stack is not in it."""
+        if not self._ready or self.has_class("-flame"):
+            return False
+        tree = self.stack_tree
+        nodes = tree.pair_node[(tree.pair_stack == stack_id) & (tree.pair_node > 0)]
+        if nodes.size == 0:
+            return False
+        named = nodes[tree.frame[nodes] == frame_id] if frame_id is not None else nodes[:0]
+        node = int(named[0] if named.size else nodes[np.argmax(tree.depth[nodes])])
+        self.tree_view.select(node)
+        self._header(self.cursor)
+        self._details()
+        return True
+
+    def select_label(self, label: str) -> bool:
+        """Search the function of ``label`` (``name (file:line)``, as the findings and the
+        diff name frames) and select the match that is this very frame, not the largest
+        of that name; False where none holds bytes here."""
+        if not self._ready:
+            return False
+        self.search(label.split(" (")[0])
+        wanted = label.replace(" (", "  ", 1).removesuffix(")")
+        for index, node in enumerate(self.match_list):
+            if self.stack_tree.label(node) == wanted:
+                self.match_at = index - 1
+                self.action_match(1)
+                return True
+        return False
+
+    def _take_stack_request(self) -> None:
+        """Select the node the app was asked to show (``app.stack_request``: device,
+        stack id, frame id), once ready on that device."""
+        request = getattr(self.app, "stack_request", None)
+        if request is None or not self._ready or request[0] != self.device:
+            return
+        self.app.stack_request = None  # type: ignore[attr-defined]
+        self.select_stack(request[1], request[2])
 
     def _recount(self, cursor: CursorState) -> None:
         window = cursor.window or cursor.view
