@@ -23,10 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN
 from memtui.analysis.levels import Level
-from memtui.analysis.live import DeviceIndex
+from memtui.analysis.live import DeviceIndex, time_range
+from memtui.model import MemoryTrace, conform, empty_frame
 
 EMPTY = -1
 SUMMARIZED = -2
@@ -281,3 +283,19 @@ def bands_at(
     rows = rows[np.argsort(rank[rows], kind="stable")]
     sizes = index.size[rows]
     return rows, np.cumsum(sizes) - sizes
+
+
+def segment_index(trace: MemoryTrace, device: str) -> DeviceIndex:
+    """The segments of ``device`` as the blocks of a :class:`DeviceIndex` (block id =
+    segment id), so the block map draws them over time: memory_viz's Active Cached
+    Segment Timeline, whose top is the reserved level."""
+    segments = trace.device_segments(device).sort("segment_id")
+    blocks = conform(segments.select(
+        block_id=pl.col("segment_id"), device=pl.col("device"), addr=pl.col("addr"),
+        size=pl.col("size"), requested_size=pl.col("size"), t_alloc=pl.col("t_alloc"),
+        t_free=pl.col("t_free"), stream=pl.col("stream"), pool=pl.col("kind"),
+        ghost=pl.col("ghost").fill_null(False), seq_alloc=pl.col("seq_alloc"),
+        seq_free=pl.col("seq_free")), "blocks")
+    t_start, t_end = time_range(trace, device)
+    return DeviceIndex(device=device, blocks=blocks, segments=empty_frame("segments"),
+                       t_start=t_start, t_end=t_end)

@@ -9,6 +9,8 @@ address (in any form, see :mod:`memtui.analysis.addresses`) here and in the pool
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 from textual.app import ComposeResult
@@ -17,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
-from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at
+from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -54,12 +56,14 @@ class BlocksScreen(LinkedScreen):
         Binding("plus,equals_sign", "detail(1)", "More detail", id="blocks.detail_1"),
         Binding("minus", "detail(-1)", "Less detail", id="blocks.detail_minus_1"),
         Binding("slash", "search", "Find address", id="blocks.search"),
+        Binding("s", "segments", "Segments", id="blocks.segments"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.detail = 1024
         self.index: DeviceIndex | None = None
+        self.segments_mode = False  # s: segments over time instead of blocks
 
     def compose(self) -> ComposeResult:
         yield from self.compose_layout()
@@ -73,14 +77,34 @@ class BlocksScreen(LinkedScreen):
     def prepare(self, device: str) -> None:
         self.index, self.data, self.peaks, self.book, self.events = block_analyses(
             self.trace, device)
+        if self.segments_mode:
+            trace = self.trace
+            self.seg_index = cached(trace, ("segment_index", device),
+                                    lambda: segment_index(trace, device))
+            self.seg_data = cached(trace, ("segment_map", device),
+                                   lambda: BlockMapData(self.seg_index))
+            self.seg_peaks = cached(trace, ("segment_peaks", device),
+                                    lambda: PeakFinder(self.seg_data.level()))
+
+    def shown(self) -> tuple:
+        """(index, map data, peaks) drawn now: the blocks', or the segments'."""
+        if self.segments_mode:
+            return self.seg_index, self.seg_data, self.seg_peaks
+        return self.index, self.data, self.peaks
+
+    def shown_cursor(self, cursor: CursorState) -> CursorState:
+        """The cursor as the map sees it: in segment mode its selected segment."""
+        if self.segments_mode:
+            return dataclasses.replace(cursor, block_id=cursor.segment_id)
+        return cursor
 
     async def build(self) -> None:
         await self.query("BlockMap, TrendSlider").remove()
-        ix = self.index
+        ix, data, peaks = self.shown()
         ooms = self.trace.device_events(self.device).filter(pl.col("action") == "oom")
-        self.slider = TrendSlider(self.peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list())
+        self.slider = TrendSlider(peaks, ix.t_start, ix.t_end, marks=ooms["t"].to_list())
         self.slider.styles.height = 2 if self.size.height < 30 else 3
-        self.map = BlockMap(self.data, self.peaks, detail=self.detail, id="block-map")
+        self.map = BlockMap(data, peaks, detail=self.detail, id="block-map")
         detail = self.query_one("#detail", Static)
         await self.main_area().mount(self.slider, self.map, before=detail)
         self.map.focus()
@@ -91,9 +115,9 @@ class BlocksScreen(LinkedScreen):
     # -- following the cursor -----------------------------------------------------------------
 
     def follow(self, old: CursorState | None, new: CursorState) -> None:
-        if select_event_block(self, old, new):
+        if not self.segments_mode and select_event_block(self, old, new):
             return
-        self.map.show(new)
+        self.map.show(self.shown_cursor(new))
         self.slider.show(new)
         self._details(new)
         self.call_after_refresh(self._header, new)  # the header counts the drawn blocks
@@ -103,11 +127,18 @@ class BlocksScreen(LinkedScreen):
         raster = self.map.raster
         drawn = f"{raster.drawn.size:,}/{raster.candidates:,}" if raster else "-"
         origin = self.index.t_start
-        text = (f"[b]Blocks[/b] {paint.plain(cursor.device)}  "
+        what = "Segments" if self.segments_mode else "Blocks"
+        text = (f"[b]{what}[/b] {paint.plain(cursor.device)}  "
                 f"{paint.format_time(trace, t0, origin, 3)}"
                 f" .. {paint.format_time(trace, t1, origin, 3)}"
                 f" ({paint.format_span(trace, t0, t1)})  detail {drawn} (+/-)")
-        if self.size.width >= 120:
+        if self.segments_mode:
+            peak = self.seg_peaks.level
+            if peak.values.size:
+                at = int(np.argmax(peak.values))
+                text += (f"  △ peak reserved {paint.short_bytes(int(peak.values[at]))} at "
+                         f"{paint.format_time(trace, int(peak.t[at]), origin, 3)} (s: blocks)")
+        elif self.size.width >= 120:
             text += "  " + legend()
         self.query_one("#status-line", Static).update(text)
 
@@ -119,7 +150,45 @@ class BlocksScreen(LinkedScreen):
             slider.styles.height = 2 if small else 3
 
     def _details(self, cursor: CursorState) -> None:
+        if self.segments_mode:
+            self.query_one("#detail", Static).update(self._segment_details(cursor))
+            return
         self.query_one("#detail", Static).update(block_details(self, cursor))
+
+    def _segment_details(self, cursor: CursorState) -> str:
+        ix = self.seg_index
+        row = ix.row_of_block(cursor.segment_id)
+        if row is None:
+            return ("[dim]Segments over time (memory_viz's Active Cached Segment Timeline): "
+                    "up/down or a click selects one; s shows the blocks again.[/]")
+        seg = ix.blocks.row(row, named=True)
+        origin = ix.t_start
+        born = "before the trace" if ix.ghost[row] else paint.format_time(
+            self.trace, seg["t_alloc"], origin)
+        gone = paint.format_time(self.trace, seg["t_free"], origin) if seg["t_free"] \
+            is not None else "never (alive at the end)"
+        return (f"[b]segment {cursor.segment_id}[/b] at 0x{int(ix.addr[row]):x}  "
+                f"{paint.short_bytes(int(ix.size[row]))} {paint.plain(seg['pool'] or '')}  "
+                f"stream {seg['stream']}\nallocated {born}, released {gone}")
+
+    def on_cursor_request(self, message) -> None:
+        """In segment mode a band is a segment: it selects the segment, not a block."""
+        message.stop()
+        changes = dict(message.changes)
+        if self.segments_mode and "block_id" in changes:
+            changes["segment_id"] = changes.pop("block_id")
+        self.move_cursor(**changes)
+
+    def action_segments(self) -> None:
+        """Draw the segments over time (memory_viz's Active Cached Segment Timeline,
+        reserved peak marked) instead of the blocks, or the blocks again."""
+        if not self._ready:
+            return
+        if not self.trace.meta.device(self.cursor.device).has_segments:
+            self.notify("This capture records no pool segments: only blocks.")
+            return
+        self.segments_mode = not self.segments_mode
+        self._start(self.cursor.device)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -127,16 +196,21 @@ class BlocksScreen(LinkedScreen):
         """Select the block above (1) or below (-1) at the cursor."""
         if not self._ready:
             return
-        rows, _ = bands_at(self.index, self.data.rank, self.cursor.t)
+        index, data, _ = self.shown()
+        rows, _ = bands_at(index, data.rank, self.cursor.t)
         if rows.size == 0:
             return
-        current = self.index.row_of_block(self.cursor.block_id)
+        current = index.row_of_block(self.shown_cursor(self.cursor).block_id)
         at = np.flatnonzero(rows == current)
         if at.size:
             new = min(max(int(at[0]) + step, 0), rows.size - 1)
         else:
             new = rows.size - 1 if step < 0 else 0
-        self.move_cursor(block_id=int(self.index.block_id[rows[new]]))
+        chosen = int(index.block_id[rows[new]])
+        if self.segments_mode:
+            self.move_cursor(segment_id=chosen)
+        else:
+            self.move_cursor(block_id=chosen)
 
     def action_detail(self, step: int) -> None:
         if not self._ready:

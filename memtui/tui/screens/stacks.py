@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
+from memtui.analysis.owner_tree import OwnerTree, owner_tree
 from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
 from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
@@ -78,6 +79,7 @@ class StacksScreen(LinkedScreen):
         Binding("f", "filter_blocks", "Filter blocks", id="stacks.filter_blocks"),
         Binding("v", "flame", "Call flame", id="stacks.flame"),
         Binding("t", "thread", "Thread", show=False, id="stacks.thread"),
+        Binding("O", "owners", "Owner layers", show=False, id="stacks.owners"),
         Binding("u", "user_frames", "User frames", id="stacks.user_frames"),
     ]
 
@@ -85,6 +87,8 @@ class StacksScreen(LinkedScreen):
         super().__init__()
         self.mode = "cursor"
         self.user_only = False  # u: only the user's own Python frames
+        self.by_owner = False  # O: bytes by memory layer and owner instead of call stack
+        self.owners: OwnerTree | None = None
         self.index: DeviceIndex | None = None
         self.match_list: list[int] = []
         self.match_at = -1
@@ -104,6 +108,12 @@ class StacksScreen(LinkedScreen):
     def prepare(self, device: str) -> None:
         self.index, self.stack_tree, self.thread_names, self.flame = stack_analyses(
             self.trace, device, self.user_only)
+        self.owners = None
+        if self.by_owner:
+            trace, blocks = self.trace, self.index.blocks
+            self.owners = cached(trace, ("owner_tree", device),
+                                 lambda: owner_tree(trace, blocks))
+            self.stack_tree = self.owners.tree
         self.thread_at = 0
 
     async def build(self) -> None:
@@ -193,7 +203,8 @@ class StacksScreen(LinkedScreen):
                                              window)
         self.rows_counted = rows
         ix = self.index
-        self.tree_view.show(self.stack_tree.figures(ix.stack_id[rows], ix.size[rows]))
+        paths = self.owners.codes[rows] if self.owners is not None else ix.stack_id[rows]
+        self.tree_view.show(self.stack_tree.figures(paths, ix.size[rows]))
 
     def _header(self, cursor: CursorState) -> None:
         trace, origin = self.trace, self.index.t_start
@@ -208,7 +219,10 @@ class StacksScreen(LinkedScreen):
         text = (f"[b]Stacks[/b] {paint.plain(cursor.device)}  {total} "
                 f"{MODE_NAMES[self.mode]} {when}"
                 f" in {self.rows_counted.size:,} blocks (m)")
-        text += "  [b]user frames only[/b] (u)" if self.user_only else "  all frames (u)"
+        if self.owners is not None:
+            text += "  [b]by owner layer[/b] (O: by call stack)"
+        else:
+            text += "  [b]user frames only[/b] (u)" if self.user_only else "  all frames (u)"
         if self.match_list:
             text += f"  [b]{len(self.match_list)} matches[/b]"
         if self.has_class("-flame") and self.flame is not None:
@@ -299,7 +313,10 @@ class StacksScreen(LinkedScreen):
         if not self._ready:
             return
         node = self.tree_view.selected
-        rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted)
+        if self.owners is not None:
+            rows = self.owners.block_rows_under(node, self.rows_counted)
+        else:
+            rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted)
         block_ids = self.index.block_id[rows]
         label = "all blocks" if node == ROOT else self.stack_tree.label(node)
         apply = getattr(self.app, "filter_blocks", None)
@@ -307,6 +324,13 @@ class StacksScreen(LinkedScreen):
             self.notify("the Block table cannot be filtered from here", severity="warning")
             return
         apply(block_ids, f"{label} ({MODE_NAMES[self.mode]})")
+
+    def action_owners(self) -> None:
+        """Bytes by memory layer and owner (Insight's disassembly), or by call stack."""
+        if not self._ready:
+            return
+        self.by_owner = not self.by_owner
+        self._start(self.cursor.device)
 
     def action_user_frames(self) -> None:
         """Show only the user's own Python frames, or every frame again."""
