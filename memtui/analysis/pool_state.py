@@ -171,6 +171,22 @@ def state_at_event(trace: MemoryTrace, device: str, event: int,
     return state_at(trace, device, int(events["t"][event]))
 
 
+def block_rows_at_event(trace: MemoryTrace, device: str, event: int,
+                        t: int | None = None) -> np.ndarray:
+    """Rows (in :func:`device_index`'s arrays) of the blocks alive just after the device's
+    event at position ``event``: by event order where :func:`state_at_event` is exact, so
+    the rows' sizes sum to the status bar's allocated at that event, also among events
+    sharing a timestamp; else the blocks alive at that event's time (or ``t``)."""
+    index = device_index(trace, device)
+    events = trace.device_events(device)
+    if events.is_empty():
+        return index.blocks_at(index.t_start if t is None else t)
+    event = min(max(int(event), 0), events.height - 1)
+    if _orders_by_seq(trace, device):
+        return index.seq_lives()[0].at(int(events["seq"][event]))
+    return index.blocks_at(int(events["t"][event]))
+
+
 def _orders_by_seq(trace: MemoryTrace, device: str) -> bool:
     def check() -> bool:
         seq = trace.device_events(device)["seq"]

@@ -20,6 +20,7 @@ import polars as pl
 
 from memtui.analysis.levels import allocated_level
 from memtui.analysis.live import DeviceIndex
+from memtui.analysis.pool_state import block_rows_at_event
 from memtui.model import MemoryTrace
 
 #: Frames memory_viz leaves out of every stack it prints (MemoryViz.js ``frameFilter``).
@@ -283,11 +284,13 @@ def _steps(stacks: pl.DataFrame, hidden: list[int]) -> pl.DataFrame:
 
 def block_rows_for(
     trace: MemoryTrace, index: DeviceIndex, mode: str, t: int,
-    window: tuple[int, int] | None = None,
+    window: tuple[int, int] | None = None, event: int | None = None,
 ) -> tuple[np.ndarray, int | None]:
     """Rows of ``index``'s blocks the tree counts, and the time they are taken at.
 
-    ``cursor``: live at ``t``; ``peak``: live at the peak of allocated(t); ``window``:
+    ``cursor``: live just after the event at position ``event`` (exact by event order,
+    as the status bar; :func:`~memtui.analysis.pool_state.block_rows_at_event`), or at
+    ``t`` without one; ``peak``: live at the peak of allocated(t); ``window``:
     allocated during ``window`` (the whole trace without one; the time is then None).
     """
     if mode == "peak":
@@ -301,4 +304,6 @@ def block_rows_for(
         lo = int(np.searchsorted(life.start, t0, side="left"))
         hi = int(np.searchsorted(life.start, t1, side="right"))
         return life.order[lo:hi], None
+    if event is not None:
+        return block_rows_at_event(trace, index.device, event, t), t
     return index.blocks_at(t), t

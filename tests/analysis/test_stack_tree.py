@@ -155,3 +155,39 @@ def test_user_frames_only_and_self_bytes():
             assert len(malloc) == 2
             assert figures.self_bytes[main] == 0 and figures.self_bytes[forward] == 0
             assert sorted(figures.self_bytes[malloc].tolist()) == [50, 125]
+
+
+def test_live_at_the_cursor_counts_by_event_not_by_time():
+    """Issue 15: allocs of 100 and 200 share t=20; just after event 1 only the 100 is
+    alive (110 B with the 10 of event 0), which the time (20) alone cannot tell (310 B)."""
+    from tests.tui.test_app import shared_time_trace
+
+    trace = shared_time_trace()
+    index = device_index(trace, "cuda:0")
+    by_time, _ = block_rows_for(trace, index, "cursor", 20)
+    assert int(index.size[by_time].sum()) == 310
+    totals = [int(index.size[block_rows_for(trace, index, "cursor", t, event=k)[0]].sum())
+              for k, t in enumerate([10, 20, 20, 30])]
+    assert totals == [10, 110, 310, 300]
+
+
+@pytest.mark.slow
+def test_live_at_the_cursor_is_the_status_bar_level_on_a_real_snapshot():
+    """t26 ctx512: ~30% of its events share a microsecond with another; at sampled events
+    the Stacks total equals the status bar's allocated at that event."""
+    from memtui.analysis.at_time import Timeline
+    from tests.conftest import require_shared
+
+    path = require_shared("torch_snapshots") / "t26_cs336_kk_ctx512_fullstep.pickle"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    trace = open_capture(path)
+    device = trace.meta.device_names[0]
+    index, timeline = device_index(trace, device), Timeline.build(trace, device)
+    times = trace.device_events(device)["t"].to_numpy()
+    shared = np.flatnonzero(np.diff(times) == 0)  # events sharing a time with the next
+    picks = np.unique(np.concatenate([shared[:: max(1, shared.size // 40)],
+                                      np.linspace(0, times.size - 1, 20).astype(int)]))
+    for k in picks.tolist():
+        rows, _ = block_rows_for(trace, index, "cursor", int(times[k]), event=k)
+        assert int(index.size[rows].sum()) == timeline.levels_at_event(k).allocated, k

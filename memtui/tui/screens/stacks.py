@@ -200,7 +200,7 @@ class StacksScreen(LinkedScreen):
     def _recount(self, cursor: CursorState) -> None:
         window = cursor.window or cursor.view
         rows, self.taken_at = block_rows_for(self.trace, self.index, self.mode, cursor.t,
-                                             window)
+                                             window, event=cursor.event)
         self.rows_counted = rows
         ix = self.index
         paths = self.owners.codes[rows] if self.owners is not None else ix.stack_id[rows]
