@@ -427,3 +427,22 @@ async def test_switching_device_rebuilds_the_screens(tmp_path):
         await pilot.pause()
         assert app.screen.index.device == "cuda:1"
         assert app.screen.map.raster.totals.max() == 2048  # b1 pending, b4, b3: ghosts here
+
+
+def test_block_details_of_a_block_without_stream_say_dash(tmp_path):
+    """msMemScope blocks have no stream: the Slice Detail said ``stream None``."""
+    from types import SimpleNamespace
+
+    from memtui.tui.screens.linked import block_details
+
+    trace = open_capture(write_hand_snapshot(tmp_path / "hand.pickle"))
+    blocks = trace.frame("blocks")
+    blocks = blocks.with_columns(pl.lit(None, dtype=blocks["stream"].dtype).alias("stream"))
+    streamless = dataclasses.replace(trace, blocks=blocks)
+    device = streamless.meta.device_names[0]
+    index = device_index(streamless, device)
+    screen = SimpleNamespace(index=index, trace=streamless,
+                             book=SimpleNamespace(block_name=lambda row: "b0"))
+    cursor = SimpleNamespace(block_id=int(index.blocks["block_id"][0]))
+    text = block_details(screen, cursor)
+    assert "stream -" in text and "stream None" not in text

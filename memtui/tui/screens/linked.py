@@ -284,6 +284,11 @@ def find_address(screen: LinkedScreen, text: str) -> None:
     screen.move_cursor(**changes)
 
 
+def _or_dash(value) -> str:
+    """A figure the capture may lack (msMemScope blocks have no stream): ``-``, not None."""
+    return "-" if value is None else str(value)
+
+
 def block_details(screen, cursor: CursorState) -> str:
     """The Slice Detail of the selected block: what, when, whose, and its stack."""
     index: DeviceIndex = screen.index
@@ -311,7 +316,7 @@ def block_details(screen, cursor: CursorState) -> str:
     owner = blocks.get("owner") or "-"
     lines = [
         f"[b]{paint.plain(name)}[/b]  {format_bytes(int(index.size[row]))} "
-        f"(requested {int(requested):,} B)  stream {blocks['stream']}  "
+        f"(requested {int(requested):,} B)  stream {_or_dash(blocks['stream'])}  "
         f"{paint.plain(blocks['pool'])}"
         + ("  " + ", ".join(marks) if marks else ""),
         f"{when}  owner {paint.plain(owner)}",
