@@ -274,7 +274,9 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     if times.size == 0:  # positions count the level's times (as Timeline.times does)
         times = np.unique(allocated_level(trace, device).t)
     by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
-    frame = blocks.select("block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost")
+    columns = ["block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost"]
+    columns += [c for c in ("seq_free_requested", "t_free_requested") if c in blocks.columns]
+    frame = blocks.select(columns)
     frame = frame.join(by_seq.rename({"seq": "seq_alloc", "pos": "a"}), on="seq_alloc",
                        how="left", maintain_order="left")
     frame = frame.join(by_seq.rename({"seq": "seq_free", "pos": "f"}), on="seq_free",
@@ -290,8 +292,25 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     pos_alloc = np.where(pos_alloc == -2, by_time_alloc, pos_alloc)
     pos_free = frame["f"].fill_null(-2).to_numpy()
     pos_free = np.where(pos_free == -2, by_time_free, pos_free)
-    return pl.DataFrame({"block_id": frame["block_id"], "pos_alloc": pos_alloc.astype(np.int64),
-                         "pos_free": pos_free.astype(np.int64)})
+    out = pl.DataFrame({"block_id": frame["block_id"], "pos_alloc": pos_alloc.astype(np.int64),
+                        "pos_free": pos_free.astype(np.int64)})
+    if "seq_free_requested" in frame.columns and "t_free_requested" in frame.columns:
+        out = out.with_columns(pos_free_requested=_requested_positions(frame, by_seq, times))
+    return out
+
+
+def _requested_positions(frame: pl.DataFrame, by_seq: pl.DataFrame,
+                         times: np.ndarray) -> np.ndarray:
+    """Position of each block's free request (its ``seq_free_requested`` event, else the
+    first event at or after ``t_free_requested``; never requested: INT64 max)."""
+    never = np.iinfo(np.int64).max
+    joined = frame.select("seq_free_requested", "t_free_requested").join(
+        by_seq.rename({"seq": "seq_free_requested", "pos": "r"}), on="seq_free_requested",
+        how="left", maintain_order="left")
+    t_req = joined["t_free_requested"].fill_null(never).to_numpy()
+    by_time = np.where(t_req == never, never, np.searchsorted(times, t_req, side="left"))
+    return np.where(joined["r"].is_null().to_numpy(), by_time,
+                    joined["r"].fill_null(0).to_numpy()).astype(np.int64)
 
 
 __all__ = ["Levels", "LiveBlocks", "Timeline", "active_level", "block_positions"]

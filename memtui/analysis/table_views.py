@@ -254,6 +254,8 @@ class TableModel:
     scope: tuple[int, int] | None = field(init=False, default=None)
     #: Block ids to keep (the blocks under a node of the Stacks screen's tree), or None.
     only: np.ndarray | None = field(init=False, default=None)
+    #: The cursor's event position: with positions, the State column is exact at it.
+    cursor_event: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.rows = np.arange(self.frame.height, dtype=np.int64)
@@ -525,12 +527,26 @@ class TableModel:
 
     def state_codes(self, rows: np.ndarray, cursor_t: int | None) -> np.ndarray:
         """0 not yet allocated, 1 alive, 2 pending free, 3 freed (at the cursor)."""
+        if (cursor_t is not None and self.cursor_event is not None
+                and "pos_free_requested" in self.frame.columns):
+            return self._state_codes_at_event(rows, self.cursor_event)
         t = _NEVER if cursor_t is None else cursor_t
         t_alloc = self._times[rows]
         t_free = self._t_free[rows]
         requested = self.frame["t_free_requested"].gather(rows).fill_null(_NEVER).to_numpy() \
             if "t_free_requested" in self.frame.columns else np.full(rows.size, _NEVER)
         codes = np.where(t_alloc > t, 0, np.where(t_free <= t, 3, np.where(requested <= t, 2, 1)))
+        return codes.astype(np.int64)
+
+    def _state_codes_at_event(self, rows: np.ndarray, event: int) -> np.ndarray:
+        """:meth:`state_codes` just after the event at position ``event`` (event order,
+        exact also among events sharing a timestamp, as the Pool screen)."""
+        def pos(column: str) -> np.ndarray:
+            return self.frame[column].gather(rows).fill_null(_NEVER).to_numpy()
+        pos_alloc, pos_free, requested = (pos("pos_alloc"), pos("pos_free"),
+                                          pos("pos_free_requested"))
+        codes = np.where(pos_alloc > event, 0, np.where(
+            pos_free <= event, 3, np.where(requested <= event, 2, 1)))
         return codes.astype(np.int64)
 
     def cells(self, first: int, count: int, cursor_t: int | None = None) -> list[list[str]]:

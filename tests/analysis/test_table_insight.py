@@ -4,6 +4,7 @@ hand-built frames whose answers are worked out by hand."""
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -72,3 +73,27 @@ def test_thresholds_are_read_and_written_as_the_user_types_them():
     for bad in ("early", "soon=1s", "early=fast", "late=3parsecs"):
         with pytest.raises(ValueError):
             parse_thresholds(bad)
+
+
+def test_state_column_at_the_cursor_follows_event_order():
+    """Issue 15: allocs of 100 (event 1) and 200 (event 2) share t=20, and the 100's free
+    is requested at event 2.  Just after event 1 the 200 is "not yet" and the 100 "alive";
+    by time (20) the 200 would already be alive and the 100 pending."""
+    from memtui.analysis.at_time import block_positions
+    from tests.tui.test_app import shared_time_trace
+
+    trace = shared_time_trace()
+    blocks = trace.blocks.with_columns(
+        t_free_requested=pl.when(pl.col("block_id") == 1).then(20).otherwise(None),
+        seq_free_requested=pl.when(pl.col("block_id") == 1).then(2).otherwise(None))
+    trace.blocks = blocks
+    model = TableModel.for_blocks(trace.device_blocks("cuda:0"), 10, "ns",
+                                  positions=block_positions(trace, "cuda:0"))
+    rows = np.arange(3)
+    assert model.state_codes(rows, 20).tolist() == [1, 2, 1]  # by time: wrong at event 1
+    model.cursor_event = 1
+    assert model.state_codes(rows, 20).tolist() == [1, 1, 0]
+    model.cursor_event = 2
+    assert model.state_codes(rows, 20).tolist() == [1, 2, 1]
+    model.cursor_event = 3
+    assert model.state_codes(rows, 30).tolist() == [3, 2, 1]

@@ -177,3 +177,21 @@ async def test_two_million_rows_scroll_and_sort():
         sizes = events.model.frame["size"].to_numpy()[events.model.rows[:50]]
         assert np.all(np.diff(sizes) <= 0)
         assert sizes[0] == events.model.frame["size"].max()
+
+
+async def test_state_column_follows_the_cursors_event_among_shared_timestamps():
+    """Issue 15: events 1 and 2 allocate at the same t=20; at event 1 the Block View says
+    the block of event 2 is "not yet", at event 2 "alive" (by time both were alive)."""
+    from tests.tui.test_app import shared_time_trace
+
+    app = MemtuiApp(shared_time_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        app.move_cursor(event=1)
+        screen, blocks = await open_tables(pilot)
+        state = [c.key for c in blocks.model.columns].index("state")
+        cells = blocks.model.cells(0, 3, app.cursor.t)
+        assert [row[state] for row in cells] == ["alive", "alive", "not yet"]
+        app.move_cursor(event=2)
+        await settle(pilot)
+        cells = blocks.model.cells(0, 3, app.cursor.t)
+        assert [row[state] for row in cells] == ["alive", "alive", "alive"]

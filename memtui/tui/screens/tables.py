@@ -208,6 +208,7 @@ class TablesScreen(Screen):
         table = self.query_one(f"#{kind}-table", VirtualTable)
         table.busy = ""
         table.cursor_t = self.app.cursor.t
+        model.cursor_event = self.app.cursor.event
         table.selected_block = self.app.cursor.block_id
         table.set_model(model)
         self._follow(self.app.cursor, force=True)
@@ -259,6 +260,8 @@ class TablesScreen(Screen):
             model = self.model(kind)
             old_block = table.selected_block
             table.cursor_t = cursor.t
+            if model is not None:
+                model.cursor_event = cursor.event
             table.selected_block = cursor.block_id
             table.refresh()
             if model is None or table.busy or model.rows.size == 0:
