@@ -34,3 +34,24 @@ def test_summary_gains_peak_reserved_and_findings(capsys):
     assert device["peak_reserved_bytes"] == 120 * MiB
     assert device["findings"] == {"leak": 0, "peak": 1, "oom": 0, "fragmentation": 1,
                                   "inefficient": 0, "capture": 0}
+
+
+def test_findings_of_a_layered_capture_come_from_its_default_layer(capsys):
+    """msMemScope: ``findings`` finds in each device's default memory layer, as ``summary``
+    and the UI do; over all layers mixed, npu:0's largest free gap was 200 MiB in a pool
+    of 18 MiB."""
+    import pytest
+
+    from memtui.analysis.findings import find_all, format_findings
+    from memtui.analysis.layers import layer_view
+    from memtui.loading import load_trace
+    from tests.conftest import shared_files
+
+    found = shared_files("msmemscope", "msinsight_mirror__full_db__*.dat")
+    if not found:
+        pytest.skip("needs ../shared/data/msmemscope/msinsight_mirror__full_db__*.dat")
+    assert main(["findings", str(found[0])]) == 0
+    out = capsys.readouterr().out
+    layered = layer_view(load_trace(found[0]))
+    assert out.strip() == format_findings(layered, find_all(layered)).strip()
+    assert "largest free gap then 200.0 MiB" not in out
