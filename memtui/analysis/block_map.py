@@ -276,10 +276,12 @@ def _pixels(band_rows: np.ndarray, tops: np.ndarray, totals: np.ndarray, ymax: i
 
 
 def bands_at(
-    index: DeviceIndex, rank: np.ndarray, t: int,
+    index: DeviceIndex, rank: np.ndarray, t: int, seq: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The blocks alive at ``t`` in stacking order (bottom first), and their bottoms."""
-    rows = index.blocks_at(t)
+    """The blocks alive at ``t`` in stacking order (bottom first), and their bottoms; with
+    ``seq`` (:func:`~memtui.analysis.pool_state.event_seq`), alive just after that event
+    (exact among events sharing a timestamp)."""
+    rows = index.blocks_at(t) if seq is None else index.seq_lives()[0].at(seq)
     rows = rows[np.argsort(rank[rows], kind="stable")]
     sizes = index.size[rows]
     return rows, np.cumsum(sizes) - sizes

@@ -181,10 +181,19 @@ def block_rows_at_event(trace: MemoryTrace, device: str, event: int,
     events = trace.device_events(device)
     if events.is_empty():
         return index.blocks_at(index.t_start if t is None else t)
-    event = min(max(int(event), 0), events.height - 1)
-    if _orders_by_seq(trace, device):
-        return index.seq_lives()[0].at(int(events["seq"][event]))
-    return index.blocks_at(int(events["t"][event]))
+    seq = event_seq(trace, device, event)
+    if seq is not None:
+        return index.seq_lives()[0].at(seq)
+    return index.blocks_at(int(events["t"][min(max(int(event), 0), events.height - 1)]))
+
+
+def event_seq(trace: MemoryTrace, device: str, event: int | None) -> int | None:
+    """The ``seq`` of the device's event at position ``event`` where lifetimes are exact
+    by event order (as :func:`state_at_event`), else None (go by the event's time)."""
+    events = trace.device_events(device)
+    if event is None or events.is_empty() or not _orders_by_seq(trace, device):
+        return None
+    return int(events["seq"][min(max(int(event), 0), events.height - 1)])
 
 
 def _orders_by_seq(trace: MemoryTrace, device: str) -> bool:

@@ -446,3 +446,27 @@ def test_block_details_of_a_block_without_stream_say_dash(tmp_path):
     cursor = SimpleNamespace(block_id=int(index.blocks["block_id"][0]))
     text = block_details(screen, cursor)
     assert "stream -" in text and "stream None" not in text
+
+
+async def test_blocks_up_down_walk_the_blocks_alive_at_the_cursors_event():
+    """Issue 15: events 1 and 2 allocate at the same t=20; at event 1 the walk meets only
+    the blocks alive just after it (0 and 1), never the block of event 2."""
+    from memtui.analysis.pool_state import event_seq
+    from tests.tui.test_app import shared_time_trace
+
+    trace = shared_time_trace()
+    index = device_index(trace, "cuda:0")
+    rank = np.arange(3)
+    assert bands_at(index, rank, 20)[0].tolist() == [0, 1, 2]  # by time: wrong at event 1
+    assert bands_at(index, rank, 20, event_seq(trace, "cuda:0", 1))[0].tolist() == [0, 1]
+    app = maps_app(trace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, "blocks")
+        app.move_cursor(event=1)
+        await pilot.pause()
+        seen = set()
+        for key in ("j", "j", "j", "k", "k", "k", "j", "j"):
+            await pilot.press(key)
+            seen.add(app.cursor.block_id)
+            assert app.cursor.event == 1
+        assert seen == {0, 1}

@@ -21,6 +21,7 @@ from textual.widgets import Static
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
+from memtui.analysis.pool_state import event_seq
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen, block_details, find_address, select_event_block
@@ -197,7 +198,9 @@ class BlocksScreen(LinkedScreen):
         if not self._ready:
             return
         index, data, _ = self.shown()
-        rows, _ = bands_at(index, data.rank, self.cursor.t)
+        cursor = self.cursor
+        seq = event_seq(self.trace, cursor.device, cursor.event)
+        rows, _ = bands_at(index, data.rank, cursor.t, seq)
         if rows.size == 0:
             return
         current = index.row_of_block(self.shown_cursor(self.cursor).block_id)
