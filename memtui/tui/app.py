@@ -799,7 +799,12 @@ def run_app(path: str | Path, follow: bool = False) -> int:
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = MemtuiApp(path, follow=follow)
+    return run_to_exit(MemtuiApp(path, follow=follow))
+
+
+def run_to_exit(app: MemtuiApp) -> int:
+    """Run ``app`` and say how it ended: the one-line error of a capture that could not be
+    read, or of a crash, on stderr; the exit status (see :func:`exit_status`)."""
     try:
         app.run()
     except Exception as error:  # raised outside Textual's own handling
@@ -820,4 +825,5 @@ def run_app(path: str | Path, follow: bool = False) -> int:
     return status
 
 
-__all__ = ["MemtuiApp", "exit_status", "initial_device", "run_app", "textual_fixes"]
+__all__ = ["MemtuiApp", "exit_status", "initial_device", "run_app", "run_to_exit",
+           "textual_fixes"]

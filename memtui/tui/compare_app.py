@@ -19,7 +19,6 @@ whenever the alignment does.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from pathlib import Path
@@ -45,11 +44,9 @@ from memtui.loading import check_input
 from memtui.model import MemoryTrace
 from memtui.tui.app import (
     EXIT_BAD_INPUT,
-    EXIT_CRASH,
     MemtuiApp,
-    crash_line,
-    exit_status,
     initial_device,
+    run_to_exit,
 )
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens import SCREENS
@@ -394,21 +391,7 @@ def run_compare(path_a: str | Path, path_b: str | Path) -> int:
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = CompareApp(*paths)
-    try:
-        app.run()
-    except Exception as error:  # raised outside Textual's own handling
-        app.crash = app.crash or error
-    status = exit_status(app)
-    if app.load_error:
-        print(f"memtui: {app.load_error}", file=sys.stderr)
-    elif status == EXIT_CRASH:
-        print(crash_line(app), file=sys.stderr)
-    if app.loading:  # quit while the loader thread reads: do not wait for it
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    return status
+    return run_to_exit(CompareApp(*paths))
 
 
 __all__ = ["CompareApp", "run_compare"]

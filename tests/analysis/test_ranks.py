@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from memtui.analysis.ranks import CURVE_POINTS, RankRow, flag_outliers, sparkline
-from memtui.rankload import RankTable, stream_results
 from memtui.sources.ranks import discover_ranks
 from tests.helpers.rank_folders import (
     LEAK_RANK,
     PEAK_RANK,
     MiB,
     expected_figures,
+    figures,
+    gather,
     write_ranks,
 )
 
@@ -23,18 +24,6 @@ from tests.helpers.rank_folders import (
 @pytest.fixture(scope="module")
 def ranks_dir(tmp_path_factory) -> Path:
     return write_ranks(tmp_path_factory.mktemp("run") / "snapshots")
-
-
-def gather(captures, **how) -> RankTable:
-    table = RankTable(len(captures))
-    for result in stream_results(captures, **how):
-        table.add(result)
-    return table
-
-
-def figures(table: RankTable) -> list[tuple]:
-    return [(r.rank, r.device, Path(r.path).name, r.peak_allocated, r.peak_reserved,
-             r.allocated_at_end, r.peak_time, r.outlier) for r in table.rows]
 
 
 def test_rows_and_outliers_of_the_generated_ranks(ranks_dir):

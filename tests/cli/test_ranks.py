@@ -12,27 +12,15 @@ import pytest
 
 from memtui.analysis.ranks import flag_outliers
 from memtui.cli import main
-from memtui.rankload import RankTable, dask_available, stream_results, summarize_capture
+from memtui.rankload import dask_available, summarize_capture
 from memtui.sources.ranks import discover_ranks
 from tests.conftest import SHARED_DATA
-from tests.helpers.rank_folders import expected_figures, write_ranks
+from tests.helpers.rank_folders import expected_figures, figures, gather, write_ranks
 
 
 @pytest.fixture(scope="module")
 def ranks_dir(tmp_path_factory) -> Path:
     return write_ranks(tmp_path_factory.mktemp("run") / "snapshots")
-
-
-def gather(captures, **how) -> RankTable:
-    table = RankTable(len(captures))
-    for result in stream_results(captures, **how):
-        table.add(result)
-    return table
-
-
-def figures(table: RankTable) -> list[tuple]:
-    return [(r.rank, r.device, Path(r.path).name, r.peak_allocated, r.peak_reserved,
-             r.allocated_at_end, r.peak_time, r.outlier) for r in table.rows]
 
 
 def test_a_bad_file_is_skipped_with_a_warning(tmp_path, capsys):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+from memtui.rankload import RankTable, stream_results
+
 MiB = 1 << 20
 SEG = 0x7F00_0000_0000
 PEAK_RANK, LEAK_RANK = 5, 6
@@ -58,3 +60,17 @@ def expected_figures() -> list[tuple]:
         rows.append((rank, f"cuda:{rank}", f"rank{rank}.pickle", peak, 64 * MiB, end, 0,
                      rank in (PEAK_RANK, LEAK_RANK)))
     return rows
+
+
+def gather(captures, **how) -> RankTable:
+    """The rank table of ``captures``, loaded as ``how`` says (workers, cluster...)."""
+    table = RankTable(len(captures))
+    for result in stream_results(captures, **how):
+        table.add(result)
+    return table
+
+
+def figures(table: RankTable) -> list[tuple]:
+    """The rows of ``table`` as tuples comparable with :func:`expected_figures`."""
+    return [(r.rank, r.device, Path(r.path).name, r.peak_allocated, r.peak_reserved,
+             r.allocated_at_end, r.peak_time, r.outlier) for r in table.rows]
