@@ -51,6 +51,8 @@ MODEL_VERSION = 1
 DEFAULT_MAX_BYTES = 5 * 10**9
 _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"
+#: Entries of at least this many bytes are memory-mapped (pyarrow); smaller ones are read.
+MAP_FROM_BYTES = 32 << 20
 NO_CACHE_ENV = "MEMTUI_NO_CACHE"
 
 
@@ -200,11 +202,12 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
     if manifest.get("key") != key.as_json():
         return None
     frames: dict[str, pl.DataFrame] = {}
+    mapped = sum(manifest["sizes"].values()) >= MAP_FROM_BYTES
     for name in SCHEMAS:
         file = entry / f"{name}.arrow"
         if file.stat().st_size != manifest["sizes"][name]:
             return None
-        frames[name] = _read_arrow(file)
+        frames[name] = _read_arrow(file, mapped)
         if not _fits_contract(frames[name], name):
             return None
     meta = meta_from_json(manifest["meta"])
@@ -212,13 +215,18 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
         file = entry / file_name
         if file.stat().st_size != size:
             return None
-        meta.extra[extra_key] = _read_arrow(file)
+        meta.extra[extra_key] = _read_arrow(file, mapped)
     return MemoryTrace(meta=meta, **frames)
 
 
-def _read_arrow(file: Path) -> pl.DataFrame:
-    """An IPC file as a frame whose columns are pages of the file (memory-mapped)."""
+def _read_arrow(file: Path, mapped: bool = True) -> pl.DataFrame:
+    """An IPC file as a frame whose columns are pages of the file (memory-mapped), or,
+    for a small entry (``mapped`` False), read into memory by polars itself: a copy of a
+    few MB costs less than importing pyarrow (about 30 ms of a small file's reopen)."""
     import polars as pl
+
+    if not mapped:
+        return pl.read_ipc(file)
     import pyarrow as pa
 
     # not closed here: the buffers keep the mapping alive as long as the columns live

@@ -50,7 +50,16 @@ def snapshot(tmp_path: Path) -> Path:
     return write_hand_snapshot(folder / "hand.pickle")
 
 
-def test_reopen_comes_from_the_cache_and_equals_a_fresh_load(snapshot, isolated_cache):
+@pytest.fixture(params=["mapped", "read"])
+def read_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways an entry comes back: memory-mapped through pyarrow (big entries) or read
+    by polars (small ones, where importing pyarrow would cost more than the copy)."""
+    monkeypatch.setattr(cache, "MAP_FROM_BYTES", 0 if request.param == "mapped" else 1 << 62)
+    return request.param
+
+
+def test_reopen_comes_from_the_cache_and_equals_a_fresh_load(snapshot, isolated_cache,
+                                                             read_mode):
     first = load_trace(snapshot)
     (entry,) = entries(isolated_cache)
     assert {p.name for p in entry.iterdir()} == {"manifest.json", *(f"{n}.arrow" for n in SCHEMAS)}
@@ -71,7 +80,7 @@ def test_nothing_is_written_beside_the_input(snapshot):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "manifest", "missing"])
-def test_a_corrupt_entry_is_ignored_and_rebuilt(snapshot, isolated_cache, damage):
+def test_a_corrupt_entry_is_ignored_and_rebuilt(snapshot, isolated_cache, damage, read_mode):
     want = load_trace(snapshot, use_cache=False)
     load_trace(snapshot)
     (entry,) = entries(isolated_cache)
