@@ -63,6 +63,18 @@ def test_values_of_another_type_fall_back_to_text(tmp_path, monkeypatch):
     assert_same(typed, text)
 
 
+def test_a_chunk_starting_with_null_texts_is_read_typed(tmp_path, monkeypatch):
+    # The driver types a column by its first values: 2000 NULL names, stacks and Attr
+    # before the first text would make it a number column, failing the chunk over to text.
+    rows = [row(100 + i, "OP_LAUNCH", "ATEN_START", 5000 + i, name=None) for i in range(2000)]
+    rows = [(*r[:9], None, None, None) for r in rows] + SCENARIO
+    path = write_db(tmp_path / "memscope_dump_5.db", rows)
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+    assert typed.markers.filter(typed.markers["kind"] == "op").height == 2000 + 1
+
+
 def test_text_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
     path = write_db(tmp_path / "memscope_dump_3.db", SCENARIO)
     con = sqlite3.connect(path)
