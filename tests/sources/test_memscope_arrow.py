@@ -104,6 +104,41 @@ def test_the_typed_read_writes_nothing_beside_the_input(tmp_path, wal):
     assert path.read_bytes() == data
 
 
+def test_an_empty_wal_left_by_a_reader_is_read_typed(tmp_path, monkeypatch):
+    # A read-only reader of a WAL file (Insight, the sqlite3 shell) leaves an empty -wal
+    # and a -shm behind: every row is in the file, read typed, nothing changed beside it.
+    path = write_db(tmp_path / "memscope_dump_6.db", SCENARIO, wal=True)
+    reader = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    reader.execute("SELECT count(*) FROM memscope_dump").fetchone()
+    reader.close()
+    wal = Path(f"{path}-wal")
+    assert wal.exists() and wal.stat().st_size == 0
+    beside = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == beside
+
+
+def test_a_wal_with_rows_is_read_the_text_way(tmp_path, monkeypatch):
+    # Rows still in the -wal (a writer connected): not the typed read, and every row read.
+    path = write_db(tmp_path / "memscope_dump_7.db", SCENARIO[:-1], wal=True)
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute(f"INSERT INTO memscope_dump VALUES ({','.join('?' * 12)})", SCENARIO[-1])
+    writer.commit()
+    try:
+        assert Path(f"{path}-wal").stat().st_size > 0
+        typed, text, counts = both_ways(path, monkeypatch)
+    finally:
+        writer.close()
+    assert counts == {"typed": 0, "text": 0}  # no ADBC connection at all
+    assert_same(typed, text)
+    whole = open_capture(write_db(tmp_path / "memscope_dump_8.db", SCENARIO))
+    for name in ("events", "blocks", "markers"):
+        assert typed.frame(name).equals(whole.frame(name)), name
+
+
 @pytest.mark.parametrize("path", shared_files("msmemscope", "*.db")
                          + shared_files("msmemscope", "*.dat"), ids=lambda p: p.name)
 def test_real_dbs_read_the_same_typed(path, monkeypatch):
