@@ -63,6 +63,7 @@ class _Model:
     build_warnings: list[str] = field(default_factory=list)  # pairing's
     call_warnings: list[str] = field(default_factory=list)
     groups: dict[str, pl.DataFrame] = field(default_factory=dict)  # see _groups
+    levelled: int = 0  # events the last update levelled (the suffix)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class LiveBuild:
     rebuilds: int = 0  # how many updates built from every row (for tests and benchmarks)
     extended: int = 0  # how many extended the model
     last_rebuild: str = ""  # why the last update could not extend the model
+    last_suffix: int = 0  # events levelled again by the last update (all, if built anew)
 
     def update(self, memory: list[pl.DataFrame], other: list[pl.DataFrame],
                trace: list[pl.DataFrame], new_memory: list[pl.DataFrame],
@@ -89,11 +91,13 @@ class LiveBuild:
             try:
                 self.model = _extend(self.model, all_rows, new_rows)
                 self.extended += 1
+                self.last_suffix = self.model.levelled
                 return self._trace(warnings)
             except _Rebuild as why:
                 self.last_rebuild = str(why)
         self.model = _build(all_rows)
         self.rebuilds += 1
+        self.last_suffix = self.model.events.height
         return self._trace(warnings)
 
     def _trace(self, read_warnings: list[str]) -> MemoryTrace:
@@ -415,9 +419,10 @@ def _extend(model: _Model, rows, new_rows) -> _Model:
     if new_trace.height or (touched.height and trace.height):
         call_warnings = []
         calls = calls_of(trace, model.events, start, end, call_warnings)
-    return _Model(**{**model.__dict__, "markers": markers, "marker_pairs": pairs,
-                     "calls": calls, "call_warnings": call_warnings, "start": start,
-                     "end": end})
+    levelled = model.levelled if touched.height else 0
+    return _Model(**{**model.__dict__, "levelled": levelled, "markers": markers,
+                     "marker_pairs": pairs, "calls": calls, "call_warnings": call_warnings,
+                     "start": start, "end": end})
 
 
 def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | None) -> _Model:
@@ -469,7 +474,7 @@ def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | 
     reserved = _before(model.reserved_curves, cut)
     groups = _union_groups(model.groups, _groups(suffix, blocks, alloc_suffix, reserved_suffix))
     return _Model(**{
-        **model.__dict__,
+        **model.__dict__, "levelled": suffix.height,
         "events": pl.concat([prefix, suffix], how="vertical_relaxed", rechunk=False),
         "blocks": blocks, "levels": levels, "texts": texts, "frames": frames, "stacks": stacks,
         "alloc_curves": pl.concat([alloc, alloc_suffix], rechunk=False),
