@@ -1,9 +1,10 @@
 """``memtui --follow`` on an msMemScope DB: what one update costs against building anew.
 
 For each ``--rows`` size: writes a synthetic DB (``generate_memscope.py``, rows in the order
-msMemScope writes them: a block's rows when it is freed), copies all but the last
-``--bursts`` x ``--new`` rows into a second DB (the capture so far), lets the follower read
-it, then appends the rest burst by burst and times, in the same run, for each burst:
+msMemScope writes them: a block's rows when it is freed), copies its first half into a
+second DB (the capture so far: a running job, whose never-freed blocks' rows come at its
+exit), lets the follower read it, then appends ``--bursts`` bursts of ``--new`` rows and
+times, in the same run, for each burst:
 
 * ``extend``: the follower's read of the new rows (``DbTail.read_new``) and the model
   extended with them (``DbTail.trace``: ``memscope.live.LiveBuild``) plus the load-time
@@ -50,7 +51,7 @@ def _measure(folder: Path, rows: int, new: int, bursts: int) -> dict:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(f"ATTACH '{full}' AS src")
     total = con.execute("SELECT max(rowid) FROM src.memscope_dump").fetchone()[0]
-    cut = total - bursts * new
+    cut = total // 2  # a running job: the rows of blocks never freed come at its exit
     con.execute("CREATE TABLE memscope_dump AS SELECT * FROM src.memscope_dump WHERE 0")
     con.execute("INSERT INTO memscope_dump SELECT * FROM src.memscope_dump WHERE rowid <= ?",
                 (cut,))

@@ -585,31 +585,62 @@ def _extend_markers(model: _Model, other: pl.DataFrame,
                     new_other: pl.DataFrame) -> tuple[pl.DataFrame, set]:
     """Markers before the markers' cut kept, those from it on made again from the rows.
 
-    The cut is the earliest new row, moved back before any range that crosses it or is
-    still open (unpaired start, lonely end), so that before it every start is paired
-    with an end before it, as ``timeline._marker_ranges`` pairs them (first-in first-out)."""
+    The cut is the earliest new row, moved back before any range that crosses it, so that
+    before it every start is paired with an end before it, as ``timeline._marker_ranges``
+    pairs them (first-in first-out per key).  A range still open before the cut (a start
+    whose end has not come: a training step) goes with the rows after it, its start row
+    first, as the first start of its key there; a lonely end moves the cut back to it."""
     if not new_other.height:
         return model.markers, model.marker_pairs
     pairs = model.marker_pairs | set(
         new_other.select("event", pl.col("etype").fill_null("")).unique().iter_rows())
-    kinds = [_marker_kind(e, t) for e, t in pairs]
-    ranged = {k[0] for k in kinds if k[1] is not None}
-    instant = {k[0] for k in kinds if k[1] is None}
+    kinds = {pair: _marker_kind(*pair) for pair in pairs}
+    ranged = {k[0] for k in kinds.values() if k[1] is not None}
+    instant = {k[0] for k in kinds.values() if k[1] is None}
     old = model.markers
     if ranged & instant or old.is_empty():
         return markers_of(other), pairs
-    cut = int(new_other["t"].min())
     ranges = old.filter(pl.col("kind").is_in(list(ranged)))
-    low = pl.min_horizontal("t", "t_end")
-    high = pl.max_horizontal("t", "t_end")
+    cut = int(new_other["t"].min())
     for _ in range(16):
-        crossing = ranges.filter(pl.col("t_end").is_null() | ((low < cut) & (high >= cut)))
-        earliest = crossing.select(low.min()).item()
-        if earliest is None or earliest >= cut:
+        cut = _uncrossed(ranges, cut)
+        opened = ranges.filter(pl.col("t_end").is_null() & (pl.col("t") < cut))
+        starts = _open_starts(old, other, opened, cut, kinds)
+        if starts is not None:
             break
-        cut = int(earliest)
+        cut = int(opened["t"].min())  # a lonely end (or a start we cannot tell): from it
     else:
         return markers_of(other), pairs
     kept = _before(old, cut)
-    made = markers_of(other.filter(pl.col("t") >= cut))
-    return pl.concat([kept, made], how="vertical_relaxed"), pairs
+    if starts.height:
+        kept = kept.filter(~pl.col("t").is_in(starts["t"].implode()))
+    made = markers_of(pl.concat([starts, other.filter(pl.col("t") >= cut)]))
+    if not starts.height:
+        return pl.concat([kept, made], how="vertical_relaxed"), pairs
+    return kept.merge_sorted(made.select(kept.columns).cast(kept.schema), key="t"), pairs
+
+
+def _uncrossed(ranges: pl.DataFrame, cut: int) -> int:
+    """``cut`` moved back until no paired range has one end before it and one from it."""
+    low = pl.min_horizontal("t", "t_end")
+    high = pl.max_horizontal("t", "t_end")
+    paired = ranges.filter(pl.col("t_end").is_not_null())
+    while True:
+        earliest = paired.filter((low < cut) & (high >= cut)).select(low.min()).item()
+        if earliest is None:
+            return cut
+        cut = int(earliest)
+
+
+def _open_starts(old: pl.DataFrame, other: pl.DataFrame, opened: pl.DataFrame, cut: int,
+                 kinds: dict) -> pl.DataFrame | None:
+    """The rows of the ranges still open before ``cut``, where each is a start row alone
+    at its time (no other marker there); None where one is not (a lonely end)."""
+    if not opened.height:
+        return other.clear()
+    times = opened["t"].unique().implode()
+    rows = other.filter(pl.col("t").is_in(times) & (pl.col("t") < cut))
+    phases = {kinds.get((e, t or ""), (None, None))[1]
+              for e, t in rows.select("event", "etype").iter_rows()}
+    alone = old.filter(pl.col("t").is_in(times)).height == rows.height == opened.height
+    return rows if phases == {"start"} and alone else None
