@@ -201,10 +201,15 @@ def trace_columns(trace: list) -> TraceColumns | None:
     """The columns of ``trace`` where every entry is a dict with a string action and
     integers in range (what :func:`_entry_ok` accepts), else None.  One extraction per
     key and C-level passes over the values (no Python loop per entry)."""
-    if set(map(type, trace)) - {dict}:
+    actions = _values(trace, "action")  # also tells an entry that is not a dict
+    if actions is None:
         return None
-    actions = _values(trace, "action")
-    if set(map(type, actions)) - {str}:
+    try:  # strict: anything but a string (or None: no action) is refused
+        action = pl.Series("action", actions, pl.String, strict=True)
+    except (TypeError, ValueError, pl.exceptions.PolarsError):
+        return None
+    del actions
+    if action.null_count():
         return None
     ints: dict[str, pl.Series] = {}
     for key, (low, high, required) in _ENTRY_INTS.items():
@@ -213,31 +218,41 @@ def trace_columns(trace: list) -> TraceColumns | None:
             return None
         ints[key] = column
     frames = _values(trace, "frames")
-    if set(map(type, frames)) - {list, _NONE}:
+    if frames is None or set(map(type, frames)) - {list, _NONE}:
         return None
-    return TraceColumns(action=pl.Series("action", actions, pl.String), frames=frames, **ints)
+    return TraceColumns(action=action, frames=frames, **ints)
 
 
-def _values(trace: list[dict], key: str) -> list:
-    """``entry[key]`` of every entry (None where an entry lacks it)."""
+def _values(trace: list, key: str) -> list | None:
+    """``entry[key]`` of every entry (None where an entry lacks it); None where an entry
+    is not a dict."""
     try:
         return list(map(itemgetter(key), trace))
     except KeyError:
+        pass
+    except TypeError:
+        return None
+    try:
         return list(map(dict.get, trace, repeat(key)))
+    except TypeError:
+        return None
 
 
 def _int_column(key: str, values: list, low: int, high: int, required: bool
                 ) -> pl.Series | None:
     """``values`` as a typed column where each is an integer (not a bool) in
     ``[low, high)`` or None (not None where ``required``), else None."""
-    kinds = set(map(type, values))
-    if kinds - {int, _NONE} or (required and _NONE in kinds):
-        return None
-    try:
+    try:  # strict: floats, text, containers and integers past the type are refused
         column = pl.Series(key, values, dtype=_INT_DTYPES[key], strict=True)
     except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
-        return None  # past the column type's range
-    if column.null_count() < len(column) and not (low <= column.min() and column.max() < high):
+        return None
+    nulls = column.null_count()
+    if nulls == len(column):
+        return column
+    if (required and nulls) or not (low <= column.min() and column.max() < high):
+        return None
+    # bools pass as 0 and 1: only a column holding a 0 or a 1 needs its types looked at
+    if column.is_in([0, 1]).any() and set(map(type, values)) - {int, _NONE}:
         return None
     return column
 
