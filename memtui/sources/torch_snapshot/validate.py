@@ -202,15 +202,12 @@ def trace_columns(trace: list) -> TraceColumns | None:
     integers in range (what :func:`_entry_ok` accepts), else None.  One extraction per
     key and C-level passes over the values (no Python loop per entry)."""
     actions = _values(trace, "action")  # also tells an entry that is not a dict
-    if actions is None:
+    # types first, in one C-level pass: polars must never see a container (a deep list
+    # overflows its stack)
+    if actions is None or set(map(type, actions)) - {str}:
         return None
-    try:  # strict: anything but a string (or None: no action) is refused
-        action = pl.Series("action", actions, pl.String, strict=True)
-    except (TypeError, ValueError, pl.exceptions.PolarsError):
-        return None
+    action = pl.Series("action", actions, pl.String)
     del actions
-    if action.null_count():
-        return None
     ints: dict[str, pl.Series] = {}
     for key, (low, high, required) in _ENTRY_INTS.items():
         column = _int_column(key, _values(trace, key), low, high, required)
@@ -242,17 +239,14 @@ def _int_column(key: str, values: list, low: int, high: int, required: bool
                 ) -> pl.Series | None:
     """``values`` as a typed column where each is an integer (not a bool) in
     ``[low, high)`` or None (not None where ``required``), else None."""
-    try:  # strict: floats, text, containers and integers past the type are refused
+    kinds = set(map(type, values))  # first: polars must never see a container
+    if kinds - {int, _NONE} or (required and _NONE in kinds):
+        return None
+    try:
         column = pl.Series(key, values, dtype=_INT_DTYPES[key], strict=True)
     except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
-        return None
-    nulls = column.null_count()
-    if nulls == len(column):
-        return column
-    if (required and nulls) or not (low <= column.min() and column.max() < high):
-        return None
-    # bools pass as 0 and 1: only a column holding a 0 or a 1 needs its types looked at
-    if column.is_in([0, 1]).any() and set(map(type, values)) - {int, _NONE}:
+        return None  # past the column type's range
+    if column.null_count() < len(column) and not (low <= column.min() and column.max() < high):
         return None
     return column
 
