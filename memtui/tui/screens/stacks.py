@@ -8,7 +8,8 @@ then to the blocks allocated during the window, or the view without one).  ``up`
 node's blocks, ``u`` shows only the user's own Python frames (no interpreter,
 torch-internal or C++ frames).  Each node says its bytes, share of all, and from 100
 columns its self bytes, blocks and share of its parent.  ``v`` shows the call flame
-instead, ``e`` picks its thread (``t`` stays the app's memory layer), and ``pageup``/``pagedown`` scroll its depth.
+instead, ``e`` picks its thread (``t`` stays the app's memory layer), and
+``pageup``/``pagedown`` scroll its depth.
 """
 
 from __future__ import annotations
