@@ -84,6 +84,14 @@ class FindingsScreen(Screen):
                          "(the other screens work meanwhile)")
             self._show_detail(None)
             return
+        error = getattr(self.app, "findings_error", None)
+        if error:
+            self.items = []
+            title.update(Text.assemble(("Findings", "bold"), "  could not be found: ",
+                                       (error, "bold red"),
+                                       "  (the other screens work; details in the toast)"))
+            self.query_one("#findings-detail", Static).update("")
+            return
         self.items = ranked([f for items in found.values() for f in items])
         high = sum(f.severity == "high" for f in self.items)
         title.update(f"[b]Findings[/b]  {len(self.items)} found, {high} of high severity"
