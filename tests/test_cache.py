@@ -235,3 +235,17 @@ def test_an_entry_removed_meanwhile_counts_as_empty(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_module, "_entry_size", size_after_the_other_store_evicted)
     assert cache_module.evict(root, 5, keep="b-2") == ["a-1", "b-2"]
     assert real_size(tmp_path / "never-there") == 0
+
+
+def test_a_reopened_summary_prints_the_same_text_naming_the_path_given(snapshot, capsys,
+                                                                       monkeypatch):
+    assert main(["summary", str(snapshot)]) == 0
+    fresh = capsys.readouterr().out
+    assert fresh.startswith(f"{snapshot}  (")
+    assert main(["summary", str(snapshot)]) == 0  # from the entry's kept text
+    assert capsys.readouterr().out == fresh
+    monkeypatch.chdir(snapshot.parent)
+    assert main(["summary", "hand.pickle"]) == 0
+    assert capsys.readouterr().out == fresh.replace(str(snapshot), "hand.pickle", 1)
+    assert main(["summary", "--no-cache", "hand.pickle"]) == 0
+    assert capsys.readouterr().out == fresh.replace(str(snapshot), "hand.pickle", 1)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from memtui.commands.paths import add_cache_argument
+from memtui.errors import printable
 
 HELP = "print per-device memory figures of a capture (or of every rank of a folder)"
 
@@ -40,13 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
     if several_captures(args.paths, args.ranks):
         return _run_ranks(args)
+    path = capture_path(args.paths[0] if args.paths else None)
+    if _print_from_cache(path, args.json):
+        return 0
     from memtui import cache
     from memtui.analysis.summary import format_summary, summary
     from memtui.loading import load_trace
 
-    path = capture_path(args.paths[0] if args.paths else None)
     trace = load_trace(path, store_in_background=True)
-    # a reopened capture's figures come from the cache too (findings take a while)
     key = cache.key_of(path) if cache.enabled() else None
     data = cache.load_derived(key, "summary") if key is not None else None
     computed = data is None
@@ -54,10 +57,51 @@ def run(args: argparse.Namespace) -> int:
         data = summary(trace)
     else:
         data["path"] = trace.meta.path  # the path as given this time
-    print(json.dumps(data) if args.json else format_summary(data, trace), flush=True)
-    if computed and key is not None:
-        cache.save_derived(key, "summary", data)
+    text = format_summary(data, trace)
+    print(json.dumps(data) if args.json else text, flush=True)
+    if key is not None:
+        if computed:
+            cache.save_derived(key, "summary", data)
+        cache.save_derived(key, SUMMARY_TEXT, {"path": data["path"], "text": text})
     return 0
+
+
+#: The derived cache result holding the printed summary (and the path it names).
+SUMMARY_TEXT = "summary-text"
+
+
+def _print_from_cache(path: Path, as_json: bool) -> bool:
+    """Print the figures a reopened capture's cache entry keeps, without loading the trace
+    (nor importing polars): True where it did, False where the cache has none.
+
+    The figures were computed by the same code from the same file (the entry's key holds
+    the file's size, mtime, edge hash and memtui's code stamp); only the path is the one
+    given this time."""
+    from memtui import cache
+
+    if not cache.enabled():
+        return False
+    from memtui.sources.common.files import check_input
+
+    check_input(path)  # a path gone bad since still says so in one line
+    key = cache.key_of(path)
+    if key is None:
+        return False
+    if as_json:
+        data = cache.load_derived(key, "summary")
+        if not isinstance(data, dict):
+            return False
+        data["path"] = str(path)
+        print(json.dumps(data), flush=True)
+        return True
+    stored = cache.load_derived(key, SUMMARY_TEXT)
+    if not isinstance(stored, dict) or not isinstance(stored.get("text"), str):
+        return False
+    text, named = stored["text"], printable(str(stored.get("path")))
+    if not text.startswith(named):
+        return False
+    print(printable(str(path)) + text[len(named):], flush=True)
+    return True
 
 
 def _run_ranks(args: argparse.Namespace) -> int:

@@ -20,16 +20,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from memtui.errors import CaptureError
-from memtui.model import MemoryTrace
-from memtui.sources import ascend, memscope, torch_snapshot
 from memtui.sources.common.files import check_input, compression
+
+if TYPE_CHECKING:
+    from memtui.model import MemoryTrace
 
 Progress = Callable[[float, str], None]
 
-#: Every source, tried in this order.
-SOURCES: list[ModuleType] = [torch_snapshot, memscope, ascend]
+#: Every source, tried in this order (imported on first use: a light helper such as
+#: ``memtui.sources.common.files`` does not pay for polars and every reader).
+_SOURCE_MODULES = ("torch_snapshot", "memscope", "ascend")
+
+
+def sources() -> list[ModuleType]:
+    """Every source package, in the order :func:`open_capture` tries them."""
+    import importlib
+
+    return [importlib.import_module(f"memtui.sources.{name}") for name in _SOURCE_MODULES]
+
+
+def __getattr__(name: str) -> object:
+    if name == "SOURCES":  # the list, as before the sources were imported lazily
+        return sources()
+    raise AttributeError(f"module 'memtui.sources' has no attribute {name!r}")
 
 
 def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTrace:
@@ -43,7 +59,7 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
     """
     path = Path(path)
     check_input(path)
-    for source in SOURCES:
+    for source in sources():
         if _sniffs(source, path):
             try:
                 return source.load(path, progress)
@@ -61,7 +77,7 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
     packed = compression(path) if path.is_file() else None
     if packed is not None:
         raise CaptureError(path, f"compressed with {packed}: decompress it first")
-    kinds = ", ".join(source.NAME for source in SOURCES)
+    kinds = ", ".join(source.NAME for source in sources())
     raise CaptureError(path, f"not a format memtui reads ({kinds})")
 
 

@@ -128,6 +128,8 @@ class MemtuiApp(App[int]):
         # and the user has not moved yet: by default for a capture opened from a path.
         self.findings_first = trace is None if findings_first is None else findings_first
         self._findings_started = False
+        #: Why finding failed (shown on the Findings screen), None while nothing failed.
+        self.findings_error: str | None = None
         self._first_cursor: CursorState | None = None
         # Layered sources (msMemScope): the whole capture, and the layer shown per device;
         # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
@@ -296,10 +298,16 @@ class MemtuiApp(App[int]):
         where = f"; details in {log}" if log else ""
         self.notify(f"{what} failed: {type(error).__name__}: {error}{where}",
                     title="error", severity="error", timeout=20)
-        node = worker.node
-        failed = getattr(node, "worker_failed", None)
-        if failed is not None and node is not self:
+        failed = getattr(worker.node, "worker_failed", None)
+        if failed is not None:
             failed(worker)
+
+    def worker_failed(self, worker: Worker) -> None:
+        """One of the app's own workers failed (``report_worker`` said why in a toast):
+        the findings say so on the Findings screen instead of waiting for ever."""
+        if worker.group == "findings":
+            self.findings_error = f"{type(worker.error).__name__}: {worker.error}"
+            self.findings = {}
 
     # -- crashes --------------------------------------------------------------------------
 
@@ -355,11 +363,8 @@ class MemtuiApp(App[int]):
         from memtui.analysis.findings import find_all
 
         trace = self.trace
-        try:
-            found = find_all(trace)
-        except Exception as exc:  # a finder bug must not take the app down
-            self.call_from_thread(self.notify, f"findings failed: {exc}", severity="error")
-            found = {}
+        self.findings_error = None
+        found = find_all(trace)  # a finder bug: report_worker says so, worker_failed shows it
         self.call_from_thread(self._findings_ready, trace, found)
 
     def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
@@ -562,7 +567,8 @@ class MemtuiApp(App[int]):
 
     # -- actions --------------------------------------------------------------------------
 
-    def _has_cursor(self) -> bool:
+    def _has_cursor(self, quiet: bool = False) -> bool:
+        """Whether the cursor keys apply now (``quiet``: say nothing when they do not)."""
         return self.cursor is not None
 
     def action_show_screen(self, name: str) -> None:
@@ -596,13 +602,25 @@ class MemtuiApp(App[int]):
         if self._has_cursor():
             cursor = self.cursor
             end = cursor.window[1] if cursor.window else cursor.view[1]
-            self.move_cursor(window=(cursor.t, max(end, cursor.t)))
+            self._set_window(cursor.t, max(end, cursor.t), "start")
 
     def action_window_end(self) -> None:
         if self._has_cursor():
             cursor = self.cursor
             begin = cursor.window[0] if cursor.window else cursor.view[0]
-            self.move_cursor(window=(min(begin, cursor.t), cursor.t))
+            self._set_window(min(begin, cursor.t), cursor.t, "end")
+
+    def _set_window(self, t0: int, t1: int, edge: str) -> None:
+        """Select [t0, t1]; an empty one (both edges at one time) is refused with a toast
+        and the window stays as it was."""
+        if t1 <= t0:
+            other = "end" if edge == "start" else "start"
+            key = "[" if edge == "start" else "]"
+            self.notify(f"No empty window: its {other} is at this time too. Move the cursor, "
+                        f"then press {key} again (x clears the window).", title="window",
+                        severity="warning", timeout=5)
+            return
+        self.move_cursor(window=(t0, t1))
 
     def action_clear_window(self) -> None:
         if self._has_cursor():
@@ -682,7 +700,7 @@ class MemtuiApp(App[int]):
         yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the folder "
                             "is $XDG_PICTURES_DIR, else the current one)",
                             lambda: self.set_timer(0.1, self.deliver_screenshot))
-        if not self._has_cursor():
+        if not self._has_cursor(quiet=True):
             return
         for key, name in SCREEN_KEYS.items():
             yield SystemCommand(f"{SCREEN_TITLES[name]} screen ({key})",

@@ -5,7 +5,8 @@ write (torch 2.0 to 2.15 keys, pickle protocols 2 to 5), the bare segment list o
 ``torch.cuda.memory_snapshot()`` and the legacy blocks with ``history``; see
 ../shared/formats/torch_snapshot.md.  Unknown keys are ignored.
 
-The trace dicts are turned into columns once (one pass per key), call stacks are interned
+The trace dicts are turned into columns once, while they are checked (one pass per key,
+:func:`memtui.sources.torch_snapshot.validate.trace_columns`), call stacks are interned
 by object identity (the pickle memo shares them heavily), and everything after that is
 polars: pairing allocs and frees into blocks, segments, and the levels, which are found
 by walking back from the final state (start = active at end - allocs + frees).
@@ -32,7 +33,13 @@ from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
-from memtui.sources.torch_snapshot.validate import clean_snapshot, short_text, text_values
+from memtui.sources.torch_snapshot.validate import (
+    TraceColumns,
+    clean_snapshot,
+    short_text,
+    text_values,
+    trace_columns,
+)
 
 NAME = "PyTorch memory snapshot"
 SOURCE = "torch_snapshot"
@@ -51,8 +58,6 @@ _ENUM_OF_TORCH = {
 }
 _ACTIVE_STATES = ("active_allocated", "active_pending_free")
 _NPU_ONLY_ACTIONS = ("workspace_snapshot",)
-_TRACE_SCHEMA = {"action": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
-                 "time_us": pl.Int64}
 
 
 def sniff(path: Path) -> bool:
@@ -66,16 +71,16 @@ def load(path: Path, progress=None) -> MemoryTrace:
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
         snapshot = _normalise(path, load_pickle(path))
-        problems = clean_snapshot(path, snapshot, path.stat().st_size)
+        problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
         _report(progress, 0.6, "building the model")
         try:
-            trace = _SnapshotBuilder(path, snapshot).build()
+            trace = _SnapshotBuilder(path, snapshot, columns).build()
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
             raise CaptureError(
                 path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
             ) from None
         trace.meta.warnings[:0] = problems
-        del snapshot
+        del snapshot, columns
     _report(progress, 1.0, "done")
     return trace
 
@@ -128,9 +133,12 @@ def _block_frames(block: dict) -> list | None:
 class _SnapshotBuilder:
     """Turns one unpickled snapshot into a MemoryTrace."""
 
-    def __init__(self, path: Path, snapshot: dict) -> None:
+    def __init__(self, path: Path, snapshot: dict,
+                 columns: dict[int, TraceColumns] | None = None) -> None:
         self.path = path
         self.snapshot = snapshot
+        #: the checked columns of trace lists, by ``id`` (see ``_columns_of``)
+        self.columns = columns if columns is not None else {}
         self.interner = StackInterner()
         self.warnings: list[str] = []
         self.prefix = "npu" if _is_npu(snapshot) else "cuda"
@@ -151,27 +159,29 @@ class _SnapshotBuilder:
         traces.append((self.device_name("host"), host))
         return [(name, trace) for name, trace in traces if trace]
 
+    def _columns_of(self, device: str, trace: list[dict]) -> TraceColumns:
+        """The columns the check took of ``trace`` (each used once: a trace list the file
+        shares between devices is empty the second time, as its dicts are freed), or
+        taken now (the host trace flattened from several)."""
+        columns = self.columns.pop(id(trace), None)
+        if columns is None:
+            columns = trace_columns(trace)
+        if columns is None:
+            raise CaptureError(self.path, f"malformed trace entries of {device}")
+        return columns
+
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        """One device's trace entries as columns, one C-level pass per key."""
-        try:
-            df = pl.DataFrame([_trace_column(trace, key, dtype)
-                               for key, dtype in _TRACE_SCHEMA.items()])
-        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
-            raise CaptureError(self.path, f"malformed trace entries of {device} ({exc})") from None
-        for key in ("action", "size"):
-            missing = df[key].null_count()
-            if missing:
-                raise CaptureError(
-                    self.path, f"malformed PyTorch memory snapshot: {missing} trace entries of "
-                    f"{device} have no '{key}'")
-        df = df.with_columns(
+        """One device's trace entries as columns (taken while they were checked)."""
+        columns = self._columns_of(device, trace)
+        df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
             # the canonical Enum from here on: comparisons are integer ops, not strings
             pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
                                             return_dtype=ACTION_DTYPE).alias("canonical"),
-            self._stack_ids(trace),
+            self._stack_ids(columns.frames),
         )
+        del columns
         unknown = df.filter(pl.col("canonical").is_null())
         if unknown.height:
             names = sorted(unknown["action"].unique().to_list())
@@ -199,14 +209,9 @@ class _SnapshotBuilder:
                 rows.append((index, text))
         self.segment_pool_ids[device] = rows
 
-    def _stack_ids(self, trace: list[dict]) -> pl.Series:
+    def _stack_ids(self, frames: list[list | None]) -> pl.Series:
         """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass)."""
-        try:
-            keys = np.fromiter(map(id, map(itemgetter("frames"), trace)), dtype=np.uint64,
-                               count=len(trace))
-        except (KeyError, TypeError):  # entries without frames: the slower general way
-            return self.interner.stack_ids(_trace_values(trace, "frames"))
-        return self.interner.stack_ids_by_identity(keys, lambda row: trace[row]["frames"])
+        return self.interner.stack_ids(frames)
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
@@ -594,29 +599,12 @@ def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
         addr=pl.col("g_addr"), size=(pl.col("g_end") - pl.col("g_addr")).cast(pl.Int64))
 
 
-_NUMPY_OF = {pl.Int64: np.int64, pl.UInt64: np.uint64}
-
-
 def _trace_values(trace: list[dict], key: str) -> list:
     """``entry[key]`` of every entry (None where an entry lacks it)."""
     try:
         return list(map(itemgetter(key), trace))
     except (KeyError, TypeError):
         return [entry.get(key) for entry in trace]
-
-
-def _trace_column(trace: list[dict], key: str, dtype: type[pl.DataType]) -> pl.Series:
-    """Column ``key`` of the trace entries: straight into a typed array where every entry
-    has an integer there (one pass, no intermediate list), else through a list with nulls."""
-    numpy_dtype = _NUMPY_OF.get(dtype)
-    if numpy_dtype is not None:
-        try:
-            values = np.fromiter(map(itemgetter(key), trace), dtype=numpy_dtype,
-                                 count=len(trace))
-            return pl.Series(key, values, dtype=dtype)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            pass  # a missing key, a None, a float: the general path below decides
-    return pl.Series(key, _trace_values(trace, key), dtype=dtype, strict=True)
 
 
 def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:
