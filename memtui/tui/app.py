@@ -616,13 +616,25 @@ class MemtuiApp(App[int]):
         if self._has_cursor():
             cursor = self.cursor
             end = cursor.window[1] if cursor.window else cursor.view[1]
-            self.move_cursor(window=(cursor.t, max(end, cursor.t)))
+            self._set_window(cursor.t, max(end, cursor.t), "start")
 
     def action_window_end(self) -> None:
         if self._has_cursor():
             cursor = self.cursor
             begin = cursor.window[0] if cursor.window else cursor.view[0]
-            self.move_cursor(window=(min(begin, cursor.t), cursor.t))
+            self._set_window(min(begin, cursor.t), cursor.t, "end")
+
+    def _set_window(self, t0: int, t1: int, edge: str) -> None:
+        """Select [t0, t1]; an empty one (both edges at one time) is refused with a toast
+        and the window stays as it was."""
+        if t1 <= t0:
+            other = "end" if edge == "start" else "start"
+            key = "[" if edge == "start" else "]"
+            self.notify(f"No empty window: its {other} is at this time too. Move the cursor, "
+                        f"then press {key} again (x clears the window).", title="window",
+                        severity="warning", timeout=5)
+            return
+        self.move_cursor(window=(t0, t1))
 
     def action_clear_window(self) -> None:
         if self._has_cursor():
