@@ -433,8 +433,13 @@ class _SnapshotBuilder:
         ).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("lifetime").is_not_null()).select("lifetime", "block_id")
-        ops = ops.join(ids, on="lifetime", how="left").select("seq", "block_id")
+        ids = blocks.filter(pl.col("lifetime").is_not_null())
+        # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
+        # where the dump repeats an address, its later block wins, as a join's last row
+        block_of = np.full(lifetimes.height, -1, dtype=np.int64)
+        block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
+        ops = pl.DataFrame({"seq": ops["seq"],
+                            "block_id": block_of[ops["lifetime"].to_numpy()]})
         return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
 
     def _segments(
