@@ -196,6 +196,33 @@ def event_seq(trace: MemoryTrace, device: str, event: int | None) -> int | None:
     return int(events["seq"][min(max(int(event), 0), events.height - 1)])
 
 
+def event_in_life(trace: MemoryTrace, device: str, block_id: int, t: int) -> int | None:
+    """The device's event position closest to time ``t`` just after which block
+    ``block_id`` is alive (the last event at or before ``t``, moved into the block's life
+    where it falls outside): a click on a block's band at ``t`` puts the cursor on an
+    event that shows that block.  None where lifetimes are not exact by event order or
+    the block is unknown or never alive just after an event."""
+    if not _orders_by_seq(trace, device):
+        return None
+    index = device_index(trace, device)
+    row = index.row_of_block(block_id)
+    if row is None:
+        return None
+    events = trace.device_events(device)
+    seqs = events["seq"].to_numpy()
+    times = events["t"].to_numpy()
+    block = index.blocks.row(row, named=True)
+    ghost = bool(block["ghost"])  # alive before the first event
+    lo = 0 if ghost or block["seq_alloc"] is None else \
+        int(np.searchsorted(seqs, block["seq_alloc"], side="left"))
+    hi = seqs.size - 1 if block["seq_free"] is None else \
+        int(np.searchsorted(seqs, block["seq_free"], side="left")) - 1
+    if hi < lo:
+        return None
+    at = int(np.searchsorted(times, t, side="right")) - 1
+    return min(max(at, lo), hi)
+
+
 def _orders_by_seq(trace: MemoryTrace, device: str) -> bool:
     def check() -> bool:
         seq = trace.device_events(device)["seq"]

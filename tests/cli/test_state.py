@@ -144,3 +144,34 @@ def test_summary_peak_time_counts_from_the_same_start_as_state(path, capsys):
     summary_out = capsys.readouterr().out
     npu0 = summary_out.split("npu:0:")[1].splitlines()[1]
     assert f"at {when};" in npu0, (state_line, npu0)
+
+
+def test_summary_gives_the_peak_time_of_a_block_only_profiler_csv(tmp_path, capsys):
+    """operator_memory.csv has blocks and no events: ``state`` gave the peak a time,
+    ``summary`` none (QA).  By hand: a 2 MiB block from 1000 us to 3000 us and a 1 MiB
+    one from 2000 us to 4000 us: 3 MiB at 2000 us, 1000 us = 0.001 s after the start."""
+    csv = tmp_path / "operator_memory.csv"
+    header = ("Name,Size(KB),Allocation Time(us),Release Time(us),Active Release Time(us),"
+              "Duration(us),Active Duration(us),Allocation Total Allocated(MB),"
+              "Allocation Total Reserved(MB),Allocation Total Active(MB),"
+              "Release Total Allocated(MB),Release Total Reserved(MB),"
+              "Release Total Active(MB),Stream Ptr,Device Type")
+    rows = ["aten::empty,2048.0,1000.0,3000.0,3000.0,2000,2000,2,8,2,1,8,1,1,NPU:0",
+            "aten::add,1024.0,2000.0,4000.0,4000.0,2000,2000,3,8,3,0,8,0,1,NPU:0"]
+    csv.write_text("\n".join([header, *rows]) + "\n")
+    assert main(["summary", str(csv)]) == 0
+    out = capsys.readouterr().out
+    assert "peak allocated 3.0 MiB at +0.001000 s;" in out, out
+    assert main(["state", str(csv), "--event", "peak"]) == 0
+    assert "(+0.001000 s)" in capsys.readouterr().out.splitlines()[0]
+
+
+PROFILER_BLOCK_CSVS = shared_files("profiler", "*operator_memory.csv")
+
+
+@pytest.mark.parametrize("path", PROFILER_BLOCK_CSVS, ids=lambda p: p.name)
+def test_summary_and_state_agree_on_a_real_block_only_capture(path, capsys):
+    assert main(["state", str(path), "--event", "peak"]) == 0
+    when = capsys.readouterr().out.splitlines()[0].split("(")[1].rstrip(")")
+    assert main(["summary", str(path)]) == 0
+    assert f"at {when};" in capsys.readouterr().out

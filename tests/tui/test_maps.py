@@ -470,3 +470,19 @@ async def test_blocks_up_down_walk_the_blocks_alive_at_the_cursors_event():
             seen.add(app.cursor.block_id)
             assert app.cursor.event == 1
         assert seen == {0, 1}
+
+
+async def test_a_click_on_a_band_puts_the_cursor_on_an_event_showing_that_block():
+    """QA: Blocks' band click moved the cursor by time: on the last event at the clicked
+    time, after which the clicked block (freed at that same time) is gone."""
+    from memtui.tui.widgets.requests import CursorRequest
+    from tests.analysis.test_pool import _brief_block_trace
+
+    app = maps_app(_brief_block_trace())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, "blocks", at_end=False)
+        app.screen.map.post_message(CursorRequest(t=20, block_id=1))
+        await pilot.pause()
+        await pilot.pause()
+        assert (app.cursor.event, app.cursor.block_id) == (1, 1)
+        assert "alloc 110 B" in str(app.screen.query_one("StatusBar").render())

@@ -500,3 +500,24 @@ def test_no_screen_key_hides_an_app_key():
             assert not clashes, f"{screen.__name__} hides {app_class.__name__}'s " \
                                 f"{sorted(clashes)}"
     assert binding_keys(SCREENS["stacks"].BINDINGS)["e"] == "stacks.thread"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_an_empty_window_is_refused_with_a_toast(demo, size):
+    """QA: ``[`` then ``]`` at the same event selected an empty window [t, t]."""
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("p", "left_square_bracket")
+        await pilot.pause()
+        t = app.cursor.t
+        assert app.cursor.window == (t, app.cursor.view[1])
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert app.cursor.window == (t, app.cursor.view[1])  # unchanged
+        toast = app._notifications
+        assert any("No empty window: its start is at this time too" in n.message
+                   and "press ] again" in n.message for n in toast)
+        await pilot.press("right", "right_square_bracket")
+        await pilot.pause()
+        assert app.cursor.window[0] == t < app.cursor.window[1] == app.cursor.t

@@ -98,11 +98,15 @@ class DiffScreen(Screen):
         for index, row in enumerate(rows.iter_rows(named=True)):
             where = Text(row["label"] or "", no_wrap=True, overflow="ellipsis")
             only = Text(_ONLY.get(row["only_in"] or "", ""), style="bold")
+            launch_only = bool(row["launches"]) and not row["delta"]
             if row["launches"]:
                 where.append(f"  launches {row['launches']}", style="italic")
+            if launch_only:
+                where.append(", none of its bytes live at the peaks or ends", style="italic")
             delta = Text(signed_bytes(row["delta"]), justify="right",
                          style="bold" if row["delta"] else "")
-            table.add_row(delta, row["at"], Text(format_bytes(row["a_bytes"]), justify="right"),
+            table.add_row(delta, "-" if launch_only else row["at"],
+                          Text(format_bytes(row["a_bytes"]), justify="right"),
                           Text(format_bytes(row["b_bytes"]), justify="right"), row["kind"],
                           only, where, key=str(index))
 
