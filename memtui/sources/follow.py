@@ -12,9 +12,9 @@ a folder listing, or one ``max(rowid)`` query) and ``restart()``:
 * :class:`CsvFollower`: an msMemScope or profiler CSV being appended.  Only complete new
   records are read, from the byte offset reached (a half-written last one waits).  A
   dump CSV's records are parsed as they come and appended to the rows read
-  (:class:`memtui.sources.memscope.tail.CsvTail`); other CSVs (python traces, profiler
-  tables) have their new lines appended to a private copy in a temporary folder (never
-  beside the file), which the format's own loader reads whole.
+  (:class:`memtui.sources.memscope.tail.CsvTail`); python traces and profiler tables have
+  their new lines parsed alone by the format's own reader (:class:`_LineTail`), the parts
+  kept.
 * :class:`FolderFollower`: a folder holding msMemScope results follows its newest dump
   file as above; else it is a :class:`SnapshotFollower`:
 * :class:`SnapshotFollower`: a folder where snapshot dumps appear (``memtui record``'s, or
@@ -183,7 +183,7 @@ class CsvFollower(Follower):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self._folder: Path | None = None
+        self._lines: _LineTail | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -191,12 +191,13 @@ class CsvFollower(Follower):
         self.lines = 0
         self.tail = None  # memscope.tail.CsvTail, once the header says a dump CSV
         self._file: _FileId | None = None
-        if self._folder is not None:
-            self.copy.write_bytes(b"")
+        if self._lines is not None:
+            self._lines.close()
+        self._lines = None
 
     def close(self) -> None:
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+        if self._lines is not None:
+            self._lines.close()
 
     def _poll(self) -> FollowUpdate:
         now = _FileId.of(self.path)
@@ -208,29 +209,30 @@ class CsvFollower(Follower):
         self._file = now
         if now.size == self.offset:
             return FollowUpdate(waiting=self._waiting())
-        if self.tail is None and self._folder is None and not self._choose():
+        if self.tail is None and self._lines is None and not self._choose():
             return FollowUpdate(waiting=self._waiting())
         if self.tail is not None:
             return self._poll_dump()
-        return self._poll_copy(now)
+        return self._poll_lines(now)
 
     def _choose(self) -> bool:
-        """Once the header line is whole: a dump CSV is parsed as it grows, any other CSV
-        (python trace, profiler) is copied and read whole by its loader."""
+        """Once the header line is whole: a dump CSV is parsed record by record as it grows,
+        a python-trace or profiler CSV line by line (:class:`_LineTail`)."""
         from memtui.sources.memscope.read import csv_kind, first_line
         from memtui.sources.memscope.tail import CsvTail
 
         with open(self.path, "rb") as fh:
-            if b"\n" not in fh.read(65536):
-                return False
-        if csv_kind(self.path) == "dump" and first_line(self.path):
+            head = fh.read(65536)
+        if b"\n" not in head:
+            return False
+        kind = csv_kind(self.path)
+        if kind == "dump" and first_line(self.path):
             self.tail = CsvTail(self.path)
             return True
-        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
-        # The last folders too: loaders read the device from ``device_N/``.
-        self.copy = self._folder.joinpath(*Path(self.path).resolve().parts[-3:])
-        self.copy.parent.mkdir(parents=True, exist_ok=True)
-        self.copy.write_bytes(b"")
+        header = head[: head.index(b"\n") + 1]
+        self._lines = _LineTail(self.path, header, "trace" if kind == "trace" else "profiler")
+        self.offset = len(header)
+        self.lines = 1
         return True
 
     def _poll_dump(self) -> FollowUpdate:
@@ -245,8 +247,8 @@ class CsvFollower(Follower):
             return FollowUpdate(new_rows=new, waiting=f"no memory rows yet in {self.path.name}")
         return FollowUpdate(trace=trace, new_rows=new)
 
-    def _poll_copy(self, now: _FileId) -> FollowUpdate:
-        """Another CSV: its complete new lines appended to the private copy, read whole."""
+    def _poll_lines(self, now: _FileId) -> FollowUpdate:
+        """A python-trace or profiler CSV: its complete new lines parsed alone."""
         with open(self.path, "rb") as fh:
             fh.seek(self.offset)
             data = fh.read(now.size - self.offset)
@@ -254,24 +256,78 @@ class CsvFollower(Follower):
         if end < 0:  # not one complete line yet: it waits
             return FollowUpdate(waiting=self._waiting())
         complete = data[: end + 1]
-        with open(self.copy, "ab") as fh:
-            fh.write(complete)
-        self.offset += len(complete)
         new_lines = complete.count(b"\n")
-        self.lines += new_lines
-        if self.lines < 2:  # the header alone
-            return FollowUpdate(waiting=self._waiting())
-        from memtui.sources import open_capture
-
         try:
-            trace = open_capture(self.copy)
+            trace = self._lines.add(complete, self.lines - 1)
         except CaptureError as exc:
             return FollowUpdate(new_rows=new_lines, waiting=exc.problem)
+        finally:
+            self.offset += len(complete)
+            self.lines += new_lines
+        if trace is None:
+            return FollowUpdate(new_rows=new_lines, waiting=self._waiting())
         trace.meta.path = str(self.path)
         return FollowUpdate(trace=trace, new_rows=new_lines)
 
     def _waiting(self) -> str | None:
         return None if self.lines >= 2 else f"waiting for the first rows of {self.path.name}"
+
+
+class _LineTail:
+    """A python-trace or profiler CSV read line by line: each batch of new complete lines is
+    parsed alone, by the format's own reader, from a small file holding the header and
+    those lines (in a private temporary folder, never beside the file); the parts add up
+    to what the reader gives for the whole file."""
+
+    def __init__(self, path: Path, header: bytes, kind: str) -> None:
+        self.path = path
+        self.header = header
+        self.kind = kind
+        self.folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
+        # The last folders too: the readers take the device from ``device_N/``.
+        self.chunk = self.folder.joinpath(*Path(path).resolve().parts[-3:])
+        self.chunk.parent.mkdir(parents=True, exist_ok=True)
+        self.parts: list = []
+        self.warnings: list[str] = []
+        self.memscope = None  # memscope.tail parts for a python trace
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def add(self, lines: bytes, rows_before: int) -> MemoryTrace | None:
+        """Parse ``lines`` (complete, after ``rows_before`` data lines); the trace so far."""
+        self.chunk.write_bytes(self.header + lines)
+        if self.kind == "trace":
+            return self._add_trace(rows_before)
+        from memtui.sources import ascend
+        from memtui.sources.ascend.read_csv import read_kind
+
+        try:
+            _, frame, warnings = read_kind(self.chunk)
+        except CaptureError as exc:  # these lines alone: none readable (counted, skipped)
+            if not self.parts:
+                raise CaptureError(self.path, exc.problem) from None
+            self.warnings.append(f"{self.path.name}: {exc.problem}")
+            return ascend.load_csv_parts(self.path, self.parts, self.warnings)
+        self.parts.append(frame)
+        self.warnings.extend(warnings)
+        return ascend.load_csv_parts(self.path, self.parts, self.warnings)
+
+    def _add_trace(self, rows_before: int) -> MemoryTrace | None:
+        import polars as pl
+
+        from memtui.sources.memscope import read
+        from memtui.sources.memscope.tail import _Parts
+
+        if self.memscope is None:
+            self.memscope = _Parts(path=self.path, layout="python trace csv")
+        raw = read._read_trace_csv(self.chunk)
+        self.memscope.warnings.extend(
+            w.replace(self.chunk.name, self.path.name) for w in raw.warnings)
+        if raw.trace is not None and raw.trace.height:
+            self.memscope.trace_parts.append(raw.trace.with_columns(
+                pl.col("row", "seq") + rows_before))
+        return self.memscope.trace()
 
 
 # -- snapshot dumps ---------------------------------------------------------------------------

@@ -199,18 +199,27 @@ class MemtuiApp(App[int]):
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
-    def _layered(self, trace: MemoryTrace) -> MemoryTrace:
+    def layer_choice(self, trace: MemoryTrace) -> dict[str, str]:
+        """The memory layer each device of a layered ``trace`` is shown with: the user's
+        choice while the capture still has it, else the default.  Reads only: the
+        follower calls it in its worker to build the view beside the trace."""
+        chosen = default_layers(trace)
+        for device, layer in dict(self.layers).items():
+            if device in chosen and layer in layers_of(trace, device):
+                chosen[device] = layer
+        return chosen
+
+    def _layered(self, trace: MemoryTrace, view: MemoryTrace | None = None) -> MemoryTrace:
         """``trace`` as the chosen memory layer of each device shows it (layered sources;
-        others, or a view already, come back as they are).  Keeps the user's choice of a
-        device's layer while the capture still has it, else takes the default."""
+        others, or a view already, come back as they are); ``view``, built beside it in a
+        worker, is taken where it shows the layers chosen now."""
         if not has_layers(trace) or "layers" in trace.meta.extra:
             return trace
         self.full_trace = trace
-        chosen = default_layers(trace)
-        for device, layer in self.layers.items():
-            if device in chosen and layer in layers_of(trace, device):
-                chosen[device] = layer
+        chosen = self.layer_choice(trace)
         self.layers = chosen
+        if view is not None and view.meta.extra.get("layers") == chosen:
+            return view
         return layer_view(trace, chosen)
 
     def layer_label(self, device: str) -> str | None:
@@ -384,12 +393,17 @@ class MemtuiApp(App[int]):
         except CaptureError as exc:
             self._load_failed(str(exc))
 
-    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
-        """A new trace from the follower (with the timelines built beside it): the first
-        one starts the app, later ones replace the shown one in place (the cursor pinned
-        to the end while it is there)."""
+    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None,
+                      view: MemoryTrace | None = None) -> None:
+        """A new trace from the follower (with the timelines, and for a layered source the
+        layer view, built beside it in its worker): the first one starts the app, later
+        ones replace the shown one in place (the cursor pinned to the end while it is
+        there)."""
         if has_layers(trace):
-            trace, timelines = self._layered(trace), None  # its timelines are the whole's
+            layered = self._layered(trace, view)
+            if layered is not view:  # built here: the worker's timelines were of another
+                timelines = None
+            trace = layered
         if self.trace is None or self.cursor is None:
             self._timelines.update(timelines or {})
             self._start(trace)

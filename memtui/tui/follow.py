@@ -106,12 +106,12 @@ class FollowController:
         self.app.run_worker(self._read, thread=True, group="follow", exit_on_error=False)
 
     def _read(self) -> None:
-        timelines = {}
+        timelines, view = {}, None
         started = time.monotonic()
         try:
             update = self.follower.poll()
             if update.trace is not None:
-                timelines = self._prepare(update)
+                timelines, view = self._prepare(update)
         except CaptureError as exc:
             from memtui.sources.follow import FollowUpdate
 
@@ -122,36 +122,40 @@ class FollowController:
             update = FollowUpdate(problem=f"reading failed ({type(exc).__name__}: {exc})")
         self.last_poll_seconds = time.monotonic() - started
         if not self._stopped:
-            self.app.call_from_thread(self._done, update, timelines)
+            self.app.call_from_thread(self._done, update, timelines, view)
 
-    def _prepare(self, update: FollowUpdate) -> dict:
-        """In the worker: the load-time analyses, and the shown device's timeline, so that
-        the UI thread only swaps them in."""
+    def _prepare(self, update: FollowUpdate) -> tuple[dict, object]:
+        """In the worker: the load-time analyses, the layer view of a layered source, and
+        the shown device's timeline, so that the UI thread only swaps them in."""
         from memtui.analysis.at_time import Timeline
+        from memtui.analysis.layers import has_layers, layer_view
         from memtui.loading import prepare_trace
 
         trace = update.trace = prepare_trace(update.trace)
+        view = layer_view(trace, self.app.layer_choice(trace)) if has_layers(trace) else None
+        shown = view if view is not None else trace
         cursor = self.app.cursor
-        names = trace.meta.device_names
+        names = shown.meta.device_names
         device = cursor.device if cursor is not None and cursor.device in names else None
         if device is None:
             from memtui.tui.app import initial_device
 
-            device = initial_device(trace)
-        return {} if device is None else {device: Timeline.build(trace, device)}
+            device = initial_device(shown)
+        timelines = {} if device is None else {device: Timeline.build(shown, device)}
+        return timelines, view
 
-    def _done(self, update: FollowUpdate, timelines: dict) -> None:
+    def _done(self, update: FollowUpdate, timelines: dict, view=None) -> None:
         self._polling = False
         if self._restart_wanted:  # asked for while this poll ran: read from the start
             self._restart_now()
             return
         try:
-            self._apply(update, timelines)
+            self._apply(update, timelines, view)
         finally:  # whatever showing it did, the polling goes on
             if not self._stopped:
                 self._timer = self.app.set_timer(self.interval, self._poll)
 
-    def _apply(self, update: FollowUpdate, timelines: dict) -> None:
+    def _apply(self, update: FollowUpdate, timelines: dict, view=None) -> None:
         state = self.state
         state.polls += 1
         state.waiting = update.waiting
@@ -169,7 +173,7 @@ class FollowController:
             # big capture's rebuilds keep to about half of one core.
             self.interval = min(max(self.min_interval, self.last_poll_seconds),
                                 self.max_interval)
-            self.app.show_followed(update.trace, timelines)
+            self.app.show_followed(update.trace, timelines, view)
         else:
             self.interval = min(self.interval * GROWTH, self.max_interval)
             self.app.follow_polled()

@@ -63,6 +63,18 @@ def test_values_of_another_type_fall_back_to_text(tmp_path, monkeypatch):
     assert_same(typed, text)
 
 
+def test_a_chunk_starting_with_null_texts_is_read_typed(tmp_path, monkeypatch):
+    # The driver types a column by its first values: 2000 NULL names, stacks and Attr
+    # before the first text would make it a number column, failing the chunk over to text.
+    rows = [row(100 + i, "OP_LAUNCH", "ATEN_START", 5000 + i, name=None) for i in range(2000)]
+    rows = [(*r[:9], None, None, None) for r in rows] + SCENARIO
+    path = write_db(tmp_path / "memscope_dump_5.db", rows)
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+    assert typed.markers.filter(typed.markers["kind"] == "op").height == 2000 + 1
+
+
 def test_text_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
     path = write_db(tmp_path / "memscope_dump_3.db", SCENARIO)
     con = sqlite3.connect(path)
@@ -90,6 +102,41 @@ def test_the_typed_read_writes_nothing_beside_the_input(tmp_path, wal):
     open_capture(path)
     assert sorted(p.name for p in folder.iterdir()) == before
     assert path.read_bytes() == data
+
+
+def test_an_empty_wal_left_by_a_reader_is_read_typed(tmp_path, monkeypatch):
+    # A read-only reader of a WAL file (Insight, the sqlite3 shell) leaves an empty -wal
+    # and a -shm behind: every row is in the file, read typed, nothing changed beside it.
+    path = write_db(tmp_path / "memscope_dump_6.db", SCENARIO, wal=True)
+    reader = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    reader.execute("SELECT count(*) FROM memscope_dump").fetchone()
+    reader.close()
+    wal = Path(f"{path}-wal")
+    assert wal.exists() and wal.stat().st_size == 0
+    beside = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == beside
+
+
+def test_a_wal_with_rows_is_read_the_text_way(tmp_path, monkeypatch):
+    # Rows still in the -wal (a writer connected): not the typed read, and every row read.
+    path = write_db(tmp_path / "memscope_dump_7.db", SCENARIO[:-1], wal=True)
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute(f"INSERT INTO memscope_dump VALUES ({','.join('?' * 12)})", SCENARIO[-1])
+    writer.commit()
+    try:
+        assert Path(f"{path}-wal").stat().st_size > 0
+        typed, text, counts = both_ways(path, monkeypatch)
+    finally:
+        writer.close()
+    assert counts == {"typed": 0, "text": 0}  # no ADBC connection at all
+    assert_same(typed, text)
+    whole = open_capture(write_db(tmp_path / "memscope_dump_8.db", SCENARIO))
+    for name in ("events", "blocks", "markers"):
+        assert typed.frame(name).equals(whole.frame(name)), name
 
 
 @pytest.mark.parametrize("path", shared_files("msmemscope", "*.db")

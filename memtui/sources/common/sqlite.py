@@ -136,25 +136,41 @@ def connect_arrow(path: Path) -> ArrowConnection | None:
     """An :class:`ArrowConnection` to ``path`` opened through :func:`readonly_uri` (the
     read-only rules of :func:`connect_readonly`), or None where ``adbc-driver-sqlite`` is
     missing or cannot open it (the sqlite3 path reads it then)."""
-    if Path(f"{path}-wal").exists():
-        # A writer is (or was) connected: the sqlite3 text path reads it.  A leftover -wal
-        # alone would make SQLite create a -shm beside the capture; beside a live writer
-        # using Python's sqlite3 in this process, ADBC's own SQLite mapping the same -shm
-        # died of SIGBUS (tests/sources/test_memscope_robust.py, tests of --follow).
-        return None
+    uri = readonly_uri(path)
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        if _size(wal) != 0:
+            # A writer is (or was) connected and its rows may be in the -wal: the sqlite3
+            # text path reads it.  A leftover -wal alone would make SQLite create a -shm
+            # beside the capture; beside a live writer using Python's sqlite3 in this
+            # process, ADBC's own SQLite mapping the same -shm died of SIGBUS
+            # (tests/sources/test_memscope_robust.py, tests of --follow).
+            return None
+        # An empty -wal (what any read-only reader of a WAL file leaves behind, a
+        # writer's too after a checkpoint): every row is in the file itself, read
+        # ``immutable`` (no -shm mapped, nothing created); a write meanwhile changes the
+        # file, which ``read_consistently`` sees.
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite
     except ImportError:
         return None
     try:
-        database = adbc_driver_sqlite.connect(readonly_uri(path))
+        database = adbc_driver_sqlite.connect(uri)
         con = ArrowConnection(adbc_driver_manager, database,
                               adbc_driver_manager.AdbcConnection(database))
         con.execute("PRAGMA query_only = 1")
     except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
         return None
     return con
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def read_consistently(path: Path, read: Callable[[ReadOnlyConnection], T]) -> T:
