@@ -171,8 +171,17 @@ class _SnapshotBuilder:
         return columns
 
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        """One device's trace entries as columns (taken while they were checked)."""
+        """One device's trace entries as columns (taken while they were checked).
+
+        Empties ``trace``: the few rows still needed from the dicts are read first, then
+        the dicts are freed before the frame is built (the peak memory is the dicts plus
+        their columns, never the dicts plus the frame).
+        """
         columns = self._columns_of(device, trace)
+        self._collect_entry_markers(device, columns.action, trace)
+        self._collect_segment_pools(device, columns.action, trace)
+        metadata = _user_metadata(trace)
+        trace.clear()
         df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
@@ -189,19 +198,16 @@ class _SnapshotBuilder:
                 f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
             )
         df = df.drop("action").rename({"canonical": "action"})
-        metadata = _user_metadata(trace)
         if metadata is not None:
             df = df.with_columns(metadata)
-        df = df.with_columns(pool=self._pool_column(df))
-        self._collect_entry_markers(device, df, trace)
-        self._collect_segment_pools(device, df, trace)
-        return df
+        return df.with_columns(pool=self._pool_column(df))
 
-    def _collect_segment_pools(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
+    def _collect_segment_pools(self, device: str, actions: pl.Series, trace: list[dict]
+                               ) -> None:
         """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
-        that name one (few rows: a loop is fine)."""
+        that name one (few rows: a loop is fine); ``actions`` as torch writes them."""
         rows = []
-        for index in df["action"].is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
+        for index in actions.is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
             entry = trace[index]
             pool = entry.get("segment_pool_id", entry.get("pool_id"))
             if pool is not None:
@@ -226,10 +232,12 @@ class _SnapshotBuilder:
             .otherwise(pl.lit(self.pool))
         )
 
-    def _collect_entry_markers(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
-        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine)."""
+    def _collect_entry_markers(self, device: str, actions: pl.Series, trace: list[dict]
+                               ) -> None:
+        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine);
+        ``actions`` as torch writes them."""
         rows = []
-        for index in df["action"].is_in(["annotate", "oom"]).arg_true().to_list():
+        for index in actions.is_in(["annotate", "oom"]).arg_true().to_list():
             entry = trace[index]
             if entry["action"] == "annotate":
                 name = short_text(entry.get("user_metadata"), "annotation")
@@ -296,8 +304,7 @@ class _SnapshotBuilder:
         self.segment_pool_ids: dict[str, list[tuple[int, str]]] = {}
         raw = {}
         for name, trace in self._device_traces():
-            raw[name] = self._device_trace_frame(name, trace)
-            trace.clear()  # the dicts are columns now: free them before the heavy work
+            raw[name] = self._device_trace_frame(name, trace)  # frees the trace's dicts
         has_time = bool(raw) and all(df["time_us"].null_count() == 0 for df in raw.values())
         final_segments, final_blocks = self._final_blocks()
         names = sorted(set(raw) | set(final_segments["device"].to_list()), key=_device_sort_key)
@@ -433,8 +440,13 @@ class _SnapshotBuilder:
         ).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("lifetime").is_not_null()).select("lifetime", "block_id")
-        ops = ops.join(ids, on="lifetime", how="left").select("seq", "block_id")
+        ids = blocks.filter(pl.col("lifetime").is_not_null())
+        # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
+        # where the dump repeats an address, its later block wins, as a join's last row
+        block_of = np.full(lifetimes.height, -1, dtype=np.int64)
+        block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
+        ops = pl.DataFrame({"seq": ops["seq"],
+                            "block_id": block_of[ops["lifetime"].to_numpy()]})
         return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
 
     def _segments(
