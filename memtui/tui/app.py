@@ -103,6 +103,7 @@ class MemtuiApp(App[int]):
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
                  follow: bool = False, poll: tuple[float, float] | None = None,
+                 follow_rank: int | None = None,
                  findings_first: bool | None = None, keymap_file: Path | None = None) -> None:
         super().__init__()
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
@@ -139,7 +140,8 @@ class MemtuiApp(App[int]):
             self.theme = DEFAULT_THEME
         self.follow: FollowController | None = None
         if follow and self.trace_path is not None:
-            self.follow = FollowController(self, self.trace_path, *(poll or ()))
+            self.follow = FollowController(self, self.trace_path, *(poll or ()),
+                                           rank=follow_rank)
             self.bind("R", "reload", description="Read the followed file again", show=False)
 
     # -- loading --------------------------------------------------------------------------
@@ -199,18 +201,27 @@ class MemtuiApp(App[int]):
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
-    def _layered(self, trace: MemoryTrace) -> MemoryTrace:
+    def layer_choice(self, trace: MemoryTrace) -> dict[str, str]:
+        """The memory layer each device of a layered ``trace`` is shown with: the user's
+        choice while the capture still has it, else the default.  Reads only: the
+        follower calls it in its worker to build the view beside the trace."""
+        chosen = default_layers(trace)
+        for device, layer in dict(self.layers).items():
+            if device in chosen and layer in layers_of(trace, device):
+                chosen[device] = layer
+        return chosen
+
+    def _layered(self, trace: MemoryTrace, view: MemoryTrace | None = None) -> MemoryTrace:
         """``trace`` as the chosen memory layer of each device shows it (layered sources;
-        others, or a view already, come back as they are).  Keeps the user's choice of a
-        device's layer while the capture still has it, else takes the default."""
+        others, or a view already, come back as they are); ``view``, built beside it in a
+        worker, is taken where it shows the layers chosen now."""
         if not has_layers(trace) or "layers" in trace.meta.extra:
             return trace
         self.full_trace = trace
-        chosen = default_layers(trace)
-        for device, layer in self.layers.items():
-            if device in chosen and layer in layers_of(trace, device):
-                chosen[device] = layer
+        chosen = self.layer_choice(trace)
         self.layers = chosen
+        if view is not None and view.meta.extra.get("layers") == chosen:
+            return view
         return layer_view(trace, chosen)
 
     def layer_label(self, device: str) -> str | None:
@@ -384,12 +395,17 @@ class MemtuiApp(App[int]):
         except CaptureError as exc:
             self._load_failed(str(exc))
 
-    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
-        """A new trace from the follower (with the timelines built beside it): the first
-        one starts the app, later ones replace the shown one in place (the cursor pinned
-        to the end while it is there)."""
+    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None,
+                      view: MemoryTrace | None = None) -> None:
+        """A new trace from the follower (with the timelines, and for a layered source the
+        layer view, built beside it in its worker): the first one starts the app, later
+        ones replace the shown one in place (the cursor pinned to the end while it is
+        there)."""
         if has_layers(trace):
-            trace, timelines = self._layered(trace), None  # its timelines are the whole's
+            layered = self._layered(trace, view)
+            if layered is not view:  # built here: the worker's timelines were of another
+                timelines = None
+            trace = layered
         if self.trace is None or self.cursor is None:
             self._timelines.update(timelines or {})
             self._start(trace)
@@ -808,16 +824,17 @@ def exit_status(app: MemtuiApp) -> int:
     return 0
 
 
-def run_app(path: str | Path, follow: bool = False) -> int:
-    """Open ``path`` in the UI (``follow``: keep reading it as it grows); the exit status
-    (see :func:`exit_status`)."""
+def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = None) -> int:
+    """Open ``path`` in the UI (``follow``: keep reading it as it grows; ``follow_rank``:
+    the rank followed of a folder holding several); the exit status (see
+    :func:`exit_status`)."""
     path = Path(path)
     try:
         check_input(path, allow_empty=follow)
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return run_to_exit(MemtuiApp(path, follow=follow))
+    return run_to_exit(MemtuiApp(path, follow=follow, follow_rank=follow_rank))
 
 
 def run_to_exit(app: MemtuiApp) -> int:

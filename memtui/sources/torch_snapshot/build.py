@@ -171,8 +171,17 @@ class _SnapshotBuilder:
         return columns
 
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        """One device's trace entries as columns (taken while they were checked)."""
+        """One device's trace entries as columns (taken while they were checked).
+
+        Empties ``trace``: the few rows still needed from the dicts are read first, then
+        the dicts are freed before the frame is built (the peak memory is the dicts plus
+        their columns, never the dicts plus the frame).
+        """
         columns = self._columns_of(device, trace)
+        self._collect_entry_markers(device, columns.action, trace)
+        self._collect_segment_pools(device, columns.action, trace)
+        metadata = _entry_texts(trace)
+        trace.clear()
         df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
@@ -189,19 +198,16 @@ class _SnapshotBuilder:
                 f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
             )
         df = df.drop("action").rename({"canonical": "action"})
-        metadata = _user_metadata(trace)
-        if metadata is not None:
+        if metadata:
             df = df.with_columns(metadata)
-        df = df.with_columns(pool=self._pool_column(df))
-        self._collect_entry_markers(device, df, trace)
-        self._collect_segment_pools(device, df, trace)
-        return df
+        return df.with_columns(pool=self._pool_column(df))
 
-    def _collect_segment_pools(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
+    def _collect_segment_pools(self, device: str, actions: pl.Series, trace: list[dict]
+                               ) -> None:
         """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
-        that name one (few rows: a loop is fine)."""
+        that name one (few rows: a loop is fine); ``actions`` as torch writes them."""
         rows = []
-        for index in df["action"].is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
+        for index in actions.is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
             entry = trace[index]
             pool = entry.get("segment_pool_id", entry.get("pool_id"))
             if pool is not None:
@@ -226,10 +232,12 @@ class _SnapshotBuilder:
             .otherwise(pl.lit(self.pool))
         )
 
-    def _collect_entry_markers(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
-        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine)."""
+    def _collect_entry_markers(self, device: str, actions: pl.Series, trace: list[dict]
+                               ) -> None:
+        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine);
+        ``actions`` as torch writes them."""
         rows = []
-        for index in df["action"].is_in(["annotate", "oom"]).arg_true().to_list():
+        for index in actions.is_in(["annotate", "oom"]).arg_true().to_list():
             entry = trace[index]
             if entry["action"] == "annotate":
                 name = short_text(entry.get("user_metadata"), "annotation")
@@ -296,8 +304,7 @@ class _SnapshotBuilder:
         self.segment_pool_ids: dict[str, list[tuple[int, str]]] = {}
         raw = {}
         for name, trace in self._device_traces():
-            raw[name] = self._device_trace_frame(name, trace)
-            trace.clear()  # the dicts are columns now: free them before the heavy work
+            raw[name] = self._device_trace_frame(name, trace)  # frees the trace's dicts
         has_time = bool(raw) and all(df["time_us"].null_count() == 0 for df in raw.values())
         final_segments, final_blocks = self._final_blocks()
         names = sorted(set(raw) | set(final_segments["device"].to_list()), key=_device_sort_key)
@@ -347,7 +354,7 @@ class _SnapshotBuilder:
         )
         blocks, events = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
-        events = self._levels(events, info, blocks).drop("user_metadata", strict=False)
+        events = self._levels(events, info, blocks).drop(*ENTRY_TEXTS, strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -433,8 +440,13 @@ class _SnapshotBuilder:
         ).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("lifetime").is_not_null()).select("lifetime", "block_id")
-        ops = ops.join(ids, on="lifetime", how="left").select("seq", "block_id")
+        ids = blocks.filter(pl.col("lifetime").is_not_null())
+        # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
+        # where the dump repeats an address, its later block wins, as a join's last row
+        block_of = np.full(lifetimes.height, -1, dtype=np.int64)
+        block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
+        ops = pl.DataFrame({"seq": ops["seq"],
+                            "block_id": block_of[ops["lifetime"].to_numpy()]})
         return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
 
     def _segments(
@@ -558,22 +570,47 @@ class _SnapshotBuilder:
         return rows
 
 
-def _user_metadata(trace: list[dict]) -> pl.Series | None:
-    """The entries' ``user_metadata`` (torch 2.10+: a string, ``""`` when unset) as a
-    column, or None where no entry has one (older files: one look at the first entries)."""
-    if not any("user_metadata" in entry for entry in trace[:1000]):
+#: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
+#: only where some entry has one): ``user_metadata`` (torch 2.10+, ``""`` when unset),
+#: ``compile_context`` (2.8+, ``"N/A"`` outside torch.compile regions) and
+#: ``forward_frames`` (2.11+: the forward pass's traceback lines, joined).
+ENTRY_TEXTS = ("user_metadata", "compile_context", "forward_frames")
+_NO_TEXT = {"compile_context": "N/A"}
+
+
+def _entry_texts(trace: list[dict]) -> list[pl.Series]:
+    """The entries' :data:`ENTRY_TEXTS` as columns, those no entry fills left out (older
+    files: one look at the first entries)."""
+    head = trace[:1000]
+    columns = []
+    for key in ENTRY_TEXTS:
+        if not any(key in entry for entry in head):
+            continue
+        values = _trace_values(trace, key)
+        if key == "forward_frames":
+            values = [_joined_lines(v) for v in values]
+        elif key in _NO_TEXT:
+            values = [None if v == _NO_TEXT[key] else v for v in values]
+        texts = text_values(values)
+        if texts is not None:
+            columns.append(pl.Series(key, texts, pl.String))
+    return columns
+
+
+def _joined_lines(value) -> str | None:
+    """A list of traceback lines (``forward_frames``) as one text; anything else None."""
+    if not isinstance(value, list | tuple) or not value:
         return None
-    values = text_values(_trace_values(trace, "user_metadata"))
-    return None if values is None else pl.Series("user_metadata", values, pl.String)
+    return "\n".join(line.rstrip("\n") for line in value if isinstance(line, str)) or None
 
 
 def _with_alloc_metadata(traced: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """``traced`` blocks with the ``user_metadata`` of their alloc event, where any."""
-    if "user_metadata" not in events.columns:
-        return traced
-    noted = events.filter(pl.col("user_metadata").is_not_null()).select(
-        seq_alloc="seq", user_metadata="user_metadata")
-    return traced.join(noted, on="seq_alloc", how="left")
+    """``traced`` blocks with the :data:`ENTRY_TEXTS` of their alloc event, where any."""
+    for key in ENTRY_TEXTS:
+        if key in events.columns:
+            noted = events.filter(pl.col(key).is_not_null()).select(seq_alloc="seq", **{key: key})
+            traced = traced.join(noted, on="seq_alloc", how="left")
+    return traced
 
 
 def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
