@@ -108,16 +108,23 @@ class ArrowConnection:
         self._database = database
         self._connection = connection
 
-    def table(self, sql: str):
+    def table(self, sql: str, batch_rows: int | None = None, compact: bool = False):
+        """The rows of ``sql``; ``batch_rows``: rows per Arrow batch (the driver's default
+        is 1024: many small chunks cost every later step); ``compact``: text columns
+        copied into buffers of their exact size (the driver grows its buffers by
+        doubling, and a frame made from them without a copy keeps them whole)."""
         import pyarrow as pa
 
         statement = self._manager.AdbcStatement(self._connection)
         try:
+            if batch_rows is not None:
+                statement.set_options(**{"adbc.sqlite.query.batch_rows": str(int(batch_rows))})
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
-            return pa.RecordBatchReader.from_stream(stream).read_all()
+            table = pa.RecordBatchReader.from_stream(stream).read_all()
         finally:
             statement.close()
+        return _compacted(table) if compact else table
 
     def execute(self, sql: str) -> None:
         statement = self._manager.AdbcStatement(self._connection)
@@ -130,6 +137,19 @@ class ArrowConnection:
     def close(self) -> None:
         self._connection.close()
         self._database.close()
+
+
+def _compacted(table):
+    """``table`` with each text column one fresh, exactly sized array."""
+    import pyarrow as pa
+
+    columns = []
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            # (concatenating with an empty array always copies; one chunk alone would not)
+            column = pa.concat_arrays([*column.chunks, pa.array([], column.type)])
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=table.column_names)
 
 
 def connect_arrow(path: Path) -> ArrowConnection | None:

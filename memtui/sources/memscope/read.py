@@ -361,7 +361,8 @@ class _ChunkQuery:
                                           f"{int(bounds[1])}"
         try:
             table = self.arrow.table(
-                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}')
+                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
+                batch_rows=_CHUNK_ROWS, compact=True)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
