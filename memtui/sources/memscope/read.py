@@ -24,6 +24,8 @@ import csv
 import io
 import re
 import sqlite3
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ import polars as pl
 from memtui.errors import CaptureError
 from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
+    ArrowConnection,
     connect_arrow,
     connect_readonly,
     is_sqlite,
@@ -66,6 +69,7 @@ _LEGACY_HEADER = "Record Index,"
 #: Timestamps below this are microseconds (2025 data); above, nanoseconds since 1970.
 _US_LIMIT = 10**17
 _CHUNK_ROWS = 65_536  # ~18 MB of text: small enough for malloc to reuse, not re-fault
+_TYPED_FETCHERS = 2
 _FIELD, _RECORD = "\x1f", "\x1e"
 _DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
 
@@ -264,12 +268,15 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        pending = worker.submit(query.fetch, ranges[0]) if ranges else None
+    # Typed reads run on their own connections, two at once (one core reads while the
+    # other turns a batch into columns); the text way shares one connection: one.
+    ahead = _TYPED_FETCHERS if query.arrow is not None else 1
+    with ThreadPoolExecutor(max_workers=ahead) as workers:
+        pending = deque(workers.submit(query.fetch, bounds) for bounds in ranges[:ahead])
         for index, bounds in enumerate(ranges):
-            fetched = pending.result()
-            if index + 1 < len(ranges):
-                pending = worker.submit(query.fetch, ranges[index + 1])
+            fetched = pending.popleft().result()
+            if index + ahead < len(ranges):
+                pending.append(workers.submit(query.fetch, ranges[index + ahead]))
             chunk = query.parse(fetched, bounds)
             del fetched
             if report is not None:
@@ -332,13 +339,26 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64
             else f"""COALESCE(CAST("{c}" AS TEXT), '')""" for c in sources)
-        self.arrow = connect_arrow(self.path) if typed else None  # the worker thread's
+        self.arrow = connect_arrow(self.path) if typed else None  # None: text only
+        self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
+        self._arrows_lock = threading.Lock()
+
+    def _thread_arrow(self) -> ArrowConnection | None:
+        """This thread's ADBC connection (the first thread takes ``self.arrow``)."""
+        ident = threading.get_ident()
+        with self._arrows_lock:
+            if ident not in self._arrows:
+                taken = any(con is self.arrow for con in self._arrows.values())
+                self._arrows[ident] = connect_arrow(self.path) if taken else self.arrow
+            return self._arrows[ident]
 
     def close(self) -> None:
-        if self.arrow is not None:
+        with self._arrows_lock:
+            connections = {id(c): c for c in [self.arrow, *self._arrows.values()] if c}
+            self.arrow, self._arrows = None, {}
+        for con in connections.values():
             with contextlib.suppress(Exception):
-                self.arrow.close()
-            self.arrow = None
+                con.close()
 
     @staticmethod
     def _where(bounds) -> tuple[str, tuple]:
@@ -346,7 +366,8 @@ class _ChunkQuery:
 
     def fetch(self, bounds) -> pl.DataFrame | tuple[int, bytes | None]:
         if self.arrow is not None:
-            typed = self._fetch_typed(bounds)
+            arrow = self._thread_arrow()
+            typed = self._fetch_typed(bounds, arrow) if arrow is not None else None
             if typed is not None:
                 return typed
         where, params = self._where(bounds)
@@ -354,13 +375,13 @@ class _ChunkQuery:
             f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
             f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
 
-    def _fetch_typed(self, bounds) -> pl.DataFrame | None:
+    def _fetch_typed(self, bounds, arrow: ArrowConnection) -> pl.DataFrame | None:
         """The range as typed columns, or None where a value is not of its column's type
         (a number column holding text, text that is not UTF-8...): the text way reads it."""
         where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
                                           f"{int(bounds[1])}"
         try:
-            table = self.arrow.table(
+            table = arrow.table(
                 f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
                 batch_rows=_CHUNK_ROWS, compact=True)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
