@@ -1,25 +1,30 @@
-"""``memtui --follow`` on an msMemScope DB: what one poll costs against reopening the file.
+"""``memtui --follow`` on an msMemScope DB: what one update costs against building anew.
 
-Writes a synthetic DB of ``--rows`` rows (``generate_memscope.py``), copies all but the
-last ``--new`` rows into a second DB (the capture so far), lets the follower read it, then
-appends the last rows and times, in one run:
+For each ``--rows`` size: writes a synthetic DB (``generate_memscope.py``, rows in the order
+msMemScope writes them: a block's rows when it is freed), copies its first half into a
+second DB (the capture so far: a running job, whose never-freed blocks' rows come at its
+exit), lets the follower read it, then appends ``--bursts`` bursts of ``--new`` rows and
+times, in the same run, for each burst:
 
-* ``reopen``: ``memtui.loading.load_trace`` of the whole file (the baseline: what a viewer
-  without --follow does to show the new rows);
-* ``read new``: the follower's read of the new rows only (``DbTail.read_new``);
-* ``build``: the model built again from every row read (``DbTail.trace`` + the load-time
-  analyses), which --follow does after each read;
-* ``idle poll``: a poll that finds nothing new (one ``max(rowid)`` query).
+* ``extend``: the follower's read of the new rows (``DbTail.read_new``) and the model
+  extended with them (``DbTail.trace``: ``memscope.live.LiveBuild``) plus the load-time
+  analyses: what --follow does after each poll;
+* ``rebuild`` (the baseline): the model built from every row read (``DbTail.full_trace``,
+  what --follow did before) plus the analyses;
+* once, ``reopen``: ``memtui.loading.load_trace`` of the whole file (a viewer without
+  --follow), and an idle poll (one ``max(rowid)`` query).
 
-It prints each time and its ratio to ``reopen``.
+It prints the medians over the bursts and ``extend / rebuild``, which falls as the capture
+grows (the update costs the new rows plus the suffix they touch, not the whole capture).
 
-    python benchmarks/bench_follow.py --rows 1000000 --new 20000
+    python benchmarks/bench_follow.py --rows 250000 1000000 --new 20000
 """
 
 from __future__ import annotations
 
 import argparse
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -29,54 +34,67 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _timed(function, repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+def _seconds(function) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = function()
+    return time.perf_counter() - start, result
 
 
-def main() -> None:
+def _measure(folder: Path, rows: int, new: int, bursts: int) -> dict:
     from benchmarks.generate_memscope import generate_db
     from memtui.loading import load_trace, prepare_trace
     from memtui.sources.follow import open_follower
 
+    full = generate_db(folder / f"memscope_dump_full_{rows}.db", rows, trace_rows=0)
+    live = folder / f"memscope_dump_live_{rows}.db"
+    con = sqlite3.connect(live)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(f"ATTACH '{full}' AS src")
+    total = con.execute("SELECT max(rowid) FROM src.memscope_dump").fetchone()[0]
+    cut = total // 2  # a running job: the rows of blocks never freed come at its exit
+    con.execute("CREATE TABLE memscope_dump AS SELECT * FROM src.memscope_dump WHERE 0")
+    con.execute("INSERT INTO memscope_dump SELECT * FROM src.memscope_dump WHERE rowid <= ?",
+                (cut,))
+    con.commit()
+    follower = open_follower(live)
+    follower.poll()
+    tail = follower.tail
+    extend, rebuild, suffix = [], [], []
+    for index in range(bursts):
+        low = cut + index * new
+        con.execute("INSERT INTO memscope_dump SELECT * FROM src.memscope_dump "
+                    "WHERE rowid > ? AND rowid <= ?", (low, low + new))
+        con.commit()
+        seconds, _ = _seconds(lambda: prepare_trace(tail.trace()) if tail.read_new() else None)
+        extend.append(seconds)
+        suffix.append(tail.live.last_suffix)
+        seconds, trace = _seconds(lambda: prepare_trace(tail.full_trace()))
+        rebuild.append(seconds)
+    reopen, _ = _seconds(lambda: load_trace(live, use_cache=False))
+    idle, _ = _seconds(follower.poll)
+    con.close()
+    return {"rows": total, "events": trace.events.height,
+            "extend": statistics.median(extend), "rebuild": statistics.median(rebuild),
+            "suffix": statistics.median(suffix), "reopen": reopen, "idle": idle,
+            "extended": tail.live.extended, "rebuilt": tail.live.rebuilds - 1}
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--new", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows", type=int, nargs="+", default=[250_000, 1_000_000])
+    parser.add_argument("--new", type=int, default=20_000, help="rows per burst")
+    parser.add_argument("--bursts", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        full = generate_db(Path(tmp) / "memscope_dump_full.db", args.rows, trace_rows=0)
-        live = Path(tmp) / "memscope_dump_live.db"
-        con = sqlite3.connect(live)
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute(f"ATTACH '{full}' AS src")
-        total = con.execute("SELECT max(rowid) FROM src.memscope_dump").fetchone()[0]
-        cut = total - args.new
-        con.execute("CREATE TABLE memscope_dump AS SELECT * FROM src.memscope_dump WHERE 0")
-        con.execute(f"INSERT INTO memscope_dump SELECT * FROM src.memscope_dump "
-                    f"WHERE rowid <= {cut}")
-        con.commit()
-        follower = open_follower(live)
-        follower.poll()
-        con.execute(f"INSERT INTO memscope_dump SELECT * FROM src.memscope_dump "
-                    f"WHERE rowid > {cut}")
-        con.commit()
-        reopen, _ = _timed(lambda: load_trace(full), args.repeat)
-        start = time.perf_counter()
-        new = follower.tail.read_new()
-        read_new = time.perf_counter() - start
-        build, trace = _timed(lambda: prepare_trace(follower.tail.trace()), args.repeat)
-        idle, _ = _timed(follower.poll, args.repeat)
-        con.close()
-        print(f"{total:,} rows, {new:,} new; events {trace.events.height:,}")
-        for name, seconds in (("reopen (baseline)", reopen), ("read new", read_new),
-                              ("build", build), ("read new + build", read_new + build),
-                              ("idle poll", idle)):
-            print(f"  {name:<18} {seconds * 1000:9.1f} ms   {seconds / reopen:6.3f}x reopen")
+        for rows in args.rows:
+            m = _measure(Path(tmp), rows, args.new, args.bursts)
+            print(f"{m['rows']:,} rows ({m['events']:,} events), bursts of {args.new:,} rows: "
+                  f"{m['extended']} extended, {m['rebuilt']} built anew; median suffix "
+                  f"levelled {m['suffix']:,.0f} events")
+            for name in ("reopen", "rebuild", "extend", "idle"):
+                seconds = m[name]
+                print(f"  {name:<8} {seconds * 1000:9.1f} ms   {seconds / m['rebuild']:6.3f}x "
+                      f"rebuild   {seconds / m['reopen']:6.3f}x reopen")
 
 
 if __name__ == "__main__":

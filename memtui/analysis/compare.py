@@ -434,6 +434,12 @@ def attribute(ka: pl.DataFrame, kb: pl.DataFrame, key: str,
             .otherwise("only_in"))
     rows = rows.filter(keep)
     if extra is not None:
+        # An op launched a different number of times whose bytes are the same (none live
+        # at either moment): one row, at the end, which says so (launch-only), rather than
+        # a "0 B -> 0 B" row per moment; none at all where a row with bytes shows it.
+        with_bytes = rows.filter(pl.col("delta") != 0).select(key).unique()
+        rows = rows.filter((pl.col("delta") != 0) | (
+            (pl.col("at") == "end") & ~pl.col(key).is_in(with_bytes[key].implode())))
         launch_gap = (pl.col("b_launches") - pl.col("a_launches")).abs()
         return rows.sort(pl.col("delta").abs(), launch_gap, "at", key,
                          descending=[True, True, False, False])

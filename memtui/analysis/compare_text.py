@@ -36,6 +36,11 @@ def _rows(title: str, frame: pl.DataFrame, label: str, top: int, launches: bool 
         extra = ""
         if launches and row["a_launches"] != row["b_launches"]:
             extra = f"  launches {row['a_launches']} -> {row['b_launches']}"
+        if launches and not row["delta"]:
+            lines.append(f"    {'0 B':>12} launched {row['a_launches']} -> "
+                         f"{row['b_launches']} times, none of its bytes live at the peaks or "
+                         f"ends  {row[label]}{_only(row['only_in'])}")
+            continue
         lines.append(
             f"    {signed_bytes(row['delta']):>12} at {row['at']:<4} "
             f"({format_bytes(row['a_bytes'])} -> {format_bytes(row['b_bytes'])})  "

@@ -95,10 +95,12 @@ def minmax_bins(t: np.ndarray, values: np.ndarray, t0: int, t1: int, n: int) -> 
 
 
 def value_at(t: np.ndarray, values: np.ndarray, x: int, default: int = 0) -> int:
-    """The level at time ``x``: the value set by the last change at or before ``x``."""
+    """The level at time ``x``: the value set by the last change at or before ``x``;
+    ``default`` before the first sample (a profiler curve that starts 0.12 s into the run
+    is not yet drawn at +0: its first sample is not held backwards in time)."""
     index = int(np.searchsorted(t, x, side="right")) - 1
-    if index < 0:
-        return int(values[0]) if values.size else default
+    if index < 0 or not values.size:
+        return default
     return int(values[index])
 
 

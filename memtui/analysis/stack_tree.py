@@ -303,6 +303,10 @@ def block_rows_for(
         level = allocated_level(trace, index.device)
         _, at = level.peak()
         t = int(level.t[at]) if at >= 0 else t
+        if at >= 1 and level.values.size == trace.device_events(index.device).height + 1:
+            # one value per event: the peak is just after event ``at - 1`` (exact also
+            # where a later event at the same time frees a block)
+            return block_rows_at_event(trace, index.device, at - 1, t), t
         return index.blocks_at(t), t
     if mode == "window":
         t0, t1 = window if window is not None else (index.t_start, index.t_end)

@@ -16,9 +16,8 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
     allocated = allocated_level(trace, device)
     peak, peak_index = allocated.peak()
     peak_time = None
-    if (trace.meta.time_unit == "ns" and peak > 0 and peak_index >= 0
-            and trace.device_events(device).height):
-        peak_time = int(allocated.t[peak_index])
+    if trace.meta.time_unit == "ns" and peak > 0 and peak_index >= 0:
+        peak_time = int(allocated.t[peak_index])  # events, blocks only, or curves
     if info.allocated_at_end is not None:
         allocated_at_end = info.allocated_at_end
     else:
@@ -72,6 +71,19 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
     }
 
 
+def device_start(trace: MemoryTrace, device: str) -> int:
+    """Where a device's times count from: its first event, else (a block-only or
+    curves-only profiler capture) its first block or sample, as ``state`` and the UI count."""
+    events = trace.device_events(device)
+    if events.height:
+        return int(events["t"].min())
+    firsts = [trace.device_blocks(device)["t_alloc"].min()]
+    if not trace.curves.is_empty():
+        firsts.append(trace.curves.filter(trace.curves["device"] == device)["t"].min())
+    known = [int(t) for t in firsts if t is not None]
+    return min(known) if known else 0
+
+
 def format_bytes(n: int | None) -> str:
     """Human bytes in binary units, as memory_viz prints them (``1.5 GiB``)."""
     if n is None:
@@ -99,8 +111,7 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
         at = d["peak_time_ns"]
         when = ""
         if at is not None:
-            start = trace.device_events(d["device"])["t"].min()
-            when = f" at +{(at - start) / 1e9:.6f} s"
+            when = f" at +{(at - device_start(trace, d['device'])) / 1e9:.6f} s"
         segments = "" if d["segments"] is None else f", {d['segments']} segments"
         lines.append(
             f"  {d['device']}: {d['events']} events, {d['blocks']} blocks "

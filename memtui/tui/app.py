@@ -103,6 +103,7 @@ class MemtuiApp(App[int]):
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
                  follow: bool = False, poll: tuple[float, float] | None = None,
+                 follow_rank: int | None = None,
                  findings_first: bool | None = None, keymap_file: Path | None = None) -> None:
         super().__init__()
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
@@ -128,6 +129,8 @@ class MemtuiApp(App[int]):
         # and the user has not moved yet: by default for a capture opened from a path.
         self.findings_first = trace is None if findings_first is None else findings_first
         self._findings_started = False
+        #: Why finding failed (shown on the Findings screen), None while nothing failed.
+        self.findings_error: str | None = None
         self._first_cursor: CursorState | None = None
         # Layered sources (msMemScope): the whole capture, and the layer shown per device;
         # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
@@ -137,7 +140,8 @@ class MemtuiApp(App[int]):
             self.theme = DEFAULT_THEME
         self.follow: FollowController | None = None
         if follow and self.trace_path is not None:
-            self.follow = FollowController(self, self.trace_path, *(poll or ()))
+            self.follow = FollowController(self, self.trace_path, *(poll or ()),
+                                           rank=follow_rank)
             self.bind("R", "reload", description="Read the followed file again", show=False)
 
     # -- loading --------------------------------------------------------------------------
@@ -197,18 +201,27 @@ class MemtuiApp(App[int]):
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
-    def _layered(self, trace: MemoryTrace) -> MemoryTrace:
+    def layer_choice(self, trace: MemoryTrace) -> dict[str, str]:
+        """The memory layer each device of a layered ``trace`` is shown with: the user's
+        choice while the capture still has it, else the default.  Reads only: the
+        follower calls it in its worker to build the view beside the trace."""
+        chosen = default_layers(trace)
+        for device, layer in dict(self.layers).items():
+            if device in chosen and layer in layers_of(trace, device):
+                chosen[device] = layer
+        return chosen
+
+    def _layered(self, trace: MemoryTrace, view: MemoryTrace | None = None) -> MemoryTrace:
         """``trace`` as the chosen memory layer of each device shows it (layered sources;
-        others, or a view already, come back as they are).  Keeps the user's choice of a
-        device's layer while the capture still has it, else takes the default."""
+        others, or a view already, come back as they are); ``view``, built beside it in a
+        worker, is taken where it shows the layers chosen now."""
         if not has_layers(trace) or "layers" in trace.meta.extra:
             return trace
         self.full_trace = trace
-        chosen = default_layers(trace)
-        for device, layer in self.layers.items():
-            if device in chosen and layer in layers_of(trace, device):
-                chosen[device] = layer
+        chosen = self.layer_choice(trace)
         self.layers = chosen
+        if view is not None and view.meta.extra.get("layers") == chosen:
+            return view
         return layer_view(trace, chosen)
 
     def layer_label(self, device: str) -> str | None:
@@ -296,10 +309,16 @@ class MemtuiApp(App[int]):
         where = f"; details in {log}" if log else ""
         self.notify(f"{what} failed: {type(error).__name__}: {error}{where}",
                     title="error", severity="error", timeout=20)
-        node = worker.node
-        failed = getattr(node, "worker_failed", None)
-        if failed is not None and node is not self:
+        failed = getattr(worker.node, "worker_failed", None)
+        if failed is not None:
             failed(worker)
+
+    def worker_failed(self, worker: Worker) -> None:
+        """One of the app's own workers failed (``report_worker`` said why in a toast):
+        the findings say so on the Findings screen instead of waiting for ever."""
+        if worker.group == "findings":
+            self.findings_error = f"{type(worker.error).__name__}: {worker.error}"
+            self.findings = {}
 
     # -- crashes --------------------------------------------------------------------------
 
@@ -357,11 +376,8 @@ class MemtuiApp(App[int]):
         from memtui.analysis.findings import find_all
 
         trace = self.trace
-        try:
-            found = find_all(trace)
-        except Exception as exc:  # a finder bug must not take the app down
-            self.call_from_thread(self.notify, f"findings failed: {exc}", severity="error")
-            found = {}
+        self.findings_error = None
+        found = find_all(trace)  # a finder bug: report_worker says so, worker_failed shows it
         self.call_from_thread(self._findings_ready, trace, found)
 
     def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
@@ -381,12 +397,17 @@ class MemtuiApp(App[int]):
         except CaptureError as exc:
             self._load_failed(str(exc))
 
-    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
-        """A new trace from the follower (with the timelines built beside it): the first
-        one starts the app, later ones replace the shown one in place (the cursor pinned
-        to the end while it is there)."""
+    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None,
+                      view: MemoryTrace | None = None) -> None:
+        """A new trace from the follower (with the timelines, and for a layered source the
+        layer view, built beside it in its worker): the first one starts the app, later
+        ones replace the shown one in place (the cursor pinned to the end while it is
+        there)."""
         if has_layers(trace):
-            trace, timelines = self._layered(trace), None  # its timelines are the whole's
+            layered = self._layered(trace, view)
+            if layered is not view:  # built here: the worker's timelines were of another
+                timelines = None
+            trace = layered
         if self.trace is None or self.cursor is None:
             self._timelines.update(timelines or {})
             self._start(trace)
@@ -564,7 +585,8 @@ class MemtuiApp(App[int]):
 
     # -- actions --------------------------------------------------------------------------
 
-    def _has_cursor(self) -> bool:
+    def _has_cursor(self, quiet: bool = False) -> bool:
+        """Whether the cursor keys apply now (``quiet``: say nothing when they do not)."""
         return self.cursor is not None
 
     def action_show_screen(self, name: str) -> None:
@@ -598,13 +620,25 @@ class MemtuiApp(App[int]):
         if self._has_cursor():
             cursor = self.cursor
             end = cursor.window[1] if cursor.window else cursor.view[1]
-            self.move_cursor(window=(cursor.t, max(end, cursor.t)))
+            self._set_window(cursor.t, max(end, cursor.t), "start")
 
     def action_window_end(self) -> None:
         if self._has_cursor():
             cursor = self.cursor
             begin = cursor.window[0] if cursor.window else cursor.view[0]
-            self.move_cursor(window=(min(begin, cursor.t), cursor.t))
+            self._set_window(min(begin, cursor.t), cursor.t, "end")
+
+    def _set_window(self, t0: int, t1: int, edge: str) -> None:
+        """Select [t0, t1]; an empty one (both edges at one time) is refused with a toast
+        and the window stays as it was."""
+        if t1 <= t0:
+            other = "end" if edge == "start" else "start"
+            key = "[" if edge == "start" else "]"
+            self.notify(f"No empty window: its {other} is at this time too. Move the cursor, "
+                        f"then press {key} again (x clears the window).", title="window",
+                        severity="warning", timeout=5)
+            return
+        self.move_cursor(window=(t0, t1))
 
     def action_clear_window(self) -> None:
         if self._has_cursor():
@@ -684,7 +718,7 @@ class MemtuiApp(App[int]):
         yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the folder "
                             "is $XDG_PICTURES_DIR, else the current one)",
                             lambda: self.set_timer(0.1, self.deliver_screenshot))
-        if not self._has_cursor():
+        if not self._has_cursor(quiet=True):
             return
         for key, name in SCREEN_KEYS.items():
             yield SystemCommand(f"{SCREEN_TITLES[name]} screen ({key})",
@@ -792,16 +826,17 @@ def exit_status(app: MemtuiApp) -> int:
     return 0
 
 
-def run_app(path: str | Path, follow: bool = False) -> int:
-    """Open ``path`` in the UI (``follow``: keep reading it as it grows); the exit status
-    (see :func:`exit_status`)."""
+def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = None) -> int:
+    """Open ``path`` in the UI (``follow``: keep reading it as it grows; ``follow_rank``:
+    the rank followed of a folder holding several); the exit status (see
+    :func:`exit_status`)."""
     path = Path(path)
     try:
         check_input(path, allow_empty=follow)
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return run_to_exit(MemtuiApp(path, follow=follow))
+    return run_to_exit(MemtuiApp(path, follow=follow, follow_rank=follow_rank))
 
 
 def run_to_exit(app: MemtuiApp) -> int:

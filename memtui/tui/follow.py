@@ -44,15 +44,17 @@ class FollowState:
     waiting: str | None = None
     problem: str | None = None
     last_update: float | None = None  # time.monotonic() of the last new data
+    scope: str | None = None  # the rank followed of several ("rank 0 of 4")
 
 
 class FollowController:
     """See the module docstring."""
 
     def __init__(self, app, path: Path, min_interval: float = MIN_INTERVAL,
-                 max_interval: float = MAX_INTERVAL) -> None:
+                 max_interval: float = MAX_INTERVAL, rank: int | None = None) -> None:
         self.app = app
         self.path = Path(path)
+        self.rank = rank
         self.min_interval = min_interval
         self.max_interval = max(max_interval, min_interval)
         self.interval = min_interval
@@ -68,7 +70,7 @@ class FollowController:
         """Open the follower (a CaptureError for what cannot be followed) and poll now."""
         from memtui.sources.follow import open_follower
 
-        self.follower = open_follower(self.path)
+        self.follower = open_follower(self.path, self.rank)
         self._poll()
 
     def stop(self) -> None:
@@ -106,12 +108,12 @@ class FollowController:
         self.app.run_worker(self._read, thread=True, group="follow", exit_on_error=False)
 
     def _read(self) -> None:
-        timelines = {}
+        timelines, view = {}, None
         started = time.monotonic()
         try:
             update = self.follower.poll()
             if update.trace is not None:
-                timelines = self._prepare(update)
+                timelines, view = self._prepare(update)
         except CaptureError as exc:
             from memtui.sources.follow import FollowUpdate
 
@@ -122,39 +124,44 @@ class FollowController:
             update = FollowUpdate(problem=f"reading failed ({type(exc).__name__}: {exc})")
         self.last_poll_seconds = time.monotonic() - started
         if not self._stopped:
-            self.app.call_from_thread(self._done, update, timelines)
+            self.app.call_from_thread(self._done, update, timelines, view)
 
-    def _prepare(self, update: FollowUpdate) -> dict:
-        """In the worker: the load-time analyses, and the shown device's timeline, so that
-        the UI thread only swaps them in."""
+    def _prepare(self, update: FollowUpdate) -> tuple[dict, object]:
+        """In the worker: the load-time analyses, the layer view of a layered source, and
+        the shown device's timeline, so that the UI thread only swaps them in."""
         from memtui.analysis.at_time import Timeline
+        from memtui.analysis.layers import has_layers, layer_view
         from memtui.loading import prepare_trace
 
         trace = update.trace = prepare_trace(update.trace)
+        view = layer_view(trace, self.app.layer_choice(trace)) if has_layers(trace) else None
+        shown = view if view is not None else trace
         cursor = self.app.cursor
-        names = trace.meta.device_names
+        names = shown.meta.device_names
         device = cursor.device if cursor is not None and cursor.device in names else None
         if device is None:
             from memtui.tui.app import initial_device
 
-            device = initial_device(trace)
-        return {} if device is None else {device: Timeline.build(trace, device)}
+            device = initial_device(shown)
+        timelines = {} if device is None else {device: Timeline.build(shown, device)}
+        return timelines, view
 
-    def _done(self, update: FollowUpdate, timelines: dict) -> None:
+    def _done(self, update: FollowUpdate, timelines: dict, view=None) -> None:
         self._polling = False
         if self._restart_wanted:  # asked for while this poll ran: read from the start
             self._restart_now()
             return
         try:
-            self._apply(update, timelines)
+            self._apply(update, timelines, view)
         finally:  # whatever showing it did, the polling goes on
             if not self._stopped:
                 self._timer = self.app.set_timer(self.interval, self._poll)
 
-    def _apply(self, update: FollowUpdate, timelines: dict) -> None:
+    def _apply(self, update: FollowUpdate, timelines: dict, view=None) -> None:
         state = self.state
         state.polls += 1
         state.waiting = update.waiting
+        self._say_scope()
         if update.problem != state.problem:
             state.problem = update.problem
             if update.problem:
@@ -169,10 +176,23 @@ class FollowController:
             # big capture's rebuilds keep to about half of one core.
             self.interval = min(max(self.min_interval, self.last_poll_seconds),
                                 self.max_interval)
-            self.app.show_followed(update.trace, timelines)
+            self.app.show_followed(update.trace, timelines, view)
         else:
             self.interval = min(self.interval * GROWTH, self.max_interval)
             self.app.follow_polled()
+
+    def _say_scope(self) -> None:
+        """A folder of several ranks: which one is followed, said once it is known (and
+        again when it changes: a lower rank appeared)."""
+        scope = self.follower.scope if self.follower is not None else None
+        if scope == self.state.scope:
+            return
+        self.state.scope = scope
+        if scope is not None:
+            listing = self.follower.rank_choice().listing()
+            self.app.notify(f"{escape(self.path.name)} holds several ranks' dumps: following "
+                            f"{escape(scope)} ({escape(listing)}); memtui --follow PATH "
+                            "--rank N follows another", title="follow", timeout=10)
 
     # -- what the status bar shows --------------------------------------------------------
 
@@ -183,6 +203,9 @@ class FollowController:
             word = next((w for w in ("truncated", "deleted", "replaced") if w in problem),
                         "stopped")
             return f"⚠ {problem}", f"⚠ {word}"
+        scope = self.state.scope
+        full, short = (f" · {scope}", " " + scope.split(" of ")[0].replace("rank ", "r")) \
+            if scope else ("", "")
         if at_end:
-            return "● LIVE", "● LIVE"
-        return "⏸ paused (G: live)", "⏸ G: live"
+            return f"● LIVE{full}", f"● LIVE{short}"
+        return f"⏸ paused (G: live){full}", f"⏸ G: live{short}"

@@ -58,6 +58,8 @@ class RanksApp(MemtuiApp):
         self.rank_table.warnings.extend(discovery.warnings)
         self.open_row: RankRow | None = None
         self._stop = threading.Event()
+        #: Why reading the ranks stopped (a bug: shown on the Ranks screen), else None.
+        self.stream_error: str | None = None
 
     # -- streaming the ranks in -----------------------------------------------------------
 
@@ -67,7 +69,8 @@ class RanksApp(MemtuiApp):
         self.switch_mode(RANKS)
         self._stream()
 
-    @work(thread=True, exclusive=True, group="ranks")
+    @work(thread=True, exclusive=True, group="ranks", description="reading the ranks",
+          exit_on_error=False)
     def _stream(self) -> None:
         try:
             for result in stream_results(self.discovery.captures, how=self.how,
@@ -115,7 +118,8 @@ class RanksApp(MemtuiApp):
         self.push_screen(LoadingScreen(Path(row.path).name))
         self._load_rank(row)
 
-    @work(thread=True, exclusive=True, group="load")
+    @work(thread=True, exclusive=True, group="load", description="opening the rank",
+          exit_on_error=False)
     def _load_rank(self, row: RankRow) -> None:
         from memtui.loading import load_trace
 
@@ -132,6 +136,18 @@ class RanksApp(MemtuiApp):
             self.call_from_thread(self._rank_failed, str(exc))
             return
         self.call_from_thread(self._show_rank, row, trace, timeline)
+
+    def worker_failed(self, worker) -> None:
+        """A worker failed (``report_worker`` said why in a toast): nothing waits for it.
+        The stream stops (the Ranks screen says so instead of "loading…"); a rank that
+        failed to open leaves its loading screen."""
+        if worker.group == "ranks":
+            self.stream_error = f"{type(worker.error).__name__}: {worker.error}"
+            self.ranks_version += 1
+        elif worker.group == "load" and isinstance(self.screen, LoadingScreen):
+            self.pop_screen()
+        else:
+            super().worker_failed(worker)
 
     def _rank_failed(self, message: str) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -171,11 +187,24 @@ class RanksApp(MemtuiApp):
         if self.current_mode != RANKS:
             self.switch_mode(RANKS)
 
+    def _has_cursor(self, quiet: bool = False) -> bool:
+        """The cursor keys (``p``, ``z``, ``[``...) act on the open rank's screens only:
+        on the Ranks screen that rank is hidden, so they say how to see it instead."""
+        if self.cursor is None:
+            return False
+        if self.current_mode == RANKS:
+            if not quiet:
+                self.notify("The Ranks screen has no cursor: Enter opens the highlighted rank, "
+                            "1-6 show the rank open now.", timeout=4)
+            return False
+        return True
+
     def action_show_screen(self, name: str) -> None:
-        if not self._has_cursor():
+        if self.cursor is None:
             self.notify("Open a rank first (Enter on the Ranks screen).", timeout=3)
             return
-        super().action_show_screen(name)
+        if self.current_mode != name:
+            self.switch_mode(name)
 
     def action_device(self) -> None:
         """``d``: pick another rank and device (every row of the Ranks screen)."""

@@ -143,6 +143,10 @@ def test_msmemscope_pair_attributes_the_extra_memory_to_its_ops():
     assert ops["torch._ops.aten._to_copy.default", "peak"]["delta"] == 4000256
     randn = ops["torch._ops.aten.randn.default", "end"]
     assert (randn["a_launches"], randn["b_launches"], randn["only_in"]) == (0, 2, "b")
+    # launched in B only, no byte live at a peak or end: one row (not one "0 B -> 0 B"
+    # row per moment), and the text says why it is there
+    assert ("torch._ops.aten.randn.default", "peak") not in ops
+    assert randn["delta"] == 0 and randn["a_bytes"] == randn["b_bytes"] == 0
     assert d["by_op"][0]["label"] == "torch._ops.aten._to_copy.default"
     assert sum(r["bytes"] for r in d["new_blocks_at_end"]) == 8000512
 

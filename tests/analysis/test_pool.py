@@ -216,3 +216,38 @@ def test_state_at_events_matches_memory_viz_replay(name):
         # by time as well, where no later event shares the timestamp
         if i + 1 == len(times) or times[i + 1] > times[i]:
             assert set(_blocks(state_at(trace, device, times[i]))) == want_blocks
+
+
+def _brief_block_trace():
+    """Block 1 (100 B) is allocated and freed at t=20; block 0 (10 B) lives 10..30.
+    Events: alloc 0 @10, alloc 1 @20, free 1 @20, free 0 @30."""
+    import polars as pl
+
+    from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform
+
+    events = pl.DataFrame({
+        "t": [10, 20, 20, 30], "seq": [0, 1, 2, 3], "device": ["cuda:0"] * 4,
+        "action": ["alloc", "alloc", "free", "free"], "addr": [0x10, 0x20, 0x20, 0x10],
+        "size": [10, 100, 100, 10], "block_id": [0, 1, 1, 0],
+        "allocated": [10, 110, 10, 0]})
+    blocks = pl.DataFrame({
+        "block_id": [0, 1], "device": ["cuda:0"] * 2, "addr": [0x10, 0x20],
+        "size": [10, 100], "t_alloc": [10, 20], "t_free": [30, 20],
+        "seq_alloc": [0, 1], "seq_free": [3, 2], "ghost": [False] * 2})
+    meta = TraceMeta(source="test", path="brief.pickle", devices=[DeviceInfo("cuda:0")])
+    return MemoryTrace(meta=meta, events=conform(events, "events"),
+                       blocks=conform(blocks, "blocks"))
+
+
+def test_event_in_life_puts_a_click_on_an_event_that_shows_the_block():
+    """QA (issue 15): a click on a band at time t moved the cursor to the last event at t,
+    after which the block clicked may be gone (freed at the same time)."""
+    from memtui.analysis.pool_state import event_in_life
+
+    trace = _brief_block_trace()
+    assert event_in_life(trace, "cuda:0", 1, 20) == 1  # not 2: block 1 is freed by it
+    assert event_in_life(trace, "cuda:0", 1, 25) == 1
+    assert event_in_life(trace, "cuda:0", 1, 5) == 1
+    assert event_in_life(trace, "cuda:0", 0, 25) == 2
+    assert event_in_life(trace, "cuda:0", 0, 99) == 2  # freed by event 3
+    assert event_in_life(trace, "cuda:0", 7, 20) is None  # no such block

@@ -91,8 +91,31 @@ def test_bin_of_and_bin_start_are_inverse():
 
 
 def test_value_at():
+    """Before the first sample: the default, not the first sample held backwards."""
     t, v = np.array([10, 20]), np.array([1, 2])
-    assert [value_at(t, v, x) for x in (5, 10, 15, 20, 99)] == [1, 1, 1, 2, 2]
+    assert [value_at(t, v, x) for x in (5, 10, 15, 20, 99)] == [0, 1, 1, 2, 2]
+    assert value_at(t, v, 5, default=-1) == -1
+    assert value_at(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 5) == 0
+
+
+def test_a_curve_that_starts_late_is_zero_before_its_first_sample():
+    """Profiler (QA): Operators Allocated starts 10 ns after the Reserved curve; at the
+    run's start the status bar said its first sample (30) where the chart drew nothing."""
+    import dataclasses
+
+    import polars as pl
+
+    from memtui.analysis.at_time import Timeline
+    from tests.helpers.toy_traces import profiler_trace
+
+    trace = profiler_trace()
+    late = (pl.col("series") == "Operators Allocated") & (pl.col("t") == 0)
+    trace = dataclasses.replace(trace, curves=trace.curves.filter(~late))
+    timeline = Timeline.build(trace, "npu:0")
+    assert timeline.start == 0
+    assert timeline.levels_at(0).allocated == 0
+    assert timeline.levels_at(0).reserved == 50
+    assert timeline.levels_at(10).allocated == 30
 
 
 # -- state at a time ---------------------------------------------------------------------

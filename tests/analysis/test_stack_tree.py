@@ -191,3 +191,29 @@ def test_live_at_the_cursor_is_the_status_bar_level_on_a_real_snapshot():
     for k in picks.tolist():
         rows, _ = block_rows_for(trace, index, "cursor", int(times[k]), event=k)
         assert int(index.size[rows].sum()) == timeline.levels_at_event(k).allocated, k
+
+
+def test_live_at_the_peak_counts_by_event_not_by_time():
+    """QA (issue 15 follow-up): alloc 10 at t=10, alloc 100 and free of the 10 both at
+    t=20.  The peak (110 B) is just after the second event; by time (t=20) the 10 is
+    already freed and the tree counted 100 B."""
+    import polars as pl
+
+    from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform
+
+    events = pl.DataFrame({
+        "t": [10, 20, 20], "seq": [0, 1, 2], "device": ["cuda:0"] * 3,
+        "action": ["alloc", "alloc", "free"], "addr": [0x10, 0x20, 0x10],
+        "size": [10, 100, 10], "block_id": [0, 1, 0], "allocated": [10, 110, 100]})
+    blocks = pl.DataFrame({
+        "block_id": [0, 1], "device": ["cuda:0"] * 2, "addr": [0x10, 0x20],
+        "size": [10, 100], "t_alloc": [10, 20], "t_free": [20, None],
+        "seq_alloc": [0, 1], "seq_free": [2, None], "ghost": [False] * 2})
+    meta = TraceMeta(source="test", path="peak.pickle", devices=[DeviceInfo("cuda:0")])
+    trace = MemoryTrace(meta=meta, events=conform(events, "events"),
+                        blocks=conform(blocks, "blocks"))
+    index = device_index(trace, "cuda:0")
+    rows, t = block_rows_for(trace, index, "peak", 0)
+    assert t == 20
+    assert int(index.size[rows].sum()) == 110
+    assert int(index.size[index.blocks_at(20)].sum()) == 100  # what time alone says

@@ -40,6 +40,20 @@ def test_text_report_names_the_leak(pair_files, capsys):
     assert "(only in B)" in lines[first]
 
 
+def test_an_op_launched_only_in_b_without_live_bytes_is_one_explained_line(capsys):
+    """QA: randn, launched twice in the leaks run only, made two "0 -> 0 B (only in B)"
+    rows; now one line saying it was launched and none of its bytes live at a peak/end."""
+    from tests.conftest import require_shared
+
+    folder = require_shared("msmemscope")
+    assert main(["compare", str(folder / "example__compare__baseline.csv"),
+                 str(folder / "example__compare__leaks.csv")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "randn" in line]
+    assert len(lines) == 1, lines
+    assert "launched 0 -> 2 times, none of its bytes live at the peaks or ends" in lines[0]
+    assert "(only in B)" in lines[0] and "0 B -> 0 B" not in lines[0]
+
+
 def test_a_bad_file_is_one_line_and_status_2(pair_files, tmp_path, capsys):
     bad = tmp_path / "bad.pickle"
     bad.write_bytes(b"not a pickle at all")

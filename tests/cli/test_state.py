@@ -144,3 +144,64 @@ def test_summary_peak_time_counts_from_the_same_start_as_state(path, capsys):
     summary_out = capsys.readouterr().out
     npu0 = summary_out.split("npu:0:")[1].splitlines()[1]
     assert f"at {when};" in npu0, (state_line, npu0)
+
+
+def test_summary_gives_the_peak_time_of_a_block_only_profiler_csv(tmp_path, capsys):
+    """operator_memory.csv has blocks and no events: ``state`` gave the peak a time,
+    ``summary`` none (QA).  By hand: a 2 MiB block from 1000 us to 3000 us and a 1 MiB
+    one from 2000 us to 4000 us: 3 MiB at 2000 us, 1000 us = 0.001 s after the start."""
+    csv = tmp_path / "operator_memory.csv"
+    header = ("Name,Size(KB),Allocation Time(us),Release Time(us),Active Release Time(us),"
+              "Duration(us),Active Duration(us),Allocation Total Allocated(MB),"
+              "Allocation Total Reserved(MB),Allocation Total Active(MB),"
+              "Release Total Allocated(MB),Release Total Reserved(MB),"
+              "Release Total Active(MB),Stream Ptr,Device Type")
+    rows = ["aten::empty,2048.0,1000.0,3000.0,3000.0,2000,2000,2,8,2,1,8,1,1,NPU:0",
+            "aten::add,1024.0,2000.0,4000.0,4000.0,2000,2000,3,8,3,0,8,0,1,NPU:0"]
+    csv.write_text("\n".join([header, *rows]) + "\n")
+    assert main(["summary", str(csv)]) == 0
+    out = capsys.readouterr().out
+    assert "peak allocated 3.0 MiB at +0.001000 s;" in out, out
+    assert main(["state", str(csv), "--event", "peak"]) == 0
+    assert "(+0.001000 s)" in capsys.readouterr().out.splitlines()[0]
+
+
+PROFILER_BLOCK_CSVS = shared_files("profiler", "*operator_memory.csv")
+
+
+@pytest.mark.parametrize("path", PROFILER_BLOCK_CSVS, ids=lambda p: p.name)
+def test_summary_and_state_agree_on_a_real_block_only_capture(path, capsys):
+    assert main(["state", str(path), "--event", "peak"]) == 0
+    when = capsys.readouterr().out.splitlines()[0].split("(")[1].rstrip(")")
+    assert main(["summary", str(path)]) == 0
+    assert f"at {when};" in capsys.readouterr().out
+
+
+def expandable_in_two_pieces(tmp_path):
+    """An expandable segment mapped in two 500-byte pieces (t=1, t=3); a 300-byte block at
+    its start (t=2) and one at +300 that spans the seam (t=4).  After the last event: one
+    segment of 1000 B, 600 B allocated, one free range of 400 B (not 500 in piece two)."""
+    from tests.sources.test_torch_snapshot_small import block, entry, segment, write
+
+    base = 0x7F00_0000_0000
+    dumped = segment(base, [block(base, 300, "active_allocated"),
+                            block(base + 300, 300, "active_allocated"),
+                            block(base + 600, 400, "inactive")], expandable=True)
+    data = {"segments": [dumped],
+            "device_traces": [[entry("segment_map", base, 500, t=1),
+                               entry("alloc", base, 300, t=2),
+                               entry("segment_map", base + 500, 500, t=3),
+                               entry("alloc", base + 300, 300, t=4)]]}
+    return write(tmp_path, data, name="expandable.pickle"), base
+
+
+def test_a_block_across_the_pieces_of_an_expandable_segment(tmp_path, capsys):
+    path, base = expandable_in_two_pieces(tmp_path)
+    out = state(capsys, path, "--event", "last")
+    (seg,) = out["segments"]
+    assert (seg["addr"], seg["size"]) == (base, 1000)
+    assert [(b["addr"], b["size"], b["state"]) for b in seg["blocks"]] == [
+        (base, 300, "allocated"), (base + 300, 300, "allocated"), (base + 600, 400, "free")]
+    assert (out["free_bytes"], out["largest_gap_bytes"], out["gaps"]) == (400, 400, 1)
+    first_piece = state(capsys, path, "--event", "1")
+    assert [(s["addr"], s["size"]) for s in first_piece["segments"]] == [(base, 500)]

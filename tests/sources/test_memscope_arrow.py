@@ -5,6 +5,7 @@ never writes beside the input."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,8 @@ def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTrace,
     counts = {"typed": 0, "text": 0}
     typed_fetch = read._ChunkQuery._fetch_typed
 
-    def counted(self, bounds):
-        got = typed_fetch(self, bounds)
+    def counted(self, *args):
+        got = typed_fetch(self, *args)
         counts["typed" if got is not None else "text"] += 1
         return got
 
@@ -50,6 +51,27 @@ def test_the_scenario_reads_the_same_typed(tmp_path, monkeypatch):
     assert typed.events.height == 13  # the MALLOC, FREE and ACCESS rows
 
 
+def test_many_chunks_read_two_at_once_keep_their_order(tmp_path, monkeypatch):
+    # Chunks of 3 rows, fetched by two threads on two connections, parsed in rowid order.
+    path = write_db(tmp_path / "memscope_dump_9.db", SCENARIO, traces={100: SCENARIO_TRACE})
+    whole = open_capture(path)  # (one chunk)
+    chunked = read.rowid_chunks
+    monkeypatch.setattr(read, "rowid_chunks", lambda con, table: chunked(con, table, rows=3))
+    threads = set()
+    fetch = read._ChunkQuery.fetch
+
+    def seen(self, bounds):
+        threads.add(threading.get_ident())
+        return fetch(self, bounds)
+
+    monkeypatch.setattr(read._ChunkQuery, "fetch", seen)
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts["text"] == 0 and counts["typed"] >= len(SCENARIO) // 3
+    assert len(threads) == 2
+    assert_same(typed, text)
+    assert_same(typed, whole)
+
+
 def test_values_of_another_type_fall_back_to_text(tmp_path, monkeypatch):
     rows = [*SCENARIO,
             # a timestamp SQLite keeps as text, a device stored as a number, an empty name
@@ -61,6 +83,18 @@ def test_values_of_another_type_fall_back_to_text(tmp_path, monkeypatch):
     typed, text, counts = both_ways(path, monkeypatch)
     assert counts["text"] >= 1
     assert_same(typed, text)
+
+
+def test_a_chunk_starting_with_null_texts_is_read_typed(tmp_path, monkeypatch):
+    # The driver types a column by its first values: 2000 NULL names, stacks and Attr
+    # before the first text would make it a number column, failing the chunk over to text.
+    rows = [row(100 + i, "OP_LAUNCH", "ATEN_START", 5000 + i, name=None) for i in range(2000)]
+    rows = [(*r[:9], None, None, None) for r in rows] + SCENARIO
+    path = write_db(tmp_path / "memscope_dump_5.db", rows)
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+    assert typed.markers.filter(typed.markers["kind"] == "op").height == 2000 + 1
 
 
 def test_text_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
@@ -90,6 +124,41 @@ def test_the_typed_read_writes_nothing_beside_the_input(tmp_path, wal):
     open_capture(path)
     assert sorted(p.name for p in folder.iterdir()) == before
     assert path.read_bytes() == data
+
+
+def test_an_empty_wal_left_by_a_reader_is_read_typed(tmp_path, monkeypatch):
+    # A read-only reader of a WAL file (Insight, the sqlite3 shell) leaves an empty -wal
+    # and a -shm behind: every row is in the file, read typed, nothing changed beside it.
+    path = write_db(tmp_path / "memscope_dump_6.db", SCENARIO, wal=True)
+    reader = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    reader.execute("SELECT count(*) FROM memscope_dump").fetchone()
+    reader.close()
+    wal = Path(f"{path}-wal")
+    assert wal.exists() and wal.stat().st_size == 0
+    beside = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == beside
+
+
+def test_a_wal_with_rows_is_read_the_text_way(tmp_path, monkeypatch):
+    # Rows still in the -wal (a writer connected): not the typed read, and every row read.
+    path = write_db(tmp_path / "memscope_dump_7.db", SCENARIO[:-1], wal=True)
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute(f"INSERT INTO memscope_dump VALUES ({','.join('?' * 12)})", SCENARIO[-1])
+    writer.commit()
+    try:
+        assert Path(f"{path}-wal").stat().st_size > 0
+        typed, text, counts = both_ways(path, monkeypatch)
+    finally:
+        writer.close()
+    assert counts == {"typed": 0, "text": 0}  # no ADBC connection at all
+    assert_same(typed, text)
+    whole = open_capture(write_db(tmp_path / "memscope_dump_8.db", SCENARIO))
+    for name in ("events", "blocks", "markers"):
+        assert typed.frame(name).equals(whole.frame(name)), name
 
 
 @pytest.mark.parametrize("path", shared_files("msmemscope", "*.db")

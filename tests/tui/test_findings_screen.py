@@ -113,3 +113,18 @@ async def test_enter_on_the_peak_selects_the_top_stack_on_stacks():
         on_path = tree.pair_node[tree.pair_stack == peak.evidence.stack_id]
         assert node in on_path
         assert app.stack_request is None  # taken
+
+
+def test_the_oom_detail_names_its_figures_in_words():
+    """QA: the OOM finding's figures said ``pool free bytes``, ``largest gap bytes``
+    (key names); now readable labels, each key of the detail has one."""
+    from memtui.tui.screens.findings import detail_text
+
+    trace = load_trace(DEMO_OOM)
+    oom = next(f for f in flat(find_all(trace)) if f.kind == "oom")
+    lines = detail_text(oom, "+1 s", lambda t: "+2 s").plain.splitlines()
+    figures = next(line for line in lines if line.startswith(("requested", "reserved")))
+    assert "largest free gap" in figures and "free in the pool" in figures
+    assert "bytes" not in figures and "_" not in figures
+    for key in oom.detail:
+        assert "_" not in key or key not in "\n".join(lines)

@@ -100,6 +100,84 @@ async def test_other_screens_follow_too(tmp_path):
     writer.close()
 
 
+async def test_a_sorted_table_keeps_its_order(tmp_path):
+    """The Blocks table sorted by size (largest first) stays sorted when the capture grows:
+    the new 4 KiB block comes first."""
+    path = tmp_path / "memscope_dump_1.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        await pilot.press("5")
+        await settle(pilot)
+        screen = app.screen
+        screen._sort("size")
+        await settle(pilot)
+        model = screen.model("blocks")
+        assert (model.sort_key, model.descending) == ("size", True)
+        await asyncio.to_thread(writer.burst, BURSTS[1])
+        await polls(pilot, 2)
+        await settle(pilot)
+        model = screen.model("blocks")
+        assert model.total == 3
+        assert (model.sort_key, model.descending) == ("size", True)
+        sizes = model.frame["size"].gather(model.rows).to_list()
+        assert sizes == [4 * KiB, 2 * KiB, KiB]
+        assert "sort Size ▼" in str(screen.query_one("#tables-header").render())
+    writer.close()
+
+
+async def test_the_layer_view_is_built_in_the_worker(tmp_path, monkeypatch):
+    """msMemScope is shown per memory layer: the follower builds each grown trace's layer
+    view beside it in its worker, and the UI thread only swaps it in."""
+    import threading
+
+    from memtui.analysis import layers
+    from memtui.tui import app as app_module
+
+    threads: list[str] = []
+    original = layers.layer_view
+
+    def recording(trace, chosen=None):
+        threads.append(threading.current_thread().name)
+        return original(trace, chosen)
+
+    monkeypatch.setattr(layers, "layer_view", recording)
+    monkeypatch.setattr(app_module, "layer_view", recording)
+    path = tmp_path / "memscope_dump_1.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        for burst in BURSTS[1:]:
+            await asyncio.to_thread(writer.burst, burst)
+            await polls(pilot, 2)
+        assert app.trace.meta.extra["layers"] == {"npu:0": "PTA"}
+        assert app.trace.blocks.height == 4
+        assert threads and threading.main_thread().name not in threads
+    writer.close()
+
+
+async def test_a_folder_of_ranks_says_which_is_followed(tmp_path):
+    for rank, blocks in ((1, 5), (0, 2)):
+        write_atomically(tmp_path / f"rank{rank}_7{rank}_1.pickle",
+                         pickle.dumps(grown_snapshot(blocks), protocol=4))
+    app = MemtuiApp(tmp_path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert app.trace.blocks.height == 2  # rank 0's
+        assert "● LIVE · rank 0 of 2" in status_text(app)
+        said = " ".join(str(n.message) for n in app._notifications)
+        assert "following rank 0 of 2 (▶ rank 0, rank 1)" in said and "--rank N" in said
+    app = MemtuiApp(tmp_path, follow=True, poll=POLL, follow_rank=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await polls(pilot, 1)
+        assert app.trace.blocks.height == 5
+        assert "LIVE" in status_text(app) and "r1" in status_text(app)
+
+
 async def test_an_appended_csv(tmp_path):
     path = tmp_path / "memscope_dump_1.csv"
     path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))

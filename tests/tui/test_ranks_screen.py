@@ -124,3 +124,27 @@ def test_memtui_on_a_folder_in_a_real_terminal(tmp_path: Path):
         pane.wait_for("EXIT=0")
     finally:
         pane.close()
+
+
+async def test_cursor_keys_on_the_ranks_screen_leave_the_hidden_rank_alone(tmp_path: Path):
+    """p / z / G on the Ranks screen moved the cursor of the rank open behind it (QA): now
+    they say how to see a rank and change nothing."""
+    app = RanksApp(discover_ranks([write_ranks(tmp_path / "run", n=2)]), how="serial")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.rank_table.done == 2)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_mode == "trend" and app.cursor is not None)
+        await pilot.press("G")
+        before = app.cursor
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.current_mode == "ranks")
+        await pilot.press("p", "z", "g", "left_square_bracket")
+        await pilot.pause()
+        assert app.cursor == before
+        assert any("The Ranks screen has no cursor" in n.message for n in app._notifications)
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.current_mode == "trend")
+        await pilot.press("p")
+        await pilot.pause()
+        timeline = app.timeline(app.cursor.device)
+        assert timeline.event_of(app.cursor) == timeline.peak_event != timeline.event_of(before)

@@ -463,3 +463,61 @@ async def test_capture_facts_view(size):
         assert "Capture facts" in screen_text(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, FactsScreen)
+
+
+def binding_keys(bindings) -> dict[str, str]:
+    """key -> binding id (or action) of a BINDINGS list."""
+    from textual.binding import Binding
+
+    keys = {}
+    for binding in bindings:
+        if not isinstance(binding, Binding):
+            binding = Binding(*binding)
+        for key in binding.key.split(","):
+            keys[key.strip()] = binding.id or binding.action
+    return keys
+
+
+def test_no_screen_key_hides_an_app_key():
+    """A screen's binding wins over the app's on that screen: a screen key equal to an
+    app-wide one (Stacks' thread ``t`` hid the memory layer ``t``) makes the app's key
+    unreachable there.  Keys shared on purpose (compare mode's ``tab``) are priority
+    bindings of the app and are listed here."""
+    from memtui.tui.app import MemtuiApp
+    from memtui.tui.compare_app import CompareApp
+    from memtui.tui.ranks_app import RanksApp
+    from memtui.tui.screens import SCREENS
+    from memtui.tui.screens.diff import DiffScreen
+    from memtui.tui.screens.ranks import RanksScreen
+
+    for app_class in (MemtuiApp, CompareApp, RanksApp):
+        app_keys = binding_keys(app_class.BINDINGS)
+        if app_class is CompareApp:
+            app_keys = {**binding_keys(MemtuiApp.BINDINGS), **app_keys}
+            app_keys.pop("tab")  # priority: A/B wins over the Tables' tab (E there)
+        for screen in (*SCREENS.values(), DiffScreen, RanksScreen):
+            clashes = set(binding_keys(screen.BINDINGS)) & set(app_keys)
+            assert not clashes, f"{screen.__name__} hides {app_class.__name__}'s " \
+                                f"{sorted(clashes)}"
+    assert binding_keys(SCREENS["stacks"].BINDINGS)["e"] == "stacks.thread"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_an_empty_window_is_refused_with_a_toast(demo, size):
+    """QA: ``[`` then ``]`` at the same event selected an empty window [t, t]."""
+    app = maps_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("p", "left_square_bracket")
+        await pilot.pause()
+        t = app.cursor.t
+        assert app.cursor.window == (t, app.cursor.view[1])
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert app.cursor.window == (t, app.cursor.view[1])  # unchanged
+        toast = app._notifications
+        assert any("No empty window: its start is at this time too" in n.message
+                   and "press ] again" in n.message for n in toast)
+        await pilot.press("right", "right_square_bracket")
+        await pilot.pause()
+        assert app.cursor.window[0] == t < app.cursor.window[1] == app.cursor.t

@@ -108,16 +108,23 @@ class ArrowConnection:
         self._database = database
         self._connection = connection
 
-    def table(self, sql: str):
+    def table(self, sql: str, batch_rows: int | None = None, compact: bool = False):
+        """The rows of ``sql``; ``batch_rows``: rows per Arrow batch (the driver's default
+        is 1024: many small chunks cost every later step); ``compact``: text columns
+        copied into buffers of their exact size (the driver grows its buffers by
+        doubling, and a frame made from them without a copy keeps them whole)."""
         import pyarrow as pa
 
         statement = self._manager.AdbcStatement(self._connection)
         try:
+            if batch_rows is not None:
+                statement.set_options(**{"adbc.sqlite.query.batch_rows": str(int(batch_rows))})
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
-            return pa.RecordBatchReader.from_stream(stream).read_all()
+            table = pa.RecordBatchReader.from_stream(stream).read_all()
         finally:
             statement.close()
+        return _compacted(table) if compact else table
 
     def execute(self, sql: str) -> None:
         statement = self._manager.AdbcStatement(self._connection)
@@ -132,29 +139,58 @@ class ArrowConnection:
         self._database.close()
 
 
+def _compacted(table):
+    """``table`` with each text column one fresh, exactly sized array."""
+    import pyarrow as pa
+
+    columns = []
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            # (concatenating with an empty array always copies; one chunk alone would not)
+            column = pa.concat_arrays([*column.chunks, pa.array([], column.type)])
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
 def connect_arrow(path: Path) -> ArrowConnection | None:
     """An :class:`ArrowConnection` to ``path`` opened through :func:`readonly_uri` (the
     read-only rules of :func:`connect_readonly`), or None where ``adbc-driver-sqlite`` is
     missing or cannot open it (the sqlite3 path reads it then)."""
-    if Path(f"{path}-wal").exists():
-        # A writer is (or was) connected: the sqlite3 text path reads it.  A leftover -wal
-        # alone would make SQLite create a -shm beside the capture; beside a live writer
-        # using Python's sqlite3 in this process, ADBC's own SQLite mapping the same -shm
-        # died of SIGBUS (tests/sources/test_memscope_robust.py, tests of --follow).
-        return None
+    uri = readonly_uri(path)
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        if _size(wal) != 0:
+            # A writer is (or was) connected and its rows may be in the -wal: the sqlite3
+            # text path reads it.  A leftover -wal alone would make SQLite create a -shm
+            # beside the capture; beside a live writer using Python's sqlite3 in this
+            # process, ADBC's own SQLite mapping the same -shm died of SIGBUS
+            # (tests/sources/test_memscope_robust.py, tests of --follow).
+            return None
+        # An empty -wal (what any read-only reader of a WAL file leaves behind, a
+        # writer's too after a checkpoint): every row is in the file itself, read
+        # ``immutable`` (no -shm mapped, nothing created); a write meanwhile changes the
+        # file, which ``read_consistently`` sees.
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite
     except ImportError:
         return None
     try:
-        database = adbc_driver_sqlite.connect(readonly_uri(path))
+        database = adbc_driver_sqlite.connect(uri)
         con = ArrowConnection(adbc_driver_manager, database,
                               adbc_driver_manager.AdbcConnection(database))
         con.execute("PRAGMA query_only = 1")
     except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
         return None
     return con
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def read_consistently(path: Path, read: Callable[[ReadOnlyConnection], T]) -> T:

@@ -25,6 +25,7 @@ file of a result folder) and builds the MemoryTrace, all in polars/numpy:
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -49,18 +50,22 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
     warnings = [w for f in files for w in f.warnings]
     memory, other, trace = _concat(files)
     start, end = _bounds(memory, other, trace)
-    _report(progress, 0.55, "pairing allocations")
-    memory = _memory_columns(memory, warnings)
-    memory, blocks = _blocks(memory, start, warnings)
-    _report(progress, 0.7, "interning call stacks")
-    memory, blocks, frames, stacks = _stacks(memory, blocks)
-    _report(progress, 0.8, "levels")
-    events, levels, curves = _events(memory, blocks)
-    del memory
-    _report(progress, 0.9, "markers and calls")
-    markers = markers_of(other)
-    del other
-    calls = calls_of(trace, events, start, end, warnings)
+    # The markers need only the other rows: built in a thread meanwhile (polars lets go of
+    # the GIL), on the core the memory rows' many small steps leave idle.
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        marking = worker.submit(markers_of, other)
+        del other
+        _report(progress, 0.55, "pairing allocations")
+        memory = _memory_columns(memory, warnings)
+        memory, blocks = _blocks(memory, start, warnings)
+        _report(progress, 0.7, "interning call stacks")
+        memory, blocks, frames, stacks = _stacks(memory, blocks)
+        _report(progress, 0.8, "levels")
+        events, levels, curves = _events(memory, blocks)
+        del memory
+        _report(progress, 0.9, "markers and calls")
+        calls = calls_of(trace, events, start, end, warnings)
+        markers = marking.result()
     segments = _segments(blocks)
     devices = _devices(events, blocks, levels, markers, calls, segments)
     meta = TraceMeta(

@@ -24,6 +24,8 @@ import csv
 import io
 import re
 import sqlite3
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ import polars as pl
 from memtui.errors import CaptureError
 from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
+    ArrowConnection,
     connect_arrow,
     connect_readonly,
     is_sqlite,
@@ -66,6 +69,7 @@ _LEGACY_HEADER = "Record Index,"
 #: Timestamps below this are microseconds (2025 data); above, nanoseconds since 1970.
 _US_LIMIT = 10**17
 _CHUNK_ROWS = 65_536  # ~18 MB of text: small enough for malloc to reuse, not re-fault
+_TYPED_FETCHERS = 2
 _FIELD, _RECORD = "\x1f", "\x1e"
 _DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
 
@@ -264,12 +268,15 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        pending = worker.submit(query.fetch, ranges[0]) if ranges else None
+    # Typed reads run on their own connections, two at once (one core reads while the
+    # other turns a batch into columns); the text way shares one connection: one.
+    ahead = _TYPED_FETCHERS if query.arrow is not None else 1
+    with ThreadPoolExecutor(max_workers=ahead) as workers:
+        pending = deque(workers.submit(query.fetch, bounds) for bounds in ranges[:ahead])
         for index, bounds in enumerate(ranges):
-            fetched = pending.result()
-            if index + 1 < len(ranges):
-                pending = worker.submit(query.fetch, ranges[index + 1])
+            fetched = pending.popleft().result()
+            if index + ahead < len(ranges):
+                pending.append(workers.submit(query.fetch, ranges[index + ahead]))
             chunk = query.parse(fetched, bounds)
             del fetched
             if report is not None:
@@ -291,7 +298,10 @@ def rowid_chunks(con: sqlite3.Connection, table: str,
     whose rowids are sparse (one row at 2**63-1) costs as many ranges as it has runs of
     rows, never ``(max - min) / rows``; a range ending past the largest rowid is clamped.
     """
-    lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    # Two queries: SQLite seeks the rowid b-tree for a lone min() or max(), but scans the
+    # whole table for both in one query.
+    lo = con.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
+    hi = con.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
     ranges: list[tuple[int, int]] = []
     start = lo
     while start is not None:
@@ -322,18 +332,33 @@ class _ChunkQuery:
                                     else pl.String) for c in sources}
         self.select = ", ".join(f'"{c}"' for c in sources)
         self.fmt = _FIELD.join(["%s"] * len(sources))
-        # Text columns as SQLite's own text of any value (what printf('%s') gives); whole
-        # numbers as stored, checked below.
+        # Text columns as SQLite's own text of any value (what printf('%s') gives), never
+        # NULL: the driver takes a column's type from its first values, and a batch
+        # starting with NULLs would be typed as numbers and fail on the first text.
+        # Whole numbers as stored, checked below.
         self.typed_select = ", ".join(
-            f'"{c}"' if self.schema[mapping[c]] == pl.Int64 else f'CAST("{c}" AS TEXT)'
-            for c in sources)
-        self.arrow = connect_arrow(self.path) if typed else None  # the worker thread's
+            f'"{c}"' if self.schema[mapping[c]] == pl.Int64
+            else f"""COALESCE(CAST("{c}" AS TEXT), '')""" for c in sources)
+        self.arrow = connect_arrow(self.path) if typed else None  # None: text only
+        self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
+        self._arrows_lock = threading.Lock()
+
+    def _thread_arrow(self) -> ArrowConnection | None:
+        """This thread's ADBC connection (the first thread takes ``self.arrow``)."""
+        ident = threading.get_ident()
+        with self._arrows_lock:
+            if ident not in self._arrows:
+                taken = any(con is self.arrow for con in self._arrows.values())
+                self._arrows[ident] = connect_arrow(self.path) if taken else self.arrow
+            return self._arrows[ident]
 
     def close(self) -> None:
-        if self.arrow is not None:
+        with self._arrows_lock:
+            connections = {id(c): c for c in [self.arrow, *self._arrows.values()] if c}
+            self.arrow, self._arrows = None, {}
+        for con in connections.values():
             with contextlib.suppress(Exception):
-                self.arrow.close()
-            self.arrow = None
+                con.close()
 
     @staticmethod
     def _where(bounds) -> tuple[str, tuple]:
@@ -341,7 +366,8 @@ class _ChunkQuery:
 
     def fetch(self, bounds) -> pl.DataFrame | tuple[int, bytes | None]:
         if self.arrow is not None:
-            typed = self._fetch_typed(bounds)
+            arrow = self._thread_arrow()
+            typed = self._fetch_typed(bounds, arrow) if arrow is not None else None
             if typed is not None:
                 return typed
         where, params = self._where(bounds)
@@ -349,14 +375,15 @@ class _ChunkQuery:
             f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
             f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
 
-    def _fetch_typed(self, bounds) -> pl.DataFrame | None:
+    def _fetch_typed(self, bounds, arrow: ArrowConnection) -> pl.DataFrame | None:
         """The range as typed columns, or None where a value is not of its column's type
         (a number column holding text, text that is not UTF-8...): the text way reads it."""
         where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
                                           f"{int(bounds[1])}"
         try:
-            table = self.arrow.table(
-                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}')
+            table = arrow.table(
+                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
+                batch_rows=_CHUNK_ROWS, compact=True)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -370,7 +397,7 @@ class _ChunkQuery:
             if got == pl.Null or (got == dtype and dtype == pl.Int64):
                 columns.append(pl.col(name).cast(dtype))
             elif dtype == pl.String and got == pl.String:
-                columns.append(pl.col(name).replace("", None))  # as the text way reads ''
+                columns.append(_empty_as_null(name))  # as the text way reads ''
             else:
                 return None
         return df.select(columns)
@@ -406,6 +433,11 @@ class _ChunkQuery:
              else _ints(n, col) for (n, dt), col in zip(self.schema.items(), columns,
                                                         strict=True)}
         ).with_columns(pl.col(pl.String).replace("", None))
+
+
+def _empty_as_null(name: str) -> pl.Expr:
+    """Column ``name`` with its empty texts null (cheaper than ``replace("", None)``)."""
+    return pl.when(pl.col(name) != "").then(pl.col(name)).alias(name)
 
 
 def _ints(name: str, values) -> pl.Series:
@@ -669,8 +701,9 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
 
     if attr_json:
         def number(key: str) -> pl.Expr:
-            value = after(f'"{key}":').str.strip_chars_start(' "')
-            return value.str.head(value.str.find('"', literal=True))
+            # The text after the first ``"key":`` and its spaces and quotes, up to the next
+            # quote: one regex (its literal start found by memmem) costs less than slicing.
+            return attr.str.extract(f'"{key}":[ "]*([^"]*)"', 1)
 
         def text(key: str) -> pl.Expr:
             return after(f'"{key}":').str.extract(r'^\s*"((?:[^"\\]|\\.)*)"', 1)
@@ -681,15 +714,17 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
         def text(key: str) -> pl.Expr:
             return attr.str.extract(rf"[{{,]\s*{key}\s*:(.*?)(?:,[A-Za-z_]\w*\s*:|\}}\s*$)", 1)
     # One pass over all rows: splitting them by event to skip absent keys costs more.
-    return rows.with_columns(
+    # (Eager frames eliminate no common subexpressions: the size is parsed once, then used.)
+    parsed = rows.with_columns(
         aid=number("allocation_id").cast(pl.Int64, strict=False),
-        size=number("size").cast(pl.Int64, strict=False).abs(),
         raw_size=number("size").cast(pl.Int64, strict=False),
         total=number("total").cast(pl.Int64, strict=False),
         owner=text("owner").replace("", None),
         ineff=text("inefficient_type").replace("", None),
         apool=text("type"),
     )
+    return parsed.select(*rows.columns, "aid", size=pl.col("raw_size").abs(), raw_size="raw_size",
+                         total="total", owner="owner", ineff="ineff", apool="apool")
 
 
 ATTR_SIZE = r'[{,]\s*"?size"?\s*:\s*"?\s*(-?\d+)'

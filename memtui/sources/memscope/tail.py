@@ -5,9 +5,10 @@
 fresh read-only connection (:func:`~memtui.sources.common.sqlite.connect_readonly`: never a file
 beside the DB; ``immutable`` only while no ``-wal`` exists, which a live WAL writer keeps),
 reads ``rowid > last`` in the same short chunks as the full read, parses them as the full
-read does and appends them; nothing read is read again.  :meth:`DbTail.trace` builds the
-model from every part read (the model builder sorts, pairs and levels them: msMemScope
-writes a block's rows when it is freed, so new rows may fall before old ones in time).
+read does and appends them; nothing read is read again.  :meth:`DbTail.trace` extends the
+model built so far with the parts read since (:class:`~memtui.sources.memscope.live.LiveBuild`:
+msMemScope writes a block's rows when it is freed, so new rows may fall before old ones
+in time; only the events from the earliest new one on are levelled again).
 
 A table whose largest rowid went down lost rows: :class:`CaptureError` saying
 "truncated".  :class:`CsvTail` does the same for a dump CSV being appended: the complete
@@ -28,6 +29,7 @@ from memtui.model import MemoryTrace
 from memtui.sources.common.sqlite import connect_readonly, sqlite_problem
 from memtui.sources.memscope import read
 from memtui.sources.memscope.build import build_trace
+from memtui.sources.memscope.live import LiveBuild
 
 #: Rows per read statement.  Each statement is its own short read: in WAL mode the writer
 #: never waits for it; with a rollback journal a writer's commit waits at most one of these
@@ -56,9 +58,25 @@ class _Parts:
     trace_parts: list[pl.DataFrame] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     layout: str = ""
+    live: LiveBuild | None = None
+    _built: tuple[int, int, int] = (0, 0, 0)  # parts of memory, other, trace built
 
     def trace(self) -> MemoryTrace | None:
-        """The model of every row read so far (None while there is no memory row)."""
+        """The model of every row read so far (None while there is no memory row),
+        extended with the parts read since the last call."""
+        if not any(part.height for part in self.memory) and not self.trace_parts:
+            return None
+        if self.live is None:
+            self.live = LiveBuild(self.path)
+        self.live.layout = self.layout
+        parts = (self.memory, self.other, self.trace_parts)
+        new = [p[done:] for p, done in zip(parts, self._built, strict=True)]
+        self._built = tuple(len(p) for p in parts)
+        return self.live.update(*parts, *new, warnings=list(self.warnings))
+
+    def full_trace(self) -> MemoryTrace | None:
+        """The model of every row read so far built from scratch (what a fresh open of
+        the same rows shows; tests and benchmarks compare it with :meth:`trace`)."""
         if not any(part.height for part in self.memory) and not self.trace_parts:
             return None
         raw = read.RawFile(path=self.path, device=read.device_of_path(self.path),

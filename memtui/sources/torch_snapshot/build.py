@@ -5,7 +5,8 @@ write (torch 2.0 to 2.15 keys, pickle protocols 2 to 5), the bare segment list o
 ``torch.cuda.memory_snapshot()`` and the legacy blocks with ``history``; see
 ../shared/formats/torch_snapshot.md.  Unknown keys are ignored.
 
-The trace dicts are turned into columns once (one pass per key), call stacks are interned
+The trace dicts are turned into columns once, while they are checked (one pass per key,
+:func:`memtui.sources.torch_snapshot.validate.trace_columns`), call stacks are interned
 by object identity (the pickle memo shares them heavily), and everything after that is
 polars: pairing allocs and frees into blocks, segments, and the levels, which are found
 by walking back from the final state (start = active at end - allocs + frees).
@@ -32,7 +33,13 @@ from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
-from memtui.sources.torch_snapshot.validate import clean_snapshot, short_text, text_values
+from memtui.sources.torch_snapshot.validate import (
+    TraceColumns,
+    clean_snapshot,
+    short_text,
+    text_values,
+    trace_columns,
+)
 
 NAME = "PyTorch memory snapshot"
 SOURCE = "torch_snapshot"
@@ -51,8 +58,6 @@ _ENUM_OF_TORCH = {
 }
 _ACTIVE_STATES = ("active_allocated", "active_pending_free")
 _NPU_ONLY_ACTIONS = ("workspace_snapshot",)
-_TRACE_SCHEMA = {"action": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
-                 "time_us": pl.Int64}
 
 
 def sniff(path: Path) -> bool:
@@ -66,16 +71,16 @@ def load(path: Path, progress=None) -> MemoryTrace:
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
         snapshot = _normalise(path, load_pickle(path))
-        problems = clean_snapshot(path, snapshot, path.stat().st_size)
+        problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
         _report(progress, 0.6, "building the model")
         try:
-            trace = _SnapshotBuilder(path, snapshot).build()
+            trace = _SnapshotBuilder(path, snapshot, columns).build()
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
             raise CaptureError(
                 path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
             ) from None
         trace.meta.warnings[:0] = problems
-        del snapshot
+        del snapshot, columns
     _report(progress, 1.0, "done")
     return trace
 
@@ -128,9 +133,12 @@ def _block_frames(block: dict) -> list | None:
 class _SnapshotBuilder:
     """Turns one unpickled snapshot into a MemoryTrace."""
 
-    def __init__(self, path: Path, snapshot: dict) -> None:
+    def __init__(self, path: Path, snapshot: dict,
+                 columns: dict[int, TraceColumns] | None = None) -> None:
         self.path = path
         self.snapshot = snapshot
+        #: the checked columns of trace lists, by ``id`` (see ``_columns_of``)
+        self.columns = columns if columns is not None else {}
         self.interner = StackInterner()
         self.warnings: list[str] = []
         self.prefix = "npu" if _is_npu(snapshot) else "cuda"
@@ -151,27 +159,38 @@ class _SnapshotBuilder:
         traces.append((self.device_name("host"), host))
         return [(name, trace) for name, trace in traces if trace]
 
+    def _columns_of(self, device: str, trace: list[dict]) -> TraceColumns:
+        """The columns the check took of ``trace`` (each used once: a trace list the file
+        shares between devices is empty the second time, as its dicts are freed), or
+        taken now (the host trace flattened from several)."""
+        columns = self.columns.pop(id(trace), None)
+        if columns is None:
+            columns = trace_columns(trace)
+        if columns is None:
+            raise CaptureError(self.path, f"malformed trace entries of {device}")
+        return columns
+
     def _device_trace_frame(self, device: str, trace: list[dict]) -> pl.DataFrame:
-        """One device's trace entries as columns, one C-level pass per key."""
-        try:
-            df = pl.DataFrame([_trace_column(trace, key, dtype)
-                               for key, dtype in _TRACE_SCHEMA.items()])
-        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
-            raise CaptureError(self.path, f"malformed trace entries of {device} ({exc})") from None
-        for key in ("action", "size"):
-            missing = df[key].null_count()
-            if missing:
-                raise CaptureError(
-                    self.path, f"malformed PyTorch memory snapshot: {missing} trace entries of "
-                    f"{device} have no '{key}'")
-        df = df.with_columns(
+        """One device's trace entries as columns (taken while they were checked).
+
+        Empties ``trace``: the few rows still needed from the dicts are read first, then
+        the dicts are freed before the frame is built (the peak memory is the dicts plus
+        their columns, never the dicts plus the frame).
+        """
+        columns = self._columns_of(device, trace)
+        self._collect_entry_markers(device, columns.action, trace)
+        self._collect_segment_pools(device, columns.action, trace)
+        metadata = _entry_texts(trace)
+        trace.clear()
+        df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
             # the canonical Enum from here on: comparisons are integer ops, not strings
             pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
                                             return_dtype=ACTION_DTYPE).alias("canonical"),
-            self._stack_ids(trace),
+            self._stack_ids(columns.frames),
         )
+        del columns
         unknown = df.filter(pl.col("canonical").is_null())
         if unknown.height:
             names = sorted(unknown["action"].unique().to_list())
@@ -179,19 +198,16 @@ class _SnapshotBuilder:
                 f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
             )
         df = df.drop("action").rename({"canonical": "action"})
-        metadata = _user_metadata(trace)
-        if metadata is not None:
+        if metadata:
             df = df.with_columns(metadata)
-        df = df.with_columns(pool=self._pool_column(df))
-        self._collect_entry_markers(device, df, trace)
-        self._collect_segment_pools(device, df, trace)
-        return df
+        return df.with_columns(pool=self._pool_column(df))
 
-    def _collect_segment_pools(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
+    def _collect_segment_pools(self, device: str, actions: pl.Series, trace: list[dict]
+                               ) -> None:
         """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
-        that name one (few rows: a loop is fine)."""
+        that name one (few rows: a loop is fine); ``actions`` as torch writes them."""
         rows = []
-        for index in df["action"].is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
+        for index in actions.is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
             entry = trace[index]
             pool = entry.get("segment_pool_id", entry.get("pool_id"))
             if pool is not None:
@@ -199,14 +215,9 @@ class _SnapshotBuilder:
                 rows.append((index, text))
         self.segment_pool_ids[device] = rows
 
-    def _stack_ids(self, trace: list[dict]) -> pl.Series:
+    def _stack_ids(self, frames: list[list | None]) -> pl.Series:
         """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass)."""
-        try:
-            keys = np.fromiter(map(id, map(itemgetter("frames"), trace)), dtype=np.uint64,
-                               count=len(trace))
-        except (KeyError, TypeError):  # entries without frames: the slower general way
-            return self.interner.stack_ids(_trace_values(trace, "frames"))
-        return self.interner.stack_ids_by_identity(keys, lambda row: trace[row]["frames"])
+        return self.interner.stack_ids(frames)
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
@@ -221,10 +232,12 @@ class _SnapshotBuilder:
             .otherwise(pl.lit(self.pool))
         )
 
-    def _collect_entry_markers(self, device: str, df: pl.DataFrame, trace: list[dict]) -> None:
-        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine)."""
+    def _collect_entry_markers(self, device: str, actions: pl.Series, trace: list[dict]
+                               ) -> None:
+        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine);
+        ``actions`` as torch writes them."""
         rows = []
-        for index in df["action"].is_in(["annotate", "oom"]).arg_true().to_list():
+        for index in actions.is_in(["annotate", "oom"]).arg_true().to_list():
             entry = trace[index]
             if entry["action"] == "annotate":
                 name = short_text(entry.get("user_metadata"), "annotation")
@@ -291,8 +304,7 @@ class _SnapshotBuilder:
         self.segment_pool_ids: dict[str, list[tuple[int, str]]] = {}
         raw = {}
         for name, trace in self._device_traces():
-            raw[name] = self._device_trace_frame(name, trace)
-            trace.clear()  # the dicts are columns now: free them before the heavy work
+            raw[name] = self._device_trace_frame(name, trace)  # frees the trace's dicts
         has_time = bool(raw) and all(df["time_us"].null_count() == 0 for df in raw.values())
         final_segments, final_blocks = self._final_blocks()
         names = sorted(set(raw) | set(final_segments["device"].to_list()), key=_device_sort_key)
@@ -342,7 +354,7 @@ class _SnapshotBuilder:
         )
         blocks, events = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
-        events = self._levels(events, info, blocks).drop("user_metadata", strict=False)
+        events = self._levels(events, info, blocks).drop(*ENTRY_TEXTS, strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -428,8 +440,13 @@ class _SnapshotBuilder:
         ).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("lifetime").is_not_null()).select("lifetime", "block_id")
-        ops = ops.join(ids, on="lifetime", how="left").select("seq", "block_id")
+        ids = blocks.filter(pl.col("lifetime").is_not_null())
+        # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
+        # where the dump repeats an address, its later block wins, as a join's last row
+        block_of = np.full(lifetimes.height, -1, dtype=np.int64)
+        block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
+        ops = pl.DataFrame({"seq": ops["seq"],
+                            "block_id": block_of[ops["lifetime"].to_numpy()]})
         return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
 
     def _segments(
@@ -553,22 +570,47 @@ class _SnapshotBuilder:
         return rows
 
 
-def _user_metadata(trace: list[dict]) -> pl.Series | None:
-    """The entries' ``user_metadata`` (torch 2.10+: a string, ``""`` when unset) as a
-    column, or None where no entry has one (older files: one look at the first entries)."""
-    if not any("user_metadata" in entry for entry in trace[:1000]):
+#: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
+#: only where some entry has one): ``user_metadata`` (torch 2.10+, ``""`` when unset),
+#: ``compile_context`` (2.8+, ``"N/A"`` outside torch.compile regions) and
+#: ``forward_frames`` (2.11+: the forward pass's traceback lines, joined).
+ENTRY_TEXTS = ("user_metadata", "compile_context", "forward_frames")
+_NO_TEXT = {"compile_context": "N/A"}
+
+
+def _entry_texts(trace: list[dict]) -> list[pl.Series]:
+    """The entries' :data:`ENTRY_TEXTS` as columns, those no entry fills left out (older
+    files: one look at the first entries)."""
+    head = trace[:1000]
+    columns = []
+    for key in ENTRY_TEXTS:
+        if not any(key in entry for entry in head):
+            continue
+        values = _trace_values(trace, key)
+        if key == "forward_frames":
+            values = [_joined_lines(v) for v in values]
+        elif key in _NO_TEXT:
+            values = [None if v == _NO_TEXT[key] else v for v in values]
+        texts = text_values(values)
+        if texts is not None:
+            columns.append(pl.Series(key, texts, pl.String))
+    return columns
+
+
+def _joined_lines(value) -> str | None:
+    """A list of traceback lines (``forward_frames``) as one text; anything else None."""
+    if not isinstance(value, list | tuple) or not value:
         return None
-    values = text_values(_trace_values(trace, "user_metadata"))
-    return None if values is None else pl.Series("user_metadata", values, pl.String)
+    return "\n".join(line.rstrip("\n") for line in value if isinstance(line, str)) or None
 
 
 def _with_alloc_metadata(traced: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """``traced`` blocks with the ``user_metadata`` of their alloc event, where any."""
-    if "user_metadata" not in events.columns:
-        return traced
-    noted = events.filter(pl.col("user_metadata").is_not_null()).select(
-        seq_alloc="seq", user_metadata="user_metadata")
-    return traced.join(noted, on="seq_alloc", how="left")
+    """``traced`` blocks with the :data:`ENTRY_TEXTS` of their alloc event, where any."""
+    for key in ENTRY_TEXTS:
+        if key in events.columns:
+            noted = events.filter(pl.col(key).is_not_null()).select(seq_alloc="seq", **{key: key})
+            traced = traced.join(noted, on="seq_alloc", how="left")
+    return traced
 
 
 def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
@@ -594,29 +636,12 @@ def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
         addr=pl.col("g_addr"), size=(pl.col("g_end") - pl.col("g_addr")).cast(pl.Int64))
 
 
-_NUMPY_OF = {pl.Int64: np.int64, pl.UInt64: np.uint64}
-
-
 def _trace_values(trace: list[dict], key: str) -> list:
     """``entry[key]`` of every entry (None where an entry lacks it)."""
     try:
         return list(map(itemgetter(key), trace))
     except (KeyError, TypeError):
         return [entry.get(key) for entry in trace]
-
-
-def _trace_column(trace: list[dict], key: str, dtype: type[pl.DataType]) -> pl.Series:
-    """Column ``key`` of the trace entries: straight into a typed array where every entry
-    has an integer there (one pass, no intermediate list), else through a list with nulls."""
-    numpy_dtype = _NUMPY_OF.get(dtype)
-    if numpy_dtype is not None:
-        try:
-            values = np.fromiter(map(itemgetter(key), trace), dtype=numpy_dtype,
-                                 count=len(trace))
-            return pl.Series(key, values, dtype=dtype)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            pass  # a missing key, a None, a float: the general path below decides
-    return pl.Series(key, _trace_values(trace, key), dtype=dtype, strict=True)
 
 
 def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:

@@ -21,7 +21,7 @@ from textual.widgets import Static
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
-from memtui.analysis.pool_state import event_seq
+from memtui.analysis.pool_state import event_in_life, event_seq
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen, block_details, find_address, select_event_block
@@ -178,6 +178,14 @@ class BlocksScreen(LinkedScreen):
         changes = dict(message.changes)
         if self.segments_mode and "block_id" in changes:
             changes["segment_id"] = changes.pop("block_id")
+        elif changes.get("block_id") is not None and "t" in changes:
+            # a click on a band: the cursor on an event just after which that block is
+            # alive (the cursor is an event; several events can share the clicked time)
+            event = event_in_life(self.trace, self.cursor.device, changes["block_id"],
+                                  changes["t"])
+            if event is not None:
+                del changes["t"]
+                changes["event"] = event
         self.move_cursor(**changes)
 
     def action_segments(self) -> None:

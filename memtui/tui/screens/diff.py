@@ -77,20 +77,53 @@ class DiffScreen(Screen):
         self._header(pair)
         table = self.query_one(DataTable)
         table.clear()
+        self._rows = None
+        table.loading = pair is not None
         if pair is None:
-            self._rows = None
             return
-        self._rows = diff_rows(pair).head(MAX_ROWS)
-        for index, row in enumerate(self._rows.iter_rows(named=True)):
+        self.run_worker(lambda: self._compute(key, pair), thread=True, exclusive=True,
+                        group="diff", description="the differences", exit_on_error=False)
+
+    def _compute(self, key: tuple, pair) -> None:
+        """In a thread: the attributed deltas (a sort over every stack of both runs)."""
+        rows = diff_rows(pair).head(MAX_ROWS)
+        self.app.call_from_thread(self._show_rows, key, rows)
+
+    def _show_rows(self, key: tuple, rows) -> None:
+        if key != self._key or not self.is_attached:  # the cursor moved on meanwhile
+            return
+        table = self.query_one(DataTable)
+        table.loading = False
+        self._rows = rows
+        for index, row in enumerate(rows.iter_rows(named=True)):
             where = Text(row["label"] or "", no_wrap=True, overflow="ellipsis")
             only = Text(_ONLY.get(row["only_in"] or "", ""), style="bold")
+            launch_only = bool(row["launches"]) and not row["delta"]
             if row["launches"]:
                 where.append(f"  launches {row['launches']}", style="italic")
+            if launch_only:
+                where.append(", none of its bytes live at the peaks or ends", style="italic")
             delta = Text(signed_bytes(row["delta"]), justify="right",
                          style="bold" if row["delta"] else "")
-            table.add_row(delta, row["at"], Text(format_bytes(row["a_bytes"]), justify="right"),
+            table.add_row(delta, "-" if launch_only else row["at"],
+                          Text(format_bytes(row["a_bytes"]), justify="right"),
                           Text(format_bytes(row["b_bytes"]), justify="right"), row["kind"],
                           only, where, key=str(index))
+
+    def on_worker_state_changed(self, event) -> None:
+        """Failed workers go to the app's one handler (``report_worker``)."""
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
+
+    def worker_failed(self, worker) -> None:
+        """The differences could not be worked out (the app said why in a toast): the
+        table stops loading and the header says so."""
+        self.query_one(DataTable).loading = False
+        self._key = None  # moving the cursor tries again
+        header = self.query_one("#diff-header", Static)
+        header.update(Text.assemble((f"{worker.description} failed: ", "bold red"),
+                                    f"{type(worker.error).__name__}: {worker.error}"))
 
     def _header(self, pair) -> None:
         app = self.app

@@ -37,9 +37,42 @@ DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation
                "inefficient": "tables", "capture": "trend"}
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
+#: Readable names of a finding's figures (others: the key, ``_`` as spaces, no ``bytes``).
+LABELS = {
+    "requested_bytes": "requested", "reserved_bytes": "reserved",
+    "allocated_bytes": "allocated", "pending_free_bytes": "pending free",
+    "pool_free_bytes": "free in the pool", "largest_gap_bytes": "largest free gap",
+    "largest_gap_any_segment_bytes": "largest free gap of any segment",
+    "device_free_bytes": "free on the device", "fragmentation": "fragmentation",
+    "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
+    "peak_t": "peak at", "peak_reserved_t": "reserved peak at",
+    "reserved_at_allocated_peak_bytes": "reserved at the allocated peak",
+    "blocks_alive": "blocks alive", "bytes_per_step": "per step", "total_bytes": "in all",
+    "steps_grown": "steps grown", "steps_from": "from step", "first_step": "first step",
+    "first_step_name": "first step named", "end_fragmentation": "fragmentation at the end",
+    "end_largest_gap_bytes": "largest free gap at the end",
+    "end_pool_free_bytes": "free in the pool at the end", "end_segments": "segments at the end",
+    "internal_fragmentation_bytes": "lost inside blocks (rounding)",
+    "max_unused_bytes": "most reserved but unused", "max_unused_t": "most unused at",
+    "unused_share": "unused share", "worst_fragmentation": "worst fragmentation",
+    "worst_fragmentation_t": "worst fragmentation at",
+    "worst_largest_gap_bytes": "largest free gap then",
+    "worst_pool_free_bytes": "free in the pool then", "ghost_bytes": "ghost bytes",
+    "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
+    "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
+}
+
+
+def figure_label(key: str) -> str:
+    """What a finding's figure is called on screen (never the raw key)."""
+    if key in LABELS:
+        return LABELS[key]
+    return key.removesuffix("_bytes").replace("_", " ")
+
+
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
-         "allocator_settings_known", "frame_is_user_code", *_LISTS}
+         "allocator_settings_known", "frame_is_user_code", "problem", *_LISTS}
 
 
 class FindingsScreen(Screen):
@@ -83,6 +116,14 @@ class FindingsScreen(Screen):
             title.update("[b]Findings[/b]  looking for leaks, the peak, OOMs... "
                          "(the other screens work meanwhile)")
             self._show_detail(None)
+            return
+        error = getattr(self.app, "findings_error", None)
+        if error:
+            self.items = []
+            title.update(Text.assemble(("Findings", "bold"), "  could not be found: ",
+                                       (error, "bold red"),
+                                       "  (the other screens work; details in the toast)"))
+            self.query_one("#findings-detail", Static).update("")
             return
         self.items = ranked([f for items in found.values() for f in items])
         high = sum(f.severity == "high" for f in self.items)
@@ -223,12 +264,12 @@ def detail_text(finding: Finding, when: str | None,
         text.append("live bytes at each step: ", "bold")
         text.append(sparkline(levels, 60) + f"  {format_bytes(levels[0])} .. "
                     f"{format_bytes(levels[-1])}\n")
-    figures = [f"{key.replace('_', ' ')} {_value(key, value, time_text)}"
+    figures = [f"{figure_label(key)} {_value(key, value, time_text)}"
                for key, value in finding.detail.items()
                if key not in _SKIP and value is not None
                and not isinstance(value, list | dict | bool)]
     if figures:
-        text.append("  ".join(figures) + "\n", "dim")
+        text.append(", ".join(figures) + "\n", "dim")
     for key in _LISTS:
         rows = finding.detail.get(key) or []
         if rows:

@@ -170,7 +170,10 @@ class RanksScreen(Screen):
         outliers = sum(row.outlier for row in self._shown)
         parts = [("Ranks", "bold"), f"  {table.done}/{table.expected} ranks",
                  f"  {len(self._shown)} rows"]
-        if table.done < table.expected:
+        stopped = getattr(self.app, "stream_error", None)
+        if stopped:
+            parts.append((f"  stopped: {stopped}", "bold red"))
+        elif table.done < table.expected:
             parts.append(("  loading…", "italic"))
         if outliers:
             parts.append((f"  ! {outliers} outlier{'s' if outliers > 1 else ''}", "bold"))

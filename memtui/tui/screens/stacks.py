@@ -8,7 +8,8 @@ then to the blocks allocated during the window, or the view without one).  ``up`
 node's blocks, ``u`` shows only the user's own Python frames (no interpreter,
 torch-internal or C++ frames).  Each node says its bytes, share of all, and from 100
 columns its self bytes, blocks and share of its parent.  ``v`` shows the call flame
-instead, ``t`` picks its thread, and ``pageup``/``pagedown`` scroll its depth.
+instead, ``e`` picks its thread (``t`` stays the app's memory layer), and
+``pageup``/``pagedown`` scroll its depth.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class StacksScreen(LinkedScreen):
         Binding("N", "match(-1)", "Prev match", show=False, id="stacks.match_minus_1"),
         Binding("f", "filter_blocks", "Filter blocks", id="stacks.filter_blocks"),
         Binding("v", "flame", "Call flame", id="stacks.flame"),
-        Binding("t", "thread", "Thread", show=False, id="stacks.thread"),
+        Binding("e", "thread", "Thread", show=False, id="stacks.thread"),
         Binding("O", "owners", "Owner layers", show=False, id="stacks.owners"),
         Binding("u", "user_frames", "User frames", id="stacks.user_frames"),
     ]

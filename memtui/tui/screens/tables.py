@@ -87,6 +87,8 @@ class TablesScreen(Screen):
         self._device: str | None = None
         self._match_cache: tuple | None = None
         self._scoped_at: dict[str, int | None] = {}  # the cursor time a view's scope used
+        # (kind, device) -> (sort key, descending) of tables built again (--follow)
+        self._sorts: dict[tuple[str, str], tuple[str, bool]] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="tables-header")
@@ -127,9 +129,16 @@ class TablesScreen(Screen):
             if scope == "cursor" and self._scoped_at.get(kind) != cursor.t:
                 self._reapply(kind)
 
+    def _forget_models(self) -> None:
+        """Drop the built tables, remembering their sort order for when they are built
+        again."""
+        self._sorts.update({key: (model.sort_key, model.descending)
+                            for key, model in self.models.items() if model.sort_key is not None})
+        self.models.clear()
+
     def _top_rule_changed(self) -> None:
         """Stacks are named by another frame: the tables are built again."""
-        self.models.clear()
+        self._forget_models()
         if self.app.cursor is not None and self.is_attached:
             self._show_device(self.app.cursor.device)
 
@@ -199,10 +208,14 @@ class TablesScreen(Screen):
         else:
             model = TableModel.for_events(app.trace.device_events(device), timeline.start, unit,
                                           tops)
+        sort = self._sorts.get((kind, device))
+        if sort is not None and any(column.key == sort[0] for column in model.columns):
+            model.sort(sort[0], sort[1], app.cursor.t)  # a table built again keeps its order
         app.call_from_thread(self._model_built, kind, device, model)
 
     def _model_built(self, kind: str, device: str, model: TableModel) -> None:
         self.models[(kind, device)] = model
+        self._sorts.pop((kind, device), None)
         if device != self._device:
             return
         table = self.query_one(f"#{kind}-table", VirtualTable)
@@ -234,8 +247,8 @@ class TablesScreen(Screen):
 
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): the tables are built again (their
-        filters kept), now if this screen is shown, else when it is."""
-        self.models.clear()
+        filters and sort order kept), now if this screen is shown, else when it is."""
+        self._forget_models()
         if self.is_attached and self.app.screen is self:
             self._show_device(self.app.cursor.device)
         else:

@@ -374,7 +374,7 @@ def marker_kinds(markers) -> list[tuple[str, str]]:
         return []
     out = []
     points = markers.filter(pl.col("t_end").is_null() | (pl.col("t_end") == pl.col("t")))
-    for kind in sorted(set(points["kind"].drop_nulls().to_list())):
+    for kind in sorted(points["kind"].drop_nulls().unique().to_list()):
         out.append((MARKER_CHARS.get(kind, "╷"), MARKER_NAMES.get(kind, kind)))
     if points.height < markers.height:
         out.append(("├─┤", "range"))
