@@ -17,8 +17,8 @@ paint on), and, each in fresh processes (imports included, paired medians), the 
 the first paint without the reopen cache and reopened from it, for every size and for a
 small real capture (``--small``; goal under 0.5 s reopened), with the CPU seconds spent
 by then (steadier than wall time on a busy machine); those processes keep memtui's
-compiled bytecode, as an installed package has it (``bytecode_like_an_install``).  The run uses its own empty
-cache (``XDG_CACHE_HOME``).
+compiled bytecode, as an installed package has it (``bytecode_like_an_install``).  The
+run uses its own empty cache (``XDG_CACHE_HOME``).
 
 The app runs headless (``App.run_test``): a frame counts as painted when Textual hands
 the composed update to the driver (the headless driver then skips only the write of the
