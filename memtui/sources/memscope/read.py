@@ -339,6 +339,10 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64
             else f"""COALESCE(CAST("{c}" AS TEXT), '')""" for c in sources)
+        # Text columns kept long (not the call stacks, which become categoricals at once).
+        self.kept_texts = frozenset(
+            i for i, (name, dtype) in enumerate(self.schema.items())
+            if dtype == pl.String and name not in ("py_stack", "c_stack"))
         self.arrow = connect_arrow(self.path) if typed else None  # None: text only
         self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
         self._arrows_lock = threading.Lock()
@@ -383,7 +387,7 @@ class _ChunkQuery:
         try:
             table = arrow.table(
                 f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
-                batch_rows=_CHUNK_ROWS, compact=True)
+                batch_rows=_CHUNK_ROWS, compact=self.kept_texts)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
