@@ -406,14 +406,22 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     """Events sorted by time with their levels, per-device level facts, per-pool curves.
 
     Blocks are indexed by ``block_id``; the wide rows are sorted once and never joined.
+    ``memory`` is consumed: its columns move into the events one by one (so that the
+    rows are never held twice, in file order and in time order).
     """
     block = pl.Series(memory["block_id"])
-    events = memory.drop("aid", "ineff").with_columns(
-        block_size=blocks["size"].fill_null(0).gather(block),
-        block_pool=blocks["pool"].gather(block),
-    )
-    if not _in_time_order(events):  # rows written in time order need no sort of the wide rows
-        events = events.sort("t", "seq")
+    memory.drop_in_place("aid")
+    memory.drop_in_place("ineff")
+    memory.insert_column(memory.width, blocks["size"].fill_null(0).gather(block)
+                         .alias("block_size"))
+    memory.insert_column(memory.width, blocks["pool"].gather(block).alias("block_pool"))
+    del block
+    if _in_time_order(memory):  # rows written in time order need no sort of the wide rows
+        events = memory.clone()
+    else:  # (seq is unique: the order is total, as a sort by both would give)
+        order = memory.select(pl.arg_sort_by("t", "seq")).to_series()
+        events = pl.DataFrame([memory.drop_in_place(name).gather(order)
+                               for name in list(memory.columns)])
     pool = pl.col("block_pool")
     sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
         -1).otherwise(0)
