@@ -174,7 +174,7 @@ class TrendScreen(Screen):
             else:
                 text.append(f"reserved peak {format_bytes(top[1])} at "
                             f"{format_time(top[0], timeline.start, unit)}")
-        for char, name in marker_kinds(timeline.markers):
+        for char, name in self._marker_kinds(timeline.markers):
             text.append(f"  {char} ", style="bold")
             text.append(name)
         marker = _marker_at(timeline.markers, cursor.t)
@@ -268,6 +268,14 @@ class TrendScreen(Screen):
         markers = self.app.timeline(self.app.cursor.device).markers
         rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
         return rows
+
+    def _marker_kinds(self, markers) -> list[tuple[str, str]]:
+        """:func:`marker_kinds` of the shown markers, found once per markers frame (the
+        legend asks at every cursor move)."""
+        cached = getattr(self, "_kinds_of", None)
+        if cached is None or cached[0] is not markers:
+            cached = self._kinds_of = (markers, marker_kinds(markers))
+        return cached[1]
 
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
