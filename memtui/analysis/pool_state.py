@@ -66,6 +66,16 @@ class PoolState:
     gap_segment: np.ndarray
     gap_addr: np.ndarray
     gap_size: np.ndarray
+    #: Every live segment piece's id (an expandable segment's mapped ranges are pieces of
+    #: one segment; other segments are one piece) and the index of its segment.
+    piece_id: np.ndarray
+    piece_segment: np.ndarray
+
+    def segment_of_id(self, segment_id: int) -> int | None:
+        """Index (into ``seg_*``) of the segment that segment id ``segment_id`` is (or, for a
+        mapped range of an expandable segment, is part of)."""
+        hits = np.flatnonzero(self.piece_id == segment_id)
+        return int(self.piece_segment[hits[0]]) if hits.size else None
 
     @property
     def seg_fragmentation(self) -> np.ndarray:
@@ -245,8 +255,8 @@ def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t
     """
     blk_rows = blk_rows[~index.is_segment[blk_rows]]
     seg_rows = seg_rows[np.argsort(index.seg_addr[seg_rows], kind="stable")]
-    seg_addr = index.seg_addr[seg_rows]
-    seg_size = index.seg_size[seg_rows]
+    piece_id = index.seg_id[seg_rows]
+    seg_rows, seg_addr, seg_size, piece_segment = _join_expandable(index, seg_rows)
     seg_end = seg_addr + seg_size
     blk_addr = index.addr[blk_rows]
     # place each block in the segment that holds its address, then sort by (segment, addr)
@@ -284,7 +294,25 @@ def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t
         blk_size=blk_size, blk_pending=pending, blk_requested=index.requested[blk_rows],
         blk_segment=where,
         gap_segment=gap_seg, gap_addr=gap_addr, gap_size=gap_size,
+        piece_id=piece_id, piece_segment=piece_segment,
     )
+
+
+def _join_expandable(index: DeviceIndex, seg_rows: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The live segments (sorted by address) with the adjacent mapped ranges of one
+    expandable segment (same stream and pool) joined into the one segment the allocator
+    dumps: (first piece's row, address, size, per piece: its joined segment's index)."""
+    addr, size = index.seg_addr[seg_rows], index.seg_size[seg_rows]
+    key = index.seg_expandable_key[seg_rows]
+    joins = np.zeros(seg_rows.size, dtype=bool)
+    if seg_rows.size > 1:
+        joins[1:] = (key[1:] >= 0) & (key[1:] == key[:-1]) & (addr[1:] == addr[:-1] + size[:-1])
+    if not joins.any():
+        return seg_rows, addr, size, np.arange(seg_rows.size)
+    first = np.flatnonzero(~joins)
+    return (seg_rows[first], addr[first], np.add.reduceat(size, first),
+            np.cumsum(~joins) - 1)
 
 
 def _gaps(

@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--follow", action="store_true",
                         help="keep reading PATH as it grows (an msMemScope DB or CSV being "
                              "written, a folder of snapshot dumps) and show it live")
+    parser.add_argument("--rank", type=int, metavar="N",
+                        help="with --follow, of a folder holding several ranks' dumps: the "
+                             "rank to follow (default: the lowest; the status bar says which)")
     add_rank_arguments(parser)
     add_cache_argument(parser)
 
@@ -31,7 +34,11 @@ def run(args: argparse.Namespace) -> int:
 
     paths = args.paths
     if args.follow:
-        return _run_follow(paths)
+        return _run_follow(paths, args.rank)
+    if args.rank is not None:
+        from memtui.errors import CaptureError
+
+        raise CaptureError("--rank", "goes with --follow (several ranks open the Ranks screen)")
     if several_captures(paths, args.ranks, at_least=3):
         return _run_ranks(args)
     if len(paths) == 2:  # compare mode (issue 10): A and B on one cursor
@@ -43,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     return run_app(capture_path(paths[0] if paths else None))
 
 
-def _run_follow(paths: list[str]) -> int:
+def _run_follow(paths: list[str], rank: int | None = None) -> int:
     from memtui.errors import CaptureError
     from memtui.tui.app import run_app
 
@@ -51,8 +58,8 @@ def _run_follow(paths: list[str]) -> int:
         raise CaptureError("--follow", "needs one PATH: the file or folder being written")
     from memtui.sources.follow import open_follower
 
-    open_follower(paths[0]).close()  # what cannot be followed: one line, before the UI
-    return run_app(paths[0], follow=True)
+    open_follower(paths[0], rank).close()  # what cannot be followed: one line, before the UI
+    return run_app(paths[0], follow=True, follow_rank=rank)
 
 
 def _run_ranks(args: argparse.Namespace) -> int:

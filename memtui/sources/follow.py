@@ -7,16 +7,18 @@ a folder listing, or one ``max(rowid)`` query) and ``restart()``:
 * :class:`MemscopeDbFollower`: an msMemScope DB being written (WAL or rollback journal).
   Each poll opens a fresh read-only connection (never writing beside the file, never
   holding a transaction between polls) and reads only rows past the last rowid seen, in
-  short chunks; the rows append to the raw frames read before, from which the model is
-  built again (:func:`memtui.sources.memscope.build.build_trace`).
+  short chunks; the rows extend the model built so far
+  (:class:`memtui.sources.memscope.live.LiveBuild`: no full rebuild).
 * :class:`CsvFollower`: an msMemScope or profiler CSV being appended.  Only complete new
   records are read, from the byte offset reached (a half-written last one waits).  A
   dump CSV's records are parsed as they come and appended to the rows read
-  (:class:`memtui.sources.memscope.tail.CsvTail`); other CSVs (python traces, profiler
-  tables) have their new lines appended to a private copy in a temporary folder (never
-  beside the file), which the format's own loader reads whole.
+  (:class:`memtui.sources.memscope.tail.CsvTail`); python traces and profiler tables have
+  their new lines parsed alone by the format's own reader (:class:`_LineTail`), the parts
+  kept.
 * :class:`FolderFollower`: a folder holding msMemScope results follows its newest dump
-  file as above; else it is a :class:`SnapshotFollower`:
+  file as above; else it is a :class:`SnapshotFollower`.  A folder holding several
+  ranks' dumps follows one rank (:class:`RankChoice`: the lowest, or ``--rank N``),
+  which ``Follower.scope`` says (the status bar shows it);
 * :class:`SnapshotFollower`: a folder where snapshot dumps appear (``memtui record``'s, or
   any job's ``_dump_snapshot``), or one snapshot file rewritten in place: the newest
   complete dump (hidden and temporary names ignored; a dump that does not load whole is
@@ -83,6 +85,16 @@ class Follower:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.stopped: str | None = None  # the problem that stopped reading
+
+    @property
+    def scope(self) -> str | None:
+        """What of the path is followed where it holds several ranks (None: all of it)."""
+        choice = self.rank_choice()
+        return choice.scope if choice is not None else None
+
+    def rank_choice(self) -> RankChoice | None:
+        """Which rank is followed, of a folder holding several."""
+        return None
 
     def poll(self) -> FollowUpdate:
         if self.stopped is not None:
@@ -183,7 +195,7 @@ class CsvFollower(Follower):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self._folder: Path | None = None
+        self._lines: _LineTail | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -191,12 +203,13 @@ class CsvFollower(Follower):
         self.lines = 0
         self.tail = None  # memscope.tail.CsvTail, once the header says a dump CSV
         self._file: _FileId | None = None
-        if self._folder is not None:
-            self.copy.write_bytes(b"")
+        if self._lines is not None:
+            self._lines.close()
+        self._lines = None
 
     def close(self) -> None:
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+        if self._lines is not None:
+            self._lines.close()
 
     def _poll(self) -> FollowUpdate:
         now = _FileId.of(self.path)
@@ -208,29 +221,30 @@ class CsvFollower(Follower):
         self._file = now
         if now.size == self.offset:
             return FollowUpdate(waiting=self._waiting())
-        if self.tail is None and self._folder is None and not self._choose():
+        if self.tail is None and self._lines is None and not self._choose():
             return FollowUpdate(waiting=self._waiting())
         if self.tail is not None:
             return self._poll_dump()
-        return self._poll_copy(now)
+        return self._poll_lines(now)
 
     def _choose(self) -> bool:
-        """Once the header line is whole: a dump CSV is parsed as it grows, any other CSV
-        (python trace, profiler) is copied and read whole by its loader."""
+        """Once the header line is whole: a dump CSV is parsed record by record as it grows,
+        a python-trace or profiler CSV line by line (:class:`_LineTail`)."""
         from memtui.sources.memscope.read import csv_kind, first_line
         from memtui.sources.memscope.tail import CsvTail
 
         with open(self.path, "rb") as fh:
-            if b"\n" not in fh.read(65536):
-                return False
-        if csv_kind(self.path) == "dump" and first_line(self.path):
+            head = fh.read(65536)
+        if b"\n" not in head:
+            return False
+        kind = csv_kind(self.path)
+        if kind == "dump" and first_line(self.path):
             self.tail = CsvTail(self.path)
             return True
-        self._folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
-        # The last folders too: loaders read the device from ``device_N/``.
-        self.copy = self._folder.joinpath(*Path(self.path).resolve().parts[-3:])
-        self.copy.parent.mkdir(parents=True, exist_ok=True)
-        self.copy.write_bytes(b"")
+        header = head[: head.index(b"\n") + 1]
+        self._lines = _LineTail(self.path, header, "trace" if kind == "trace" else "profiler")
+        self.offset = len(header)
+        self.lines = 1
         return True
 
     def _poll_dump(self) -> FollowUpdate:
@@ -245,8 +259,8 @@ class CsvFollower(Follower):
             return FollowUpdate(new_rows=new, waiting=f"no memory rows yet in {self.path.name}")
         return FollowUpdate(trace=trace, new_rows=new)
 
-    def _poll_copy(self, now: _FileId) -> FollowUpdate:
-        """Another CSV: its complete new lines appended to the private copy, read whole."""
+    def _poll_lines(self, now: _FileId) -> FollowUpdate:
+        """A python-trace or profiler CSV: its complete new lines parsed alone."""
         with open(self.path, "rb") as fh:
             fh.seek(self.offset)
             data = fh.read(now.size - self.offset)
@@ -254,24 +268,78 @@ class CsvFollower(Follower):
         if end < 0:  # not one complete line yet: it waits
             return FollowUpdate(waiting=self._waiting())
         complete = data[: end + 1]
-        with open(self.copy, "ab") as fh:
-            fh.write(complete)
-        self.offset += len(complete)
         new_lines = complete.count(b"\n")
-        self.lines += new_lines
-        if self.lines < 2:  # the header alone
-            return FollowUpdate(waiting=self._waiting())
-        from memtui.sources import open_capture
-
         try:
-            trace = open_capture(self.copy)
+            trace = self._lines.add(complete, self.lines - 1)
         except CaptureError as exc:
             return FollowUpdate(new_rows=new_lines, waiting=exc.problem)
+        finally:
+            self.offset += len(complete)
+            self.lines += new_lines
+        if trace is None:
+            return FollowUpdate(new_rows=new_lines, waiting=self._waiting())
         trace.meta.path = str(self.path)
         return FollowUpdate(trace=trace, new_rows=new_lines)
 
     def _waiting(self) -> str | None:
         return None if self.lines >= 2 else f"waiting for the first rows of {self.path.name}"
+
+
+class _LineTail:
+    """A python-trace or profiler CSV read line by line: each batch of new complete lines is
+    parsed alone, by the format's own reader, from a small file holding the header and
+    those lines (in a private temporary folder, never beside the file); the parts add up
+    to what the reader gives for the whole file."""
+
+    def __init__(self, path: Path, header: bytes, kind: str) -> None:
+        self.path = path
+        self.header = header
+        self.kind = kind
+        self.folder = Path(tempfile.mkdtemp(prefix="memtui-follow-"))
+        # The last folders too: the readers take the device from ``device_N/``.
+        self.chunk = self.folder.joinpath(*Path(path).resolve().parts[-3:])
+        self.chunk.parent.mkdir(parents=True, exist_ok=True)
+        self.parts: list = []
+        self.warnings: list[str] = []
+        self.memscope = None  # memscope.tail parts for a python trace
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def add(self, lines: bytes, rows_before: int) -> MemoryTrace | None:
+        """Parse ``lines`` (complete, after ``rows_before`` data lines); the trace so far."""
+        self.chunk.write_bytes(self.header + lines)
+        if self.kind == "trace":
+            return self._add_trace(rows_before)
+        from memtui.sources import ascend
+        from memtui.sources.ascend.read_csv import read_kind
+
+        try:
+            _, frame, warnings = read_kind(self.chunk)
+        except CaptureError as exc:  # these lines alone: none readable (counted, skipped)
+            if not self.parts:
+                raise CaptureError(self.path, exc.problem) from None
+            self.warnings.append(f"{self.path.name}: {exc.problem}")
+            return ascend.load_csv_parts(self.path, self.parts, self.warnings)
+        self.parts.append(frame)
+        self.warnings.extend(warnings)
+        return ascend.load_csv_parts(self.path, self.parts, self.warnings)
+
+    def _add_trace(self, rows_before: int) -> MemoryTrace | None:
+        import polars as pl
+
+        from memtui.sources.memscope import read
+        from memtui.sources.memscope.tail import _Parts
+
+        if self.memscope is None:
+            self.memscope = _Parts(path=self.path, layout="python trace csv")
+        raw = read._read_trace_csv(self.chunk)
+        self.memscope.warnings.extend(
+            w.replace(self.chunk.name, self.path.name) for w in raw.warnings)
+        if raw.trace is not None and raw.trace.height:
+            self.memscope.trace_parts.append(raw.trace.with_columns(
+                pl.col("row", "seq") + rows_before))
+        return self.memscope.trace()
 
 
 # -- snapshot dumps ---------------------------------------------------------------------------
@@ -288,9 +356,13 @@ class SnapshotFollower(Follower):
 
     kind = "snapshot dumps"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, rank: int | None = None) -> None:
         super().__init__(path)
+        self.ranks = RankChoice(self.path, rank)
         self._reset()
+
+    def rank_choice(self) -> RankChoice | None:
+        return self.ranks
 
     def _reset(self) -> None:
         self.shown: _Shown | None = None
@@ -320,7 +392,8 @@ class SnapshotFollower(Follower):
         except OSError:
             return []
         entries.sort(key=lambda item: (item[0].mtime_ns, item[1].name), reverse=True)
-        return entries
+        chosen = set(self.ranks.pick([path for _, path in entries]))
+        return [entry for entry in entries if entry[1] in chosen]
 
     def _poll(self) -> FollowUpdate:
         if not self.path.exists():
@@ -354,7 +427,7 @@ class SnapshotFollower(Follower):
     def _waiting(self) -> str | None:
         if self.shown is not None:
             return None
-        return f"waiting for the first complete snapshot dump in {self.path}"
+        return f"waiting for the first complete snapshot dump in {self.path}{self.ranks.which}"
 
 
 # -- a folder: snapshot dumps, or an msMemScope result folder ---------------------------------
@@ -373,10 +446,14 @@ class FolderFollower(Follower):
 
     kind = "folder"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, rank: int | None = None) -> None:
         super().__init__(path)
-        self.snapshots = SnapshotFollower(path)
+        self.snapshots = SnapshotFollower(path, rank)
+        self.ranks = RankChoice(self.path, rank)
         self._reset()
+
+    def rank_choice(self) -> RankChoice | None:
+        return self.snapshots.ranks if isinstance(self.inner, SnapshotFollower) else self.ranks
 
     def _reset(self) -> None:
         self.snapshots.restart()
@@ -390,7 +467,7 @@ class FolderFollower(Follower):
         if not self.path.is_dir():
             raise _Stop("was deleted")
         if self.inner is None or not isinstance(self.inner, SnapshotFollower):
-            newest = newest_dump_file(self.path)
+            newest = newest_dump_file(self.path, self.ranks)
             if newest is not None:
                 return self._follow_file(newest)
         update = self.snapshots.poll()
@@ -398,7 +475,7 @@ class FolderFollower(Follower):
             self.inner = self.snapshots
         elif self.inner is None and update.waiting:
             update.waiting = (f"waiting for a complete snapshot dump or an msMemScope dump "
-                              f"file in {self.path}")
+                              f"file in {self.path}{self.snapshots.ranks.which}")
         return update
 
     def _follow_file(self, newest: Path) -> FollowUpdate:
@@ -414,11 +491,10 @@ class FolderFollower(Follower):
         return update
 
 
-def newest_dump_file(folder: Path) -> Path | None:
+def newest_dump_file(folder: Path, ranks: RankChoice | None = None) -> Path | None:
     """The most recently modified msMemScope dump file under ``folder`` (a few levels deep),
-    a DB before a CSV of the same time."""
-    best: tuple[int, int, str] | None = None
-    found: Path | None = None
+    a DB before a CSV of the same time; of one rank (``ranks``) where it holds several."""
+    found: list[tuple[tuple[int, bool, str], Path]] = []
     seen = 0
     base = len(folder.parts)
     for root, dirs, files in os.walk(folder):
@@ -429,26 +505,88 @@ def newest_dump_file(folder: Path) -> Path | None:
                 continue
             path = Path(root) / name
             stat = _FileId.of(path)
-            if stat is None:
-                continue
-            key = (stat.mtime_ns, name.endswith(".db"), name)
-            if best is None or key > best:
-                best, found = key, path
+            if stat is not None:
+                found.append(((stat.mtime_ns, name.endswith(".db"), name), path))
         if seen > _MAX_ENTRIES:
             break
-    return found
+    if ranks is not None:
+        chosen = set(ranks.pick([path for _, path in found]))
+        found = [item for item in found if item[1] in chosen]
+    return max(found, key=lambda item: item[0])[1] if found else None
+
+
+class RankChoice:
+    """Which rank a folder holding several ranks' dumps is followed for.
+
+    Ranks are told by names, as ``memtui PATH...`` tells them
+    (:func:`memtui.sources.ranks.describe`: ``rank{N}`` in a file or folder name, an
+    msMemScope ``device_{id}`` folder).  With ``wanted`` (``--rank N``) that rank (or
+    ``device_N``, where names tell no rank) is followed; else the lowest rank seen, which
+    only changes when a lower one appears (the view never jumps between ranks as their
+    dumps come).  ``scope`` says which, for the status bar; files whose names tell no
+    rank are followed where no name tells one."""
+
+    def __init__(self, folder: Path, wanted: int | None = None) -> None:
+        self.folder = folder
+        self.wanted = wanted
+        self.known: dict[tuple, str] = {}  # rank key -> label
+        self.key: tuple | None = None
+
+    def pick(self, paths: list[Path]) -> list[Path]:
+        """The paths of the followed rank."""
+        from memtui.sources.ranks import describe
+
+        keyed = {}
+        for path in paths:
+            found = describe(path, self.folder)
+            key = (found.rank is None, found.rank or 0, found.device_id or "")
+            keyed[path] = key
+            if found.rank is not None or found.device_id is not None:
+                self.known.setdefault(key, f"rank {found.rank}" if found.rank is not None
+                                      else f"device_{found.device_id}")
+        if not self.known:
+            return paths
+        if self.wanted is not None:
+            self.key = next((k for k in sorted(self.known) if k[:2] == (False, self.wanted)
+                             or (k[0] and k[2] == str(self.wanted))), None)
+        else:
+            self.key = min(self.known)
+        return [path for path, key in keyed.items() if key == self.key]
+
+    @property
+    def scope(self) -> str | None:
+        if self.key is None or (len(self.known) < 2 and self.wanted is None):
+            return None
+        return f"{self.known[self.key]} of {len(self.known)}"
+
+    @property
+    def which(self) -> str:
+        """For a waiting message: the rank waited for."""
+        if self.wanted is None or self.key is not None:
+            return ""
+        seen = ", ".join(self.known[k] for k in sorted(self.known)) or "none yet"
+        return f" for rank {self.wanted} (ranks seen: {seen})"
+
+    def listing(self) -> str:
+        """Every rank seen, the followed one marked."""
+        return ", ".join(("▶ " if k == self.key else "") + self.known[k]
+                         for k in sorted(self.known))
 
 
 # -- picking one ------------------------------------------------------------------------------
 
 
-def open_follower(path: str | Path) -> Follower:
-    """The follower for ``path`` (see the module docstring); a CaptureError otherwise."""
+def open_follower(path: str | Path, rank: int | None = None) -> Follower:
+    """The follower for ``path`` (see the module docstring); a CaptureError otherwise.
+    ``rank``: of a folder holding several ranks' dumps, the rank followed
+    (:class:`RankChoice`)."""
     path = Path(path)
     if not path.exists():
         raise CaptureError(path, "no such file or folder")
     if path.is_dir():
-        return FolderFollower(path)
+        return FolderFollower(path, rank)
+    if rank is not None:
+        raise CaptureError(path, "--rank picks a rank of a folder; this is one file")
     return _file_follower(path)
 
 
@@ -484,4 +622,4 @@ def _is_profiler_csv(path: Path) -> bool:
 
 
 __all__ = ["CsvFollower", "FolderFollower", "FollowUpdate", "Follower", "MemscopeDbFollower",
-           "SnapshotFollower", "open_follower"]
+           "RankChoice", "SnapshotFollower", "open_follower"]

@@ -103,6 +103,7 @@ class MemtuiApp(App[int]):
     def __init__(self, source: str | Path | MemoryTrace | None = None, *,
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
                  follow: bool = False, poll: tuple[float, float] | None = None,
+                 follow_rank: int | None = None,
                  findings_first: bool | None = None, keymap_file: Path | None = None) -> None:
         super().__init__()
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
@@ -139,7 +140,8 @@ class MemtuiApp(App[int]):
             self.theme = DEFAULT_THEME
         self.follow: FollowController | None = None
         if follow and self.trace_path is not None:
-            self.follow = FollowController(self, self.trace_path, *(poll or ()))
+            self.follow = FollowController(self, self.trace_path, *(poll or ()),
+                                           rank=follow_rank)
             self.bind("R", "reload", description="Read the followed file again", show=False)
 
     # -- loading --------------------------------------------------------------------------
@@ -822,16 +824,17 @@ def exit_status(app: MemtuiApp) -> int:
     return 0
 
 
-def run_app(path: str | Path, follow: bool = False) -> int:
-    """Open ``path`` in the UI (``follow``: keep reading it as it grows); the exit status
-    (see :func:`exit_status`)."""
+def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = None) -> int:
+    """Open ``path`` in the UI (``follow``: keep reading it as it grows; ``follow_rank``:
+    the rank followed of a folder holding several); the exit status (see
+    :func:`exit_status`)."""
     path = Path(path)
     try:
         check_input(path, allow_empty=follow)
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return run_to_exit(MemtuiApp(path, follow=follow))
+    return run_to_exit(MemtuiApp(path, follow=follow, follow_rank=follow_rank))
 
 
 def run_to_exit(app: MemtuiApp) -> int:

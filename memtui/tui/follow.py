@@ -44,15 +44,17 @@ class FollowState:
     waiting: str | None = None
     problem: str | None = None
     last_update: float | None = None  # time.monotonic() of the last new data
+    scope: str | None = None  # the rank followed of several ("rank 0 of 4")
 
 
 class FollowController:
     """See the module docstring."""
 
     def __init__(self, app, path: Path, min_interval: float = MIN_INTERVAL,
-                 max_interval: float = MAX_INTERVAL) -> None:
+                 max_interval: float = MAX_INTERVAL, rank: int | None = None) -> None:
         self.app = app
         self.path = Path(path)
+        self.rank = rank
         self.min_interval = min_interval
         self.max_interval = max(max_interval, min_interval)
         self.interval = min_interval
@@ -68,7 +70,7 @@ class FollowController:
         """Open the follower (a CaptureError for what cannot be followed) and poll now."""
         from memtui.sources.follow import open_follower
 
-        self.follower = open_follower(self.path)
+        self.follower = open_follower(self.path, self.rank)
         self._poll()
 
     def stop(self) -> None:
@@ -159,6 +161,7 @@ class FollowController:
         state = self.state
         state.polls += 1
         state.waiting = update.waiting
+        self._say_scope()
         if update.problem != state.problem:
             state.problem = update.problem
             if update.problem:
@@ -178,6 +181,19 @@ class FollowController:
             self.interval = min(self.interval * GROWTH, self.max_interval)
             self.app.follow_polled()
 
+    def _say_scope(self) -> None:
+        """A folder of several ranks: which one is followed, said once it is known (and
+        again when it changes: a lower rank appeared)."""
+        scope = self.follower.scope if self.follower is not None else None
+        if scope == self.state.scope:
+            return
+        self.state.scope = scope
+        if scope is not None:
+            listing = self.follower.rank_choice().listing()
+            self.app.notify(f"{escape(self.path.name)} holds several ranks' dumps: following "
+                            f"{escape(scope)} ({escape(listing)}); memtui --follow PATH "
+                            "--rank N follows another", title="follow", timeout=10)
+
     # -- what the status bar shows --------------------------------------------------------
 
     def badge(self, at_end: bool) -> tuple[str, str] | None:
@@ -187,6 +203,9 @@ class FollowController:
             word = next((w for w in ("truncated", "deleted", "replaced") if w in problem),
                         "stopped")
             return f"⚠ {problem}", f"⚠ {word}"
+        scope = self.state.scope
+        full, short = (f" · {scope}", " " + scope.split(" of ")[0].replace("rank ", "r")) \
+            if scope else ("", "")
         if at_end:
-            return "● LIVE", "● LIVE"
-        return "⏸ paused (G: live)", "⏸ G: live"
+            return f"● LIVE{full}", f"● LIVE{short}"
+        return f"⏸ paused (G: live){full}", f"⏸ G: live{short}"

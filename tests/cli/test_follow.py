@@ -20,3 +20,12 @@ def test_follow_what_cannot_be_followed(tmp_path, capsys):
     assert main(["--follow", str(notes)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--follow reads msMemScope DBs" in err
+
+
+def test_rank_goes_with_follow(tmp_path, capsys):
+    assert main(["--rank", "1", str(tmp_path)]) == 2
+    assert "--rank: goes with --follow" in capsys.readouterr().err
+    snapshot = tmp_path / "one.pickle"
+    snapshot.write_bytes(b"")
+    assert main(["-f", "--rank", "1", str(snapshot)]) == 2
+    assert "picks a rank of a folder" in capsys.readouterr().err

@@ -175,3 +175,33 @@ def test_summary_and_state_agree_on_a_real_block_only_capture(path, capsys):
     when = capsys.readouterr().out.splitlines()[0].split("(")[1].rstrip(")")
     assert main(["summary", str(path)]) == 0
     assert f"at {when};" in capsys.readouterr().out
+
+
+def expandable_in_two_pieces(tmp_path):
+    """An expandable segment mapped in two 500-byte pieces (t=1, t=3); a 300-byte block at
+    its start (t=2) and one at +300 that spans the seam (t=4).  After the last event: one
+    segment of 1000 B, 600 B allocated, one free range of 400 B (not 500 in piece two)."""
+    from tests.sources.test_torch_snapshot_small import block, entry, segment, write
+
+    base = 0x7F00_0000_0000
+    dumped = segment(base, [block(base, 300, "active_allocated"),
+                            block(base + 300, 300, "active_allocated"),
+                            block(base + 600, 400, "inactive")], expandable=True)
+    data = {"segments": [dumped],
+            "device_traces": [[entry("segment_map", base, 500, t=1),
+                               entry("alloc", base, 300, t=2),
+                               entry("segment_map", base + 500, 500, t=3),
+                               entry("alloc", base + 300, 300, t=4)]]}
+    return write(tmp_path, data, name="expandable.pickle"), base
+
+
+def test_a_block_across_the_pieces_of_an_expandable_segment(tmp_path, capsys):
+    path, base = expandable_in_two_pieces(tmp_path)
+    out = state(capsys, path, "--event", "last")
+    (seg,) = out["segments"]
+    assert (seg["addr"], seg["size"]) == (base, 1000)
+    assert [(b["addr"], b["size"], b["state"]) for b in seg["blocks"]] == [
+        (base, 300, "allocated"), (base + 300, 300, "allocated"), (base + 600, 400, "free")]
+    assert (out["free_bytes"], out["largest_gap_bytes"], out["gaps"]) == (400, 400, 1)
+    first_piece = state(capsys, path, "--event", "1")
+    assert [(s["addr"], s["size"]) for s in first_piece["segments"]] == [(base, 500)]

@@ -201,7 +201,7 @@ def test_csv_with_multiline_stacks_split_mid_record(tmp_path):
     assert figures(followed) == EXPECTED[-1]
 
 
-def test_a_python_trace_csv_is_read_whole_from_a_private_copy(tmp_path):
+def test_a_python_trace_csv_new_lines_parsed_from_a_private_file(tmp_path):
     path = tmp_path / "python_trace_1.csv"
     path.write_text("FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id\n"
                     "/m.py(1): a,1764753083000001000,1764753083000002000,7,7\n")
@@ -284,6 +284,53 @@ def test_an_msmemscope_result_folder_follows_its_newest_dump_file(tmp_path):
     assert update.trace.meta.path.endswith("memscope_dump_2.db")
     assert figures(update.trace) == EXPECTED[0]
     later.close()
+    follower.close()
+
+
+def test_a_folder_of_several_ranks_follows_one(tmp_path):
+    """``memtui record`` in a distributed job: every rank dumps into the folder.  The
+    lowest rank is followed and said; another rank's newer dump never takes its place;
+    ``rank=1`` follows rank 1."""
+    dump(tmp_path, "rank1_77_1.pickle", 6, age=100)
+    follower = open_follower(tmp_path)
+    assert figures(follower.poll().trace)[0] == 6  # the only rank so far
+    assert follower.scope is None
+    dump(tmp_path, "rank0_76_1.pickle", 2, age=90)
+    update = follower.poll()
+    assert figures(update.trace)[0] == 2 and follower.scope == "rank 0 of 2"
+    dump(tmp_path, "rank1_77_2.pickle", 7, age=10)  # rank 1's newer dump: not shown
+    assert follower.poll().trace is None
+    dump(tmp_path, "rank0_76_2.pickle", 3, age=5)
+    update = follower.poll()
+    assert figures(update.trace)[0] == 3 and update.trace.meta.path.endswith("rank0_76_2.pickle")
+    assert follower.rank_choice().listing() == "▶ rank 0, rank 1"
+    other = open_follower(tmp_path, rank=1)
+    assert figures(other.poll().trace)[0] == 7 and other.scope == "rank 1 of 2"
+    missing = open_follower(tmp_path, rank=5)
+    assert "for rank 5 (ranks seen: rank 0, rank 1)" in missing.poll().waiting
+
+
+def test_an_msmemscope_folder_of_several_devices_follows_one(tmp_path):
+    run = tmp_path / "msmemscope_1_20251203_ascend"
+    writers = {}
+    for device in (1, 0):
+        folder = run / f"device_{device}" / "dump"
+        folder.mkdir(parents=True)
+        writers[device] = DbWriter(folder / f"memscope_dump_{device}.db")
+    writers[0].burst(BURSTS[0])
+    writers[1].burst(BURSTS[0] + BURSTS[1])  # written last: the newest file
+    follower = open_follower(run)
+    update = follower.poll()
+    assert update.trace.meta.path.endswith("memscope_dump_0.db")
+    assert follower.scope == "device_0 of 2"
+    writers[1].burst(BURSTS[2])
+    writers[0].burst(BURSTS[1])
+    assert figures(follower.poll().trace) == EXPECTED[1]
+    other = open_follower(run, rank=1)
+    assert figures(other.poll().trace) == EXPECTED[2] and other.scope == "device_1 of 2"
+    other.close()
+    for writer in writers.values():
+        writer.close()
     follower.close()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 
+import polars as pl
 import pytest
 
 from memtui.analysis.summary import summary
@@ -338,3 +339,39 @@ def test_a_second_free_of_the_same_block_is_ignored_and_warned(tmp_path):
     assert trace.blocks["t_free"].to_list() == [2_000]
     assert trace.blocks["ghost"].to_list() == [False]
     assert any("already freed" in w for w in trace.meta.warnings)
+
+
+def compiled_snapshot():
+    """basic_snapshot() with torch 2.11 texts on its entries: block A's alloc ran inside a
+    torch.compile region with a label and the forward pass's traceback; B's outside
+    (``"N/A"``, ``""``, no forward frames)."""
+    data = basic_snapshot()
+    forward = ['  File "model.py", line 10, in forward\n', "    y = self.lin(x)\n"]
+    for e in data["device_traces"][0]:
+        e.update(compile_context="N/A", user_metadata="")
+    data["device_traces"][0][0].update(
+        compile_context="Torch-Compiled Region: 0/1", user_metadata='{"layer": 3}',
+        forward_frames=forward)
+    return data
+
+
+def test_block_keeps_its_alloc_entry_texts(tmp_path):
+    """user_metadata, compile_context and forward_frames of a block's alloc entry become
+    its optional ``blocks`` columns (Slice Detail shows them); "N/A" and "" are none."""
+    trace = open_capture(write(tmp_path, compiled_snapshot()))
+    validate(trace)
+    a, b = (trace.blocks.filter(pl.col("addr") == addr).row(0, named=True)
+            for addr in (SEG, SEG + MiB))
+    assert a["user_metadata"] == '{"layer": 3}'
+    assert a["compile_context"] == "Torch-Compiled Region: 0/1"
+    assert a["forward_frames"] == '  File "model.py", line 10, in forward\n    y = self.lin(x)'
+    assert (b["user_metadata"], b["compile_context"], b["forward_frames"]) == (None,) * 3
+    assert not {"compile_context", "forward_frames"} & set(trace.events.columns)
+
+
+def test_no_text_column_where_no_entry_has_one(tmp_path):
+    data = basic_snapshot()
+    for e in data["device_traces"][0]:
+        e.update(compile_context="N/A", user_metadata="")
+    trace = open_capture(write(tmp_path, data))
+    assert not {"user_metadata", "compile_context", "forward_frames"} & set(trace.blocks.columns)

@@ -160,6 +160,24 @@ async def test_the_layer_view_is_built_in_the_worker(tmp_path, monkeypatch):
     writer.close()
 
 
+async def test_a_folder_of_ranks_says_which_is_followed(tmp_path):
+    for rank, blocks in ((1, 5), (0, 2)):
+        write_atomically(tmp_path / f"rank{rank}_7{rank}_1.pickle",
+                         pickle.dumps(grown_snapshot(blocks), protocol=4))
+    app = MemtuiApp(tmp_path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert app.trace.blocks.height == 2  # rank 0's
+        assert "● LIVE · rank 0 of 2" in status_text(app)
+        said = " ".join(str(n.message) for n in app._notifications)
+        assert "following rank 0 of 2 (▶ rank 0, rank 1)" in said and "--rank N" in said
+    app = MemtuiApp(tmp_path, follow=True, poll=POLL, follow_rank=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await polls(pilot, 1)
+        assert app.trace.blocks.height == 5
+        assert "LIVE" in status_text(app) and "r1" in status_text(app)
+
+
 async def test_an_appended_csv(tmp_path):
     path = tmp_path / "memscope_dump_1.csv"
     path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))

@@ -23,7 +23,7 @@ from memtui.errors import CaptureError
 from memtui.model import conform
 from memtui.sources import open_capture
 from tests.helpers.hand_snapshot import DATA, us, write_hand_snapshot
-from tests.helpers.map_pilot import maps_app, open_screen
+from tests.helpers.map_pilot import maps_app, open_screen, screen_text
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
 SIZES = [(80, 24), (120, 40)]
@@ -486,3 +486,49 @@ async def test_a_click_on_a_band_puts_the_cursor_on_an_event_showing_that_block(
         await pilot.pause()
         assert (app.cursor.event, app.cursor.block_id) == (1, 1)
         assert "alloc 110 B" in str(app.screen.query_one("StatusBar").render())
+
+
+async def test_the_pool_draws_an_expandable_segment_as_one(tmp_path):
+    """QA: the Pool map drew each mapped range of an expandable segment as a segment of
+    its own; the allocator (and ``state``) has one segment there."""
+    from memtui.loading import load_trace
+    from tests.cli.test_state import expandable_in_two_pieces
+
+    path, base = expandable_in_two_pieces(tmp_path)
+    trace = load_trace(path)
+    second_piece = int(trace.segments.sort("addr")["segment_id"][1])
+    app = maps_app(trace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_screen(pilot, "pool")
+        state = app.screen.state
+        assert state.seg_id.size == 1 and int(state.seg_size[0]) == 1000
+        assert int(state.seg_free[0]) == 400
+        assert "1 segments" in screen_text(app)
+        app.move_cursor(segment_id=second_piece)  # the second range names the same one
+        await pilot.pause()
+        assert app.screen.selected_segment == 0
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_slice_detail_shows_metadata_compile_region_and_forward_frames(tmp_path, size):
+    """Issue 17: the Slice Detail of a block shows its alloc entry's user_metadata,
+    compile_context and forward frames (torch 2.11 keys)."""
+    from memtui.sources import open_capture
+    from tests.sources.test_torch_snapshot_small import SEG, compiled_snapshot, write
+
+    trace = open_capture(write(tmp_path, compiled_snapshot()))
+    block_a = int(trace.blocks.filter(pl.col("addr") == SEG)["block_id"][0])
+    app = maps_app(trace)
+    async with app.run_test(size=size) as pilot:
+        await open_screen(pilot, "blocks", at_end=False)
+        app.move_cursor(event=0, block_id=block_a)
+        await pilot.pause()
+        detail = str(app.screen.query_one("#detail").render())
+        assert 'metadata {"layer": 3}' in detail
+        assert "compiled region Torch-Compiled Region: 0/1" in detail
+        assert "forward pass forward model.py:10" in detail  # on the first lines
+        assert "y = self.lin(x)" in detail
+        await pilot.press("3")  # the Pool's Slice Detail: the same lines
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        assert "compiled region" in str(app.screen.query_one("#detail").render())

@@ -149,14 +149,33 @@ def _load_rank(files: RankFiles, warnings: list[str],
             raise
         errors.append(exc)
         warnings.append(f"skipped {exc}")
+    _set_framework(data, files.root)
+    return data
+
+
+def _set_framework(data: RankData, root: Path) -> None:
     components = set(data.records["component"].unique().to_list())
     if any(str(c).startswith("MindSpore") for c in components) or \
-            files.root.name.endswith("_ascend_ms"):
+            root.name.endswith("_ascend_ms"):
         data.framework = "mindspore"
     elif not components & {"PTA", "PTA+GE", "WORKSPACE"} and (
             data.operators.is_empty() or data.operators["pool"].eq("GE").fill_null(False).all()):
         data.framework = "msprof"
-    return data
+
+
+def load_csv_parts(path: Path, parts: list[pl.DataFrame], warnings: list[str]) -> MemoryTrace:
+    """The trace of one profiler CSV from its rows read in parts (``--follow`` parses only
+    the lines added since its last read; ``read_csv.read_kind`` of each part): what
+    :func:`load` of the whole file gives."""
+    path = Path(path)
+    files = RankFiles(root=rank_root(path), files={})
+    rank_id, info = rank_of_root(files.root)
+    data = RankData(root=files.root, rank=rank_id, files=[str(path)],
+                    extra={k: info[k] for k in _INFO_KEYS if k in info})
+    name = _FRAME_OF_KIND[classify_file(path)]
+    setattr(data, name, _stack(parts, name))
+    _set_framework(data, files.root)
+    return build_trace(path, [data], list(warnings))
 
 
 def _load_db(data: RankData, path: Path, warnings: list[str]) -> None:

@@ -180,7 +180,7 @@ class _SnapshotBuilder:
         columns = self._columns_of(device, trace)
         self._collect_entry_markers(device, columns.action, trace)
         self._collect_segment_pools(device, columns.action, trace)
-        metadata = _user_metadata(trace)
+        metadata = _entry_texts(trace)
         trace.clear()
         df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
@@ -198,7 +198,7 @@ class _SnapshotBuilder:
                 f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
             )
         df = df.drop("action").rename({"canonical": "action"})
-        if metadata is not None:
+        if metadata:
             df = df.with_columns(metadata)
         return df.with_columns(pool=self._pool_column(df))
 
@@ -354,7 +354,7 @@ class _SnapshotBuilder:
         )
         blocks, events = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
-        events = self._levels(events, info, blocks).drop("user_metadata", strict=False)
+        events = self._levels(events, info, blocks).drop(*ENTRY_TEXTS, strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -570,22 +570,47 @@ class _SnapshotBuilder:
         return rows
 
 
-def _user_metadata(trace: list[dict]) -> pl.Series | None:
-    """The entries' ``user_metadata`` (torch 2.10+: a string, ``""`` when unset) as a
-    column, or None where no entry has one (older files: one look at the first entries)."""
-    if not any("user_metadata" in entry for entry in trace[:1000]):
+#: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
+#: only where some entry has one): ``user_metadata`` (torch 2.10+, ``""`` when unset),
+#: ``compile_context`` (2.8+, ``"N/A"`` outside torch.compile regions) and
+#: ``forward_frames`` (2.11+: the forward pass's traceback lines, joined).
+ENTRY_TEXTS = ("user_metadata", "compile_context", "forward_frames")
+_NO_TEXT = {"compile_context": "N/A"}
+
+
+def _entry_texts(trace: list[dict]) -> list[pl.Series]:
+    """The entries' :data:`ENTRY_TEXTS` as columns, those no entry fills left out (older
+    files: one look at the first entries)."""
+    head = trace[:1000]
+    columns = []
+    for key in ENTRY_TEXTS:
+        if not any(key in entry for entry in head):
+            continue
+        values = _trace_values(trace, key)
+        if key == "forward_frames":
+            values = [_joined_lines(v) for v in values]
+        elif key in _NO_TEXT:
+            values = [None if v == _NO_TEXT[key] else v for v in values]
+        texts = text_values(values)
+        if texts is not None:
+            columns.append(pl.Series(key, texts, pl.String))
+    return columns
+
+
+def _joined_lines(value) -> str | None:
+    """A list of traceback lines (``forward_frames``) as one text; anything else None."""
+    if not isinstance(value, list | tuple) or not value:
         return None
-    values = text_values(_trace_values(trace, "user_metadata"))
-    return None if values is None else pl.Series("user_metadata", values, pl.String)
+    return "\n".join(line.rstrip("\n") for line in value if isinstance(line, str)) or None
 
 
 def _with_alloc_metadata(traced: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """``traced`` blocks with the ``user_metadata`` of their alloc event, where any."""
-    if "user_metadata" not in events.columns:
-        return traced
-    noted = events.filter(pl.col("user_metadata").is_not_null()).select(
-        seq_alloc="seq", user_metadata="user_metadata")
-    return traced.join(noted, on="seq_alloc", how="left")
+    """``traced`` blocks with the :data:`ENTRY_TEXTS` of their alloc event, where any."""
+    for key in ENTRY_TEXTS:
+        if key in events.columns:
+            noted = events.filter(pl.col(key).is_not_null()).select(seq_alloc="seq", **{key: key})
+            traced = traced.join(noted, on="seq_alloc", how="left")
+    return traced
 
 
 def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:

@@ -10,6 +10,8 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -321,6 +323,39 @@ def block_details(screen, cursor: CursorState) -> str:
         + ("  " + ", ".join(marks) if marks else ""),
         f"{when}  owner {paint.plain(owner)}",
     ]
-    stack = format_stack(trace, blocks["stack_id"], limit=12)
+    noted = [f"{label} [b]{paint.plain(_one_line(blocks.get(key)))}[/b]"
+             for key, label in (("user_metadata", "metadata"),
+                                ("compile_context", "compiled region"))
+             if blocks.get(key)]
+    forward = [line for line in (blocks.get("forward_frames") or "").splitlines()
+               if line.strip()]
+    if forward:  # on the first lines too: a small pane shows no more than four
+        noted.append(f"forward pass [b]{paint.plain(_innermost(forward))}[/b]")
+    if noted:
+        lines.append("  ".join(noted))
+    stack = format_stack(trace, blocks["stack_id"], limit=8 if forward else 12)
     lines += ["  " + paint.plain(frame) for frame in stack]
+    if forward:
+        lines.append("[b]forward pass[/b] (the forward op behind this block):")
+        lines += ["  " + paint.plain(line.strip()) for line in forward[-6:]]
     return "\n".join(lines)
+
+
+_TRACEBACK_LINE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<name>.+)')
+
+
+def _innermost(lines: list[str]) -> str:
+    """A forward traceback's innermost frame on one line (``forward model.py:10``), else
+    its last line."""
+    for line in reversed(lines):
+        hit = _TRACEBACK_LINE.search(line)
+        if hit:
+            base = hit["file"].replace("\\", "/").rsplit("/", 1)[-1]
+            return f"{hit['name'].strip()} {base}:{hit['line']}"
+    return _one_line(lines[-1], 80)
+
+
+def _one_line(text: str | None, width: int = 200) -> str:
+    """A label from the capture on one line, cut to ``width`` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -118,9 +118,9 @@ class PoolScreen(LinkedScreen):
             if segment is not None:
                 return segment
         if cursor.segment_id is not None:
-            hits = np.flatnonzero(state.seg_id == cursor.segment_id)
-            if hits.size:
-                return int(hits[0])
+            segment = state.segment_of_id(cursor.segment_id)
+            if segment is not None:
+                return segment
         if block_row is not None:  # a block not alive now: the segment at its address
             return state.segment_at_address(int(self.index.addr[block_row]))
         return self.selected_segment if self.selected_segment is not None and (
