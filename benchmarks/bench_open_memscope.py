@@ -87,7 +87,7 @@ def bench_memscope(rows: int, repeat: int = 1, db: Path | None = None) -> dict:
         if db is not None:
             import sqlite3
 
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
             rows = con.execute("SELECT count(*) FROM memscope_dump").fetchone()[0]
             con.close()
         m = paired(path, repeat)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import sys
@@ -68,8 +67,34 @@ async def _terminal_text(port: int, seconds: float = 30.0) -> str:
     return text
 
 
+async def _the_trend_draws_in_chromium(port: int, shots: Path) -> None:
+    """A real headless Chromium opens the page: textual-serve's terminal gets the app's
+    frames and xterm.js draws them on its canvas; ``1`` typed into the page shows the
+    Trend (its "Live at" pane) and the canvas holds a drawn, coloured frame."""
+    from tests.helpers.browser import Browser, chromium
+
+    if chromium() is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium): the "
+                    "page and the app's websocket frames were checked, not a real browser")
+    async with Browser() as page:
+        await page.goto(f"http://127.0.0.1:{port}/")
+        first = await page.wait_for(lambda s: "-first-byte" in s.body and s.lit > 2000)
+        assert "-first-byte" in first.body, "no byte of the app reached the browser"
+        assert first.lit > 2000, f"the terminal canvas stayed blank ({first.lit} pixels)"
+        # the demo's first paint is the Trend, then its high finding shows the Findings
+        settled = await page.wait_for(lambda s: "Findings" in s.text, seconds=20)
+        received = len(settled.text)
+        await page.press("1")
+        shown = await page.wait_for(lambda s: "Live at" in s.text[received:] and s.lit > 5000)
+        await page.screenshot(shots / "trend.png")
+        assert "Live at" in shown.text[received:], "the Trend's frame never reached the page"
+        assert shown.lit > 5000 and shown.colours >= 8, (
+            f"the canvas shows no drawn Trend ({shown.lit} pixels, {shown.colours} colours; "
+            f"see {shots / 'trend.png'})")
+
+
 @pytest.mark.slow
-async def test_the_page_is_served_on_localhost_and_the_trend_draws():
+async def test_the_page_is_served_on_localhost_and_the_trend_draws(tmp_path):
     pytest.importorskip("textual_serve", reason="the serve extra (textual-serve) is absent")
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "memtui.cli", "serve", str(DEMO),
@@ -88,14 +113,7 @@ async def test_the_page_is_served_on_localhost_and_the_trend_draws():
         # a tab's terminal: the app runs and draws the Trend (its legend names the peak)
         text = await _terminal_text(port)
         assert "memtui" in text and "peak" in text
-        if shutil.which("chromium") is None:
-            pytest.skip("Debian's chromium is not installed: the page and the app's frames "
-                        "were checked, not a real browser")
-        dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                              "--dump-dom", f"http://127.0.0.1:{port}/"],
-                             capture_output=True, text=True, timeout=90)
-        # a real browser loads the page and textual-serve's terminal script
-        assert "textual.js" in dom.stdout and "textual-terminal" in dom.stdout
+        await _the_trend_draws_in_chromium(port, tmp_path)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -5,6 +5,7 @@ never writes beside the input."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,8 @@ def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTrace,
     counts = {"typed": 0, "text": 0}
     typed_fetch = read._ChunkQuery._fetch_typed
 
-    def counted(self, bounds):
-        got = typed_fetch(self, bounds)
+    def counted(self, *args):
+        got = typed_fetch(self, *args)
         counts["typed" if got is not None else "text"] += 1
         return got
 
@@ -48,6 +49,27 @@ def test_the_scenario_reads_the_same_typed(tmp_path, monkeypatch):
     assert counts == {"typed": 2, "text": 0}  # the dump and the python trace, typed
     assert_same(typed, text)
     assert typed.events.height == 13  # the MALLOC, FREE and ACCESS rows
+
+
+def test_many_chunks_read_two_at_once_keep_their_order(tmp_path, monkeypatch):
+    # Chunks of 3 rows, fetched by two threads on two connections, parsed in rowid order.
+    path = write_db(tmp_path / "memscope_dump_9.db", SCENARIO, traces={100: SCENARIO_TRACE})
+    whole = open_capture(path)  # (one chunk)
+    chunked = read.rowid_chunks
+    monkeypatch.setattr(read, "rowid_chunks", lambda con, table: chunked(con, table, rows=3))
+    threads = set()
+    fetch = read._ChunkQuery.fetch
+
+    def seen(self, bounds):
+        threads.add(threading.get_ident())
+        return fetch(self, bounds)
+
+    monkeypatch.setattr(read._ChunkQuery, "fetch", seen)
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts["text"] == 0 and counts["typed"] >= len(SCENARIO) // 3
+    assert len(threads) == 2
+    assert_same(typed, text)
+    assert_same(typed, whole)
 
 
 def test_values_of_another_type_fall_back_to_text(tmp_path, monkeypatch):

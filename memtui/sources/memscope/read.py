@@ -24,6 +24,8 @@ import csv
 import io
 import re
 import sqlite3
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ import polars as pl
 from memtui.errors import CaptureError
 from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
+    ArrowConnection,
     connect_arrow,
     connect_readonly,
     is_sqlite,
@@ -66,6 +69,7 @@ _LEGACY_HEADER = "Record Index,"
 #: Timestamps below this are microseconds (2025 data); above, nanoseconds since 1970.
 _US_LIMIT = 10**17
 _CHUNK_ROWS = 65_536  # ~18 MB of text: small enough for malloc to reuse, not re-fault
+_TYPED_FETCHERS = 2
 _FIELD, _RECORD = "\x1f", "\x1e"
 _DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
 
@@ -264,12 +268,15 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        pending = worker.submit(query.fetch, ranges[0]) if ranges else None
+    # Typed reads run on their own connections, two at once (one core reads while the
+    # other turns a batch into columns); the text way shares one connection: one.
+    ahead = _TYPED_FETCHERS if query.arrow is not None else 1
+    with ThreadPoolExecutor(max_workers=ahead) as workers:
+        pending = deque(workers.submit(query.fetch, bounds) for bounds in ranges[:ahead])
         for index, bounds in enumerate(ranges):
-            fetched = pending.result()
-            if index + 1 < len(ranges):
-                pending = worker.submit(query.fetch, ranges[index + 1])
+            fetched = pending.popleft().result()
+            if index + ahead < len(ranges):
+                pending.append(workers.submit(query.fetch, ranges[index + ahead]))
             chunk = query.parse(fetched, bounds)
             del fetched
             if report is not None:
@@ -332,13 +339,30 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64
             else f"""COALESCE(CAST("{c}" AS TEXT), '')""" for c in sources)
-        self.arrow = connect_arrow(self.path) if typed else None  # the worker thread's
+        # Text columns kept long (not the call stacks, which become categoricals at once).
+        self.kept_texts = frozenset(
+            i for i, (name, dtype) in enumerate(self.schema.items())
+            if dtype == pl.String and name not in ("py_stack", "c_stack"))
+        self.arrow = connect_arrow(self.path) if typed else None  # None: text only
+        self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
+        self._arrows_lock = threading.Lock()
+
+    def _thread_arrow(self) -> ArrowConnection | None:
+        """This thread's ADBC connection (the first thread takes ``self.arrow``)."""
+        ident = threading.get_ident()
+        with self._arrows_lock:
+            if ident not in self._arrows:
+                taken = any(con is self.arrow for con in self._arrows.values())
+                self._arrows[ident] = connect_arrow(self.path) if taken else self.arrow
+            return self._arrows[ident]
 
     def close(self) -> None:
-        if self.arrow is not None:
+        with self._arrows_lock:
+            connections = {id(c): c for c in [self.arrow, *self._arrows.values()] if c}
+            self.arrow, self._arrows = None, {}
+        for con in connections.values():
             with contextlib.suppress(Exception):
-                self.arrow.close()
-            self.arrow = None
+                con.close()
 
     @staticmethod
     def _where(bounds) -> tuple[str, tuple]:
@@ -346,7 +370,8 @@ class _ChunkQuery:
 
     def fetch(self, bounds) -> pl.DataFrame | tuple[int, bytes | None]:
         if self.arrow is not None:
-            typed = self._fetch_typed(bounds)
+            arrow = self._thread_arrow()
+            typed = self._fetch_typed(bounds, arrow) if arrow is not None else None
             if typed is not None:
                 return typed
         where, params = self._where(bounds)
@@ -354,14 +379,15 @@ class _ChunkQuery:
             f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
             f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
 
-    def _fetch_typed(self, bounds) -> pl.DataFrame | None:
+    def _fetch_typed(self, bounds, arrow: ArrowConnection) -> pl.DataFrame | None:
         """The range as typed columns, or None where a value is not of its column's type
         (a number column holding text, text that is not UTF-8...): the text way reads it."""
         where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
                                           f"{int(bounds[1])}"
         try:
-            table = self.arrow.table(
-                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}')
+            table = arrow.table(
+                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
+                batch_rows=_CHUNK_ROWS, compact=self.kept_texts)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -603,16 +629,18 @@ class _DumpRows:
             for c in RAW_COLUMNS if c not in rows.columns]).select(
             "row", *RAW_COLUMNS, seq=pl.col("row"),
             file_device=pl.lit(self.raw.device, pl.String))
-        readable = pl.col("event").is_not_null() & pl.col("t").is_not_null()
-        kept = rows.filter(readable)
-        self.unreadable += rows.height - kept.height
+        if rows["event"].null_count() or rows["t"].null_count():  # (no copy when none)
+            kept = rows.filter(pl.col("event").is_not_null() & pl.col("t").is_not_null())
+            self.unreadable += rows.height - kept.height
+        else:
+            kept = rows
         if kept.is_empty():
             return
         if self.scale is None:
             self.scale = 1000 if kept["t"].max() < _US_LIMIT else 1
         if self.scale != 1:
             kept = kept.with_columns(pl.col("t") * self.scale)
-        is_memory = pl.col("event").is_in(MEMORY_EVENTS)
+        is_memory = kept["event"].is_in(MEMORY_EVENTS)
         memory = self._parse_attr(kept.filter(is_memory))
         memory, impossible = drop_impossible_sizes(memory)
         self.impossible += impossible
@@ -621,7 +649,7 @@ class _DumpRows:
         self.memory.append(memory.with_columns(
             pl.col("py_stack", "c_stack").cast(pl.Categorical)).rechunk())
         detail = pl.col("event").is_in(_DETAIL_EVENTS)
-        self.other.append(kept.filter(~is_memory).drop("py_stack", "c_stack").with_columns(
+        self.other.append(kept.drop("py_stack", "c_stack").filter(~is_memory).with_columns(
             attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
     def _parse_attr(self, memory: pl.DataFrame) -> pl.DataFrame:
@@ -691,18 +719,45 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
 
         def text(key: str) -> pl.Expr:
             return attr.str.extract(rf"[{{,]\s*{key}\s*:(.*?)(?:,[A-Za-z_]\w*\s*:|\}}\s*$)", 1)
+    numbers = {"aid": "allocation_id", "raw_size": "size", "total": "total"}
+    texts = dict(owner=text("owner").replace("", None),
+                 ineff=text("inefficient_type").replace("", None), apool=text("type"))
     # One pass over all rows: splitting them by event to skip absent keys costs more.
     # (Eager frames eliminate no common subexpressions: the size is parsed once, then used.)
-    parsed = rows.with_columns(
-        aid=number("allocation_id").cast(pl.Int64, strict=False),
-        raw_size=number("size").cast(pl.Int64, strict=False),
-        total=number("total").cast(pl.Int64, strict=False),
-        owner=text("owner").replace("", None),
-        ineff=text("inefficient_type").replace("", None),
-        apool=text("type"),
-    )
+    if attr_json:
+        parsed = _json_numbers(rows, numbers, number).with_columns(**texts)
+    else:
+        parsed = rows.with_columns(
+            **{name: number(key).cast(pl.Int64, strict=False) for name, key in numbers.items()},
+            **texts)
     return parsed.select(*rows.columns, "aid", size=pl.col("raw_size").abs(), raw_size="raw_size",
                          total="total", owner="owner", ineff="ineff", apool="apool")
+
+
+#: The head msMemScope writes every memory row's Attr with (``dump.cpp``): the allocation
+#: id, the address, the size and, for the framework pools, the pool's total.
+_JSON_HEAD = (r'^\{"allocation_id":"(?<aid>-?\d+)","addr":"[^"\\]*","size":"(?<raw_size>-?\d+)"'
+              r'(?:,"total":"(?<total>-?\d+)")?')
+
+
+def _json_numbers(rows: pl.DataFrame, numbers: dict[str, str], number) -> pl.DataFrame:
+    """The number keys of JSON Attr as columns: one anchored regex reads the head every
+    msMemScope row starts with (its keys are the first of their names: the texts before
+    them hold no quote); rows without that head, or with a ``total`` elsewhere, are read
+    key by key with ``number`` (each key's first occurrence), as every row was before."""
+    head = pl.col("attr").str.extract_groups(_JSON_HEAD)
+    parsed = rows.with_columns(_head=head).with_columns(
+        pl.col("_head").struct.field(*numbers).cast(pl.Int64, strict=False)).drop("_head")
+    elsewhere = (pl.col("aid").is_null() & pl.col("attr").is_not_null()) | (
+        pl.col("total").is_null()
+        & pl.col("attr").str.contains('"total":', literal=True).fill_null(False))
+    where = parsed.select(pl.arg_where(elsewhere)).to_series()
+    if where.len() == 0:
+        return parsed
+    slow = rows[where].select(
+        **{name: number(key).cast(pl.Int64, strict=False) for name, key in numbers.items()})
+    return parsed.with_columns(
+        parsed[name].scatter(where, slow[name]) for name in numbers)
 
 
 ATTR_SIZE = r'[{,]\s*"?size"?\s*:\s*"?\s*(-?\d+)'
