@@ -14,8 +14,10 @@ times, in the same run, for each burst:
 * once, ``reopen``: ``memtui.loading.load_trace`` of the whole file (a viewer without
   --follow), and an idle poll (one ``max(rowid)`` query).
 
-It prints the medians over the bursts and ``extend / rebuild``, which falls as the capture
-grows (the update costs the new rows plus the suffix they touch, not the whole capture).
+It prints the medians over the bursts, wall and CPU time (of every thread: polars works in
+several; CPU time holds on a loaded machine), and ``extend / rebuild``, which falls as the
+capture grows (the update costs the new rows plus the suffix they touch, not the whole
+capture).
 
     python benchmarks/bench_follow.py --rows 250000 1000000 --new 20000
 """
@@ -34,10 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _seconds(function) -> tuple[float, object]:
-    start = time.perf_counter()
+def _seconds(function) -> tuple[tuple[float, float], object]:
+    """((wall seconds, CPU seconds of the process, all threads), result)."""
+    start, cpu = time.perf_counter(), time.process_time()
     result = function()
-    return time.perf_counter() - start, result
+    return (time.perf_counter() - start, time.process_time() - cpu), result
 
 
 def _measure(folder: Path, rows: int, new: int, bursts: int) -> dict:
@@ -73,8 +76,11 @@ def _measure(folder: Path, rows: int, new: int, bursts: int) -> dict:
     reopen, _ = _seconds(lambda: load_trace(live, use_cache=False))
     idle, _ = _seconds(follower.poll)
     con.close()
+    def median(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+        return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs))
+
     return {"rows": total, "events": trace.events.height,
-            "extend": statistics.median(extend), "rebuild": statistics.median(rebuild),
+            "extend": median(extend), "rebuild": median(rebuild),
             "suffix": statistics.median(suffix), "reopen": reopen, "idle": idle,
             "extended": tail.live.extended, "rebuilt": tail.live.rebuilds - 1}
 
@@ -91,10 +97,12 @@ def main() -> None:
             print(f"{m['rows']:,} rows ({m['events']:,} events), bursts of {args.new:,} rows: "
                   f"{m['extended']} extended, {m['rebuilt']} built anew; median suffix "
                   f"levelled {m['suffix']:,.0f} events")
+            print("             wall ms   CPU ms   wall/rebuild  CPU/rebuild  wall/reopen")
             for name in ("reopen", "rebuild", "extend", "idle"):
-                seconds = m[name]
-                print(f"  {name:<8} {seconds * 1000:9.1f} ms   {seconds / m['rebuild']:6.3f}x "
-                      f"rebuild   {seconds / m['reopen']:6.3f}x reopen")
+                wall, cpu = m[name]
+                print(f"  {name:<8} {wall * 1000:9.1f} {cpu * 1000:8.1f}   "
+                      f"{wall / m['rebuild'][0]:10.3f}x {cpu / m['rebuild'][1]:10.3f}x "
+                      f"{wall / m['reopen'][0]:10.3f}x")
 
 
 if __name__ == "__main__":

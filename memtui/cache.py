@@ -51,6 +51,8 @@ MODEL_VERSION = 1
 DEFAULT_MAX_BYTES = 5 * 10**9
 _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"
+#: Entries of at least this many bytes are memory-mapped (pyarrow); smaller ones are read.
+MAP_FROM_BYTES = 32 << 20
 NO_CACHE_ENV = "MEMTUI_NO_CACHE"
 
 
@@ -200,11 +202,12 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
     if manifest.get("key") != key.as_json():
         return None
     frames: dict[str, pl.DataFrame] = {}
+    mapped = sum(manifest["sizes"].values()) >= MAP_FROM_BYTES
     for name in SCHEMAS:
         file = entry / f"{name}.arrow"
         if file.stat().st_size != manifest["sizes"][name]:
             return None
-        frames[name] = _read_arrow(file)
+        frames[name] = _read_arrow(file, mapped)
         if not _fits_contract(frames[name], name):
             return None
     meta = meta_from_json(manifest["meta"])
@@ -212,13 +215,18 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
         file = entry / file_name
         if file.stat().st_size != size:
             return None
-        meta.extra[extra_key] = _read_arrow(file)
+        meta.extra[extra_key] = _read_arrow(file, mapped)
     return MemoryTrace(meta=meta, **frames)
 
 
-def _read_arrow(file: Path) -> pl.DataFrame:
-    """An IPC file as a frame whose columns are pages of the file (memory-mapped)."""
+def _read_arrow(file: Path, mapped: bool = True) -> pl.DataFrame:
+    """An IPC file as a frame whose columns are pages of the file (memory-mapped), or,
+    for a small entry (``mapped`` False), read into memory by polars itself: a copy of a
+    few MB costs less than importing pyarrow (about 30 ms of a small file's reopen)."""
     import polars as pl
+
+    if not mapped:
+        return pl.read_ipc(file)
     import pyarrow as pa
 
     # not closed here: the buffers keep the mapping alive as long as the columns live
@@ -272,6 +280,7 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
     except Exception:  # noqa: BLE001 - a cache that cannot be written is just not there
         shutil.rmtree(staging, ignore_errors=True)
         return False
+    store_levels(key, trace)
     evict(root, max_bytes(), keep=key.folder)
     return True
 
@@ -304,12 +313,14 @@ def load_derived(key: CacheKey, name: str) -> Any | None:
         return None
 
 
-def save_derived(key: CacheKey, name: str, value: Any) -> None:
+def save_derived(key: CacheKey, name: str, value: Any, *, wait: bool = True) -> None:
     """Keep ``value`` (JSON-ready) beside the trace of ``key``, where that entry exists.
 
     Waits for the entry's own background store first.  Names a result and its settings:
-    the caller puts whatever the value depends on beyond the trace into ``name``."""
-    wait_for_stores()
+    the caller puts whatever the value depends on beyond the trace into ``name``.
+    ``wait=False`` is for a background store itself (it would wait for itself)."""
+    if wait:
+        wait_for_stores()
     entry = cache_dir() / key.folder
     if not entry.is_dir():
         return
@@ -323,6 +334,90 @@ def save_derived(key: CacheKey, name: str, value: Any) -> None:
         os.replace(staging, entry / f"derived-{name}.json")
     except (OSError, TypeError, ValueError):
         return
+
+
+# -- levels (what the first screen draws) --------------------------------------------------
+
+#: The derived result naming an entry's level files (written last: it vouches for them).
+LEVELS = "levels"
+
+
+def store_levels(key: CacheKey, trace: MemoryTrace) -> bool:
+    """Keep every device's allocated and reserved levels beside the entry of ``key``
+    (``.npy`` files, memory-mapped on reopen: the Trend's first paint need not walk the
+    events again).  Layered captures are shown through a layer's view, whose levels are
+    its own: nothing is kept for them.  Returns False where nothing was kept."""
+    from memtui.analysis.layers import has_layers
+    from memtui.analysis.levels import allocated_level, reserved_level
+
+    entry = cache_dir() / key.folder
+    if has_layers(trace) or not entry.is_dir():
+        return False
+    names: dict[str, dict[str, Any]] = {}
+    try:
+        for index, info in enumerate(trace.meta.devices):
+            device = info.name
+            kept = {}
+            for kind, level in (("allocated", allocated_level(trace, device)),
+                                ("reserved", reserved_level(trace, device))):
+                kept[kind] = None if level is None else _save_level(
+                    entry, f"level-{index}-{kind}", level)
+            names[device] = kept
+    except Exception:  # noqa: BLE001 - no levels kept: the screens compute them
+        return False
+    save_derived(key, LEVELS, names, wait=False)
+    return True
+
+
+def _save_level(entry: Path, stem: str, level: Any) -> dict[str, Any]:
+    import numpy as np
+
+    files = {}
+    for part in ("t", "values"):
+        array = np.ascontiguousarray(getattr(level, part), dtype=np.int64)
+        target = entry / f"{stem}-{part}.npy"
+        fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
+        os.replace(staging, target)
+        files[part] = [target.name, target.stat().st_size]
+    return files
+
+
+def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:
+    """device -> (allocated, reserved or None) :class:`~memtui.analysis.levels.Level`
+    kept for ``key``, memory-mapped; empty where none are kept or any file does not check
+    out (sizes, dtype, shapes): then the screens compute them as on a first open."""
+    names = load_derived(key, LEVELS)
+    if not isinstance(names, dict):
+        return {}
+    entry = cache_dir() / key.folder
+    try:
+        return {device: (_load_level(entry, kept["allocated"]),
+                         _load_level(entry, kept["reserved"]) if kept["reserved"] else None)
+                for device, kept in names.items()}
+    except Exception:  # noqa: BLE001 - never trusted: computed again
+        return {}
+
+
+def _load_level(entry: Path, files: dict[str, Any]) -> Any:
+    import numpy as np
+
+    from memtui.analysis.levels import Level
+
+    parts = {}
+    for part in ("t", "values"):
+        name, size = files[part]
+        file = entry / Path(name).name
+        if file.stat().st_size != size:
+            raise ValueError(f"{file} changed size")
+        array = np.load(file, mmap_mode="r", allow_pickle=False)
+        if array.dtype != np.int64 or array.ndim != 1:
+            raise ValueError(f"{file} is not a level")
+        parts[part] = np.asarray(array)
+    if parts["t"].shape != parts["values"].shape:
+        raise ValueError("a level's times and values differ in length")
+    return Level(t=parts["t"], values=parts["values"])
 
 
 def _drop_entries_of(root: Path, key: CacheKey) -> None:

@@ -5,7 +5,9 @@ of analyses (data flows one way).  The commands and the UI call :func:`load_trac
 first asks the reopen cache (:mod:`memtui.cache`) for the file's trace, reads it with the
 source where the cache has none (and stores it for next time), then adds what depends on
 user settings rather than on the file: today the inefficient-block flags under the chosen
-thresholds (so the cache holds the source's trace, never the flags).
+thresholds (so the cache holds the source's trace, never the flags).  A reopened trace
+comes with the levels the cache kept for it (``memtui.analysis.levels.seed_levels``): the
+first screen draws them without walking the events again.
 """
 
 from __future__ import annotations
@@ -38,11 +40,18 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         from memtui import cache
 
         use_cache = cache.enabled()
+    levels: dict = {}
     if use_cache:
-        trace = _cached_or_loaded(path, progress, store_in_background)
+        trace, levels = _cached_or_loaded(path, progress, store_in_background)
     else:
         trace = open_capture(path, progress)
-    return prepare_trace(trace, thresholds)
+    prepared = prepare_trace(trace, thresholds)
+    if levels:
+        from memtui.analysis.levels import seed_levels
+
+        for device, (allocated, reserved) in levels.items():
+            seed_levels(prepared, device, allocated, reserved)
+    return prepared
 
 
 def prepare_trace(trace: MemoryTrace,
@@ -53,7 +62,9 @@ def prepare_trace(trace: MemoryTrace,
 
 
 def _cached_or_loaded(path: str | Path, progress: Progress | None,
-                      in_background: bool) -> MemoryTrace:
+                      in_background: bool) -> tuple[MemoryTrace, dict]:
+    """The trace of ``path`` and, reopened from the cache, the levels kept beside it
+    (device -> (allocated, reserved)); a fresh load is stored for next time."""
     from memtui import cache
 
     key = cache.key_of(path)
@@ -63,7 +74,7 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
             trace.meta.path = str(Path(path))  # as given this time, as a source would say
             if progress is not None:
                 progress(1.0, "opened from the cache")
-            return trace
+            return trace, cache.lookup_levels(key)
     trace = open_capture(path, progress)
     if key is not None and in_background:
         cache.store_in_background(key, trace)
@@ -71,7 +82,7 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
         if progress is not None:
             progress(1.0, "storing in the cache")
         cache.store(key, trace)
-    return trace
+    return trace, {}
 
 
 #: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.

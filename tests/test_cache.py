@@ -15,10 +15,12 @@ import pickle
 import shutil
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from memtui import cache
+from memtui.analysis.levels import allocated_level, reserved_level
 from memtui.cli import main
 from memtui.loading import load_trace
 from memtui.model import SCHEMAS, MemoryTrace, validate
@@ -50,10 +52,21 @@ def snapshot(tmp_path: Path) -> Path:
     return write_hand_snapshot(folder / "hand.pickle")
 
 
-def test_reopen_comes_from_the_cache_and_equals_a_fresh_load(snapshot, isolated_cache):
+@pytest.fixture(params=["mapped", "read"])
+def read_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways an entry comes back: memory-mapped through pyarrow (big entries) or read
+    by polars (small ones, where importing pyarrow would cost more than the copy)."""
+    monkeypatch.setattr(cache, "MAP_FROM_BYTES", 0 if request.param == "mapped" else 1 << 62)
+    return request.param
+
+
+def test_reopen_comes_from_the_cache_and_equals_a_fresh_load(snapshot, isolated_cache,
+                                                             read_mode):
     first = load_trace(snapshot)
     (entry,) = entries(isolated_cache)
-    assert {p.name for p in entry.iterdir()} == {"manifest.json", *(f"{n}.arrow" for n in SCHEMAS)}
+    names = {p.name for p in entry.iterdir()}
+    assert {n for n in names if not n.startswith(("level-", "derived-levels"))} == {
+        "manifest.json", *(f"{n}.arrow" for n in SCHEMAS)}
     key = cache.key_of(snapshot)
     from_cache = cache.lookup(key)
     assert from_cache is not None
@@ -71,7 +84,7 @@ def test_nothing_is_written_beside_the_input(snapshot):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "manifest", "missing"])
-def test_a_corrupt_entry_is_ignored_and_rebuilt(snapshot, isolated_cache, damage):
+def test_a_corrupt_entry_is_ignored_and_rebuilt(snapshot, isolated_cache, damage, read_mode):
     want = load_trace(snapshot, use_cache=False)
     load_trace(snapshot)
     (entry,) = entries(isolated_cache)
@@ -249,3 +262,64 @@ def test_a_reopened_summary_prints_the_same_text_naming_the_path_given(snapshot,
     assert capsys.readouterr().out == fresh.replace(str(snapshot), "hand.pickle", 1)
     assert main(["summary", "--no-cache", "hand.pickle"]) == 0
     assert capsys.readouterr().out == fresh.replace(str(snapshot), "hand.pickle", 1)
+
+
+def assert_same_levels(got: MemoryTrace, want: MemoryTrace) -> None:
+    for device in want.meta.device_names:
+        for level_of in (allocated_level, reserved_level):
+            a, b = level_of(got, device), level_of(want, device)
+            assert (a is None) == (b is None), (device, level_of.__name__)
+            if a is not None:
+                assert np.array_equal(a.t, b.t) and np.array_equal(a.values, b.values)
+
+
+def test_levels_are_kept_and_a_reopen_draws_them(snapshot, isolated_cache):
+    fresh = open_capture(snapshot)
+    load_trace(snapshot)
+    kept = cache.lookup_levels(cache.key_of(snapshot))
+    assert set(kept) == set(fresh.meta.device_names)
+    for device, (allocated, reserved) in kept.items():
+        want = allocated_level(fresh, device)
+        assert np.array_equal(allocated.t, want.t)
+        assert np.array_equal(allocated.values, want.values)
+        assert (reserved is None) == (reserved_level(fresh, device) is None)
+    again = load_trace(snapshot)
+    device = fresh.meta.device_names[0]
+    assert allocated_level(again, device) is kept_level(again, device)  # not computed again
+    assert_same_levels(again, fresh)
+
+
+def kept_level(trace: MemoryTrace, device: str):
+    from memtui.analysis.levels import _seeded
+
+    found, level = _seeded(trace, "allocated", device)
+    assert found
+    return level
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage header", "missing", "names"])
+def test_broken_level_files_are_not_used(snapshot, isolated_cache, damage):
+    fresh = open_capture(snapshot)
+    load_trace(snapshot)
+    (entry,) = entries(isolated_cache)
+    (file, *_) = sorted(entry.glob("level-*-allocated-values.npy"))
+    if damage == "truncate":
+        file.write_bytes(file.read_bytes()[:-8])
+    elif damage == "garbage header":
+        file.write_bytes(b"\x17" * file.stat().st_size)
+    elif damage == "missing":
+        file.unlink()
+    else:
+        (entry / "derived-levels.json").write_text('{"cuda:0": 1}')
+    assert cache.lookup_levels(cache.key_of(snapshot)) == {}
+    assert_same_levels(load_trace(snapshot), fresh)
+
+
+def test_real_captures_keep_the_same_levels():
+    paths = shared_files("torch_snapshots", "*.pickle")[:3]
+    if not paths:
+        pytest.skip("../shared/data/torch_snapshots is absent")
+    for path in paths:
+        fresh = open_capture(path)
+        load_trace(path)
+        assert_same_levels(load_trace(path), fresh)

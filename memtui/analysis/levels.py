@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,8 +35,39 @@ class Level:
         return int(self.values[index]), index
 
 
+#: Levels handed over ready-made (the reopen cache keeps them): id(trace) -> (a weak
+#: reference to the trace, {(kind, device): Level or None}).
+_SEEDED: dict[int, tuple[weakref.ref, dict[tuple[str, str], Level | None]]] = {}
+_SEED_LOCK = threading.Lock()
+
+
+def seed_levels(trace: MemoryTrace, device: str, allocated: Level,
+                reserved: Level | None) -> None:
+    """Let :func:`allocated_level` and :func:`reserved_level` of ``trace`` and ``device``
+    answer with these (computed from the same capture earlier and kept since)."""
+    with _SEED_LOCK:
+        for stale in [k for k, (ref, _) in _SEEDED.items() if ref() is None]:
+            del _SEEDED[stale]
+        entry = _SEEDED.get(id(trace))
+        if entry is None or entry[0]() is not trace:
+            entry = _SEEDED[id(trace)] = (weakref.ref(trace), {})
+        entry[1][("allocated", device)] = allocated
+        entry[1][("reserved", device)] = reserved
+
+
+def _seeded(trace: MemoryTrace, kind: str, device: str) -> tuple[bool, Level | None]:
+    with _SEED_LOCK:
+        entry = _SEEDED.get(id(trace))
+        if entry is None or entry[0]() is not trace or (kind, device) not in entry[1]:
+            return False, None
+        return True, entry[1][(kind, device)]
+
+
 def allocated_level(trace: MemoryTrace, device: str) -> Level:
     """allocated(t) of DESIGN.md section 3 for ``device``."""
+    found, level = _seeded(trace, "allocated", device)
+    if found and level is not None:
+        return level
     curve = _curve(trace, device, PROFILER_ALLOCATED)
     if curve is not None:
         return curve
@@ -55,6 +88,9 @@ def allocated_level(trace: MemoryTrace, device: str) -> Level:
 
 def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
     """reserved(t) for ``device``, or None where the source knows no reserved memory."""
+    found, level = _seeded(trace, "reserved", device)
+    if found:
+        return level
     curve = _curve(trace, device, PROFILER_RESERVED)
     if curve is not None:
         return curve

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.levels import allocated_level
-from memtui.analysis.live import DeviceIndex
+from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.pool_state import block_rows_at_event
 from memtui.model import MemoryTrace
 
@@ -76,7 +76,13 @@ def frame_label(name: str | None, filename: str | None, line: int | None) -> str
 
 def format_stack(trace: MemoryTrace, stack_id: int | None, limit: int = 50) -> list[str]:
     """The frames of ``stack_id``, innermost first, as memory_viz prints them
-    (``file:line:name``), hidden frames left out and repeats elided."""
+    (``file:line:name``), hidden frames left out and repeats elided.  Kept per trace
+    (the Slice Detail asks again on every cursor move)."""
+    return list(cached(trace, ("format_stack", stack_id, limit),
+                       lambda: tuple(_format_stack(trace, stack_id, limit))))
+
+
+def _format_stack(trace: MemoryTrace, stack_id: int | None, limit: int) -> list[str]:
     if stack_id is None or stack_id < 0:
         return ["(no stack recorded: allocated before recording began, or recorded "
                 "without context)"]

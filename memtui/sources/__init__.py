@@ -17,7 +17,7 @@ one way (file -> source -> model -> analysis -> screen).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -37,9 +37,15 @@ _SOURCE_MODULES = ("torch_snapshot", "memscope", "ascend")
 
 def sources() -> list[ModuleType]:
     """Every source package, in the order :func:`open_capture` tries them."""
+    return list(_each_source())
+
+
+def _each_source() -> Iterator[ModuleType]:
+    """The source packages in order, each imported only when the one before declined."""
     import importlib
 
-    return [importlib.import_module(f"memtui.sources.{name}") for name in _SOURCE_MODULES]
+    for name in _SOURCE_MODULES:
+        yield importlib.import_module(f"memtui.sources.{name}")
 
 
 def __getattr__(name: str) -> object:
@@ -59,7 +65,7 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
     """
     path = Path(path)
     check_input(path)
-    for source in sources():
+    for source in _each_source():
         if _sniffs(source, path):
             try:
                 return source.load(path, progress)

@@ -51,7 +51,7 @@ from memtui.tui import textual_fixes
 from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.follow import FollowController
 from memtui.tui.keymap import load_keymap
-from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, linked
+from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, screen_modes
 from memtui.tui.screens.modals import DeviceScreen, FactsScreen, HelpScreen, LoadingScreen
 
 EXIT_CRASH = 1
@@ -65,7 +65,7 @@ class MemtuiApp(App[int]):
 
     CSS_PATH = "memtui.tcss"
     TITLE = "memtui"
-    MODES: ClassVar = dict(SCREENS)
+    MODES: ClassVar = screen_modes()  # a screen's module is imported on its first visit
     HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (90, "-normal"), (150, "-wide")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -341,6 +341,8 @@ class MemtuiApp(App[int]):
         if not self._findings_started and self.trace is not None:
             self._findings_started = True
             self._find()
+            from memtui.tui.screens import linked
+
             if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
                 self._warm_up(self.trace, self.cursor.device)
 

@@ -178,6 +178,17 @@ async def test_a_folder_of_ranks_says_which_is_followed(tmp_path):
         assert "LIVE" in status_text(app) and "r1" in status_text(app)
 
 
+async def test_a_long_waiting_message_wraps_at_80_columns(tmp_path):
+    folder = tmp_path / ("a_folder_whose_name_is_long_" * 2)
+    folder.mkdir()
+    app = MemtuiApp(folder, follow=True, poll=POLL)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await polls(pilot, 1)
+        message = app.screen.query_one("#loading-message")
+        assert "waiting for" in str(message.render()) and message.size.height >= 2
+        assert message.size.width <= 80
+
+
 async def test_an_appended_csv(tmp_path):
     path = tmp_path / "memscope_dump_1.csv"
     path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))

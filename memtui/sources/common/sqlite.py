@@ -12,7 +12,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TypeVar
 
@@ -108,11 +108,13 @@ class ArrowConnection:
         self._database = database
         self._connection = connection
 
-    def table(self, sql: str, batch_rows: int | None = None, compact: bool = False):
+    def table(self, sql: str, batch_rows: int | None = None,
+              compact: Collection[int] = ()):
         """The rows of ``sql``; ``batch_rows``: rows per Arrow batch (the driver's default
-        is 1024: many small chunks cost every later step); ``compact``: text columns
-        copied into buffers of their exact size (the driver grows its buffers by
-        doubling, and a frame made from them without a copy keeps them whole)."""
+        is 1024: many small chunks cost every later step); ``compact``: the positions of
+        text columns to copy into buffers of their exact size (the driver grows its
+        buffers by doubling, and a frame made from them without a copy keeps them whole:
+        worth it for the columns kept long)."""
         import pyarrow as pa
 
         statement = self._manager.AdbcStatement(self._connection)
@@ -124,7 +126,7 @@ class ArrowConnection:
             table = pa.RecordBatchReader.from_stream(stream).read_all()
         finally:
             statement.close()
-        return _compacted(table) if compact else table
+        return _compacted(table, compact) if compact else table
 
     def execute(self, sql: str) -> None:
         statement = self._manager.AdbcStatement(self._connection)
@@ -139,13 +141,14 @@ class ArrowConnection:
         self._database.close()
 
 
-def _compacted(table):
-    """``table`` with each text column one fresh, exactly sized array."""
+def _compacted(table, positions: Collection[int]):
+    """``table`` with its text columns at ``positions`` each one fresh, exact array."""
     import pyarrow as pa
 
     columns = []
-    for column in table.columns:
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+    for index, column in enumerate(table.columns):
+        if index in positions and (pa.types.is_string(column.type)
+                                   or pa.types.is_large_string(column.type)):
             # (concatenating with an empty array always copies; one chunk alone would not)
             column = pa.concat_arrays([*column.chunks, pa.array([], column.type)])
         columns.append(column)

@@ -110,12 +110,13 @@ class LiveBuild:
             warnings=[*read_warnings, *model.build_warnings, *model.call_warnings],
             extra={"files": [str(self.path)], "layouts": [self.layout] if self.layout else [],
                    "trace_start_ns": model.start, "trace_end_ns": model.end})
-        curves = pl.concat([model.alloc_curves, model.reserved_curves])
+        # The model's frames are kept conformed: handing them over copies nothing.
+        curves = pl.concat([model.alloc_curves, model.reserved_curves], rechunk=False)
         return MemoryTrace(
-            meta=meta, events=conform(model.events.drop("total"), "events"),
+            meta=meta, events=model.events.drop("total"),
             blocks=model.blocks, segments=conform(segments, "segments"),
             frames=model.frames, stacks=model.stacks, calls=conform(model.calls, "calls"),
-            curves=conform(curves, "curves"), markers=conform(model.markers, "markers"))
+            curves=curves, markers=model.markers)
 
 
 def _frame(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
@@ -146,7 +147,7 @@ def _build(rows: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]) -> _Model:
     levels = _facts(events, blocks)
     events = _with_levels(events, blocks, levels, _Carry.empty())
     alloc, reserved = _curves(events, blocks, _Carry.empty())
-    markers = markers_of(other)
+    markers = conform(markers_of(other), "markers")
     pairs = set(other.select("event", pl.col("etype").fill_null("")).unique().iter_rows())
     call_warnings: list[str] = []
     calls = calls_of(trace, events, start, end, call_warnings)
@@ -297,8 +298,9 @@ def _with_levels(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFram
     """``allocated``/``active``/``reserved`` of events in (t, seq) order, continuing from
     ``carry`` (``build._events``' rules)."""
     if events.is_empty():
-        return events.with_columns(allocated=pl.lit(None, pl.Int64),
-                                   active=pl.lit(None, pl.Int64), reserved=pl.lit(None, pl.Int64))
+        return conform(events.with_columns(
+            allocated=pl.lit(None, pl.Int64), active=pl.lit(None, pl.Int64),
+            reserved=pl.lit(None, pl.Int64)).select(*_EVENT_COLUMNS, "total"), "events")
     block = events["block_id"]
     frame = events.select("device", "process", "pool", "action", "total").with_columns(
         block_size=blocks["size"].fill_null(0).gather(block),
@@ -353,7 +355,7 @@ def _with_levels(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFram
         size=pl.col("size").fill_null(levels_frame["size"]),
         allocated=levels_frame["allocated"], active=levels_frame["allocated"],
         reserved=levels_frame["reserved"],
-    ).select(*_EVENT_COLUMNS, "total")
+    ).select(*_EVENT_COLUMNS, "total").pipe(conform, "events")
 
 
 def _curves(events: pl.DataFrame, blocks: pl.DataFrame,
@@ -393,7 +395,7 @@ def _curves(events: pl.DataFrame, blocks: pl.DataFrame,
         "t", "device", series=pl.lit("Reserved"), component="block_pool",
         bytes=base + (pl.col("total") - previous.fill_null(0)).cum_sum().over(
             "device", "block_pool"))
-    return allocated, reserved
+    return conform(allocated, "curves"), conform(reserved, "curves")
 
 
 # -- extending ----------------------------------------------------------------------------
@@ -447,16 +449,8 @@ def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | 
     restack = _stack_mapping(model.texts, texts)
     mem = _with_stack_ids(mem, texts)
     new_blocks = conform(_with_stack_ids(new_blocks, texts), "blocks")
-    kept_blocks = _restack(
-        model.blocks.filter(~pl.col("block_id").is_in(gone_blocks.implode())), restack)
-    blocks = pl.concat([
-        kept_blocks.with_columns(_old=pl.col("block_id"), _local=pl.lit(None, pl.Int64)),
-        new_blocks.with_columns(_old=pl.lit(None, pl.Int64), _local=pl.col("block_id")),
-    ]).sort(_BLOCK_ORDER, nulls_last=False).with_columns(
-        block_id=pl.int_range(pl.len(), dtype=pl.Int64))
-    old_to_new = _mapping(blocks, "_old", model.blocks.height)
-    local_to_new = _mapping(blocks, "_local", new_blocks.height)
-    blocks = blocks.drop("_old", "_local")
+    blocks, old_to_new, local_to_new = _merge_blocks(model.blocks, gone_blocks, new_blocks,
+                                                     restack)
     prefix = _restack(prefix, restack).with_columns(
         block_id=_remap(prefix["block_id"], old_to_new))
     suffix_old = _restack(suffix_old, restack).with_columns(
@@ -464,8 +458,9 @@ def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | 
     fresh = _event_rows(mem).with_columns(
         block_id=_remap(mem["block_id"], local_to_new),
         allocated=pl.lit(None, pl.Int64), active=pl.lit(None, pl.Int64),
-        reserved=pl.lit(None, pl.Int64)).select(*_EVENT_COLUMNS, "total")
-    suffix = pl.concat([suffix_old, fresh], how="vertical_relaxed").sort("t", "seq")
+        reserved=pl.lit(None, pl.Int64)).select(*_EVENT_COLUMNS, "total").pipe(
+        conform, "events")
+    suffix = pl.concat([suffix_old, fresh]).sort("t", "seq")
     levels = _merge_facts(model.levels, _facts(fresh, blocks))
     carry = _carry(prefix, model, blocks)
     suffix = _with_levels(suffix, blocks, levels, carry)
@@ -475,11 +470,21 @@ def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | 
     groups = _union_groups(model.groups, _groups(suffix, blocks, alloc_suffix, reserved_suffix))
     return _Model(**{
         **model.__dict__, "levelled": suffix.height,
-        "events": pl.concat([prefix, suffix], how="vertical_relaxed", rechunk=False),
-        "blocks": blocks, "levels": levels, "texts": texts, "frames": frames, "stacks": stacks,
-        "alloc_curves": pl.concat([alloc, alloc_suffix], rechunk=False),
-        "reserved_curves": pl.concat([reserved, reserved_suffix], rechunk=False),
-        "groups": groups})
+        "events": _compact(pl.concat([prefix, suffix], rechunk=False)),
+        "blocks": _compact(blocks), "levels": levels, "texts": texts, "frames": frames,
+        "stacks": stacks, "groups": groups,
+        "alloc_curves": _compact(pl.concat([alloc, alloc_suffix], rechunk=False)),
+        "reserved_curves": _compact(pl.concat([reserved, reserved_suffix], rechunk=False))})
+
+
+#: Chunks a kept frame may gather (one or two per update) before it is made one again.
+_MAX_CHUNKS = 48
+
+
+def _compact(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame``, rechunked once its columns hold many chunks (each update appends a
+    chunk; gathers over many chunks are slower): a copy every few dozen updates."""
+    return frame.rechunk() if frame.n_chunks() > _MAX_CHUNKS else frame
 
 
 def _before(frame: pl.DataFrame, cut: int) -> pl.DataFrame:
@@ -487,11 +492,38 @@ def _before(frame: pl.DataFrame, cut: int) -> pl.DataFrame:
     return frame.slice(0, frame["t"].search_sorted(cut, "left"))
 
 
-def _mapping(blocks: pl.DataFrame, column: str, size: int) -> np.ndarray:
-    mapping = np.full(size, -1, dtype=np.int64)
+def _merge_blocks(old: pl.DataFrame, gone: pl.Series, new: pl.DataFrame,
+                  restack: np.ndarray | None) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """The blocks in a fresh open's order (``_BLOCK_ORDER``) without the ``gone`` ones and
+    with the ``new`` ones, and old and new ids to the merged ids.  The blocks sorting
+    before every new one (device, then allocation time) keep their place and ids: only
+    the rest is sorted again."""
+    first = new.select("device", "t_alloc").row(0) if new.height else None
+    head = 0
+    if first is not None and first[1] is not None:
+        device, t_alloc = pl.col("device"), pl.col("t_alloc")
+        head = old.select(((device < first[0]) | ((device == first[0]) & (t_alloc < first[1])))
+                          .sum()).item()
+    rest = old.slice(head).filter(~pl.col("block_id").is_in(gone.implode()))
+    merged = pl.concat([
+        _restack(rest, restack).with_columns(_old=pl.col("block_id"),
+                                             _local=pl.lit(None, pl.Int64)),
+        new.with_columns(_old=pl.lit(None, pl.Int64), _local=pl.col("block_id")),
+    ]).sort(_BLOCK_ORDER, nulls_last=False).with_columns(
+        block_id=pl.int_range(head, head + pl.len(), dtype=pl.Int64))
+    old_to_new = np.arange(old.height, dtype=np.int64)
+    old_to_new[head:] = -1
+    _map_into(old_to_new, merged, "_old")
+    local_to_new = np.full(new.height, -1, dtype=np.int64)
+    _map_into(local_to_new, merged, "_local")
+    blocks = pl.concat([_restack(old.slice(0, head), restack), merged.drop("_old", "_local")],
+                       rechunk=False)
+    return blocks, old_to_new, local_to_new
+
+
+def _map_into(mapping: np.ndarray, blocks: pl.DataFrame, column: str) -> None:
     rows = blocks.select(column, "block_id").drop_nulls(column)
     mapping[rows[column].to_numpy()] = rows["block_id"].to_numpy()
-    return mapping
 
 
 def _check_ghosts(gone: pl.DataFrame, new_blocks: pl.DataFrame) -> None:
@@ -599,7 +631,7 @@ def _extend_markers(model: _Model, other: pl.DataFrame,
     instant = {k[0] for k in kinds.values() if k[1] is None}
     old = model.markers
     if ranged & instant or old.is_empty():
-        return markers_of(other), pairs
+        return conform(markers_of(other), "markers"), pairs
     ranges = old.filter(pl.col("kind").is_in(list(ranged)))
     cut = int(new_other["t"].min())
     for _ in range(16):
@@ -610,14 +642,16 @@ def _extend_markers(model: _Model, other: pl.DataFrame,
             break
         cut = int(opened["t"].min())  # a lonely end (or a start we cannot tell): from it
     else:
-        return markers_of(other), pairs
+        return conform(markers_of(other), "markers"), pairs
     kept = _before(old, cut)
-    if starts.height:
-        kept = kept.filter(~pl.col("t").is_in(starts["t"].implode()))
-    made = markers_of(pl.concat([starts, other.filter(pl.col("t") >= cut)]))
-    if not starts.height:
-        return pl.concat([kept, made], how="vertical_relaxed"), pairs
-    return kept.merge_sorted(made.select(kept.columns).cast(kept.schema), key="t"), pairs
+    made = conform(markers_of(pl.concat([starts, other.filter(pl.col("t") >= cut)])), "markers")
+    if starts.height:  # the open starts' markers, in place: their ends may have come
+        reopened = made.filter(pl.col("t") < cut).select("t", new_end="t_end")
+        made = made.filter(pl.col("t") >= cut)
+        at = kept.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("at"), "t").filter(
+            pl.col("t").is_in(reopened["t"].implode())).join(reopened, on="t")
+        kept = kept.with_columns(t_end=kept["t_end"].scatter(at["at"], at["new_end"]))
+    return _compact(pl.concat([kept, made], rechunk=False)), pairs
 
 
 def _uncrossed(ranges: pl.DataFrame, cut: int) -> int:

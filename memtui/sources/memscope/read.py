@@ -339,6 +339,10 @@ class _ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64
             else f"""COALESCE(CAST("{c}" AS TEXT), '')""" for c in sources)
+        # Text columns kept long (not the call stacks, which become categoricals at once).
+        self.kept_texts = frozenset(
+            i for i, (name, dtype) in enumerate(self.schema.items())
+            if dtype == pl.String and name not in ("py_stack", "c_stack"))
         self.arrow = connect_arrow(self.path) if typed else None  # None: text only
         self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
         self._arrows_lock = threading.Lock()
@@ -383,7 +387,7 @@ class _ChunkQuery:
         try:
             table = arrow.table(
                 f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
-                batch_rows=_CHUNK_ROWS, compact=True)
+                batch_rows=_CHUNK_ROWS, compact=self.kept_texts)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -625,16 +629,18 @@ class _DumpRows:
             for c in RAW_COLUMNS if c not in rows.columns]).select(
             "row", *RAW_COLUMNS, seq=pl.col("row"),
             file_device=pl.lit(self.raw.device, pl.String))
-        readable = pl.col("event").is_not_null() & pl.col("t").is_not_null()
-        kept = rows.filter(readable)
-        self.unreadable += rows.height - kept.height
+        if rows["event"].null_count() or rows["t"].null_count():  # (no copy when none)
+            kept = rows.filter(pl.col("event").is_not_null() & pl.col("t").is_not_null())
+            self.unreadable += rows.height - kept.height
+        else:
+            kept = rows
         if kept.is_empty():
             return
         if self.scale is None:
             self.scale = 1000 if kept["t"].max() < _US_LIMIT else 1
         if self.scale != 1:
             kept = kept.with_columns(pl.col("t") * self.scale)
-        is_memory = pl.col("event").is_in(MEMORY_EVENTS)
+        is_memory = kept["event"].is_in(MEMORY_EVENTS)
         memory = self._parse_attr(kept.filter(is_memory))
         memory, impossible = drop_impossible_sizes(memory)
         self.impossible += impossible
@@ -643,7 +649,7 @@ class _DumpRows:
         self.memory.append(memory.with_columns(
             pl.col("py_stack", "c_stack").cast(pl.Categorical)).rechunk())
         detail = pl.col("event").is_in(_DETAIL_EVENTS)
-        self.other.append(kept.filter(~is_memory).drop("py_stack", "c_stack").with_columns(
+        self.other.append(kept.drop("py_stack", "c_stack").filter(~is_memory).with_columns(
             attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
     def _parse_attr(self, memory: pl.DataFrame) -> pl.DataFrame:
@@ -713,18 +719,45 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
 
         def text(key: str) -> pl.Expr:
             return attr.str.extract(rf"[{{,]\s*{key}\s*:(.*?)(?:,[A-Za-z_]\w*\s*:|\}}\s*$)", 1)
+    numbers = {"aid": "allocation_id", "raw_size": "size", "total": "total"}
+    texts = dict(owner=text("owner").replace("", None),
+                 ineff=text("inefficient_type").replace("", None), apool=text("type"))
     # One pass over all rows: splitting them by event to skip absent keys costs more.
     # (Eager frames eliminate no common subexpressions: the size is parsed once, then used.)
-    parsed = rows.with_columns(
-        aid=number("allocation_id").cast(pl.Int64, strict=False),
-        raw_size=number("size").cast(pl.Int64, strict=False),
-        total=number("total").cast(pl.Int64, strict=False),
-        owner=text("owner").replace("", None),
-        ineff=text("inefficient_type").replace("", None),
-        apool=text("type"),
-    )
+    if attr_json:
+        parsed = _json_numbers(rows, numbers, number).with_columns(**texts)
+    else:
+        parsed = rows.with_columns(
+            **{name: number(key).cast(pl.Int64, strict=False) for name, key in numbers.items()},
+            **texts)
     return parsed.select(*rows.columns, "aid", size=pl.col("raw_size").abs(), raw_size="raw_size",
                          total="total", owner="owner", ineff="ineff", apool="apool")
+
+
+#: The head msMemScope writes every memory row's Attr with (``dump.cpp``): the allocation
+#: id, the address, the size and, for the framework pools, the pool's total.
+_JSON_HEAD = (r'^\{"allocation_id":"(?<aid>-?\d+)","addr":"[^"\\]*","size":"(?<raw_size>-?\d+)"'
+              r'(?:,"total":"(?<total>-?\d+)")?')
+
+
+def _json_numbers(rows: pl.DataFrame, numbers: dict[str, str], number) -> pl.DataFrame:
+    """The number keys of JSON Attr as columns: one anchored regex reads the head every
+    msMemScope row starts with (its keys are the first of their names: the texts before
+    them hold no quote); rows without that head, or with a ``total`` elsewhere, are read
+    key by key with ``number`` (each key's first occurrence), as every row was before."""
+    head = pl.col("attr").str.extract_groups(_JSON_HEAD)
+    parsed = rows.with_columns(_head=head).with_columns(
+        pl.col("_head").struct.field(*numbers).cast(pl.Int64, strict=False)).drop("_head")
+    elsewhere = (pl.col("aid").is_null() & pl.col("attr").is_not_null()) | (
+        pl.col("total").is_null()
+        & pl.col("attr").str.contains('"total":', literal=True).fill_null(False))
+    where = parsed.select(pl.arg_where(elsewhere)).to_series()
+    if where.len() == 0:
+        return parsed
+    slow = rows[where].select(
+        **{name: number(key).cast(pl.Int64, strict=False) for name, key in numbers.items()})
+    return parsed.with_columns(
+        parsed[name].scatter(where, slow[name]) for name in numbers)
 
 
 ATTR_SIZE = r'[{,]\s*"?size"?\s*:\s*"?\s*(-?\d+)'

@@ -74,7 +74,7 @@ class TrendScreen(Screen):
             report(event)
 
     def on_mount(self) -> None:
-        self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self.watch(self.app, "cursor", self._cursor_moved, init=False)
         self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
         self.query_one(TrendPlot).focus()
         self._first_paint = True  # the live table waits until the curves are on screen
@@ -120,6 +120,13 @@ class TrendScreen(Screen):
             peak = None
         plot.set_series(self._series, peak, markers, reserved_peak(timeline))
         self._mount_slider(timeline)
+
+    def _cursor_moved(self, cursor) -> None:
+        """The app's cursor moved: followed while this screen is shown; a hidden Trend
+        catches up when it is shown again (``on_screen_resume``), so keys on the other
+        screens do not pay for its curves and legend."""
+        if self.app.screen is self:
+            self._cursor_changed(cursor)
 
     def _cursor_changed(self, cursor) -> None:
         if cursor is None or not self.is_attached:
@@ -174,13 +181,21 @@ class TrendScreen(Screen):
             else:
                 text.append(f"reserved peak {format_bytes(top[1])} at "
                             f"{format_time(top[0], timeline.start, unit)}")
-        for char, name in marker_kinds(timeline.markers):
+        for char, name in self._marker_kinds(timeline.markers):
             text.append(f"  {char} ", style="bold")
             text.append(name)
         marker = _marker_at(timeline.markers, cursor.t)
         if marker:
             text.append(f"  in {marker}", style="italic")
         self.query_one("#trend-legend", Static).update(text)
+
+    def _marker_kinds(self, markers: pl.DataFrame) -> list[tuple[str, str]]:
+        """:func:`marker_kinds` of ``markers``, kept while the same frame is shown (the
+        legend is written on every cursor move)."""
+        kept = getattr(self, "_kinds_of", None)
+        if kept is None or kept[0] is not markers:
+            kept = self._kinds_of = (markers, marker_kinds(markers))
+        return kept[1]
 
     def _update_live(self, device: str, t: int) -> None:
         """Ask for the live table at ``t``; requests made while one is computed coalesce."""
@@ -268,6 +283,14 @@ class TrendScreen(Screen):
         markers = self.app.timeline(self.app.cursor.device).markers
         rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
         return rows
+
+    def _marker_kinds(self, markers) -> list[tuple[str, str]]:
+        """:func:`marker_kinds` of the shown markers, found once per markers frame (the
+        legend asks at every cursor move)."""
+        cached = getattr(self, "_kinds_of", None)
+        if cached is None or cached[0] is not markers:
+            cached = self._kinds_of = (markers, marker_kinds(markers))
+        return cached[1]
 
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
