@@ -103,9 +103,12 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=20_000)
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--screen", default="1", help="the screen key shown (1: Trend)")
+    parser.add_argument("--source", type=Path,
+                        help="a DB generate_memscope.py wrote before (instead of --rows)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        full = generate_db(Path(tmp) / "memscope_dump_full.db", args.rows, trace_rows=0)
+        full = args.source or generate_db(Path(tmp) / "memscope_dump_full.db", args.rows,
+                                          trace_rows=0)
         live = Path(tmp) / "memscope_dump_live.db"
         con = sqlite3.connect(live)
         con.execute("PRAGMA journal_mode=WAL")

@@ -16,8 +16,8 @@ from polars.testing import assert_frame_equal
 
 from memtui.analysis.summary import summary
 from memtui.loading import load_trace, prepare_trace
-from memtui.sources.memscope.tail import DbTail
-from tests.helpers.live_captures import DbWriter
+from memtui.sources.memscope.tail import CsvTail, DbTail
+from tests.helpers.live_captures import HEADER, DbWriter, csv_line
 from tests.helpers.memscope_files import PY_STACK, mem, row
 
 FRAMES = ["events", "blocks", "segments", "frames", "stacks", "calls", "curves", "markers"]
@@ -99,6 +99,22 @@ def test_hand_bursts_grow_as_a_fresh_open(tmp_path):
     # bursts 2 and 3 extended the model; the ghost of burst 4 made it build anew
     assert (tail.live.extended, tail.live.rebuilds) == (2, 2)
     assert "before the capture" in tail.live.last_rebuild
+
+
+def test_hand_bursts_in_a_dump_csv(tmp_path):
+    """The same bursts appended to an msMemScope dump CSV."""
+    path = tmp_path / "memscope_dump_live.csv"
+    path.write_text(HEADER)
+    tail = CsvTail(path)
+    for burst, (blocks, peak, _) in zip(HAND_BURSTS, HAND_FIGURES, strict=True):
+        with open(path, "a") as fh:
+            fh.write("".join(csv_line(tuple(str(v) for v in r)) for r in burst))
+        assert tail.read_new() == len(burst)
+        grown = prepare_trace(tail.trace())
+        assert_same_model(grown, load_trace(path, use_cache=False))
+        device = summary(grown)["devices"][0]
+        assert (device["blocks"], device["peak_allocated_bytes"]) == (blocks, peak)
+    assert tail.live.extended == 2
 
 
 def _copy_rows(src: Path, dst: Path, low: int, high: int) -> None:

@@ -284,6 +284,14 @@ class TrendScreen(Screen):
         rows += [(char, f"{name} on the time axis") for char, name in marker_kinds(markers)]
         return rows
 
+    def _marker_kinds(self, markers) -> list[tuple[str, str]]:
+        """:func:`marker_kinds` of the shown markers, found once per markers frame (the
+        legend asks at every cursor move)."""
+        cached = getattr(self, "_kinds_of", None)
+        if cached is None or cached[0] is not markers:
+            cached = self._kinds_of = (markers, marker_kinds(markers))
+        return cached[1]
+
     def trace_replaced(self) -> None:
         """The app shows a grown trace (``--follow``): curves, legend and live table anew."""
         self._series_key = None
