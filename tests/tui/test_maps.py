@@ -343,6 +343,7 @@ async def test_call_flame_of_a_python_trace(hand):
         shaded = [seg for seg in strip if seg.style and seg.style.bgcolor]
         cursor_inside = a <= screen.flame_view.cursor_column() < b  # the cursor's cell
         assert a == 0 and sum(len(seg.text) for seg in shaded) == b - a - cursor_inside
+        assert "e: next" in str(screen.query_one("#status-line").render())  # not t (layer)
         await pilot.press("e")
         assert screen.flame.thread == "12"
         await pilot.click("#call-flame", offset=(4 + 10, 0))

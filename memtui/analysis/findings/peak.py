@@ -18,7 +18,7 @@ import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_frames
 from memtui.analysis.findings.model import Evidence, Finding
-from memtui.analysis.findings.pool import alive_rows
+from memtui.analysis.findings.pool import alive_block_rows
 from memtui.analysis.levels import allocated_level, reserved_level
 from memtui.analysis.live import device_index
 from memtui.analysis.summary import format_bytes
@@ -95,7 +95,7 @@ def _alive_at(trace: MemoryTrace, device: str, t: int, seq: int | None) -> pl.Da
     """The device's blocks alive just after the peak event, with their naming frame."""
     index = device_index(trace, device)
     if seq is not None and index.blocks["seq_alloc"].null_count() < index.blocks.height:
-        rows = alive_rows(index.blocks, seq)
+        rows = alive_block_rows(trace, device, seq)
     else:
         rows = index.blocks_at(t)
     rows = rows[~index.is_segment[rows]]

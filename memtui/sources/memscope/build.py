@@ -259,8 +259,9 @@ def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
     })
     blocks = _sizes_from_access(blocks, memory, index[starts])
     blk_in_order = np.cumsum(flags) - 1
-    access = _access_times(order.select("t", "event", blk=pl.Series(blk_in_order)))
-    blocks = blocks.join(access, on="blk", how="left").sort(
+    is_access = (order["event"] == "ACCESS").fill_null(False).to_numpy()
+    blocks = blocks.with_columns(**_access_times(
+        order["t"].to_numpy()[is_access], blk_in_order[is_access], blocks.height)).sort(
         "device", "t_alloc", "seq_alloc", "seq_free", nulls_last=False
     ).with_columns(block_id=pl.int_range(pl.len(), dtype=pl.Int64))
     block_of_blk = np.empty(blocks.height, dtype=np.int64)
@@ -294,14 +295,24 @@ def _pick(mask: pl.Series, yes: pl.Series, no) -> pl.Series:
     return frame.with_columns(n=no).select(pl.when("m").then("y").otherwise("n")).to_series()
 
 
-def _access_times(rows: pl.DataFrame) -> pl.DataFrame:
-    """First and last ACCESS of each block and the longest gap between two in a row."""
-    access = rows.filter(pl.col("event") == "ACCESS").select("blk", "t")
-    gap = pl.when(pl.col("blk") == pl.col("blk").shift()).then(pl.col("t") - pl.col("t").shift())
-    return access.with_columns(gap=gap).group_by("blk").agg(
-        first_access=pl.col("t").min(), last_access=pl.col("t").max(),
-        max_access_gap=pl.col("gap").max().fill_null(0),
-    )
+def _access_times(t: np.ndarray, blk: np.ndarray, blocks: int) -> dict[str, pl.Series]:
+    """First and last ACCESS of each block and the longest gap between two in a row
+    (null where a block has none), from the ACCESS rows in block order: each block's
+    rows are one run, in time order, so its first row is its first access."""
+    first = pl.Series([None] * blocks, dtype=pl.Int64)
+    last, longest = first.clone(), first.clone()
+    if t.size:
+        new = np.ones(t.size, dtype=bool)
+        new[1:] = blk[1:] != blk[:-1]
+        begins = np.flatnonzero(new)
+        ends = np.append(begins[1:], t.size) - 1
+        gaps = np.zeros(t.size, dtype=np.int64)  # 0 at each block's first row (and alone)
+        gaps[1:] = np.where(new[1:], 0, np.diff(t))
+        where = pl.Series(blk[begins])
+        first = first.scatter(where, t[begins])
+        last = last.scatter(where, t[ends])
+        longest = longest.scatter(where, np.maximum.reduceat(gaps, begins))
+    return {"first_access": first, "last_access": last, "max_access_gap": longest}
 
 
 # -- call stacks ------------------------------------------------------------------------
@@ -395,14 +406,22 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     """Events sorted by time with their levels, per-device level facts, per-pool curves.
 
     Blocks are indexed by ``block_id``; the wide rows are sorted once and never joined.
+    ``memory`` is consumed: its columns move into the events one by one (so that the
+    rows are never held twice, in file order and in time order).
     """
     block = pl.Series(memory["block_id"])
-    events = memory.drop("aid", "ineff").with_columns(
-        block_size=blocks["size"].fill_null(0).gather(block),
-        block_pool=blocks["pool"].gather(block),
-    )
-    if not _in_time_order(events):  # rows written in time order need no sort of the wide rows
-        events = events.sort("t", "seq")
+    memory.drop_in_place("aid")
+    memory.drop_in_place("ineff")
+    memory.insert_column(memory.width, blocks["size"].fill_null(0).gather(block)
+                         .alias("block_size"))
+    memory.insert_column(memory.width, blocks["pool"].gather(block).alias("block_pool"))
+    del block
+    if _in_time_order(memory):  # rows written in time order need no sort of the wide rows
+        events = memory.clone()
+    else:  # (seq is unique: the order is total, as a sort by both would give)
+        order = memory.select(pl.arg_sort_by("t", "seq")).to_series()
+        events = pl.DataFrame([memory.drop_in_place(name).gather(order)
+                               for name in list(memory.columns)])
     pool = pl.col("block_pool")
     sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
         -1).otherwise(0)

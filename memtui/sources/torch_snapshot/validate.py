@@ -71,8 +71,9 @@ class TraceColumns:
 
     def frame(self) -> pl.DataFrame:
         """The columns but ``frames`` as one frame (``action, addr, size, stream,
-        time_us``)."""
-        return pl.DataFrame([self.action, self.addr, self.size, self.stream, self.time_us])
+        time_us``), each column contiguous (they come in pieces)."""
+        return pl.DataFrame([self.action, self.addr, self.size, self.stream, self.time_us]
+                            ).rechunk()
 
 
 class CheckedSnapshot(NamedTuple):
@@ -199,69 +200,67 @@ def clean_trace(trace: list) -> tuple[int, TraceColumns]:
 
 def trace_columns(trace: list) -> TraceColumns | None:
     """The columns of ``trace`` where every entry is a dict with a string action and
-    integers in range (what :func:`_entry_ok` accepts), else None.  One extraction per
-    key and C-level passes over the values (no Python loop per entry)."""
-    values = _values(trace)  # also tells an entry that is not a dict
-    if values is None:
+    integers in range (what :func:`_entry_ok` accepts), else None.
+
+    Entries are taken ``_CHUNK`` at a time: every key of a chunk's entries is taken while
+    those dicts are in the CPU cache (one pass per key over a million dicts would bring
+    each in from memory once per key: a third slower), its values' types looked at in
+    one C-level pass (polars must never see a container: a deep list overflows its
+    stack) and turned into a typed piece of column at once, so that no more than a
+    chunk of values is ever held as Python lists.
+    """
+    pieces: dict[str, list] = {key: [] for key in _DTYPES}
+    frames: list = []
+    try:
+        for start in range(0, len(trace), _CHUNK):
+            chunk = trace[start:start + _CHUNK]
+            for key, getter in _GETTERS:
+                got = _chunk_values(chunk, getter, key)  # TypeError: not a dict
+                if set(map(type, got)) - _KINDS[key]:
+                    return None
+                if key == "frames":
+                    frames += got
+                else:  # strict: an integer past the column's type raises
+                    pieces[key].append(pl.Series(key, got, _DTYPES[key], strict=True))
+    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
         return None
-    # types first, in one C-level pass each: polars must never see a container (a deep
-    # list overflows its stack)
-    actions = values.pop("action")
-    if set(map(type, actions)) - {str}:
-        return None
-    columns: dict[str, pl.Series | list] = {"action": pl.Series("action", actions, pl.String)}
-    del actions
+    columns = {key: _joined(key, parts) for key, parts in pieces.items()}
     for key, (low, high, required) in _ENTRY_INTS.items():
-        column = _int_column(key, values.pop(key), low, high, required)
-        if column is None:
+        column = columns[key]
+        nulls = column.null_count()
+        if required and nulls:
             return None
-        columns[key] = column
-    frames = values.pop("frames")
-    if set(map(type, frames)) - {list, _NONE}:
+        if nulls < len(column) and not (low <= column.min() and column.max() < high):
+            return None
+    if columns["action"].null_count():
         return None
     return TraceColumns(frames=frames, **columns)
 
 
-#: Entries taken out of the dicts per round: every key of a round's entries is taken
-#: while those dicts are in the CPU cache (one pass per key over all the entries would
-#: bring each dict in from memory once per key: a third slower).
+#: Entries taken out of the dicts per round (see :func:`trace_columns`).
 _CHUNK = 8192
 _KEYS = ("action", *_ENTRY_INTS, "frames")
+_GETTERS = [(key, itemgetter(key)) for key in _KEYS]
+#: The types each key's values may have (None: the entry lacks it, or says None).
+_KINDS = {"action": {str, _NONE}, **{key: {int, _NONE} for key in _ENTRY_INTS},
+          "frames": {list, _NONE}}
+_DTYPES = {"action": pl.String, **_INT_DTYPES}
 
 
-def _values(trace: list) -> dict[str, list] | None:
-    """``entry[key]`` of every entry for each key of an entry (None where an entry lacks
-    it), or None where an entry is not a dict."""
-    values: dict[str, list] = {key: [] for key in _KEYS}
-    getters = [(values[key], itemgetter(key), key) for key in _KEYS]
+def _chunk_values(chunk: list, getter: itemgetter, key: str) -> list:
+    """``entry[key]`` of every entry of ``chunk`` (None where an entry lacks it); a
+    TypeError where an entry is not a dict."""
     try:
-        for start in range(0, len(trace), _CHUNK):
-            chunk = trace[start:start + _CHUNK]
-            for column, getter, key in getters:
-                try:
-                    column += map(getter, chunk)
-                except KeyError:  # an optional key some entries lack
-                    del column[start:]
-                    column += map(dict.get, chunk, repeat(key))
-    except TypeError:
-        return None
-    return values
+        return list(map(getter, chunk))
+    except KeyError:  # an optional key some entries lack
+        return list(map(dict.get, chunk, repeat(key)))
 
 
-def _int_column(key: str, values: list, low: int, high: int, required: bool
-                ) -> pl.Series | None:
-    """``values`` as a typed column where each is an integer (not a bool) in
-    ``[low, high)`` or None (not None where ``required``), else None."""
-    kinds = set(map(type, values))  # first: polars must never see a container
-    if kinds - {int, _NONE} or (required and _NONE in kinds):
-        return None
-    try:
-        column = pl.Series(key, values, dtype=_INT_DTYPES[key], strict=True)
-    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
-        return None  # past the column type's range
-    if column.null_count() < len(column) and not (low <= column.min() and column.max() < high):
-        return None
-    return column
+def _joined(key: str, parts: list[pl.Series]) -> pl.Series:
+    """The pieces of one column as one column (its pieces kept: no copy)."""
+    if not parts:
+        return pl.Series(key, [], _DTYPES[key])
+    return pl.concat(parts, rechunk=False) if len(parts) > 1 else parts[0]
 
 
 def _entry_ok(entry: object) -> bool:

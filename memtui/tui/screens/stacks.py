@@ -228,7 +228,7 @@ class StacksScreen(LinkedScreen):
             text += f"  [b]{len(self.match_list)} matches[/b]"
         if self.has_class("-flame") and self.flame is not None:
             text = (f"[b]Call flame[/b] thread {paint.plain(self.flame.thread)} "
-                    f"({len(self.thread_names)} threads, t: next)  depth from "
+                    f"({len(self.thread_names)} threads, e: next)  depth from "
                     f"{self.flame_view.first_depth}  {len(self.flame.name):,} calls")
         self.query_one("#status-line", Static).update(text)
         self.query_one("#tree-heading", Static).update(heading(self.size.width))
