@@ -22,6 +22,14 @@ until touched).
   does not survive a JSON round trip unchanged is not cached at all (a cached trace must
   equal a fresh one).
 
+* Beside the trace an entry keeps what the first screens and commands would otherwise
+  compute again on every open: every device's allocated and reserved levels
+  (:func:`store_levels`, ``.npy`` files memory-mapped on reopen and handed to the analyses
+  by ``memtui.loading``; the Trend's first paint needs them) and derived results such as
+  ``memtui summary``'s figures and printed text (:func:`save_derived`; a reopened
+  ``summary`` prints them without loading the trace at all).  The Blocks/Pool/Stacks
+  indexes are not kept: they are built in the background after the first paint.
+
 Every failure to read or write the cache is silent: the cache only ever saves time.
 """
 
