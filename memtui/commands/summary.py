@@ -46,10 +46,15 @@ def run(args: argparse.Namespace) -> int:
     if _print_from_cache(path, args.json):
         return 0
     from memtui import cache
+    from memtui.analysis.layers import has_layers, layer_view
     from memtui.analysis.summary import format_summary, summary
     from memtui.loading import load_trace
 
     trace = load_trace(path, store_in_background=True)
+    if has_layers(trace) and "layers" not in trace.meta.extra:
+        # Each device's default memory layer, which the figures and their text both come
+        # from: made once here rather than by each (a pass over every event).
+        trace = layer_view(trace)
     key = cache.key_of(path) if cache.enabled() else None
     data = cache.load_derived(key, "summary") if key is not None else None
     computed = data is None

@@ -449,7 +449,7 @@ class MemtuiApp(App[int]):
         old = self.cursor
         old_layers = self.trace.meta.extra.get("layers") if self.trace is not None else None
         old_timeline = self.timeline(old.device)
-        pinned = old.t >= old_timeline.end
+        pinned = self.at_end()  # as the badge says: on the last event
         whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
         self.trace = trace
         self._timelines = dict(timelines or {})
@@ -470,7 +470,9 @@ class MemtuiApp(App[int]):
         elif pinned:
             view = (timeline.start, timeline.end) if whole else (
                 timeline.end - (old.view[1] - old.view[0]), timeline.end)
-            self.move_cursor(t=timeline.end, view=view)
+            # the last event, not the last time: rows may come that are not later (a
+            # profiler CSV grouped by component), and the end pins the last one
+            self.move_cursor(event=timeline.positions - 1, view=view)
         elif old_layers != trace.meta.extra.get("layers") or old.event is None:
             # another layer: other events; the cursor goes to the same time
             self.move_cursor(event=timeline.event_at(old.t))

@@ -375,3 +375,16 @@ def test_no_text_column_where_no_entry_has_one(tmp_path):
         e.update(compile_context="N/A", user_metadata="")
     trace = open_capture(write(tmp_path, data))
     assert not {"user_metadata", "compile_context", "forward_frames"} & set(trace.blocks.columns)
+
+
+def test_a_block_alive_before_the_trace_keeps_its_forward_frames(tmp_path):
+    """A ghost block knows only its dump dict: its ``forward_frames`` (torch 2.11+, on any
+    dict with frames) are kept as for traced blocks."""
+    data = basic_snapshot()
+    ghost = data["segments"][0]["blocks"][2]
+    ghost.update(state="active_allocated",
+                 forward_frames=['  File "model.py", line 20, in forward\n'])
+    trace = open_capture(write(tmp_path, data))
+    row = trace.blocks.filter(pl.col("ghost")).row(0, named=True)
+    assert row["addr"] == SEG + 3 * MiB
+    assert row["forward_frames"] == '  File "model.py", line 20, in forward'

@@ -189,6 +189,29 @@ async def test_a_long_waiting_message_wraps_at_80_columns(tmp_path):
         assert message.size.width <= 80
 
 
+async def test_rows_not_later_than_the_end_keep_the_cursor_live(tmp_path):
+    """A profiler CSV grouped by component: the second burst's rows fall inside the time
+    already shown.  The pinned cursor still goes to the new last event (LIVE)."""
+    header = ("Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),"
+              "Total Active(MB),Stream Ptr,Device Type\n")
+    app_rows = "".join(f"APP,{1000 + i}.000\t,,{10 + i}.0,,,NPU:0\n" for i in range(4))
+    pta_rows = "".join(f"PTA,{1000 + i}.500\t,{i}.0,{i + 1}.0,{i}.0,7,NPU:0\n"
+                       for i in range(3))
+    path = tmp_path / "memory_record.csv"
+    path.write_text(header + app_rows)
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        end = app.cursor.t
+        assert "● LIVE" in status_text(app)
+        with open(path, "a") as fh:
+            fh.write(pta_rows)
+        await polls(pilot, 2)
+        timeline = app.timeline(app.cursor.device)
+        assert timeline.positions == 7 and app.cursor.t == end
+        assert app.cursor.event == 6 and "● LIVE" in status_text(app)
+
+
 async def test_an_appended_csv(tmp_path):
     path = tmp_path / "memscope_dump_1.csv"
     path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))

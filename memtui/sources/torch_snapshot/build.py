@@ -258,7 +258,7 @@ class _SnapshotBuilder:
             "device", "addr", "size", "stream", "pool_id", "kind")}
         block_rows: dict[str, list] = {k: [] for k in (
             "device", "addr", "size", "requested_size", "state", "stream", "frames",
-            "user_metadata")}
+            "user_metadata", "forward_frames")}
         for segment, device in [(s, self.device_name(s.get("device", 0))) for s in segments] + [
             (s, self.device_name("host")) for s in host
         ]:
@@ -281,6 +281,7 @@ class _SnapshotBuilder:
                         ("state", block["state"]), ("stream", segment.get("stream", 0)),
                         ("frames", _block_frames(block)),
                         ("user_metadata", block.get("user_metadata")),
+                        ("forward_frames", _joined_lines(block.get("forward_frames"))),
                     ):
                         block_rows[key].append(value)
                 offset += block["size"]
@@ -289,12 +290,15 @@ class _SnapshotBuilder:
             "pool_id": pl.String, "kind": pl.String})
         frames = block_rows.pop("frames")
         metadata = text_values(block_rows.pop("user_metadata"))
+        forward = text_values(block_rows.pop("forward_frames"))
         block_df = pl.DataFrame(block_rows, schema={
             "device": pl.String, "addr": pl.UInt64, "size": pl.Int64,
             "requested_size": pl.Int64, "state": pl.String, "stream": pl.Int64,
         }).with_columns(stack_id=self.interner.stack_ids(frames))
         if metadata is not None:
             block_df = block_df.with_columns(pl.Series("user_metadata", metadata, pl.String))
+        if forward is not None:  # torch 2.11+: where the tensor was made in the forward pass
+            block_df = block_df.with_columns(pl.Series("forward_frames", forward, pl.String))
         return seg_df, block_df
 
     # -- the model -------------------------------------------------------------------------
@@ -399,7 +403,7 @@ class _SnapshotBuilder:
             & pl.col("seq_free_requested").is_null()
         final_ghosts = final.join(alive.select("addr"), on="addr", how="anti").select(
             "addr", "lifetime", "size", "requested_size", "stream", "stack_id",
-            *(["user_metadata"] if "user_metadata" in final.columns else []),
+            *[key for key in ("user_metadata", "forward_frames") if key in final.columns],
             t_free_requested=pl.when(pending_before).then(pl.lit(start, pl.Int64))
             .otherwise(pl.col("t_free_requested")),
             seq_free_requested=pl.when(pending_before).then(pl.lit(-1, pl.Int64))
