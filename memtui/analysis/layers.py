@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 
 from memtui.model import DeviceInfo, MemoryTrace, conform
@@ -62,13 +63,8 @@ def layer_view(trace: MemoryTrace, layers: dict[str, str] | None = None) -> Memo
     """``trace`` as the chosen layer of each device shows it (see the module docstring);
     devices without a choice are kept whole.  ``meta.extra["layers"]`` records the choice."""
     layers = default_layers(trace) if layers is None else layers
-    choice = pl.DataFrame({"device": list(layers), "layer": list(layers.values())},
-                          schema={"device": pl.String, "layer": pl.String})
-    keep = pl.col("layer").is_null() | (pl.col("pool") == pl.col("layer"))
-    blocks = trace.blocks.join(choice, on="device", how="left", maintain_order="left") \
-        .filter(keep).drop("layer")
-    events = trace.events.join(choice, on="device", how="left", maintain_order="left") \
-        .filter(keep)
+    blocks = _in_layer(trace.blocks, layers).drop("layer")
+    events = _in_layer(trace.events, layers)
     events = _levels(events, blocks, trace.curves)
     segments = _containers(trace.segments, blocks, layers)
     curves = trace.curves.filter(~pl.col("device").is_in(list(layers)))
@@ -81,23 +77,55 @@ def layer_view(trace: MemoryTrace, layers: dict[str, str] | None = None) -> Memo
                    curves=conform(curves, "curves"))
 
 
+def _in_layer(rows: pl.DataFrame, layers: dict[str, str]) -> pl.DataFrame:
+    """The rows (events or blocks) of each device's chosen layer, every row of a device
+    without a choice, with the device's ``layer`` (null: none chosen).  No copy of the
+    rows where every one is kept (a capture with one layer per device)."""
+    layer = pl.col("device").replace_strict(layers, default=None, return_dtype=pl.String)
+    rows = rows.with_columns(layer=layer)
+    keep = pl.col("layer").is_null() | (pl.col("pool") == pl.col("layer"))
+    if rows.select(keep.fill_null(False).all()).item():
+        return rows
+    return rows.filter(keep)
+
+
+def _block_sizes(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:
+    """Each event's block's size (0 where null, or where its block is not in ``blocks``),
+    by a lookup indexed by ``block_id`` (a join where the ids are not small and
+    non-negative)."""
+    ids, sizes = blocks["block_id"], blocks["size"].fill_null(0)
+    top = ids.max() if ids.len() else None
+    if ids.null_count() or (top is not None and (ids.min() < 0 or top > 4 * ids.len() + 1024)):
+        return events.select("block_id").join(
+            blocks.select("block_id", block_size=sizes), on="block_id", how="left",
+            maintain_order="left")["block_size"].fill_null(0)
+    lookup = np.zeros((0 if top is None else int(top)) + 2, dtype=np.int64)
+    lookup[ids.to_numpy()] = sizes.to_numpy()
+    wanted = events["block_id"].cast(pl.Int64)
+    index = wanted.fill_null(-1).to_numpy()
+    index = np.where((index < 0) | (index >= lookup.size - 1), lookup.size - 1, index)
+    return pl.Series("block_size", lookup[index], dtype=pl.Int64)
+
+
 def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
     """allocated (from the layer's blocks, starting from its ghosts) and reserved (the
     framework pool's reported total) after each of the layer's events."""
-    sizes = blocks.select("block_id", block_size=pl.col("size").fill_null(0))
-    starts = blocks.filter(pl.col("ghost").fill_null(False)).group_by("device").agg(
-        start=pl.col("size").sum())
+    starts = {device: start for device, start in blocks.filter(pl.col("ghost").fill_null(False))
+              .group_by("device").agg(start=pl.col("size").sum()).iter_rows()
+              if device is not None}  # (as a join: a null device has no start)
     action = pl.col("action")
     sign = pl.when(action == "alloc").then(1).when(action == "free").then(-1).otherwise(0)
-    events = events.join(sizes, on="block_id", how="left", maintain_order="left").join(
-        starts, on="device", how="left", maintain_order="left")
-    events = events.with_columns(
-        allocated=pl.col("start").fill_null(0)
-        + (sign * pl.col("block_size").fill_null(0)).cum_sum().over("device"))
+    start = pl.col("device").replace_strict(starts, default=0, return_dtype=pl.Int64) \
+        if starts else pl.lit(0, pl.Int64)
+    events = events.with_columns(block_size=_block_sizes(events, blocks)).with_columns(
+        allocated=start.fill_null(0) + (sign * pl.col("block_size")).cum_sum().over("device"))
     reported = curves.filter(pl.col("series") == "Reserved").select(
         "device", "t", layer=pl.col("component"), pool_total=pl.col("bytes")).sort("t")
     if events.height and reported.height:
-        events = events.sort("t", maintain_order=True).join_asof(
+        # (events come in time order: no sort, no copy)
+        if events["t"].null_count() or not events["t"].is_sorted():
+            events = events.sort("t", maintain_order=True)
+        events = events.join_asof(
             reported, on="t", by=["device", "layer"], strategy="backward",
             check_sortedness=False)
     else:
@@ -107,7 +135,7 @@ def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame) ->
         reserved=pl.when(pl.col("layer").is_null()).then(pl.col("reserved"))
         .when(framework).then(pl.col("pool_total")),
         active=pl.col("allocated"),
-    ).drop("layer", "block_size", "start", "pool_total")
+    ).drop("layer", "block_size", "pool_total")
 
 
 def _containers(segments: pl.DataFrame, blocks: pl.DataFrame,
