@@ -199,8 +199,10 @@ def _blocks(memory: pl.DataFrame, start: int | None,
     Only narrow key columns are sorted; the wide rows are gathered once per block.
     """
     memory = memory.with_row_index("_i")
-    by_id = memory.filter(pl.col("aid").is_not_null())
-    by_addr = memory.filter(pl.col("aid").is_null())
+    keys = memory.select("_i", "pid", "aid", "device", "addr", "pool", "t", "seq", "event")
+    by_id = keys.filter(pl.col("aid").is_not_null())  # (the narrow columns only: no copy
+    by_addr = keys.filter(pl.col("aid").is_null())  # of the wide rows)
+    del keys
     parts = [_lifetimes(by_id, ["pid", "aid"]),
              _lifetimes(by_addr, ["pid", "device", "addr", "pool"])]
     order = pl.concat(parts)  # rows in block order: _i, t, event, boundary
