@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtui.analysis.levels import allocated_level, reserved_level
+from memtui.analysis.levels import allocated_level, reserved_level, seed_levels
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 
@@ -56,7 +56,11 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
 
     if has_layers(trace) and "layers" not in trace.meta.extra:
         trace = layer_view(trace)  # each device's default memory layer, as the UI opens
-    findings = find_all(trace) if findings is None else findings
+    if findings is None:
+        for name in trace.meta.device_names:  # made once: the findings and the figures
+            seed_levels(trace, name, allocated_level(trace, name),  # both read them
+                        reserved_level(trace, name))
+        findings = find_all(trace)
     devices = []
     for name in trace.meta.device_names:
         entry = device_summary(trace, name)
