@@ -24,7 +24,6 @@ file of a result folder) and builds the MemoryTrace, all in polars/numpy:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -108,7 +107,7 @@ def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
                 size = max(size, int(frame["row"].max()) + 1)
         f.memory = f.other = f.trace = None  # the rows live on in the frames built here only
         offset += size
-    return (_aligned(_stack_frames(memory, _MEMORY_EMPTY)), _stack_frames(other, _OTHER_EMPTY),
+    return (_stack_frames(memory, _MEMORY_EMPTY), _stack_frames(other, _OTHER_EMPTY),
             _stack_frames(trace, _TRACE_EMPTY))
 
 
@@ -132,40 +131,6 @@ def _stack_frames(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     if all(p.schema == parts[0].schema for p in parts):
         return pl.concat(parts, rechunk=False)
     return pl.concat(parts, how="diagonal_relaxed")
-
-
-def _aligned(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with every column cut into the chunks most of them have.
-
-    Concatenated parts leave a few columns chunked otherwise (a constant column is one
-    chunk, a categorical one may merge chunks); polars then copies the whole frame into
-    one chunk at the first new column.  The odd columns are cut to match instead (slices
-    of one buffer: only those columns are copied, once)."""
-    lengths = [tuple(column.chunk_lengths()) for column in frame.get_columns()]
-    if len(set(lengths)) <= 1:
-        return frame
-    common = Counter(lengths).most_common(1)[0][0]
-    columns = []
-    for column, chunks in zip(frame.get_columns(), lengths, strict=True):
-        columns.append(column if chunks == common else _cut(column, common))
-    return pl.DataFrame(columns)
-
-
-def _cut_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
-    """``column`` (as long as ``frame``) cut into the chunks of ``frame``'s columns, so that
-    adding it to ``frame`` copies nothing else (see :func:`_aligned`)."""
-    lengths = frame.get_columns()[0].chunk_lengths() if frame.width else []
-    if len(lengths) <= 1 or column.chunk_lengths() == lengths:
-        return column
-    return _cut(column, lengths)
-
-
-def _cut(column: pl.Series, lengths) -> pl.Series:
-    """``column`` in chunks of ``lengths`` (zero-copy slices of it in one chunk)."""
-    whole = column.rechunk()
-    bounds = np.cumsum((0, *lengths)).tolist()
-    return pl.concat([whole.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)],
-                     rechunk=False)
 
 
 def _bounds(memory: pl.DataFrame, other: pl.DataFrame,
@@ -305,9 +270,9 @@ def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
     block_of_blk[blocks["blk"].to_numpy()] = np.arange(blocks.height)
     block_id = np.empty(index.size, dtype=np.int64)
     block_id[index] = block_of_blk[blk_in_order]
-    block_device = _cut_like(blocks["device"].gather(pl.Series(block_id)), memory)
+    block_device = blocks["device"].gather(pl.Series(block_id))
     memory = memory.with_columns(
-        block_id=_cut_like(pl.Series(block_id, dtype=pl.Int64), memory),
+        block_id=pl.Series(block_id, dtype=pl.Int64),
         device=pl.col("device").fill_null(block_device),
     ).drop("_i")
     return memory, blocks.drop("blk")
@@ -385,7 +350,7 @@ def _stacks(memory: pl.DataFrame, blocks: pl.DataFrame):
         return pl.Series(found, dtype=pl.Int32).replace(-1, None)
 
     def with_ids(df: pl.DataFrame) -> pl.DataFrame:
-        py, c = _cut_like(ids(df["py_stack"]), df), _cut_like(ids(df["c_stack"]), df)
+        py, c = ids(df["py_stack"]), ids(df["c_stack"])
         return df.with_columns(stack_id=py.fill_null(c), c_stack_id=c).drop("py_stack", "c_stack")
 
     return with_ids(memory), with_ids(blocks), frames_df, stacks_df
@@ -449,10 +414,9 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     block = pl.Series(memory["block_id"])
     memory.drop_in_place("aid")
     memory.drop_in_place("ineff")
-    memory.insert_column(memory.width, _cut_like(blocks["size"].fill_null(0).gather(block)
-                                                 .alias("block_size"), memory))
-    memory.insert_column(memory.width, _cut_like(blocks["pool"].gather(block)
-                                                 .alias("block_pool"), memory))
+    memory.insert_column(memory.width, blocks["size"].fill_null(0).gather(block)
+                         .alias("block_size"))
+    memory.insert_column(memory.width, blocks["pool"].gather(block).alias("block_pool"))
     del block
     if _in_time_order(memory):  # rows written in time order need no sort of the wide rows
         events = memory.clone()
@@ -507,11 +471,7 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     keep = ["t", "seq", "device", "action", "addr", "size", "stream", "pool", "block_id",
             "stack_id", "owner", "allocated", "active", "reserved",
             "id", "event_type", "name", "process", "thread", "attr", "c_stack_id"]
-    events = events.select(keep)
-    # One chunk per column (the rows came in chunks): moved column by column, so that the
-    # chunked and the whole copy of the events never both exist.
-    events = pl.DataFrame([events.drop_in_place(name).rechunk() for name in keep])
-    return events, levels, curves
+    return events.select(keep), levels, curves
 
 
 def _pool_curves(events: pl.DataFrame, ghosts: pl.DataFrame) -> pl.DataFrame:
