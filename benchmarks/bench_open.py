@@ -59,18 +59,6 @@ def run_process(argv: list[str], env: dict[str, str] | None = None) -> dict:
             "rss": usage.ru_maxrss * 1024}
 
 
-def bytecode_like_an_install(folder: str) -> None:
-    """Child processes keep compiled bytecode as an installed memtui would (pip compiles
-    it on install): where the environment forbids writing it (``PYTHONDONTWRITEBYTECODE``,
-    as in this project's dev shell) every start would otherwise compile memtui's sources,
-    about 0.15 s.  The bytecode goes under ``folder`` (``PYTHONPYCACHEPREFIX``), never
-    into the checkout, and is compiled once here, before anything is timed."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = folder
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "memtui")],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
 def readers(path: Path, cache_home: Path) -> dict[str, tuple[list[str], dict | None]]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache_home), "PYTHONPATH": str(REPO)}
     memtui = [sys.executable, "-m", "memtui.cli", "summary"]
@@ -162,6 +150,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep generated inputs in this folder")
     args = parser.parse_args()
     pycache = tempfile.TemporaryDirectory()  # bytecode, as an installed memtui keeps it
+    from benchmarks.bench_ui import bytecode_like_an_install
+
     bytecode_like_an_install(pycache.name)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)

@@ -314,13 +314,11 @@ class _LineTail:
         from memtui.sources import ascend
         from memtui.sources.ascend.read_csv import read_kind
 
-        try:
-            _, frame, warnings = read_kind(self.chunk)
-        except CaptureError as exc:  # these lines alone: none readable (counted, skipped)
-            if not self.parts:
-                raise CaptureError(self.path, exc.problem) from None
-            self.warnings.append(f"{self.path.name}: {exc.problem}")
-            return ascend.load_csv_parts(self.path, self.parts, self.warnings)
+        try:  # new lines none of which is readable are counted (a warning), not refused,
+            # once earlier rows were: the warnings then read as a fresh open's
+            _, frame, warnings = read_kind(self.chunk, allow_empty=bool(self.parts))
+        except CaptureError as exc:
+            raise CaptureError(self.path, exc.problem) from None
         self.parts.append(frame)
         self.warnings.extend(warnings)
         return ascend.load_csv_parts(self.path, self.parts, self.warnings)

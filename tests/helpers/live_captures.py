@@ -16,6 +16,9 @@ import json
 import sqlite3
 from pathlib import Path
 
+import polars as pl
+from polars.testing import assert_frame_equal
+
 from memtui.analysis.summary import summary
 from tests.helpers.memscope_files import COLUMNS, mem, row
 
@@ -87,3 +90,21 @@ def grown_snapshot(blocks: int) -> dict:
                             "stream": 0, "time_us": 100 * (i + 1), "frames": []}
                            for i in range(blocks)]],
     }
+
+
+FRAMES = ["events", "blocks", "segments", "frames", "stacks", "calls", "curves", "markers"]
+
+
+def assert_same_model(grown, fresh) -> None:
+    """Every frame and device fact of two traces equal (markers sharing a time may come in
+    either order: compared sorted)."""
+    for name in FRAMES:
+        left, right = getattr(grown, name), getattr(fresh, name)
+        if name == "markers":
+            left, right = left.sort(pl.all()), right.sort(pl.all())
+        try:
+            assert_frame_equal(left, right)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
+    assert grown.meta.devices == fresh.meta.devices
+    assert grown.meta.warnings == fresh.meta.warnings, (grown.meta.warnings, fresh.meta.warnings)

@@ -4,29 +4,14 @@ burst the trace equals a fresh open of the file."""
 
 from __future__ import annotations
 
-import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 from memtui.sources import open_capture
 from memtui.sources.follow import CsvFollower, open_follower
 from tests.conftest import shared_files
+from tests.helpers.live_captures import assert_same_model
 from tests.helpers.memscope_files import SCENARIO_TRACE, TRACE_COLUMNS
 from tests.sources.test_ascend_profiler import OPERATOR_15, RECORD_7
-
-FRAMES = ["events", "blocks", "segments", "calls", "curves", "markers"]
-
-
-def assert_same(grown, fresh) -> None:
-    for name in FRAMES:
-        left, right = getattr(grown, name), getattr(fresh, name)
-        if name == "markers":
-            left, right = left.sort(pl.all()), right.sort(pl.all())
-        try:
-            assert_frame_equal(left, right)
-        except AssertionError as exc:
-            raise AssertionError(f"{name}: {exc}") from None
-    assert grown.meta.devices == fresh.meta.devices
 
 
 def follow_in_bursts(path, text: str, bursts: int):
@@ -51,7 +36,7 @@ def follow_in_bursts(path, text: str, bursts: int):
         # the reader got the header and the lines not parsed yet, never the file again
         parsed = burst[:-3].rfind("\n") + 1  # by the poll while the last line was half
         assert follower._lines.chunk.read_text() == header + burst[parsed:]
-        assert_same(update.trace, open_capture(path))
+        assert_same_model(update.trace, open_capture(path))
         shown.append((waiting, update))
     follower.close()
     return shown

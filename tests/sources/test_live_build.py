@@ -12,31 +12,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 from memtui.analysis.summary import summary
 from memtui.loading import load_trace, prepare_trace
 from memtui.sources.memscope.tail import CsvTail, DbTail
-from tests.helpers.live_captures import HEADER, DbWriter, csv_line
+from tests.helpers.live_captures import HEADER, DbWriter, assert_same_model, csv_line
 from tests.helpers.memscope_files import PY_STACK, mem, row
 
-FRAMES = ["events", "blocks", "segments", "frames", "stacks", "calls", "curves", "markers"]
 STACK2 = '"/home/u/model.py(5): layer\n/home/u/train.py(20): <module>\n"'
-
-
-def assert_same_model(grown, fresh) -> None:
-    """Every frame and device fact of two traces equal (markers sharing a time may come in
-    either order: compared sorted)."""
-    for name in FRAMES:
-        left, right = getattr(grown, name), getattr(fresh, name)
-        if name == "markers":
-            left, right = left.sort(pl.all()), right.sort(pl.all())
-        try:
-            assert_frame_equal(left, right)
-        except AssertionError as exc:
-            raise AssertionError(f"{name}: {exc}") from None
-    assert grown.meta.devices == fresh.meta.devices
-    assert grown.meta.warnings == fresh.meta.warnings
 
 
 def _pta(id_, event, t, aid, size, **more):

@@ -134,8 +134,10 @@ def _read_lines(path: Path, header: list[str]) -> CsvTable:
     return CsvTable(path=path, header=header, cells=cells, bad_rows=bad)
 
 
-def read_kind(path: Path) -> tuple[str, pl.DataFrame, list[str]]:
-    """(kind, intermediate frame, warnings) of one profiler CSV, or a CaptureError."""
+def read_kind(path: Path, allow_empty: bool = False) -> tuple[str, pl.DataFrame, list[str]]:
+    """(kind, intermediate frame, warnings) of one profiler CSV, or a CaptureError (also
+    where every row was skipped, unless ``allow_empty``: ``--follow`` reading new lines of
+    a file whose earlier rows were readable)."""
     table = read_table(path)
     kind = classify_header(table.header)
     if kind is None:
@@ -155,7 +157,7 @@ def read_kind(path: Path) -> tuple[str, pl.DataFrame, list[str]]:
             f"{path.name}: {mangled} numbers were rewritten by Excel in scientific notation "
             "(e.g. 1.69512E+15); they are read as written, so their times are approximate")
     total = table.cells.height + table.bad_rows
-    if df.is_empty() and total:
+    if df.is_empty() and total and not allow_empty:
         raise CaptureError(path, f"no readable rows: all {total} rows were skipped "
                                  f"({'; '.join(table.warnings) or 'bad cells'})")
     if total == 0:
