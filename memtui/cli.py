@@ -8,7 +8,9 @@ input ends as one line on stderr, ``memtui: PATH: problem``, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -19,6 +21,7 @@ from memtui.errors import CaptureError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a command killed by it reports
 
 
 def _command_module(name: str) -> ModuleType:
@@ -42,6 +45,25 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` names (``sys.argv`` by default); its exit status."""
+    return _dispatch(argv)[0]
+
+
+def entry() -> None:
+    """The installed ``memtui`` command: :func:`main`, then, after a command that only
+    prints (its module sets ``QUICK_EXIT``) and succeeded, the process ends at once
+    instead of tearing the interpreter down, which frees the loaded capture object by
+    object (about 0.1 s per million events) for nothing.  Output is flushed first."""
+    code, module = _dispatch(None)
+    if code or not getattr(module, "QUICK_EXIT", False):
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+def _dispatch(argv: Sequence[str] | None) -> tuple[int, ModuleType]:
     argv = list(sys.argv[1:] if argv is None else argv)
     name = argv[0] if argv and argv[0] in COMMANDS else ""
     module = _command_module(name)
@@ -53,12 +75,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         cache.disable()
     try:
-        return module.run(args)
+        return module.run(args), module
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, module
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, module
+    except BrokenPipeError:  # the reader went away (``| head``): no traceback, no retry
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE, module
     finally:
         from memtui import cache
 
@@ -66,4 +91,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

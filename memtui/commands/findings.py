@@ -8,6 +8,8 @@ import json
 from memtui.commands.paths import add_cache_argument
 
 HELP = "find leaks, the peak, OOM causes, fragmentation and capture limits"
+#: Only prints: the process may end without tearing the interpreter down (cli.entry).
+QUICK_EXIT = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

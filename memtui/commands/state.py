@@ -13,6 +13,8 @@ import argparse
 import json
 
 HELP = "print the allocator state (segments, blocks, free gaps) just after one event"
+#: Only prints: the process may end without tearing the interpreter down (cli.entry).
+QUICK_EXIT = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

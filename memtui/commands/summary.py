@@ -16,6 +16,8 @@ from memtui.commands.paths import add_cache_argument
 from memtui.errors import printable
 
 HELP = "print per-device memory figures of a capture (or of every rank of a folder)"
+#: Only prints: the process may end without tearing the interpreter down (cli.entry).
+QUICK_EXIT = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
