@@ -94,6 +94,8 @@ class DiffScreen(Screen):
             return
         table = self.query_one(DataTable)
         table.loading = False
+        if self.focused is None:  # a loading table cannot take the focus on_mount gave it
+            table.focus()
         self._rows = rows
         for index, row in enumerate(rows.iter_rows(named=True)):
             where = Text(row["label"] or "", no_wrap=True, overflow="ellipsis")
