@@ -78,7 +78,9 @@ class DiffScreen(Screen):
         table = self.query_one(DataTable)
         table.clear()
         self._rows = None
-        table.loading = pair is not None
+        # No loading indicator: mounting one takes the focus from the table, and whether
+        # it is back when the rows come depends on the machine's load (the rows come in
+        # well under a second; the table is empty until then).
         if pair is None:
             return
         self.run_worker(lambda: self._compute(key, pair), thread=True, exclusive=True,
@@ -93,9 +95,6 @@ class DiffScreen(Screen):
         if key != self._key or not self.is_attached:  # the cursor moved on meanwhile
             return
         table = self.query_one(DataTable)
-        table.loading = False
-        if self.focused is None:  # a loading table cannot take the focus on_mount gave it
-            table.focus()
         self._rows = rows
         for index, row in enumerate(rows.iter_rows(named=True)):
             where = Text(row["label"] or "", no_wrap=True, overflow="ellipsis")
@@ -120,8 +119,7 @@ class DiffScreen(Screen):
 
     def worker_failed(self, worker) -> None:
         """The differences could not be worked out (the app said why in a toast): the
-        table stops loading and the header says so."""
-        self.query_one(DataTable).loading = False
+        header says so."""
         self._key = None  # moving the cursor tries again
         header = self.query_one("#diff-header", Static)
         header.update(Text.assemble((f"{worker.description} failed: ", "bold red"),
