@@ -42,6 +42,23 @@ def legend(app) -> str:
     return str(app.screen.query_one("#trend-legend").render())
 
 
+def first_burst(tmp_path) -> tuple[DbWriter, MemtuiApp]:
+    """An msMemScope DB holding the first burst, and the app following it."""
+    path = tmp_path / "memscope_dump_1.db"
+    writer = DbWriter(path)
+    writer.burst(BURSTS[0])
+    return writer, MemtuiApp(path, follow=True, poll=POLL)
+
+
+async def tables_after_first_poll(pilot):
+    """The Tables screen, once the first poll has come."""
+    await polls(pilot, 1)
+    await pilot.press("5")
+    await settle(pilot)
+    return pilot.app.screen
+
+
+
 async def test_a_growing_db_shows_each_burst_within_two_polls(tmp_path):
     path = tmp_path / "memscope_dump_1.db"
     writer = DbWriter(path)
@@ -80,15 +97,9 @@ async def test_a_growing_db_shows_each_burst_within_two_polls(tmp_path):
 
 
 async def test_other_screens_follow_too(tmp_path):
-    path = tmp_path / "memscope_dump_1.db"
-    writer = DbWriter(path)
-    writer.burst(BURSTS[0])
-    app = MemtuiApp(path, follow=True, poll=POLL)
+    writer, app = first_burst(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await polls(pilot, 1)
-        await pilot.press("5")
-        await settle(pilot)
-        screen = app.screen
+        screen = await tables_after_first_poll(pilot)
         assert isinstance(screen, TablesScreen)
         assert screen.model("blocks").total == 2
         await asyncio.to_thread(writer.burst, BURSTS[1])
@@ -103,15 +114,9 @@ async def test_other_screens_follow_too(tmp_path):
 async def test_a_sorted_table_keeps_its_order(tmp_path):
     """The Blocks table sorted by size (largest first) stays sorted when the capture grows:
     the new 4 KiB block comes first."""
-    path = tmp_path / "memscope_dump_1.db"
-    writer = DbWriter(path)
-    writer.burst(BURSTS[0])
-    app = MemtuiApp(path, follow=True, poll=POLL)
+    writer, app = first_burst(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await polls(pilot, 1)
-        await pilot.press("5")
-        await settle(pilot)
-        screen = app.screen
+        screen = await tables_after_first_poll(pilot)
         screen._sort("size")
         await settle(pilot)
         model = screen.model("blocks")
@@ -145,10 +150,7 @@ async def test_the_layer_view_is_built_in_the_worker(tmp_path, monkeypatch):
 
     monkeypatch.setattr(layers, "layer_view", recording)
     monkeypatch.setattr(app_module, "layer_view", recording)
-    path = tmp_path / "memscope_dump_1.db"
-    writer = DbWriter(path)
-    writer.burst(BURSTS[0])
-    app = MemtuiApp(path, follow=True, poll=POLL)
+    writer, app = first_burst(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await polls(pilot, 1)
         for burst in BURSTS[1:]:
