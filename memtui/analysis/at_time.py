@@ -17,6 +17,7 @@ import polars as pl
 
 from memtui.analysis.downsample import value_at
 from memtui.analysis.levels import Level, allocated_level, reserved_level
+from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 PROFILER_ACTIVATED = "Operators Activated"
@@ -83,7 +84,7 @@ class Timeline:
         reserved = reserved_level(trace, device)
         active = active_level(trace, device, allocated)
         event_t = trace.device_events(device)["t"].to_numpy().astype(np.int64)
-        times = event_t if event_t.size else np.unique(allocated.t)
+        times = event_t if event_t.size else unique_sorted(allocated.t)
         if times.size == 0:
             times = np.zeros(1, dtype=np.int64)
         bounds = [times[0], times[-1]]
@@ -272,7 +273,7 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     blocks = trace.device_blocks(device)
     times = events["t"].to_numpy().astype(np.int64)
     if times.size == 0:  # positions count the level's times (as Timeline.times does)
-        times = np.unique(allocated_level(trace, device).t)
+        times = unique_sorted(allocated_level(trace, device).t)
     by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
     columns = ["block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost"]
     columns += [c for c in ("seq_free_requested", "t_free_requested") if c in blocks.columns]

@@ -28,6 +28,7 @@ import polars as pl
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN
 from memtui.analysis.levels import Level
 from memtui.analysis.live import DeviceIndex, time_range
+from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace, conform, empty_frame
 
 EMPTY = -1
@@ -164,7 +165,7 @@ class BlockMapData:
         stacks (a source's own allocated level may count fewer pools, or be absent)."""
         finite = np.concatenate([self.starts[self.starts > INT64_MIN],
                                  self.ends[self.ends < INT64_MAX]])
-        times = np.unique(finite)
+        times = unique_sorted(finite)
         if times.size == 0:
             times = np.zeros(1, dtype=np.int64)
         return Level(t=times, values=self.live_bytes(times).astype(np.int64))

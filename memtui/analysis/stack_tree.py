@@ -21,6 +21,7 @@ import polars as pl
 from memtui.analysis.levels import allocated_level
 from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.pool_state import block_rows_at_event
+from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 #: Frames memory_viz leaves out of every stack it prints (MemoryViz.js ``frameFilter``).
@@ -264,7 +265,7 @@ class StackTree:
 
     def stacks_under(self, node: int) -> np.ndarray:
         """Stack ids whose path passes through ``node`` (every stack for the root)."""
-        return np.unique(self.pair_stack[self.pair_node == node])
+        return unique_sorted(self.pair_stack[self.pair_node == node])
 
     def block_rows_under(self, node: int, index: DeviceIndex, rows: np.ndarray) -> np.ndarray:
         """Those of ``rows`` (of ``index``) whose stack passes through ``node``."""

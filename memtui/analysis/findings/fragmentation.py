@@ -17,6 +17,7 @@ from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.pool import pool_at_seq
 from memtui.analysis.pool_state import PoolState, state_at
 from memtui.analysis.summary import format_bytes
+from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 MiB = 1 << 20
@@ -86,7 +87,7 @@ def _state(trace: MemoryTrace, device: str, seq: int | None, t: int) -> PoolStat
 def _worst(trace: MemoryTrace, device: str, events: pl.DataFrame) -> dict:
     """Where ``1 - largest gap / free`` is worst, over ``SAMPLES`` events spread evenly
     over the trace (the pool's free bytes at least ``MIN_FREE_SHARE`` of reserved)."""
-    rows = np.unique(np.linspace(0, events.height - 1, SAMPLES).astype(np.int64))
+    rows = unique_sorted(np.linspace(0, events.height - 1, SAMPLES).astype(np.int64))
     worst: tuple[float, int, PoolState] | None = None
     for row in rows.tolist():
         seq, t = events["seq"][row], int(events["t"][row])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 STEP_NAME = re.compile(r"step", re.IGNORECASE)
@@ -93,7 +94,7 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
                      anchor_stack=stack)
-    index = np.unique(np.linspace(0, t.size - 1, FALLBACK_SLICES + 1).astype(np.int64)[:-1])
+    index = unique_sorted(np.linspace(0, t.size - 1, FALLBACK_SLICES + 1).astype(np.int64)[:-1])
     return Steps(bounds=pos[index], times=t[index], axis=axis,
                  source=f"{index.size} equal slices of the trace (no steps found)",
                  by_markers=False, sliced=True)

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import polars as pl
 
+from memtui.arrays import unique_sorted
 from memtui.model import empty_frame
 from memtui.sources.memscope.read import device_column
 
@@ -195,7 +196,7 @@ def _not_nested(group: np.ndarray, depth: np.ndarray, end: np.ndarray) -> np.nda
     parent = order[np.clip(at, 0, n - 1)]
     valid = (at >= 0) & (group[parent] == group[child]) & (depth[parent] == depth[child] - 1)
     broken = ~valid | (end[child] > end[parent])
-    return np.unique(group[child[broken]])
+    return unique_sorted(group[child[broken]])
 
 
 def _insight_depths(start: np.ndarray, end: np.ndarray) -> np.ndarray:
