@@ -112,3 +112,51 @@ def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None
     with ThreadPoolExecutor(max_workers=len(paths), thread_name_prefix="memtui-load") as pool:
         futures = [pool.submit(load, i) for i in range(len(paths))]
         return [future.result() for future in futures]
+
+
+# -- the Blocks screen's index, kept beside the cache entry -------------------------------
+
+
+def reuse_kept_block_map(path: str | Path, trace: MemoryTrace, device: str) -> bool:
+    """Seed the shared analysis cache with the Blocks screen's index of ``device`` kept
+    for ``path`` by :func:`keep_block_map` on an earlier open (memory-mapped, checked:
+    a broken or stale file is ignored and the index built again).  True where seeded."""
+    from memtui import cache
+    from memtui.analysis.block_map import BlockMapData
+    from memtui.analysis.live import device_index, seed
+
+    name = _block_map_name(trace, device)
+    key = cache.key_of(path) if name is not None and cache.enabled() else None
+    arrays = cache.load_arrays(key, name) if key is not None else None
+    if arrays is None:
+        return False
+    try:
+        data = BlockMapData.from_arrays(device_index(trace, device), arrays)
+    except (KeyError, ValueError):
+        return False
+    return seed(trace, ("block_map", device), data)
+
+
+def keep_block_map(path: str | Path, trace: MemoryTrace, device: str) -> bool:
+    """Keep the Blocks screen's index of ``device`` (built by now in the shared analysis
+    cache) beside the cache entry of ``path``, for :func:`reuse_kept_block_map` on the
+    next open.  Nothing is kept for layered captures (a view's blocks change with the
+    layer shown) or without the entry.  True where kept."""
+    from memtui import cache
+    from memtui.analysis.live import built
+
+    name = _block_map_name(trace, device)
+    data = built(trace, ("block_map", device)) if name is not None else None
+    key = cache.key_of(path) if data is not None and cache.enabled() else None
+    return key is not None and cache.save_arrays(key, name, data.arrays())
+
+
+def _block_map_name(trace: MemoryTrace, device: str) -> str | None:
+    """The kept arrays' name for ``device`` (by its position: a device name comes from the
+    file), or None where nothing is kept for this trace."""
+    from memtui.analysis.layers import has_layers
+
+    names = [info.name for info in trace.meta.devices]
+    if has_layers(trace) or "layers" in trace.meta.extra or device not in names:
+        return None
+    return f"block-map-{names.index(device)}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN
+from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
 from memtui.analysis.levels import Level
 from memtui.analysis.live import DeviceIndex, time_range
 from memtui.arrays import unique_sorted
@@ -152,7 +152,50 @@ class BlockMapData:
         self.ends = index.t_free[by_end]
         self.end_bytes = np.concatenate([[0], np.cumsum(index.size[by_end])])
         self._by_area: np.ndarray | None = None
+        self._level: Level | None = None
         _ = self.by_area  # built here, where a big trace's screen builds in a thread
+
+    #: Per block (``rank`` ... ``by_area``) and per running sum (``start_bytes`` ...).
+    _PER_BLOCK = ("rank", "kinds", "by_size", "ends", "by_area")
+    _SUMS = ("start_bytes", "end_bytes")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything :meth:`from_arrays` needs to make this map's data and its device's
+        block lifetimes index again without building them (kept in the reopen cache)."""
+        level = self.level()
+        return {**{part: getattr(self, part) for part in (*self._PER_BLOCK, *self._SUMS)},
+                "level_t": level.t, "level_values": level.values,
+                **{f"life_{part}": a for part, a in self.index.block_life.arrays().items()}}
+
+    @classmethod
+    def from_arrays(cls, index: DeviceIndex, arrays: dict[str, np.ndarray]) -> BlockMapData:
+        """The data :meth:`arrays` described, for ``index`` (the same device of the same
+        capture); a ValueError where the arrays do not fit it: never trusted blindly."""
+        life = IntervalIndex.from_arrays(
+            {k.removeprefix("life_"): v for k, v in arrays.items() if k.startswith("life_")})
+        n = index.block_id.size
+        parts = {part: np.asarray(arrays[part]) for part in (*cls._PER_BLOCK, *cls._SUMS)}
+        level = Level(t=np.asarray(arrays["level_t"]), values=np.asarray(arrays["level_values"]))
+        if (life.size != n or any(parts[p].size != n for p in cls._PER_BLOCK)
+                or any(parts[p].size != n + 1 for p in cls._SUMS)
+                or parts["kinds"].dtype != np.int8
+                or any(parts[p].dtype != np.int64 for p in parts if p != "kinds")
+                or level.t.dtype != np.int64 or level.values.dtype != np.int64
+                or level.t.size != level.values.size
+                or bool(np.any(np.diff(parts["ends"]) < 0))
+                or (n and any(parts[p].min() < 0 or parts[p].max() >= n
+                              for p in ("rank", "by_size", "by_area")))):
+            raise ValueError("block map arrays that do not fit the device's blocks")
+        if "block_life" not in index.__dict__:
+            index.__dict__["block_life"] = life  # the cached_property's own slot
+        data = cls.__new__(cls)
+        data.index = index
+        data._by_area = parts.pop("by_area")
+        for part, array in parts.items():
+            setattr(data, part, array)
+        data.starts = index.block_life.start
+        data._level = level
+        return data
 
     def live_bytes(self, times: np.ndarray) -> np.ndarray:
         """Bytes in blocks alive at each of ``times``."""
@@ -162,13 +205,16 @@ class BlockMapData:
 
     def level(self) -> Level:
         """Bytes of the blocks alive after each allocation and free: the level the map
-        stacks (a source's own allocated level may count fewer pools, or be absent)."""
-        finite = np.concatenate([self.starts[self.starts > INT64_MIN],
-                                 self.ends[self.ends < INT64_MAX]])
-        times = unique_sorted(finite)
-        if times.size == 0:
-            times = np.zeros(1, dtype=np.int64)
-        return Level(t=times, values=self.live_bytes(times).astype(np.int64))
+        stacks (a source's own allocated level may count fewer pools, or be absent);
+        made once."""
+        if self._level is None:
+            finite = np.concatenate([self.starts[self.starts > INT64_MIN],
+                                     self.ends[self.ends < INT64_MAX]])
+            times = unique_sorted(finite)
+            if times.size == 0:
+                times = np.zeros(1, dtype=np.int64)
+            self._level = Level(t=times, values=self.live_bytes(times).astype(np.int64))
+        return self._level
 
     def count_overlapping(self, t0: int, t1: int) -> int:
         """Blocks alive at some moment of ``[t0, t1]``."""

@@ -41,6 +41,47 @@ class IntervalIndex:
         self.chunk = chunk or self._pick_chunk()
         self._build()
 
+    #: The arrays that make an index (:meth:`arrays`, :meth:`from_arrays`).
+    PARTS = ("order", "start", "end", "cp_time", "cp_offsets", "cp_members")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What :meth:`from_arrays` needs to make this index again without building it
+        (kept in the reopen cache); the chunk is the step between checkpoint times."""
+        return {**{part: getattr(self, part) for part in self.PARTS},
+                "chunk": np.array([self.chunk], dtype=np.int64)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> IntervalIndex:
+        """The index :meth:`arrays` described; a ValueError where the arrays do not fit
+        together (lengths, dtypes, order, offsets, members out of range): a broken cache
+        file is never trusted."""
+        parts = {part: np.asarray(arrays[part]) for part in cls.PARTS}
+        chunk = np.asarray(arrays["chunk"])
+        size = parts["order"].size
+        checks = [
+            chunk.shape == (1,) and int(chunk[0]) > 0,
+            all(parts[p].dtype == np.int64 for p in cls.PARTS if p != "cp_members"),
+            parts["cp_members"].dtype == np.int32,
+            parts["start"].size == size and parts["end"].size == size,
+            parts["cp_offsets"].size == parts["cp_time"].size + 1,
+        ]
+        if not all(checks):
+            raise ValueError("interval index arrays that do not fit together")
+        index = cls.__new__(cls)
+        index.size, index.chunk = size, int(chunk[0])
+        for part, array in parts.items():
+            setattr(index, part, array)
+        offsets, members = index.cp_offsets, index.cp_members
+        if size and not (
+                index.cp_time.size == -(-size // index.chunk)
+                and offsets[0] == 0 and offsets[-1] == members.size
+                and bool(np.all(np.diff(offsets) >= 0))
+                and bool(np.all(np.diff(index.start) >= 0))
+                and (members.size == 0 or (members.min() >= 0 and members.max() < size))
+                and index.order.min() >= 0 and index.order.max() < size):
+            raise ValueError("interval index arrays that do not fit together")
+        return index
+
     # -- building -----------------------------------------------------------------------
 
     def _spans(self, chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

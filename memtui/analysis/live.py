@@ -204,6 +204,33 @@ def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
     return slot.value  # type: ignore[return-value]
 
 
+def seed(trace: MemoryTrace, key: Hashable, value: object) -> bool:
+    """Let :func:`cached` answer ``key`` of ``trace`` with ``value`` (made earlier from the
+    same capture and kept since), unless it is built or being built already."""
+    with _LOCK:
+        entry = _CACHE.get(id(trace))
+        if entry is None or entry[0]() is not trace:
+            entry = _CACHE[id(trace)] = (weakref.ref(trace), {})
+        if key in entry[1]:
+            return False
+        slot = entry[1][key] = _Slot()
+        slot.value = value
+        slot.done.set()
+    return True
+
+
+def built(trace: MemoryTrace, key: Hashable) -> object | None:
+    """What :func:`cached` built for ``key`` of ``trace``, or None where it has not (yet)."""
+    with _LOCK:
+        entry = _CACHE.get(id(trace))
+        if entry is None or entry[0]() is not trace:
+            return None
+        slot = entry[1].get(key)
+    if slot is None or not slot.done.is_set() or slot.error is not None:
+        return None
+    return slot.value
+
+
 def device_index(trace: MemoryTrace, device: str) -> DeviceIndex:
     """The (cached) :class:`DeviceIndex` of ``device`` in ``trace``."""
     return cached(trace, ("device_index", device), lambda: _build_index(trace, device))
