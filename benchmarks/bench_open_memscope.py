@@ -11,7 +11,10 @@ them alike), and prints medians:
 * ``fetchall``: the same rows through sqlite3's ``fetchall()`` (the older baseline);
 * ``summary``: ``memtui summary --no-cache`` (import, load, every figure, print);
 * ``first``: ``memtui summary`` with an empty cache (the entry written in the background);
-* ``reopen``: ``memtui summary`` again, from the cache.
+* ``reopen``: ``memtui summary`` again, from the cache;
+* ``paint``, ``paint_reopen``: the TUI from a fresh interpreter's first line to the Trend
+  screen's first full paint (``benchmarks/bench_ui.py``'s measure), without the cache and
+  then reopened from the entry the summaries stored.
 
 The baselines open the file ``immutable`` as memtui does a WAL file without a writer: a
 plain ``mode=ro`` reader of a WAL file leaves an empty ``-wal`` and a ``-shm`` beside it
@@ -39,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_open import run_process  # noqa: E402
+from benchmarks.bench_ui import process_paint  # noqa: E402
 
 _ADBC = r"""
 import sys, pathlib
@@ -74,7 +78,12 @@ def paired(path: Path, repeat: int) -> dict[str, dict[str, float]]:
                            stdout=subprocess.DEVNULL, check=True)
             for what, (argv, reader_env) in readers.items():
                 runs.setdefault(what, []).append(run_process(argv, reader_env))
-    return {what: {k: statistics.median(r[k] for r in done) for k in ("wall", "cpu", "rss")}
+            # the UI, as bench_ui measures it: without the cache, then reopened from the
+            # entry the summaries above stored
+            for what, cached in (("paint", False), ("paint_reopen", True)):
+                wall, cpu = process_paint(path, cached, env)
+                runs.setdefault(what, []).append({"wall": wall, "cpu": cpu})
+    return {what: {k: statistics.median(r[k] for r in done) for k in done[0]}
             for what, done in runs.items()}
 
 
@@ -99,6 +108,8 @@ def bench_memscope(rows: int, repeat: int = 1, db: Path | None = None) -> dict:
             "cpu_ratio": m["summary"]["cpu"] / adbc["cpu"],
             "fetchall_ratio": m["summary"]["wall"] / m["fetchall"]["wall"],
             "reopen_of_first": m["reopen"]["wall"] / m["first"]["wall"],
+            "paint_ratio": m["paint"]["wall"] / adbc["wall"],
+            "paint_reopen_of_paint": m["paint_reopen"]["wall"] / m["paint"]["wall"],
             "reopen_cpu_of_first": m["reopen"]["cpu"] / m["first"]["cpu"],
             "s_per_m": m["summary"]["wall"] / (rows / 1e6),
             "extra_b_per_row": (m["summary"]["rss"] - adbc["rss"]) / rows,
@@ -123,6 +134,10 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['first_wall']:>6.2f} {r['reopen_wall']:>6.2f} {r['reopen_of_first']:>7.3f}x "
               f"{r['reopen_cpu_of_first']:>4.2f}x | {r['s_per_m']:>8.2f} "
               f"{r['extra_b_per_row']:>11.0f}", flush=True)
+        print(f"{'':>15} UI first paint {r['paint_wall']:6.2f} s [{r['paint_cpu']:5.2f}] "
+              f"{r['paint_ratio']:4.2f}x the scan; reopened {r['paint_reopen_wall']:5.2f} s "
+              f"[{r['paint_reopen_cpu']:5.2f}] {r['paint_reopen_of_paint']:5.3f}x first",
+              flush=True)
     print("goals: summary <= 1.20x the ADBC scan; reopen <= 0.10x first; extra <= 150 B/row")
 
 

@@ -317,12 +317,13 @@ asyncio.run(main())
 """
 
 
-def process_paint(path: Path, cache: bool) -> tuple[float, float]:
+def process_paint(path: Path, cache: bool,
+                  base_env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds from a fresh interpreter's first line to the Trend screen's first
     paint (imports included: what a user waits for), and the process's CPU seconds by
     then (every thread; steadier than wall time on a busy machine), reading the cache or
-    not."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    not (the environment ``base_env``, default this process's)."""
+    env = {**(os.environ if base_env is None else base_env), "PYTHONPATH": str(REPO)}
     if not cache:
         env["MEMTUI_NO_CACHE"] = "1"
     done = subprocess.run([sys.executable, "-c", _PAINT, str(path)], env=env, cwd=REPO,
