@@ -310,9 +310,13 @@ def store_in_background(key: CacheKey, trace: MemoryTrace) -> None:
 
 
 def wait_for_stores() -> None:
-    """Block until every background store has finished (the CLI calls it before exiting)."""
-    while _pending:
-        _pending.pop().join()
+    """Block until every background store has finished (the CLI calls it before exiting;
+    the UI's indexing thread too, before it keeps an index beside the entry: both may
+    wait at once, so each joins every store, none takes one from the other)."""
+    for thread in list(_pending):
+        thread.join()
+        with contextlib.suppress(ValueError):  # (the other waiter removed it first)
+            _pending.remove(thread)
 
 
 def load_derived(key: CacheKey, name: str) -> Any | None:

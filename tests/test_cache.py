@@ -323,3 +323,36 @@ def test_real_captures_keep_the_same_levels():
         fresh = open_capture(path)
         load_trace(path)
         assert_same_levels(load_trace(path), fresh)
+
+
+def test_two_threads_wait_for_the_same_store(monkeypatch):
+    """The CLI's exit and the UI's indexing thread may wait at once: each returns only when
+    the store has finished, and neither fails (one used to take the thread from the
+    other's list between its check and its pop)."""
+    import threading
+    import time
+
+    finished = threading.Event()
+
+    def slow_store(key, trace):
+        time.sleep(0.3)
+        finished.set()
+
+    monkeypatch.setattr(cache, "store", slow_store)
+    cache.store_in_background(None, None)
+    errors, seen = [], []
+
+    def waiter():
+        try:
+            cache.wait_for_stores()
+            seen.append(finished.is_set())
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=waiter) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and seen == [True] * 4
+    assert not cache._pending
