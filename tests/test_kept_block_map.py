@@ -103,12 +103,19 @@ def copied(path: Path, folder: Path) -> Path:
     return target
 
 
-def test_a_reopen_reuses_the_kept_block_map(tmp_path, isolated_cache, monkeypatch):
-    path = copied(DEMO, tmp_path)
+def opened_and_kept(folder: Path) -> tuple[Path, str, BlockMapData]:
+    """The demo opened once (a cache entry) with its Blocks index built and kept: its
+    path, first device and the index's data as built."""
+    path = copied(DEMO, folder)
     first = load_trace(path)
     device = first.meta.device_names[0]
     want = block_analyses(first, device)[1]
     assert keep_block_map(path, first, device)
+    return path, device, want
+
+
+def test_a_reopen_reuses_the_kept_block_map(tmp_path, isolated_cache, monkeypatch):
+    path, device, want = opened_and_kept(tmp_path)
     again = load_trace(path)
     assert reuse_kept_block_map(path, again, device)
 
@@ -124,11 +131,7 @@ def test_a_reopen_reuses_the_kept_block_map(tmp_path, isolated_cache, monkeypatc
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "missing", "out of range",
                                     "names"])
 def test_a_broken_kept_block_map_is_built_again(tmp_path, isolated_cache, damage):
-    path = copied(DEMO, tmp_path)
-    first = load_trace(path)
-    device = first.meta.device_names[0]
-    want = block_analyses(first, device)[1]
-    assert keep_block_map(path, first, device)
+    path, device, want = opened_and_kept(tmp_path)
     (entry,) = [p for p in isolated_cache.iterdir() if not p.name.startswith(".")]
     files = sorted(entry.glob("block-map-0-*.npy"))
     assert files
