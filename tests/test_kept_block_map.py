@@ -69,6 +69,8 @@ def demo():
 
 
 def assert_same_map(got: BlockMapData, want: BlockMapData) -> None:
+    want.level()  # (made on first use)
+    assert set(vars(got)) == set(vars(want))  # an attribute __init__ gains is kept too
     for name in ("rank", "kinds", "by_size", "starts", "start_bytes", "ends", "end_bytes",
                  "by_area"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
