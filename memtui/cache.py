@@ -29,11 +29,11 @@ until touched).
   ``memtui summary``'s figures and printed text (:func:`save_derived`; a reopened
   ``summary`` prints them without loading the trace at all), and the Blocks screen's
   index of the first device the UI showed (:func:`save_arrays`, kept by
-  ``memtui.loading.keep_block_map`` once the app built it after its first paint, seeded
-  on reopen by ``reuse_kept_block_map``: 2.1 s to build at 10M events, 0.4 s to map and
-  check).  The Pool and Stacks screens reuse that index and build the rest in
-  milliseconds.  Layered captures (msMemScope) keep neither levels nor indexes: a
-  layer's view is made from the trace on every open.
+  ``memtui.loading.keep_block_map`` once the app built it after its first paint, read
+  on reopen by ``kept_block_map`` when the screen's data is first asked for: 2.1 s to
+  build at 10M events, 0.4 s to map and check).  The Pool and Stacks screens reuse
+  that index and build the rest in milliseconds.  Layered captures (msMemScope) keep
+  neither levels nor indexes: a layer's view is made from the trace on every open.
 
 Every failure to read or write the cache is silent: the cache only ever saves time.
 """

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
 from memtui.sources.common.files import check_input
+
+if TYPE_CHECKING:
+    from memtui.analysis.block_map import BlockMapData
+    from memtui.analysis.live import DeviceIndex
 
 __all__ = ["check_input", "load_trace"]
 
@@ -117,46 +122,48 @@ def load_traces(paths: list[str | Path], progress: IndexedProgress | None = None
 # -- the Blocks screen's index, kept beside the cache entry -------------------------------
 
 
-def reuse_kept_block_map(path: str | Path, trace: MemoryTrace, device: str) -> bool:
-    """Seed the shared analysis cache with the Blocks screen's index of ``device`` kept
-    for ``path`` by :func:`keep_block_map` on an earlier open (memory-mapped, checked:
-    a broken or stale file is ignored and the index built again).  True where seeded."""
+def kept_block_map(trace: MemoryTrace, device: str, index: DeviceIndex) -> BlockMapData | None:
+    """The Blocks screen's data of ``device`` (``index`` its device index) as
+    :func:`keep_block_map` kept it beside the cache entry of the trace's file on an earlier
+    open: memory-mapped and checked (None where none is kept, the cache is off, or a file
+    is broken or stale: the caller builds it)."""
     from memtui import cache
     from memtui.analysis.block_map import BlockMapData
-    from memtui.analysis.live import device_index, seed
 
-    name = _block_map_name(trace, device)
-    key = cache.key_of(path) if name is not None and cache.enabled() else None
+    name, key = _kept_name_and_key(trace, device)
     arrays = cache.load_arrays(key, name) if key is not None else None
     if arrays is None:
-        return False
+        return None
     try:
-        data = BlockMapData.from_arrays(device_index(trace, device), arrays)
+        return BlockMapData.from_arrays(index, arrays)
     except (KeyError, ValueError):
-        return False
-    return seed(trace, ("block_map", device), data)
+        return None
 
 
-def keep_block_map(path: str | Path, trace: MemoryTrace, device: str) -> bool:
-    """Keep the Blocks screen's index of ``device`` (built by now in the shared analysis
-    cache) beside the cache entry of ``path``, for :func:`reuse_kept_block_map` on the
-    next open.  Nothing is kept for layered captures (a view's blocks change with the
-    layer shown) or without the entry.  True where kept."""
+def keep_block_map(trace: MemoryTrace, device: str) -> bool:
+    """Keep the Blocks screen's data of ``device`` (built by now in the shared analysis
+    cache, and not itself read from the cache) beside the cache entry of the trace's file,
+    for :func:`kept_block_map` on the next open.  Nothing is kept for layered captures (a
+    view's blocks change with the layer shown) or without the entry.  True where kept."""
     from memtui import cache
     from memtui.analysis.live import built
 
-    name = _block_map_name(trace, device)
-    data = built(trace, ("block_map", device)) if name is not None else None
-    key = cache.key_of(path) if data is not None and cache.enabled() else None
+    data = built(trace, ("block_map", device))
+    if data is None or data.kept:
+        return False
+    name, key = _kept_name_and_key(trace, device)
     return key is not None and cache.save_arrays(key, name, data.arrays())
 
 
-def _block_map_name(trace: MemoryTrace, device: str) -> str | None:
+def _kept_name_and_key(trace: MemoryTrace, device: str) -> tuple[str, Any]:
     """The kept arrays' name for ``device`` (by its position: a device name comes from the
-    file), or None where nothing is kept for this trace."""
+    file) and the cache key of the trace's file; the key None where nothing is kept."""
+    from memtui import cache
     from memtui.analysis.layers import has_layers
 
     names = [info.name for info in trace.meta.devices]
-    if has_layers(trace) or "layers" in trace.meta.extra or device not in names:
-        return None
-    return f"block-map-{names.index(device)}"
+    name = f"block-map-{names.index(device)}" if device in names else ""
+    if (not name or not trace.meta.path or has_layers(trace) or "layers" in trace.meta.extra
+            or not cache.enabled()):
+        return name, None
+    return name, cache.key_of(trace.meta.path)

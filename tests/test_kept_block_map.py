@@ -14,7 +14,7 @@ from memtui.analysis import block_map as block_map_module
 from memtui.analysis.block_map import BlockMapData
 from memtui.analysis.intervals import IntervalIndex
 from memtui.analysis.live import built, device_index
-from memtui.loading import keep_block_map, load_trace, reuse_kept_block_map
+from memtui.loading import keep_block_map, kept_block_map, load_trace
 from memtui.sources import open_capture
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import linked
@@ -112,22 +112,23 @@ def opened_and_kept(folder: Path) -> tuple[Path, str, BlockMapData]:
     first = load_trace(path)
     device = first.meta.device_names[0]
     want = block_analyses(first, device)[1]
-    assert keep_block_map(path, first, device)
+    assert not want.kept
+    assert keep_block_map(first, device)
     return path, device, want
 
 
 def test_a_reopen_reuses_the_kept_block_map(tmp_path, isolated_cache, monkeypatch):
     path, device, want = opened_and_kept(tmp_path)
     again = load_trace(path)
-    assert reuse_kept_block_map(path, again, device)
 
     def no_build(*args, **kwargs):
         raise AssertionError("the kept block map was built again")
 
     monkeypatch.setattr(block_map_module.BlockMapData, "__init__", no_build)
     got = block_analyses(again, device)[1]
-    assert built(again, ("block_map", device)) is got
+    assert got.kept and built(again, ("block_map", device)) is got
     assert_same_map(got, want)
+    assert not keep_block_map(again, device)  # what came from the cache is not kept again
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "missing", "out of range",
@@ -151,8 +152,10 @@ def test_a_broken_kept_block_map_is_built_again(tmp_path, isolated_cache, damage
     else:
         (entry / "derived-arrays-block-map-0.json").write_text('{"rank": 1}')
     again = load_trace(path)
-    assert not reuse_kept_block_map(path, again, device)
-    assert_same_map(block_analyses(again, device)[1], want)
+    assert kept_block_map(again, device, device_index(again, device)) is None
+    rebuilt = block_analyses(again, device)[1]
+    assert not rebuilt.kept
+    assert_same_map(rebuilt, want)
 
 
 def test_nothing_is_kept_without_a_cache_entry(tmp_path, isolated_cache, monkeypatch):
@@ -160,9 +163,16 @@ def test_nothing_is_kept_without_a_cache_entry(tmp_path, isolated_cache, monkeyp
     trace = open_capture(path)  # not stored in the cache
     device = trace.meta.device_names[0]
     block_analyses(trace, device)
-    assert not keep_block_map(path, trace, device)
+    assert not keep_block_map(trace, device)
+    assert not list(isolated_cache.glob("*/block-map-*"))
+
+
+def test_no_cache_reads_no_kept_block_map(tmp_path, isolated_cache, monkeypatch):
+    path, device, _ = opened_and_kept(tmp_path)
+    again = load_trace(path)
     monkeypatch.setenv("MEMTUI_NO_CACHE", "1")
-    assert not reuse_kept_block_map(path, trace, device)
+    assert kept_block_map(again, device, device_index(again, device)) is None
+    assert not block_analyses(again, device)[1].kept
 
 
 async def test_the_app_keeps_the_index_and_a_reopen_does_not_build_it(

@@ -153,6 +153,7 @@ class BlockMapData:
         self.end_bytes = np.concatenate([[0], np.cumsum(index.size[by_end])])
         self._by_area: np.ndarray | None = None
         self._level: Level | None = None
+        self.kept = False  # made from kept arrays (:meth:`from_arrays`), not built here
         _ = self.by_area  # built here, where a big trace's screen builds in a thread
 
     #: Per block (``rank`` ... ``by_area``) and per running sum (``start_bytes`` ...).
@@ -195,6 +196,7 @@ class BlockMapData:
             setattr(data, part, array)
         data.starts = index.block_life.start
         data._level = level
+        data.kept = True
         return data
 
     def live_bytes(self, times: np.ndarray) -> np.ndarray:

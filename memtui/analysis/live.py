@@ -204,21 +204,6 @@ def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
     return slot.value  # type: ignore[return-value]
 
 
-def seed(trace: MemoryTrace, key: Hashable, value: object) -> bool:
-    """Let :func:`cached` answer ``key`` of ``trace`` with ``value`` (made earlier from the
-    same capture and kept since), unless it is built or being built already."""
-    with _LOCK:
-        entry = _CACHE.get(id(trace))
-        if entry is None or entry[0]() is not trace:
-            entry = _CACHE[id(trace)] = (weakref.ref(trace), {})
-        if key in entry[1]:
-            return False
-        slot = entry[1][key] = _Slot()
-        slot.value = value
-        slot.done.set()
-    return True
-
-
 def built(trace: MemoryTrace, key: Hashable) -> object | None:
     """What :func:`cached` built for ``key`` of ``trace``, or None where it has not (yet)."""
     with _LOCK:

@@ -356,11 +356,9 @@ class MemtuiApp(App[int]):
         build under way instead of starting its own), so a first visit does not index."""
         from textual.worker import get_current_worker
 
-        from memtui.loading import keep_block_map, reuse_kept_block_map
+        from memtui.loading import keep_block_map
 
         worker = get_current_worker()
-        kept = self.follow is None and self.trace_path is not None
-        reused = kept and reuse_kept_block_map(self.trace_path, trace, device)
         for screen_class in SCREENS.values():
             warm = getattr(screen_class, "warm", None)
             if warm is None:
@@ -371,8 +369,8 @@ class MemtuiApp(App[int]):
                 warm(trace, device)
             except Exception:  # noqa: BLE001 - the screen builds (and reports) it on a visit
                 continue
-        if kept and not reused and not worker.is_cancelled:
-            keep_block_map(self.trace_path, trace, device)  # for the next open
+        if self.follow is None and not worker.is_cancelled:
+            keep_block_map(trace, device)  # for the next open (unless it came from there)
 
     # -- findings (after the first paint, in a thread) --------------------------------------
 

@@ -22,6 +22,7 @@ from memtui.analysis.addresses import AddressBook
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.analysis.pool_state import event_in_life, event_seq
+from memtui.loading import kept_block_map
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import LinkedScreen, block_details, find_address, select_event_block
@@ -33,9 +34,11 @@ DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 def block_analyses(trace: MemoryTrace, device: str) -> tuple:
     """What the screen shows of ``device``, built once per trace (shared cache): the
-    device index, the block map's data, its peaks, the address book, the event blocks."""
+    device index, the block map's data (kept beside the reopen cache's entry after the
+    first open), its peaks, the address book, the event blocks."""
     index = device_index(trace, device)
-    data = cached(trace, ("block_map", device), lambda: BlockMapData(index))
+    data = cached(trace, ("block_map", device),
+                  lambda: kept_block_map(trace, device, index) or BlockMapData(index))
     peaks = cached(trace, ("block_peaks", device), lambda: PeakFinder(data.level()))
     book = cached(trace, ("addresses", device), lambda: AddressBook(index))
     return index, data, peaks, book, event_blocks(trace, device)
