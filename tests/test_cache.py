@@ -26,6 +26,7 @@ from memtui.loading import load_trace
 from memtui.model import SCHEMAS, MemoryTrace, validate
 from memtui.sources import open_capture
 from tests.conftest import shared_files
+from tests.helpers.cache_damage import FILE_DAMAGES, damage_file, only_entry
 from tests.helpers.hand_snapshot import write_hand_snapshot
 
 
@@ -297,18 +298,14 @@ def kept_level(trace: MemoryTrace, device: str):
     return level
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage header", "missing", "names"])
+@pytest.mark.parametrize("damage", [*FILE_DAMAGES, "names"])
 def test_broken_level_files_are_not_used(snapshot, isolated_cache, damage):
     fresh = open_capture(snapshot)
     load_trace(snapshot)
-    (entry,) = entries(isolated_cache)
+    entry = only_entry(isolated_cache)
     (file, *_) = sorted(entry.glob("level-*-allocated-values.npy"))
-    if damage == "truncate":
-        file.write_bytes(file.read_bytes()[:-8])
-    elif damage == "garbage header":
-        file.write_bytes(b"\x17" * file.stat().st_size)
-    elif damage == "missing":
-        file.unlink()
+    if damage in FILE_DAMAGES:
+        damage_file(file, damage)
     else:
         (entry / "derived-levels.json").write_text('{"cuda:0": 1}')
     assert cache.lookup_levels(cache.key_of(snapshot)) == {}

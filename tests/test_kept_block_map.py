@@ -19,6 +19,7 @@ from memtui.sources import open_capture
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import linked
 from memtui.tui.screens.blocks import block_analyses
+from tests.helpers.cache_damage import FILE_DAMAGES, damage_file, only_entry
 
 DEMO = Path(__file__).resolve().parents[1] / "snapshots" / "demo_training.pickle"
 
@@ -131,20 +132,15 @@ def test_a_reopen_reuses_the_kept_block_map(tmp_path, isolated_cache, monkeypatc
     assert not keep_block_map(again, device)  # what came from the cache is not kept again
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "missing", "out of range",
-                                    "names"])
+@pytest.mark.parametrize("damage", [*FILE_DAMAGES, "out of range", "names"])
 def test_a_broken_kept_block_map_is_built_again(tmp_path, isolated_cache, damage):
     path, device, want = opened_and_kept(tmp_path)
-    (entry,) = [p for p in isolated_cache.iterdir() if not p.name.startswith(".")]
+    entry = only_entry(isolated_cache)
     files = sorted(entry.glob("block-map-0-*.npy"))
     assert files
     target = files[0]  # rank
-    if damage == "truncate":
-        target.write_bytes(target.read_bytes()[:-8])
-    elif damage == "garbage":
-        target.write_bytes(b"\x17" * target.stat().st_size)
-    elif damage == "missing":
-        target.unlink()
+    if damage in FILE_DAMAGES:
+        damage_file(target, damage)
     elif damage == "out of range":  # same size, a rank past the blocks
         rank = np.load(target)
         rank[0] = rank.size + 5
