@@ -48,7 +48,7 @@ class PoolScreen(LinkedScreen):
     """The pool map (see the module docstring)."""
 
     NAME = "pool"
-    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    SEARCH_PLACEHOLDER = "block 5083, address 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
     PoolScreen #status-line { height: 2; }
     PoolScreen #oom { height: auto; display: none; background: $error 30%; padding: 0 1; }
