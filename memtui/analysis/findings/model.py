@@ -30,7 +30,9 @@ class StackFrame:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Where a finding can be seen: a time (and the event ``seq`` there), blocks, a stack."""
+    """Where a finding can be seen: a time (and the event ``seq`` there, and its ``event``
+    number: its position in the device's events, the number every screen shows), blocks,
+    a stack."""
 
     t: int | None = None
     seq: int | None = None
@@ -39,10 +41,12 @@ class Evidence:
     owner: str | None = None
     stack_id: int | None = None
     window: tuple[int, int] | None = None  # a span worth selecting (the UI's window)
+    event: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "t": self.t,
+            "event": self.event,
             "seq": self.seq,
             "block_ids": list(self.block_ids[:JSON_BLOCK_IDS]),
             "stack": [frame.to_json() for frame in self.stack],

@@ -205,7 +205,8 @@ class FindingsScreen(Screen):
             changes["block_id"] = evidence.block_ids[0]
         if evidence.window is not None:
             changes["window"] = evidence.window
-        position = _event_position(app.trace, finding.device, evidence.seq)
+        position = evidence.event if evidence.event is not None else _event_position(
+            app.trace, finding.device, evidence.seq)
         if position is not None:
             exact = {k: v for k, v in changes.items() if k != "t"}
             try:  # the cursor on the very event (several can share a timestamp)
