@@ -75,10 +75,11 @@ def test_a_kept_file_that_does_not_read_back_is_not_trusted(damage):
     trace = load_trace(DEMO)
     keep_findings(trace, find_all(trace))
     (file,) = _entry_files("findings")
-    data = json.loads(file.read_text())
+    kept = json.loads(file.read_text())
+    data = kept["value"]
     if damage == "not json":
         file.write_text("{not json")
-    else:
+    else:  # damaged, yet vouched for by the cache's digest: our own check must refuse it
         first = next(iter(data["findings"].values()))[0]
         if damage == "a finding without its kind":
             del first["kind"]
@@ -86,7 +87,8 @@ def test_a_kept_file_that_does_not_read_back_is_not_trusted(damage):
             first["severity"] = "catastrophic"
         else:
             data["devices"] = ["cuda:9"]
-        file.write_text(json.dumps(data))
+        kept["digest"] = cache._json_digest(data)
+        file.write_text(json.dumps(kept))
     assert kept_findings(trace) is None
 
 
