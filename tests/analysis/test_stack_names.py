@@ -168,3 +168,20 @@ def test_the_t26_peak_reads_as_a_person_knows_it():
             assert bad not in top, top
     cpp = alive.filter(pl.col("kind") == "autograd").group_by("top").agg(pl.col("size").sum())
     assert cpp.sort("size")["top"][-1] == "BmmBackward0 (autograd)"
+
+
+def test_a_real_all_stacks_capture_names_its_backward_by_autograd_nodes():
+    """tests/data/cuda_train_all_stacks.pickle (torch 2.11, --stacks all): the backward
+    pass's blocks are named by their autograd nodes, nothing by an internal."""
+    from pathlib import Path
+
+    from memtui.sources import open_capture
+
+    trace = open_capture(Path(__file__).resolve().parents[1] / "data"
+                         / "cuda_train_all_stacks.pickle")
+    tops = stack_top_frames(trace)
+    nodes = set(tops.filter(pl.col("kind") == "autograd")["top"].to_list())
+    assert {"AddmmBackward0 (autograd)", "GeluBackward0 (autograd)"} <= nodes
+    for top in tops["top"].to_list():
+        for bad in ("c10::", "unwind", "CapturedTraceback", "at::meta::", "__libc", "??"):
+            assert bad not in top, top
