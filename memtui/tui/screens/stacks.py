@@ -60,7 +60,7 @@ class StacksScreen(LinkedScreen):
     NAME = "stacks"
     SEARCH_PLACEHOLDER = "frame name or file"
     DEFAULT_CSS = """
-    StacksScreen #status-line { height: 1; }
+    StacksScreen #status-line { height: auto; max-height: 2; }
     StacksScreen #tree-heading { height: 1; color: $text-muted; text-style: bold; }
     StacksScreen.-flame #tree-heading { display: none; }
     StacksScreen #detail { height: 5; border-top: solid $primary-darken-2; padding: 0 1; }
