@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,19 +152,55 @@ def stream_results(captures: Sequence[RankCapture], how: str = "pool",
 
 
 def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
-                  stop: threading.Event) -> Iterator[RankResult]:
+                  stop: threading.Event,
+                  work: Callable[..., RankResult] = summarize_capture) -> Iterator[RankResult]:
+    """The pool's results.  A worker that dies (the kernel's OOM killer) breaks the whole
+    pool and every rank still in it: those go round once more in a fresh pool, and what
+    breaks that one too runs alone, one rank per process, so that only the rank whose
+    process dies is reported lost (a result with ``error``), never the others."""
+    lost: list[RankCapture] = []
+    yield from _one_pool(captures, workers, points, stop, lost, work)
+    if lost and not stop.is_set():
+        again: list[RankCapture] = []
+        yield from _one_pool(lost, min(workers, len(lost)), points, stop, again, work)
+        for capture in again:
+            if stop.is_set():
+                return
+            alone: list[RankCapture] = []
+            yield from _one_pool([capture], 1, points, stop, alone, work)
+            if alone:
+                yield RankResult(capture, error=f"{capture.path}: {LOST}")
+
+
+#: Why a rank whose worker process died has no figures.
+LOST = ("its worker process died while reading it (killed: out of memory?); "
+        "the other ranks are shown")
+
+
+def _one_pool(captures: Sequence[RankCapture], workers: int, points: int,
+              stop: threading.Event, lost: list[RankCapture],
+              work: Callable[..., RankResult]) -> Iterator[RankResult]:
+    """Results of one process pool; the captures it lost to a broken pool go to ``lost``."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=multiprocessing.get_context("spawn"))
     pending: set = set()
     try:
-        pending = {pool.submit(summarize_capture, capture, points) for capture in captures}
+        futures = {pool.submit(work, capture, points): capture
+                   for capture in captures}
+        pending = set(futures)
         while pending and not stop.is_set():
             done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
-                yield future.result()
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    lost.append(futures[future])
+                    continue
+                yield result
     finally:
         # Every future done: wait for the pool's own threads, else the interpreter's exit
         # hook writes to a closed pipe and prints a traceback (Python 3.11).  Stopped
