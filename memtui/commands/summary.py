@@ -37,6 +37,9 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
                              "'local' for a LocalCluster here (needs the cluster extra)")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="processes for the ranks (default: the cores)")
+    parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="give up on a --cluster scheduler that has not answered by then "
+                             "(default: 5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,13 +121,18 @@ def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.rankload import RankTable, stream_results
     from memtui.sources.ranks import discover_ranks
 
+    if args.cluster:
+        from memtui.rankload import check_cluster_address
+
+        check_cluster_address(args.cluster)  # a bad address: one line, before any work
     found = discover_ranks(args.paths)
     path = common_folder(args.paths)
     if not found.captures:
         raise CaptureError(path, "holds no capture memtui reads")
     table = RankTable(len(found.captures))
     table.warnings.extend(found.warnings)
-    for result in stream_results(found.captures, cluster=args.cluster, workers=args.workers):
+    for result in stream_results(found.captures, cluster=args.cluster, workers=args.workers,
+                                 connect_timeout=args.connect_timeout):
         table.add(result)
         if result.error is not None:
             print(f"memtui: warning: skipped {result.error}", file=sys.stderr)
