@@ -250,7 +250,7 @@ def _oom_limit(trace: MemoryTrace, device: str, ooms: list[Finding]) -> LimitRes
         return LimitResult("oom", device, PASS, "no out-of-memory error", 0, None)
     first = ooms[0]
     more = f" ({len(ooms)} in all)" if len(ooms) > 1 else ""
-    return LimitResult("oom", device, FAIL, f"out of memory: {first.title}{more}",
+    return LimitResult("oom", device, FAIL, f"{first.title}{more}",
                        len(ooms), None, _evidence(trace, first))
 
 
@@ -345,7 +345,8 @@ def _top_change(d) -> dict[str, Any]:
     if rows.is_empty():
         return {}
     row = rows.sort("delta", descending=True).row(0, named=True)
-    return {"stack": [{"filename": row["file"], "line": row["line"], "name": row["label"]}],
+    name = str(row["label"]).split(" (")[0]
+    return {"stack": [{"filename": row["file"], "line": row["line"], "name": name}],
             "grew_bytes": int(row["delta"])}
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memtui.analysis.check import CheckResult, LimitResult
+from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
 
 
@@ -40,6 +41,9 @@ def evidence_lines(result: LimitResult, frames: int = 4) -> list[str]:
         lines.append(f"at event seq {ev['seq']}")
     if ev.get("owner"):
         lines.append(f"owner {ev['owner']}")
+    if ev.get("grew_bytes"):
+        lines.append(f"grew most at the peak: +{format_bytes(ev['grew_bytes'])} from the stack "
+                     "below (memtui compare says more)")
     if ev.get("top"):
         lines.append(f"held most by {ev['top']}")
     stack = ev.get("stack") or []

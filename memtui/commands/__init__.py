@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "state": "memtui.commands.state",
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
+    "check": "memtui.commands.check",
     "record": "memtui.commands.record",
     "cache": "memtui.commands.cache",
     "serve": "memtui.commands.serve",
