@@ -27,7 +27,6 @@ The limits:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -38,31 +37,23 @@ from memtui.analysis.findings.model import Finding
 from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 
-#: Binary units, as every size memtui prints (``GB`` is read as ``GiB``, as the Tables'
-#: filter reads it).
-SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-              "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-              "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*")
 DEFAULT_TOLERANCE = 5.0
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
 
 
 def parse_size(value: str | int | float) -> int:
-    """Bytes from ``512MiB``, ``2.5 GiB``, ``1e9``, ``0 B`` or a number; ValueError else."""
+    """Bytes from ``512MiB``, ``2.5 GiB``, ``1e9``, ``0 B`` or a number (as
+    :func:`memtui.sizes.parse_size` reads them: ``GiB`` binary, ``GB`` decimal); ValueError
+    else."""
+    from memtui import sizes
+
     if isinstance(value, bool):
         raise ValueError(f"not a size: {value!r}")
     if isinstance(value, int | float):
-        number = float(value)
-        unit = ""
-    else:
-        match = _SIZE.fullmatch(str(value))
-        if not match or match.group(2).lower() not in SIZE_UNITS:
-            raise ValueError(f"not a size: {value!r} (write 512MiB, 2.5 GiB or 1e9)")
-        number, unit = float(match.group(1)), match.group(2).lower()
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"not a size: {value!r} (a size is 0 or more)")
-    return int(round(number * SIZE_UNITS[unit]))
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"not a size: {value!r} (a size is 0 or more)")
+        return int(round(value))
+    return sizes.parse_size(str(value))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ LIMIT_OPTIONS = ("max-peak", "max-reserved", "max-end", "max-leak-per-step", "to
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = ("sizes: 512MiB, 2.5 GiB, 1e9, 0 (binary units: GB reads as GiB). "
+    parser.epilog = ("sizes: 512MiB, 2.5 GiB, 1e9, 0 (KiB, MiB, GiB: powers of 1024; "
+                     "kB, MB, GB: of 1000). "
                      "Limits may also be set in pyproject.toml, [tool.memtui.check] "
                      "(max-peak = \"40 GiB\", tolerance = 5, baseline = \"base.pickle\"); "
                      "the command line overrides them.")
