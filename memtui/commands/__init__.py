@@ -16,6 +16,8 @@ COMMANDS: dict[str, str] = {
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
     "check": "memtui.commands.check",
+    "report": "memtui.commands.report",
+    "export": "memtui.commands.export",
     "record": "memtui.commands.record",
     "cache": "memtui.commands.cache",
     "serve": "memtui.commands.serve",
