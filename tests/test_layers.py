@@ -106,3 +106,12 @@ def test_layer_rules_catch_a_breach(tmp_path):
                       "import memtui.tui.screens.blocks\n")
     found = list(_imports(module))
     assert "memtui.analysis.levels" in found and "memtui.tui.screens.blocks" in found
+
+
+@pytest.mark.parametrize("path", list(_modules("export", "api.py")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_exports_and_the_api_never_import_the_ui(path):
+    """memtui/export/ and the API write from the model and the analyses: no textual."""
+    bad = [name for name in _imports(path) if name.startswith("memtui.tui")
+           or name.split(".")[0] in ("textual", "textual_plotext")]
+    assert not bad, f"{path} imports {bad}"

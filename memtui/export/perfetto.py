@@ -38,7 +38,7 @@ DETAIL_KEYS = ("bytes_per_step", "first_step_name", "requested_bytes", "largest_
 def _ts_ns(trace: MemoryTrace, t: np.ndarray) -> np.ndarray:
     """Times as int64 nanoseconds of the trace event clock (event numbers: 1 us each)."""
     t = np.asarray(t, dtype=np.int64)
-    return t * 1000 if trace.meta.time_unit == "event" else t
+    return t * 1000 if trace.meta.time_unit == "event" else t  # a view, for ns
 
 
 def _ts_text(ns: pl.Expr) -> pl.Expr:
@@ -47,25 +47,32 @@ def _ts_text(ns: pl.Expr) -> pl.Expr:
                           (ns % 1000).cast(pl.String).str.zfill(3)])
 
 
-def distinct_samples(level: Level, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ns, values)`` with one sample per distinct time: the last value set there."""
-    if ns.size == 0:
-        return ns, level.values[:0]
-    last = np.ones(ns.size, dtype=bool)
-    last[:-1] = ns[1:] != ns[:-1]
-    return ns[last], np.asarray(level.values)[last]
+def distinct_samples(trace: MemoryTrace, level: Level, start: int, stop: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(ns, values)`` of ``level[start:stop]`` with one sample per distinct time: the
+    last value set there (a time shared with the point after ``stop`` is left to the
+    next chunk)."""
+    ns = _ts_ns(trace, level.t[start:min(stop + 1, level.t.size)])
+    values = np.asarray(level.values[start:stop])
+    last = np.ones(stop - start, dtype=bool)
+    last[: ns.size - 1] = ns[1:] != ns[:-1]
+    return ns[: stop - start][last], values[last]
 
 
-def _counter_lines(name: str, pid: int, ns: np.ndarray, values: np.ndarray) -> Iterable[str]:
-    """The counter samples as JSON objects, a chunk of lines at a time."""
+def _counter_lines(trace: MemoryTrace, name: str, pid: int, level: Level
+                   ) -> Iterable[tuple[int, str]]:
+    """The counter samples as JSON objects: (samples, text) a chunk at a time (so only a
+    chunk's arrays and text are ever held beside the level)."""
     head = f'{{"name":"{name}","ph":"C","pid":{pid},"ts":'
-    for start in range(0, ns.size, CHUNK):
-        chunk = pl.DataFrame({"ns": ns[start:start + CHUNK],
-                              "v": np.asarray(values[start:start + CHUNK], dtype=np.int64)})
+    for start in range(0, level.t.size, CHUNK):
+        ns, values = distinct_samples(trace, level, start, min(start + CHUNK, level.t.size))
+        if ns.size == 0:
+            continue
+        chunk = pl.DataFrame({"ns": ns, "v": values.astype(np.int64, copy=False)})
         lines = chunk.select(pl.concat_str([pl.lit(head), _ts_text(pl.col("ns")),
                                             pl.lit(',"args":{"bytes":'),
                                             pl.col("v").cast(pl.String), pl.lit("}}")]))
-        yield ",\n".join(lines.to_series())
+        yield ns.size, ",\n".join(lines.to_series())
 
 
 def _instant(finding: Finding, pid: int, ns: int) -> str:
@@ -129,9 +136,8 @@ def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
                             ("reserved", reserved_level(trace, device))):
             if level is None or level.values.size == 0:
                 continue
-            ns, values = distinct_samples(level, _ts_ns(trace, level.t))
-            samples += ns.size
-            for chunk in _counter_lines(name, pid, ns, values):
+            for count, chunk in _counter_lines(trace, name, pid, level):
+                samples += count
                 emit(chunk)
         for finding in findings.get(device, []):
             if finding.evidence.t is not None:

@@ -103,3 +103,15 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys, fmt):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(f"memtui: {blocker / 'out'}: cannot write it")
     assert err.count("\n") == 1
+
+
+def test_perfetto_chunks_join_seamlessly(tmp_path, capsys, monkeypatch):
+    """Written 3 samples at a time, the demo's tracks are those written whole."""
+    from memtui.export import perfetto
+
+    whole = tmp_path / "whole.json"
+    assert export(capsys, DEMO, "perfetto", whole) == 0
+    monkeypatch.setattr(perfetto, "CHUNK", 3)
+    chunked = tmp_path / "chunked.json"
+    assert export(capsys, DEMO, "perfetto", chunked) == 0
+    assert json.loads(chunked.read_text()) == json.loads(whole.read_text())
