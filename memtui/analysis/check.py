@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from memtui.analysis.findings.frames import NO_STACK
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
@@ -271,7 +272,7 @@ def _reserved_evidence(trace: MemoryTrace, device: str, found: list[Finding]) ->
     t = peak.detail["peak_reserved_t"]
     rows = peak.detail.get("reserved_peak_by_stack") or []
     evidence: dict[str, Any] = {"t": t, "step": step_at(trace, device, t)}
-    if rows:
+    if rows and rows[0]["label"] != NO_STACK:
         evidence["top"] = rows[0]["label"]
     return evidence
 

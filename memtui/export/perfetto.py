@@ -29,7 +29,7 @@ from memtui.analysis.findings.model import Finding
 from memtui.analysis.levels import Level, allocated_level, reserved_level
 from memtui.model import MemoryTrace
 
-CHUNK = 200_000
+CHUNK = 50_000
 #: Figures of a finding's ``detail`` carried into its instant event's ``args``.
 DETAIL_KEYS = ("bytes_per_step", "first_step_name", "requested_bytes", "largest_gap_bytes",
                "peak_allocated_bytes", "peak_reserved_bytes", "cause", "advice")
@@ -72,7 +72,7 @@ def _counter_lines(trace: MemoryTrace, name: str, pid: int, level: Level
         lines = chunk.select(pl.concat_str([pl.lit(head), _ts_text(pl.col("ns")),
                                             pl.lit(',"args":{"bytes":'),
                                             pl.col("v").cast(pl.String), pl.lit("}}")]))
-        yield ns.size, ",\n".join(lines.to_series())
+        yield ns.size, lines.to_series().str.join(",\n").item()
 
 
 def _instant(finding: Finding, pid: int, ns: int) -> str:
