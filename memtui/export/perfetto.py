@@ -2,7 +2,9 @@
 
 One process per device (``pid`` 1, 2, ... named ``memtui DEVICE``), with two counter
 tracks: ``allocated`` and ``reserved`` (bytes; ``args.bytes``), one sample per distinct
-timestamp (the level after the last event there), so each track's timestamps increase.
+timestamp (the level after the last event there), so each track's timestamps increase,
+and only where the value changed (a counter holds until its next sample; the track's
+first and last samples are always written).
 Every finding with a time is an instant event on its device's process (``ph: "i"``, name
 ``KIND: title``, its severity, bytes and main figures in ``args``; thread ``findings``),
 and every training step a slice (``ph: "X"``, thread ``steps``: the steps of ``memtui
@@ -59,13 +61,36 @@ def distinct_samples(trace: MemoryTrace, level: Level, start: int, stop: int
     return ns[: stop - start][last], values[last]
 
 
+def _changes(values: np.ndarray, previous: int | None, keep_last: bool) -> np.ndarray:
+    """Where a value differs from the one before it (``previous``: the last one written
+    by the chunk before); the last sample too where ``keep_last`` (the track's end)."""
+    before = np.empty_like(values)
+    before[1:] = values[:-1]
+    if values.size:
+        before[0] = values[0] if previous is None else previous
+    changed = values != before
+    if values.size and previous is None:
+        changed[0] = True
+    if values.size and keep_last:
+        changed[-1] = True
+    return changed
+
+
 def _counter_lines(trace: MemoryTrace, name: str, pid: int, level: Level
                    ) -> Iterable[tuple[int, str]]:
     """The counter samples as JSON objects: (samples, text) a chunk at a time (so only a
-    chunk's arrays and text are ever held beside the level)."""
+    chunk's arrays and text are ever held beside the level).  A sample that repeats the
+    value before it is left out (a counter holds its value until the next sample)."""
     head = f'{{"name":"{name}","ph":"C","pid":{pid},"ts":'
-    for start in range(0, level.t.size, CHUNK):
-        ns, values = distinct_samples(trace, level, start, min(start + CHUNK, level.t.size))
+    previous = None
+    total = level.t.size
+    for start in range(0, total, CHUNK):
+        stop = min(start + CHUNK, total)
+        ns, values = distinct_samples(trace, level, start, stop)
+        keep = _changes(values, previous, keep_last=stop == total)
+        if values.size:
+            previous = int(values[-1])
+        ns, values = ns[keep], values[keep]
         if ns.size == 0:
             continue
         chunk = pl.DataFrame({"ns": ns, "v": values.astype(np.int64, copy=False)})
