@@ -388,8 +388,10 @@ class Capture:
         """Check the capture against memory limits (``memtui check``): keywords
         ``max_peak``, ``max_reserved``, ``max_end``, ``max_leak_per_step`` (sizes as
         ``"512MiB"``, ``"2.5 GiB"``, ``1e9``), ``tolerance`` (percent, against
-        ``baseline``), ``allow_oom``; or ``limits`` made ready.  The result's ``passed``,
-        ``broken``, ``text()``-like outputs: :mod:`memtui.analysis.check_text`."""
+        ``baseline``: a capture or a path), ``allow_oom``; or ``limits`` made ready.  The
+        result says ``passed``, lists what is ``broken`` (each with its figure and
+        evidence), and gives the verdict as ``text()``, ``junit_xml()`` and
+        ``to_dict()``."""
         from memtui.analysis.check import Limits, check
 
         try:

@@ -16,7 +16,7 @@ Without torch or without an accelerator the test is skipped, saying why.
 
 The marker takes the limits of ``memtui check``: ``max_peak``, ``max_reserved``,
 ``max_end``, ``max_leak_per_step``, ``tolerance``, ``allow_oom``, and ``baseline`` (a
-capture file to compare against).  The recorder is the fixture
+capture file to compare against, relative to pytest's rootdir).  The recorder is the fixture
 ``accelerator_memory_recorder``, a factory ``folder -> recorder`` (``start()``,
 ``stop() -> Path``); a conftest may override it (the tests do, with a fake that writes
 known snapshots).
@@ -156,6 +156,8 @@ def _accelerator_memory(request: pytest.FixtureRequest):
         yield
         return
     limits, baseline = _limits(marker)
+    if baseline is not None and not Path(baseline).is_absolute():
+        baseline = str(request.config.rootpath / baseline)
     folder = request.getfixturevalue("tmp_path") / "accelerator_memory"
     folder.mkdir(parents=True, exist_ok=True)
     factory = request.getfixturevalue("accelerator_memory_recorder")
@@ -187,7 +189,6 @@ def pytest_runtest_call(item: pytest.Item):
 
 def _check(run: _Run, capture: Path) -> None:
     """Fail the test (its verdict and the capture's path) where a limit is broken."""
-    from memtui.analysis.check_text import format_verdict
     from memtui.api import open as open_capture
     from memtui.errors import CaptureError
 
@@ -198,4 +199,4 @@ def _check(run: _Run, capture: Path) -> None:
     except CaptureError as exc:
         pytest.fail(f"accelerator_memory: memtui: {exc}\n{where}", pytrace=False)
     if not result.passed:
-        pytest.fail(f"{format_verdict(result)}\n{where}", pytrace=False)
+        pytest.fail(f"{result.text()}\n{where}", pytrace=False)

@@ -156,6 +156,18 @@ class CheckResult:
         """0 when every limit holds, 1 when one is broken (``memtui check``'s status)."""
         return 0 if self.passed else 1
 
+    def text(self) -> str:
+        """The verdict ``memtui check`` prints."""
+        from memtui.analysis.check_text import format_verdict
+
+        return format_verdict(self)
+
+    def junit_xml(self) -> bytes:
+        """The verdict as JUnit XML (``memtui check --junit``)."""
+        from memtui.analysis.check_text import junit_xml
+
+        return junit_xml(self)
+
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "source": self.source, "baseline": self.baseline,
                 "passed": self.passed, "limits": self.limits.to_dict(),

@@ -123,7 +123,7 @@ def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.analysis.check_text import format_verdict, github_annotations, junit_xml
+    from memtui.analysis.check_text import github_annotations
     from memtui.api import _open
 
     values, baseline = chosen_limits(args)
@@ -132,12 +132,12 @@ def run(args: argparse.Namespace) -> int:
     result = capture.check(reference, limits=values)
     if args.junit:
         try:
-            Path(args.junit).write_bytes(junit_xml(result))
+            Path(args.junit).write_bytes(result.junit_xml())
         except OSError as exc:
             raise CaptureError(args.junit, f"cannot write the JUnit XML ({exc.strerror})") \
                 from None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result):
             print(line, file=sys.stderr if args.json else sys.stdout)
-    print(json.dumps(result.to_dict()) if args.json else format_verdict(result), flush=True)
+    print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
     return result.exit_code

@@ -155,12 +155,15 @@ def test_a_leak_fails_its_limit(pytester, faked):
 
 
 def test_a_baseline_regression_fails(pytester, faked, captures):
-    result = run(pytester, f"""
+    import shutil
+
+    shutil.copy(captures["clean"], pytester.path / "base.pickle")  # relative to rootdir
+    result = run(pytester, """
         import pytest
 
         CAPTURE = "grown"
 
-        @pytest.mark.accelerator_memory(baseline={captures['clean']!r})
+        @pytest.mark.accelerator_memory(baseline="base.pickle")
         def test_step():
             pass
     """)
