@@ -201,3 +201,15 @@ def test_limits_read_both_spellings_and_refuse_unknown_ones():
     assert (limits.max_peak, limits.max_end, limits.tolerance) == (1024, 5, 7.0)
     with pytest.raises(ValueError, match="unknown limit"):
         Limits.from_mapping({"max-peek": 1})
+
+
+def test_an_annotation_points_at_the_file_of_its_stack_in_the_workspace(captures, capsys,
+                                                                         monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", "/home/u")  # the loop's frames live there
+    code, out, _ = run(capsys, captures["leak"], "--json")
+    assert code == 1
+    json.loads(out)  # with --json the annotations go to stderr, the JSON stays whole
+    _, _, err = run(capsys, captures["leak"], "--json")
+    error = next(line for line in err.splitlines() if line.startswith("::error "))
+    assert error.startswith("::error file=train.py,line=60,title=memtui check%3A leak")

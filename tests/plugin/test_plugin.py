@@ -260,3 +260,14 @@ def test_the_plugin_imports_neither_torch_nor_polars_at_start_up(pytester):
     result.stdout.fnmatch_lines(["HEAVY []"])
     assert "accelerator_memory" in pytester.runpytest_subprocess(
         *plugin_args(), *QUIET, "--markers").stdout.str()
+
+
+def test_pyproject_declares_the_plugin_entry_point():
+    import importlib
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    target = config["project"]["entry-points"]["pytest11"]["memtui"]
+    assert target == "memtui.pytest_plugin"
+    module = importlib.import_module(target)
+    assert module.MARKER == "accelerator_memory"
