@@ -98,3 +98,23 @@ def test_a_finding_survives_its_dict_form():
         for finding in found:
             assert findings_model.finding_from_dict(
                 json.loads(json.dumps(findings_model.finding_to_dict(finding)))) == finding
+
+
+def test_the_findings_command_finds_once(monkeypatch, capsys):
+    """``memtui findings`` on a reopen prints the kept findings: no finder runs again."""
+    import memtui.analysis.findings as findings_package
+    from memtui.cli import main
+
+    calls = []
+    real = findings_package.find_all
+
+    def counting(trace):
+        calls.append(1)
+        return real(trace)
+
+    monkeypatch.setattr(findings_package, "find_all", counting)
+    assert main(["findings", str(DEMO), "--json"]) == 0
+    first = capsys.readouterr().out
+    cache.wait_for_stores()
+    assert main(["findings", str(DEMO), "--json"]) == 0
+    assert capsys.readouterr().out == first and len(calls) == 1
