@@ -103,3 +103,83 @@ def test_layer_rules_catch_a_breach(tmp_path):
                       "import memtui.tui.screens.blocks\n")
     found = list(_imports(module))
     assert "memtui.analysis.levels" in found and "memtui.tui.screens.blocks" in found
+
+
+def _module_name(path, package=PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package=PACKAGE) -> dict[str, set[str]]:
+    """memtui module -> the memtui modules it imports anywhere in its text (at the top, in
+    a function, under TYPE_CHECKING: a circle through a late import is still a circle).
+    ``from pkg import name`` counts as importing ``pkg.name`` where that is a module."""
+    paths = {_module_name(p, package): p for p in package.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        package_of = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package_of.split(".")[: len(package_of.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                            for alias in node.names}
+        graph[name] = {t for t in targets if t in paths and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each group of modules that import one another, round in a circle (Tarjan's strongly
+    connected components of more than one module), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """A module's parts import downwards only: an app that imports its follower which
+    imports the app back, or findings and the summary importing each other, is a knot
+    (issue 23 point 12).  Shared helpers go to a module that imports neither."""
+    assert import_circles(import_graph()) == []
+
+
+def test_the_circle_check_can_fail(tmp_path):
+    """A circle through a late import and a relative one is seen; a chain is not."""
+    package = tmp_path / "memtui"
+    (package / "tui").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "tui" / "__init__.py").write_text("")
+    (package / "tui" / "app.py").write_text("from memtui.tui import follow\n")
+    (package / "tui" / "follow.py").write_text(
+        "def later():\n    from .app import MemtuiApp\n    from memtui import units\n")
+    (package / "units.py").write_text("import os\n")
+    graph = import_graph(package)
+    assert graph["memtui.tui.follow"] == {"memtui.tui.app", "memtui.units"}
+    assert import_circles(graph) == [["memtui.tui.app", "memtui.tui.follow"]]

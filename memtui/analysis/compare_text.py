@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.compare import Comparison, DeviceComparison
-from memtui.analysis.summary import format_bytes
+from memtui.units import format_bytes
 
 
 def signed_bytes(n: int | None) -> str:

@@ -26,8 +26,9 @@ import numpy as np
 from memtui.analysis.downsample import minmax_bins
 from memtui.analysis.findings import Finding, find_all
 from memtui.analysis.levels import allocated_level, reserved_level
-from memtui.analysis.summary import device_summary, format_bytes
+from memtui.analysis.summary import device_summary
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 #: Points of the downsampled curve each row carries (the sparkline's resolution).
 CURVE_POINTS = 48

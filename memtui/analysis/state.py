@@ -136,8 +136,8 @@ def _blocks_of(state: PoolState, blocks: np.ndarray, gaps: np.ndarray) -> list[d
 
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
-    from memtui.analysis.summary import format_bytes as fb
     from memtui.analysis.table_views import format_time
+    from memtui.units import format_bytes as fb
 
     level = data["level"]
     lines = [

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from memtui.analysis.summary import format_bytes
 from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION, FLAG_TEMPORARY_IDLENESS
+from memtui.units import format_bytes
 
 _NEVER = np.iinfo(np.int64).max
 
