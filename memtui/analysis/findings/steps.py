@@ -12,9 +12,11 @@ Steps come, in this order, from
   most of what they allocate, as a loop does);
 * equal slices of the trace, where nothing recurs (said so, and trusted less).
 
-Boundaries are positions on the event axis (``seq``): a block is alive at boundary ``b``
-when ``seq_alloc < b <= seq_free`` (ghosts from the start, never-freed ones to the end).
-Where a source has no ``seq`` on its blocks, times are used the same way.
+Boundaries are on the one time-ordered event axis (``seq``, model.py "One event axis"),
+so they rise with the steps: a block is alive at boundary ``b`` when
+``seq_alloc < b <= seq_free`` (ghosts from the start, never-freed ones to the end).  Where
+a source has no ``seq`` on its blocks (or a ``seq`` that does not follow time), times are
+used the same way.
 """
 
 from __future__ import annotations
@@ -103,8 +105,9 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
 def _blocks_have_seq(trace: MemoryTrace, device: str) -> bool:
     blocks = trace.device_blocks(device)
     traced = blocks.filter(~pl.col("ghost").fill_null(False))
+    seq = trace.device_events(device)["seq"]
     return traced.height > 0 and traced["seq_alloc"].null_count() == 0 \
-        and trace.device_events(device)["seq"].null_count() == 0
+        and seq.null_count() == 0 and seq.is_sorted()
 
 
 def _marker_steps(trace: MemoryTrace,

@@ -368,7 +368,9 @@ class _SnapshotBuilder:
                 "action": ACTION_DTYPE, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
                 "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
                 "device": pl.String})
-        t = pl.col("time_us") * 1000 if has_time else pl.col("seq")
+        # The trace's order is the allocator's (one lock): it is the event axis, and a
+        # clock that steps back (a thread's late reading) is held at its latest time.
+        t = (pl.col("time_us") * 1000).cum_max() if has_time else pl.col("seq")
         return (
             raw.filter(pl.col("action").is_not_null())
             .with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
