@@ -34,7 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memtui.analysis.at_time import Timeline
-    from memtui.analysis.state import EVENT_NAMES, allocator_state, busiest_device, format_state
+    from memtui.analysis.state import (
+        EVENT_NAMES,
+        allocator_state,
+        busiest_device,
+        empty_state,
+        format_state,
+    )
     from memtui.analysis.table_views import parse_time
     from memtui.commands.paths import capture_path
     from memtui.errors import CaptureError
@@ -43,8 +49,11 @@ def run(args: argparse.Namespace) -> int:
     path = capture_path(args.path)
     trace = load_trace(path)
     device = args.device or busiest_device(trace)
-    if device is None:
-        raise CaptureError(path, "no device has events, blocks or levels")
+    if device is None:  # (a profiler folder's metadata alone): an answer, as summary gives
+        print(json.dumps(empty_state()) if args.json else
+              "\n".join(["no device has events, blocks or levels",
+                         *(f"warning: {w}" for w in trace.meta.warnings)]))
+        return 0
     if device not in trace.meta.device_names:
         names = ", ".join(trace.meta.device_names)
         raise CaptureError(path, f"no device {device!r} (it has {names})")

@@ -421,9 +421,18 @@ class _SnapshotBuilder:
         ).with_columns(
             known=pl.col("t_free").is_null() & pl.col("final_size").is_not_null(),
             trace_size=pl.col("size").fill_null(pl.col("free_size")),
+        ).with_columns(
+            # A block from before the trace freed (free_completed) without its
+            # free_requested in the trace was already pending when the trace began (as
+            # memory_viz undoes free_completed into a pending free).
+            requested_before=pl.col("seq_alloc").is_null() & pl.col("seq_free").is_not_null()
+            & pl.col("seq_free_requested").is_null(),
         ).select(
-            "addr", "lifetime", "seq_alloc", "seq_free", "t_free", "t_free_requested",
-            "seq_free_requested",
+            "addr", "lifetime", "seq_alloc", "seq_free", "t_free",
+            t_free_requested=pl.when("requested_before").then(pl.lit(start, pl.Int64))
+            .otherwise(pl.col("t_free_requested")),
+            seq_free_requested=pl.when("requested_before").then(pl.lit(-1, pl.Int64))
+            .otherwise(pl.col("seq_free_requested")),
             ghost=pl.col("seq_alloc").is_null(),
             t_alloc=pl.col("t_alloc").fill_null(start),
             size=pl.when(pl.col("known")).then(pl.col("final_size"))
