@@ -14,11 +14,11 @@ import pytest
 
 from benchmarks.generate_memscope import generate_db
 from memtui.cli import main
-from tests.conftest import shared_files
+from tests.conftest import REPO, shared_files
 from tests.helpers.memscope_files import SCENARIO, write_db
 
-REAL = [p for p in shared_files("msmemscope") + shared_files("profiler")
-        + shared_files("torch_snapshots")]
+REAL = (shared_files("msmemscope") + shared_files("profiler")
+        + shared_files("torch_snapshots") + sorted((REPO / "tests" / "data").glob("*.pickle")))
 
 
 def generated(kind: str, folder):

@@ -17,12 +17,12 @@ import pytest
 from memtui.analysis.at_time import block_positions
 from memtui.model import ModelError, validate
 from memtui.sources import open_capture
-from tests.conftest import shared_files
+from tests.conftest import REPO, shared_files
 from tests.helpers.memscope_files import SCENARIO, T0, write_db
 from tests.sources.test_ascend_profiler import make_pytorch_db
 
 REAL = (shared_files("msmemscope") + shared_files("profiler")
-        + shared_files("torch_snapshots"))
+        + shared_files("torch_snapshots") + sorted((REPO / "tests" / "data").glob("*.pickle")))
 
 
 def assert_axis(trace) -> None:
