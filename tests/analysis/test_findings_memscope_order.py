@@ -67,9 +67,10 @@ def test_planted_leak_found_with_owner_function_and_bytes(written):
     leak = found[0]
     assert leak.detail["function"] == LEAK_FUNCTION
     assert leak.detail["bytes_per_step"] == 3 * MiB
-    # the block of step 0 comes before the first STEP marker; the other 29 each grew a step
-    assert leak.detail["blocks"] == STEPS - 1
-    assert leak.detail["total_bytes"] == (STEPS - 1) * 3 * MiB
+    # every step's block, the last step's too: it finished
+    assert steps.last_finished
+    assert leak.detail["blocks"] == STEPS
+    assert leak.detail["total_bytes"] == STEPS * 3 * MiB
     assert leak.severity == "high"
 
 
