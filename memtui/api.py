@@ -137,10 +137,10 @@ class Findings:
 class State:
     """The allocator state just after one event: ``to_dict()`` is ``memtui state --json``."""
 
-    device: str
-    event: int
-    t: int
-    level: dict[str, int | None]
+    device: str | None  # (None: a capture without any device)
+    event: int | None
+    t: int | None
+    level: dict[str, int | None] | None
     segments: list[dict[str, Any]]
     free_bytes: int
     largest_gap_bytes: int
