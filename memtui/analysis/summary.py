@@ -7,6 +7,7 @@ from typing import Any
 from memtui.analysis.levels import allocated_level, reserved_level, seed_levels
 from memtui.errors import printable
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 
 def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
@@ -86,18 +87,6 @@ def device_start(trace: MemoryTrace, device: str) -> int:
         firsts.append(trace.curves.filter(trace.curves["device"] == device)["t"].min())
     known = [int(t) for t in firsts if t is not None]
     return min(known) if known else 0
-
-
-def format_bytes(n: int | None) -> str:
-    """Human bytes in binary units, as memory_viz prints them (``1.5 GiB``)."""
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:

@@ -107,7 +107,8 @@ def test_first_peak_last_equal_memory_viz(path, capsys):
             continue
         for which in ("first", "peak", "last"):
             data = state(capsys, path, "--device", f"cuda:{device}", "--event", which)
-            segments, blocks, free, largest = _reference(raw, device, data["event"])
+            at = -1 if data["event"] is None else data["event"]  # None: before event 0
+            segments, blocks, free, largest = _reference(raw, device, at)
             assert {(s["addr"], s["size"]) for s in data["segments"]} == segments
             assert {(b["addr"], b["size"], b["state"] == "pending_free")
                     for s in data["segments"] for b in s["blocks"]

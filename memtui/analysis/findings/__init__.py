@@ -30,8 +30,8 @@ from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame, ranked
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
            find_capture_limits)

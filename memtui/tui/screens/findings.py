@@ -24,11 +24,11 @@ from textual.widgets.option_list import Option
 
 from memtui.analysis.findings.frames import stack_frames
 from memtui.analysis.findings.model import Finding, ranked
-from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
 from memtui.tui.answer import evidence_changes
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}

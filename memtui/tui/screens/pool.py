@@ -24,7 +24,6 @@ from memtui.analysis.pool_state import (
     oom_events,
     state_at_event,
 )
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (
@@ -35,6 +34,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
+from memtui.units import format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:

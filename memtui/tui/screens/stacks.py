@@ -26,7 +26,6 @@ from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.owner_tree import OwnerTree, owner_tree
 from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
-from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -34,6 +33,7 @@ from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
 from memtui.tui.widgets.stack_tree import StackTreeView, heading
+from memtui.units import format_bytes
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}

@@ -566,7 +566,7 @@ class TablesScreen(Screen):
         first, count = self.table.visible_range()
         text = model.csv(first, count)
         self.app.copy_to_clipboard(text)
-        path = _write_csv(text, self.view_kind)
+        path = None if _served() else _write_csv(text, self.view_kind)
         where = f" and saved them to {path}" if path else ""
         self.notify(f"Copied {count:,} rows as CSV to the clipboard (if the terminal "
                     f"allows OSC 52){where}.", timeout=8)
@@ -577,10 +577,20 @@ class TablesScreen(Screen):
             self.notify(f"Saving {model.rows.size:,} rows…")
             self._run_export(model, self.view_kind)
 
+    def _deliver_to_browser(self, text: str, kind: str) -> None:
+        """``memtui serve``: the CSV goes to the browser as a download, never to a file
+        on the server (the page's visitor must not write there)."""
+        import io
+
+        self.app.deliver_text(io.StringIO(text), save_filename=_csv_name(kind))
+
     @work(thread=True, group="export", description="saving the CSV",
           exit_on_error=False)
     def _run_export(self, model: TableModel, kind: str) -> None:
         text = model.export().write_csv(float_precision=9)
+        if _served():
+            self.app.call_from_thread(self._deliver_to_browser, text, kind)
+            return
         path = _write_csv(text, kind)
         message = f"Saved {model.rows.size:,} rows to {path}" if path else "Could not save"
         self.app.call_from_thread(self.notify, message, timeout=8)
@@ -591,9 +601,18 @@ def column_default_desc(kind: str) -> bool:
     return kind in ("bytes", "span")
 
 
+def _served() -> bool:
+    """Whether this app runs behind ``memtui serve`` (memtui.serve_web.SERVED_ENV)."""
+    return os.environ.get("MEMTUI_SERVED") == "1"
+
+
+def _csv_name(kind: str) -> str:
+    return f"memtui-{kind}-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+
+
 def _write_csv(text: str, kind: str) -> Path | None:
     """Write CSV text to ``memtui-KIND-TIME.csv`` here, or in the temp folder."""
-    name = f"memtui-{kind}-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+    name = _csv_name(kind)
     for folder in (Path.cwd(), Path(tempfile.gettempdir())):
         if os.access(folder, os.W_OK):
             path = folder / name

@@ -22,7 +22,6 @@ from memtui.analysis.block_map import PeakFinder
 from memtui.analysis.callstack import TOP_RULES
 from memtui.analysis.downsample import value_at
 from memtui.analysis.series import Series, group_bys, trend_series
-from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
 from memtui.tui.widgets import paint
@@ -30,6 +29,7 @@ from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
+from memtui.units import format_bytes
 
 LIVE_ROWS = 12
 _GLYPHS = ("█", "⠶")  # fill, line: shapes in the legend matching the plot
