@@ -6,6 +6,12 @@ import argparse
 import json
 
 from memtui.commands.paths import add_cache_argument
+from memtui.errors import printable
+
+
+def printable_lines(text: str) -> str:
+    """``text`` with no control character of a file's names reaching the terminal."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 HELP = "find leaks, the peak, OOM causes, fragmentation and capture limits"
 #: Only prints: the process may end without tearing the interpreter down (cli.entry).
@@ -15,6 +21,9 @@ QUICK_EXIT = True
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", help="capture file or folder (default: the demo)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--stacks", action="store_true",
+                        help="print the full call stack of each finding and of each of the "
+                             "peak's stack groups")
     add_cache_argument(parser)
 
 
@@ -31,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         trace = layer_view(trace)
     findings = find_all(trace)
     if args.json:
-        print(json.dumps(findings_json(trace, findings)))
+        print(json.dumps(findings_json(trace, findings, stacks=args.stacks)))
     else:
-        print(format_findings(trace, findings))
+        print(printable_lines(format_findings(trace, findings, stacks=args.stacks)))
     return 0
