@@ -156,6 +156,13 @@ def remainder_at(trace: MemoryTrace, device: str, event: int) -> list[Remainder]
     return split_remainder(trace, device, unexplained(trace, device).at(event))
 
 
+def remainder_text(rest: list[Remainder]) -> str:
+    """``4.2 GiB alive before the capture, 5.0 MiB in no operator`` (empty for none)."""
+    from memtui.analysis.summary import format_bytes
+
+    return ", ".join(f"{format_bytes(r.bytes)} {r.label}" for r in rest)
+
+
 @dataclass(frozen=True)
 class BeforeCapture:
     """What was alive before the capture began (see the module docstring)."""
@@ -201,6 +208,7 @@ def static_memory(trace: MemoryTrace, device: str) -> tuple[int, int]:
 __all__ = [
     "BEFORE_CAPTURE", "BLOCKS_AHEAD", "IN_NO_BLOCK", "IN_NO_OPERATOR", "REMAINDER_LABELS",
     "BeforeCapture", "Remainder", "Unexplained", "before_capture", "groups_by_operator",
-    "grouping_noun", "remainder_at", "remainder_rows", "split_remainder", "static_memory",
+    "grouping_noun", "remainder_at", "remainder_rows", "remainder_text", "split_remainder",
+    "static_memory",
     "unexplained",
 ]
