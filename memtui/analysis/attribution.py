@@ -42,6 +42,8 @@ BLOCKS_AHEAD = "counted by blocks before the level"
 #: Labels of the rows that stand for bytes no block explains (never a stack or owner).
 REMAINDER_LABELS = (BEFORE_CAPTURE, IN_NO_OPERATOR, IN_NO_BLOCK, BLOCKS_AHEAD)
 PROFILER = "ascend_profiler"
+#: Sources whose level is the bytes of their blocks (:func:`level_is_reported`).
+LEVEL_FROM_BLOCKS = ("torch_snapshot", "msmemscope")
 
 
 @dataclass(frozen=True)
@@ -83,17 +85,36 @@ def groups_by_operator(trace: MemoryTrace) -> bool:
     return trace.meta.source == PROFILER
 
 
+def level_is_reported(trace: MemoryTrace) -> bool:
+    """Whether the level is the source's own figure (profiler ``memory_record``), which its
+    blocks may not explain; PyTorch snapshots and msMemScope build the level from their
+    blocks (ghosts included), so nothing is left over there (tests/analysis/
+    test_one_truth.py and test_attribution.py check it on every real capture)."""
+    return trace.meta.source not in LEVEL_FROM_BLOCKS
+
+
 def unexplained(trace: MemoryTrace, device: str, timeline: Timeline | None = None
                 ) -> Unexplained:
-    """The level and the blocks' bytes at every event position of ``device`` (cached)."""
-    def build() -> Unexplained:
-        tl = timeline if timeline is not None else Timeline.build(trace, device)
-        positions = tl.positions
-        level = _levels_per_position(tl)
-        blocks = _block_bytes_per_position(trace, device, positions)
-        start = max(int(level[0] - blocks[0]), 0) if positions else 0
-        return Unexplained(level=level, blocks=blocks, start=start)
-    return cached(trace, ("unexplained", device), build)
+    """The level and the blocks' bytes at every event position of ``device`` (cached;
+    nothing to compute where the level is built from the blocks)."""
+    if not level_is_reported(trace):
+        empty = np.zeros(0, dtype=np.int64)
+        return Unexplained(level=empty, blocks=empty, start=0)
+
+    return cached(trace, ("unexplained", device),
+                  lambda: measure_unexplained(trace, device, timeline))
+
+
+def measure_unexplained(trace: MemoryTrace, device: str, timeline: Timeline | None = None
+                        ) -> Unexplained:
+    """:func:`unexplained` computed, whatever the source (the tests check with it that the
+    sources building their level from blocks leave nothing over)."""
+    tl = timeline if timeline is not None else Timeline.build(trace, device)
+    positions = tl.positions
+    level = _levels_per_position(tl)
+    blocks = _block_bytes_per_position(trace, device, positions)
+    start = max(int(level[0] - blocks[0]), 0) if positions else 0
+    return Unexplained(level=level, blocks=blocks, start=start)
 
 
 def _levels_per_position(tl: Timeline) -> np.ndarray:
@@ -208,7 +229,6 @@ def static_memory(trace: MemoryTrace, device: str) -> tuple[int, int]:
 __all__ = [
     "BEFORE_CAPTURE", "BLOCKS_AHEAD", "IN_NO_BLOCK", "IN_NO_OPERATOR", "REMAINDER_LABELS",
     "BeforeCapture", "Remainder", "Unexplained", "before_capture", "groups_by_operator",
-    "grouping_noun", "remainder_at", "remainder_rows", "remainder_text", "split_remainder",
-    "static_memory",
-    "unexplained",
+    "grouping_noun", "level_is_reported", "measure_unexplained", "remainder_at",
+    "remainder_rows", "remainder_text", "split_remainder", "static_memory", "unexplained",
 ]

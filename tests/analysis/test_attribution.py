@@ -18,10 +18,13 @@ from memtui.analysis.attribution import (
     BLOCKS_AHEAD,
     IN_NO_OPERATOR,
     before_capture,
+    level_is_reported,
+    measure_unexplained,
     remainder_at,
     unexplained,
 )
 from memtui.analysis.findings.peak import find_peak
+from memtui.analysis.layers import has_layers, layer_view
 from memtui.analysis.state import allocator_state
 from memtui.analysis.summary import summary
 from memtui.cli import main
@@ -170,3 +173,20 @@ def test_t26_summary_says_what_was_alive_before(capsys):
     assert ("alive before the capture: 12.9 GiB: 12.9 GiB in 326 blocks never freed (static)"
             in text)
     assert "least 12.9 GiB" in text and "median 20.0 MiB" in text
+
+
+BUILT_FROM_BLOCKS = (shared_files("torch_snapshots", "*.p*")
+                     + [p for p in shared_files("msmemscope") if p.suffix in (".csv", ".db")])
+
+
+@pytest.mark.parametrize("path", BUILT_FROM_BLOCKS, ids=lambda p: p.name)
+def test_sources_that_build_the_level_from_blocks_leave_nothing_over(path):
+    """Snapshots and msMemScope: at every event the blocks alive explain the whole level,
+    so no remainder row is ever needed (and none is computed for them)."""
+    trace = open_capture(path)
+    if has_layers(trace):
+        trace = layer_view(trace)
+    assert not level_is_reported(trace)
+    for device in trace.meta.device_names:
+        gap = measure_unexplained(trace, device).gap
+        assert not gap.any(), (device, int(gap.min()), int(gap.max()))

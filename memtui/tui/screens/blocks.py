@@ -5,6 +5,8 @@ walk the stack of blocks alive at the cursor; a click selects the band under the
 pointer, a drag selects a window, the wheel zooms, and dragging on the trend slider
 pans the view.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
 address (in any form, see :mod:`memtui.analysis.addresses`) here and in the pool map.
+The header names the bytes of the level at the cursor that no block explains (a profiler
+folder's memory alive before the capture): the map cannot draw them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
+from memtui.analysis.attribution import remainder_at, remainder_text
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.analysis.pool_state import event_in_life, event_seq
@@ -142,8 +145,13 @@ class BlocksScreen(LinkedScreen):
                 at = int(np.argmax(peak.values))
                 text += (f"  △ peak reserved {paint.short_bytes(int(peak.values[at]))} at "
                          f"{paint.format_time(trace, int(peak.t[at]), origin, 3)} (s: blocks)")
-        elif self.size.width >= 120:
-            text += "  " + legend()
+        else:
+            timeline = self.app.timeline(cursor.device)
+            rest = remainder_at(trace, cursor.device, timeline.event_of(cursor))
+            if rest:  # bytes of the level no band can draw: said, never a silent gap
+                text += f"  [b]+ {paint.plain(remainder_text(rest))}[/b] (no block, not drawn)"
+            elif self.size.width >= 120:
+                text += "  " + legend()
         self.query_one("#status-line", Static).update(text)
 
     def on_resize(self) -> None:
