@@ -13,9 +13,11 @@ from __future__ import annotations
 import pytest
 
 from memtui.analysis.attribution import BEFORE_CAPTURE, IN_NO_OPERATOR
+from memtui.analysis.findings.peak import find_peak
 from memtui.analysis.stack_tree import format_stack
 from memtui.loading import load_trace
 from memtui.tui.app import MemtuiApp
+from memtui.tui.screens.findings import detail_text
 from memtui.tui.screens.trend import live_rows
 from memtui.tui.widgets.curve import TrendPlot
 from tests.conftest import REPO
@@ -67,6 +69,9 @@ async def _every_screen_sums_to_the_level(app, pilot) -> dict[str, str]:
     await pilot.press("5", "w")
     await _settle(pilot)
     texts["tables"] = screen_text(app)
+    await pilot.press("2")
+    await _settle(pilot)
+    texts["blocks"] = screen_text(app)
     return texts
 
 
@@ -89,6 +94,16 @@ async def test_hand_profiler_folder_every_screen_sums_at_the_peak(tmp_path):
                 "operator") in texts["pool"]
         assert ("30.0 MiB in these rows + 100.0 MiB alive before the capture, 5.0 MiB in no "
                 "operator = 135.0 MiB") in texts["tables"]
+        assert ("+ 100.0 MiB alive before the capture, 5.0 MiB in no operator not drawn"
+                in texts["blocks"])
+
+
+def test_findings_detail_lists_operators_first_on_a_profiler_capture(tmp_path):
+    trace = load_trace(hand_profiler_folder(tmp_path), use_cache=False)
+    (peak,) = find_peak(trace, "rank0/npu0")
+    text = detail_text(peak, None).plain
+    assert text.index("by operator:") < text.index("by stack:")
+    assert "100.0 MiB  74%      0 blocks  alive before the capture" in text
 
 
 async def test_real_profiler_folder_every_screen_sums_at_the_peak(tmp_path):

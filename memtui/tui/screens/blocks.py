@@ -135,7 +135,11 @@ class BlocksScreen(LinkedScreen):
         drawn = f"{raster.drawn.size:,}/{raster.candidates:,}" if raster else "-"
         origin = self.index.t_start
         what = "Segments" if self.segments_mode else "Blocks"
-        text = (f"[b]{what}[/b] {paint.plain(cursor.device)}  "
+        rest = [] if self.segments_mode else remainder_at(
+            trace, cursor.device, self.app.timeline(cursor.device).event_of(cursor))
+        # bytes of the level at the cursor that no band can draw: said first, never a gap
+        unseen = f"[b]+ {paint.plain(remainder_text(rest))}[/b] not drawn  " if rest else ""
+        text = (f"[b]{what}[/b] {paint.plain(cursor.device)}  {unseen}"
                 f"{paint.format_time(trace, t0, origin, 3)}"
                 f" .. {paint.format_time(trace, t1, origin, 3)}"
                 f" ({paint.format_span(trace, t0, t1)})  detail {drawn} (+/-)")
@@ -145,13 +149,8 @@ class BlocksScreen(LinkedScreen):
                 at = int(np.argmax(peak.values))
                 text += (f"  △ peak reserved {paint.short_bytes(int(peak.values[at]))} at "
                          f"{paint.format_time(trace, int(peak.t[at]), origin, 3)} (s: blocks)")
-        else:
-            timeline = self.app.timeline(cursor.device)
-            rest = remainder_at(trace, cursor.device, timeline.event_of(cursor))
-            if rest:  # bytes of the level no band can draw: said, never a silent gap
-                text += f"  [b]+ {paint.plain(remainder_text(rest))}[/b] (no block, not drawn)"
-            elif self.size.width >= 120:
-                text += "  " + legend()
+        elif self.size.width >= 120 and not rest:
+            text += "  " + legend()
         self.query_one("#status-line", Static).update(text)
 
     def on_resize(self) -> None:
