@@ -112,6 +112,7 @@ class Findings:
     devices: dict[str, list[Finding]]
     warnings: tuple[str, ...]
     _text: str | None = field(default=None, repr=False, compare=False)
+    _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def all(self) -> list[Finding]:
         """Every device's findings in one list, most severe first."""
@@ -123,6 +124,8 @@ class Findings:
         return [f for f in self.all() if f.kind == kind]
 
     def to_dict(self) -> dict[str, Any]:
+        if self._dict is not None:  # made with the full stacks
+            return self._dict
         return {"source": self.source, "path": self.path,
                 "devices": [{"device": name, "findings": [f.to_json() for f in found]}
                             for name, found in self.devices.items()],
@@ -284,14 +287,17 @@ class Capture:
                 self._findings = find_all(view)
         return self._findings
 
-    def findings(self) -> Findings:
-        """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits."""
-        from memtui.analysis.findings import format_findings
+    def findings(self, stacks: bool = False) -> Findings:
+        """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits
+        (``stacks``: the text and the dict carry the full call stack of each finding's
+        evidence and of each of the peak's stack groups, ``findings --stacks``)."""
+        from memtui.analysis.findings import findings_json, format_findings
 
         view, found = self.view(), self._found()
         return Findings(source=view.meta.source, path=view.meta.path, devices=found,
                         warnings=tuple(view.meta.warnings),
-                        _text=format_findings(view, found))
+                        _text=format_findings(view, found, stacks=stacks),
+                        _dict=findings_json(view, found, stacks=True) if stacks else None)
 
     def summary(self) -> Summary:
         """Per-device figures (peak allocated and reserved, at the end, counts)."""

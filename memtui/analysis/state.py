@@ -3,7 +3,9 @@
 What memory_viz's Allocator State History shows at an event, for scripts: the device's
 levels at that event, every live segment with its blocks and free ranges in address
 order (state ``allocated``, ``pending_free`` or ``free``), the free bytes, the largest
-free gap, how many gaps, and the bytes lost to rounding.  The pool comes from
+free gap, how many gaps, and the bytes lost to rounding; and ``unattributed``, the bytes
+of the level no block explains, named (:mod:`memtui.analysis.attribution`): with them the
+blocks allocated or pending free sum to the level.  The pool comes from
 :func:`memtui.analysis.pool_state.state_at_event` and the levels from the device's
 :class:`~memtui.analysis.at_time.Timeline`, the same two every screen reads, so the
 numbers here are the ones on screen at that event.
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis.at_time import Timeline
+from memtui.analysis.attribution import remainder_rows
 from memtui.analysis.live import device_index
 from memtui.analysis.pool_state import (
     PoolState,
@@ -80,6 +83,7 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         levels = timeline.levels_at_event(position)
     segments = _join_expandable(_segments(trace, device, state))
     free = [b["size"] for s in segments for b in s["blocks"] if b["state"] == "free"]
+    held = sum(b["size"] for s in segments for b in s["blocks"] if b["state"] != "free")
     return {
         "device": device,
         "event": None if position == START else position,
@@ -91,6 +95,8 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "largest_gap_bytes": int(max(free, default=0)),
         "gaps": len(free),
         "internal_fragmentation_bytes": state.internal_fragmentation,
+        "unattributed": [{"label": r.label, "bytes": r.bytes}
+                         for r in remainder_rows(trace, device, levels.allocated, held)],
     }
 
 
@@ -184,15 +190,21 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         f"{fb(data['largest_gap_bytes'])}; lost to rounding "
         f"{fb(data['internal_fragmentation_bytes'])}",
     ]
+    for row in data.get("unattributed", []):
+        lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
+                     "shown below)")
     for segment in data["segments"]:
         counts = {"allocated": 0, "pending_free": 0, "free": 0}
+        held = 0
         for block in segment["blocks"]:
             counts[block["state"]] += 1
+            held += block["size"] if block["state"] != "free" else 0
         where = "no segment" if segment["addr"] is None else (
             f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
             + (f" pool {segment['pool']}" if segment["pool"] else ""))
         lines.append(f"  {where}: {counts['allocated']} allocated, "
-                     f"{counts['pending_free']} pending free, {counts['free']} free")
+                     f"{counts['pending_free']} pending free ({fb(held)}), "
+                     f"{counts['free']} free")
     return "\n".join(lines)
 
 

@@ -198,7 +198,7 @@ def test_peak_of_reserved_by_stack():
     assert peak.detail["peak_reserved_bytes"] == 100 * MiB
     assert peak.detail["reserved_peak_by_stack"] == []
     assert peak.detail["by_stack"] == [{"label": "forward (forward.py:10)", "bytes": 60 * MiB,
-                                        "blocks": 5, "share": 1.0}]
+                                        "blocks": 5, "share": 1.0, "stack_id": 0}]
 
 
 def test_oom_by_full_device():

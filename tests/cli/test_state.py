@@ -20,7 +20,7 @@ from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapsho
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
-        "internal_fragmentation_bytes"]
+        "internal_fragmentation_bytes", "unattributed"]
 
 
 def state(capsys, *args) -> dict:

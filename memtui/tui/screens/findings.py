@@ -72,7 +72,8 @@ def figure_label(key: str) -> str:
 
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
-         "allocator_settings_known", "frame_is_user_code", "problem", *_LISTS}
+         "allocator_settings_known", "frame_is_user_code", "problem", "grouped_by",
+         "unattributed", *_LISTS}  # the by_* lists hold the unattributed rows already
 
 
 class FindingsScreen(Screen):
@@ -251,10 +252,15 @@ def detail_text(finding: Finding, when: str | None,
                and not isinstance(value, list | dict | bool)]
     if figures:
         text.append(", ".join(figures) + "\n", "dim")
-    for key in _LISTS:
+    lists = _LISTS
+    if finding.detail.get("grouped_by") == "operator":  # profiler: operators first
+        lists = ("by_owner", *[k for k in _LISTS if k != "by_owner"])
+    for key in lists:
         rows = finding.detail.get(key) or []
         if rows:
-            text.append(key.replace("_", " ") + ":\n", "bold")
+            name = "by operator" if key == "by_owner" and lists[0] == key else \
+                key.replace("_", " ")
+            text.append(name + ":\n", "bold")
             for row in rows[:5]:
                 share = f"{row['share']:>4.0%}" if "share" in row else ""
                 text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "
