@@ -171,6 +171,7 @@ class _Program:
         self.events: list[_Event] = []
         self.now = START_NS
         self.addr_of: dict[int, int] = {}
+        self.leaked: dict[LeakPlan, list[int]] = {}  # plan -> keys of its blocks
         self.next_key = 0
         self._frames = {name: site.frames for name, site in SITES.items()}
         self.frames_site = {id(frames): name for name, frames in self._frames.items()}
@@ -212,47 +213,44 @@ class _Program:
         case = self.case
         for size in (64 * MiB, 96 * MiB, 128 * MiB, 32 * MiB):
             self.malloc("param", size)
-        churn = 0
         for k in range(case.steps):
             if case.markers:
                 self.step_marker(k)
             batch = min(k + 1, 4) / 4 if case.cache_growth else 1.0
-            churn = self.training_step(k, batch)
+            self.training_step(k, batch)
             if case.cached_free and k == case.steps // 2:
                 self.evaluation_pass()
-        truth = self.truth(churn)
+        truth = self.truth(step_churn())
         if case.oom:
             truth["ooms"] = [self.out_of_memory(case.oom)]
         return Run(case, self.events, self.alloc, truth)
 
-    def training_step(self, k: int, batch: float) -> int:
+    def training_step(self, k: int, batch: float) -> None:
         """Forward (activations kept for backward), backward (gradients), optimizer
-        temporaries; everything freed by the step's end.  Returns the bytes allocated."""
+        temporaries; everything freed by the step's end (sizes: :func:`step_sizes`)."""
         case = self.case
-        acts, allocated = [], 0
-        for layer in range(6):
-            for site, size in (("norm", 256 * KiB), ("attn", 12 * MiB), ("mlp", 24 * MiB)):
-                size = int(size * batch * (1 + (layer % 3) / 8)) // 512 * 512
+        sizes = step_sizes(batch)
+        acts = []
+        for layer, layer_sizes in enumerate(sizes["forward"]):
+            for site, size in layer_sizes:
                 acts.append(self.malloc(site, size))
-                allocated += size
             if layer == 2:
                 for plan in case.leaks:
                     if plan.keeps_at(k):
-                        self.malloc(plan.site, plan.size)
+                        self.leaked.setdefault(plan, []).append(
+                            self.malloc(plan.site, plan.size))
                 if k < case.warmup_steps:
                     self.malloc("warmup", 2 * MiB)
-        logits = self.malloc("logits", int(32 * MiB * batch) // 512 * 512)
+        logits = self.malloc("logits", sizes["logits"])
         grads = []
-        for layer in reversed(range(6)):
-            grads.append(self.malloc("grad", 8 * MiB + layer * 256 * KiB))
-            allocated += 8 * MiB + layer * 256 * KiB
+        for size in sizes["grad"]:
+            grads.append(self.malloc("grad", size))
             for _ in range(3):
                 self.free(acts.pop())
         self.free(logits)
-        temps = [self.malloc("adam", 4 * MiB) for _ in range(3)]
+        temps = [self.malloc("adam", size) for size in sizes["adam"]]
         for key in temps + grads:
             self.free(key)
-        return allocated + 12 * MiB + int(32 * MiB * batch)
 
     def evaluation_pass(self) -> None:
         """Large activations once (an evaluation batch): new segments, then all freed."""
@@ -297,15 +295,44 @@ class _Program:
         leaks = []
         for plan in case.leaks:
             site = SITES[plan.site]
+            keys = set(self.leaked.get(plan, []))
+            held = [e.size for e in self.events if e.action == "alloc" and e.key in keys]
             leaks.append({"function": site.function, "file": site.filename,
                           "owner": site.owner, "operator": site.operator,
-                          "bytes_per_step": plan.size / plan.every,
+                          # the allocator's block sizes: a large block is not split
+                          # where less than 1 MiB would remain, so it may hold more
+                          "bytes_per_step": sum(held) / len(held) / plan.every,
+                          "requested_bytes_per_step": plan.size / plan.every,
+                          "blocks": len(held),
                           "block_size": plan.size, "every": plan.every,
                           "start_step": plan.start, "stop_step": plan.stop,
                           "share_of_step_churn": round(plan.size / plan.every / churn, 5)})
         return {"leaks": leaks, "ooms": [], "not_leaks": (
             [SITES["warmup"].function] if case.warmup_steps else []),
             "fragmentation_medium": case.oom == "fragmentation"}
+
+
+def step_sizes(batch: float = 1.0) -> dict[str, Any]:
+    """The block sizes of one training step: per layer of the forward (site, size) pairs,
+    the logits, the gradients (one per layer, backward order) and the optimizer's."""
+    def scaled(size: int, layer: int) -> int:
+        return int(size * batch * (1 + (layer % 3) / 8)) // 512 * 512
+
+    return {
+        "forward": [[(site, scaled(size, layer)) for site, size in (
+            ("norm", 256 * KiB), ("attn", 12 * MiB), ("mlp", 24 * MiB))]
+            for layer in range(6)],
+        "logits": int(32 * MiB * batch) // 512 * 512,
+        "grad": [8 * MiB + layer * 256 * KiB for layer in reversed(range(6))],
+        "adam": [4 * MiB] * 3,
+    }
+
+
+def step_churn(batch: float = 1.0) -> int:
+    """Bytes one training step allocates and frees again."""
+    sizes = step_sizes(batch)
+    return (sum(size for layer in sizes["forward"] for _, size in layer) + sizes["logits"]
+            + sum(sizes["grad"]) + sum(sizes["adam"]))
 
 
 def run_case(case: Case) -> Run:
@@ -549,7 +576,7 @@ WRITERS = {
 
 def _variants() -> list[tuple[str, dict[str, Any], str]]:
     """(name, Case fields, description) of every scenario, format apart."""
-    churn_half_percent = 1024 * KiB  # 0.5% of a step's ~200 MiB churn (rounded to 512)
+    churn_half_percent = int(0.005 * step_churn()) // 512 * 512  # 1.7 MiB of 340.5 MiB
     return [
         ("leak_every_step", {"leaks": (LeakPlan(size=1 * MiB),)},
          "1 MiB kept every step"),
@@ -594,7 +621,8 @@ def cases(slice_: str = "full") -> list[Case]:
                 label = f"{name}{'' if markers else '_nomarkers'}"
                 out.append(Case(name=f"{fmt}__{label}", fmt=fmt, seed=seed,
                                 description=description, **fields, **extra))
-        if fields.get("leaks") and not fields.get("warmup_steps"):
+        if fields.get("leaks") and not any(p.stop for p in fields["leaks"]):
+            # (a leak that stopped, seen through the ring buffer's window, is a plateau)
             out.append(Case(name=f"snapshot__{name}_ring", fmt="snapshot", seed=seed,
                             ring=0.6, description=description + "; ring buffer kept the "
                             "last 60% of the trace", **fields))

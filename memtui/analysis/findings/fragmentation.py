@@ -73,8 +73,7 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
         return []
     rows = _rows_to_measure(events)
     moments = {row: _measure(trace, device, events, row) for row in rows["all"]}
-    unused = {row: m.state.reserved - m.state.allocated - m.state.pending
-              for row, m in moments.items()}
+    unused = {row: m.state.free for row, m in moments.items()}  # free inside segments
     most_unused = moments[max(rows["all"], key=lambda r: (unused[r], -r))]
     if max(unused.values()) <= 0:
         return []
@@ -190,7 +189,7 @@ def _title(worst: _Moment, most_unused: _Moment, severity: str, action: str | No
 def _detail(trace: MemoryTrace, device: str, most_unused: _Moment, worst: _Moment,
             end: _Moment, moments: dict[int, _Moment]) -> dict[str, Any]:
     state = most_unused.state
-    unused = state.reserved - state.allocated - state.pending
+    unused = state.free  # wholly free + external: blocks outside any segment apart
     detail: dict[str, Any] = {
         "max_unused_bytes": unused,
         "max_unused_t": most_unused.t,
