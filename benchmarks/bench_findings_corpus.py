@@ -13,7 +13,9 @@ scores the findings against the truth:
   medium or higher fragmentation finding elsewhere (clean controls, cached segments that
   are merely free, a full device) is a false positive.
 
-Also counts the medium-or-higher fragmentation findings on the real captures in
+The real snapshots of tests/data (recorded on an H100 by ``memtui record`` with planted
+leaks and OOMs) are scored the same way, as format ``recorded``.  Also counts the
+medium-or-higher fragmentation findings on the real captures in
 ``../shared/data`` that did not fail (names without "oom"; skipped where it is absent).
 
     python benchmarks/bench_findings_corpus.py [--slice fast] [--keep DIR] [--real]
@@ -39,6 +41,21 @@ from memtui.analysis.findings.model import Finding
 from memtui.sources import open_capture
 
 KINDS = ("leak", "oom", "fragmentation>=medium")
+RECORDED = Path(__file__).resolve().parents[1] / "tests" / "data"
+_LEAK_3MIB = {"function": "remember_for_debugging", "owner": None, "operator": None,
+              "bytes_per_step": 3 * (1 << 20)}
+#: The truth of the real snapshots in tests/data (their recipes: tests/data/cuda_recipes):
+#: what each recipe planted.  cuda_train_all_stacks.pickle is left out: its 3 steps are
+#: too few to tell a leak from a warm-up.
+RECORDED_TRUTH = {
+    "cuda_train_leak.pickle": {"leaks": [_LEAK_3MIB], "ooms": []},
+    "cuda_train_expandable.pickle": {"leaks": [_LEAK_3MIB], "ooms": []},
+    "cuda_train_settings.pickle": {"leaks": [_LEAK_3MIB], "ooms": []},
+    "cuda_oom_fragmented.pickle": {"leaks": [], "ooms": [{"cause": "fragmentation"}],
+                                   "fragmentation_medium": True},
+    "cuda_oom_full.pickle": {"leaks": [], "ooms": [{"cause": "full"}]},
+    "cuda_graph_pool.pickle": {"leaks": [], "ooms": []},
+}
 GOAL_PRECISION = 0.95
 GOAL_RECALL = 0.95
 GOAL_BYTES_ERROR = 0.02
@@ -138,6 +155,18 @@ def score_corpus(folder: Path, slice_: str = "full") -> list[CaseResult]:
     return [score_case(path, truth) for path, truth in write_corpus(folder, slice_)]
 
 
+def score_recorded(root: Path = RECORDED) -> list[CaseResult]:
+    """The real snapshots of tests/data against what their recipes planted."""
+    out = []
+    for name, truth in RECORDED_TRUTH.items():
+        path = root / name
+        if path.is_file():
+            out.append(score_case(path, {"case": f"recorded__{Path(name).stem}",
+                                         "format": "recorded", "fragmentation_medium": False,
+                                         **truth}))
+    return out
+
+
 def totals(results: list[CaseResult], fmt: str | None = None) -> dict[str, Tally]:
     out = {kind: Tally() for kind in KINDS}
     for result in results:
@@ -212,7 +241,7 @@ def main() -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
-        results = score_corpus(folder, args.slice)
+        results = score_corpus(folder, args.slice) + score_recorded()
     seconds = time.perf_counter() - start
     if args.json:
         print(json.dumps([{"case": r.case, "misses": r.misses,
