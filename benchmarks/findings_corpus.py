@@ -135,6 +135,10 @@ class Case:
     oom: str | None = None
     #: a large evaluation pass mid-run leaves big cached segments wholly free
     cached_free: bool = False
+    #: steps of 3 to 6 layers (a data-dependent depth) with a backward burst of 20 blocks
+    variable: bool = False
+    #: the capture stops in the middle of one more step (its activations alive at the end)
+    stop_mid_step: bool = False
     description: str = ""
 
 
@@ -220,6 +224,12 @@ class _Program:
             self.training_step(k, batch)
             if case.cached_free and k == case.steps // 2:
                 self.evaluation_pass()
+        if case.stop_mid_step:
+            if case.markers:
+                self.step_marker(case.steps)
+            for layer_sizes in step_sizes()["forward"][:4]:
+                for site, size in layer_sizes:
+                    self.malloc(site, size)
         truth = self.truth(step_churn())
         if case.oom:
             truth["ooms"] = [self.out_of_memory(case.oom)]
@@ -230,6 +240,8 @@ class _Program:
         temporaries; everything freed by the step's end (sizes: :func:`step_sizes`)."""
         case = self.case
         sizes = step_sizes(batch)
+        if case.variable:
+            sizes["forward"] = sizes["forward"][:self.rng.randint(3, 6)]
         acts = []
         for layer, layer_sizes in enumerate(sizes["forward"]):
             for site, size in layer_sizes:
@@ -243,10 +255,12 @@ class _Program:
                     self.malloc("warmup", 2 * MiB)
         logits = self.malloc("logits", sizes["logits"])
         grads = []
-        for size in sizes["grad"]:
+        for size in sizes["grad"][:len(sizes["forward"])]:
             grads.append(self.malloc("grad", size))
             for _ in range(3):
                 self.free(acts.pop())
+        if case.variable:  # a burst of small gradient buckets
+            grads += [self.malloc("grad", 512 * KiB) for _ in range(20)]
         self.free(logits)
         temps = [self.malloc("adam", size) for size in sizes["adam"]]
         for key in temps + grads:
@@ -603,6 +617,15 @@ def _variants() -> list[tuple[str, dict[str, Any], str]]:
         ("oom_fragmentation", {"oom": "fragmentation", "steps": 12},
          "ends in an OOM that fragmentation explains"),
         ("oom_full", {"oom": "full", "steps": 12}, "ends in an OOM: the device is full"),
+        ("leak_every_2nd_variable", {"leaks": (LeakPlan(size=256 * KiB, every=2),),
+                                     "variable": True},
+         "256 KiB every second step; steps of varying depth with a backward burst of 20"),
+        ("clean_variable", {"variable": True},
+         "a clean loop whose steps vary in depth, with a backward burst of 20"),
+        ("clean_stops_mid_step", {"stop_mid_step": True},
+         "a clean loop; the capture stops mid-step, its activations alive: not a leak"),
+        ("leak_stops_mid_step", {"leaks": (LeakPlan(size=1 * MiB),), "stop_mid_step": True},
+         "1 MiB per step; the capture stops mid-step"),
     ]
 
 
