@@ -279,13 +279,13 @@ def test_inefficient_blocks_summarised():
 # -- fragmentation ----------------------------------------------------------------------------
 
 
-def test_fragmentation_split_and_worst_gap_ratio():
+def test_fragmentation_split_and_gap_ratio():
     """Five 12 MiB blocks at a 22 MiB stride in a 100 MiB segment, then all freed.  Most
     unused: at the segment's alloc, 100 MiB in one wholly free segment (not fragmentation).
     At the allocated peak (after the fifth alloc), 40 MiB free in four 10 MiB gaps of that
     partly used segment: external fragmentation, under 64 MiB: info, no setting named (a
-    segment being filled, after the first alloc, does not count).  Worst gap ratio there
-    too: 1 - 10/40 = 75%."""
+    segment being filled, after the first alloc, does not count); its gap ratio
+    1 - 10/40 = 75%."""
     from memtui.analysis.findings.fragmentation import find_fragmentation
 
     b = _pool_with_gaps()
@@ -299,11 +299,9 @@ def test_fragmentation_split_and_worst_gap_ratio():
             d["external_largest_gap_bytes"], d["external_fragmentation_t"]) == (
         40 * MiB, 1, 10 * MiB, 5000)
     assert frag.bytes == 40 * MiB and frag.evidence.seq == 5
-    assert d["largest_gap_bytes"] == 100 * MiB and d["fragmentation"] == 0.0
-    assert d["worst_fragmentation"] == 0.75
-    assert d["worst_largest_gap_bytes"] == 10 * MiB
-    assert d["worst_pool_free_bytes"] == 40 * MiB
-    assert d["worst_fragmentation_t"] == 5 * 1000  # after the fifth alloc
+    assert d["fragmentation"] == 0.75  # 1 - 10/40, in the partly used segment
+    assert (d["end_external_fragmentation_bytes"], d["end_wholly_free_bytes"],
+            d["end_fragmentation"]) == (0, 100 * MiB, 0.0)
     assert frag.severity == "info"
     assert d["advice"] is None and d["saving_bytes"] is None
     assert d["predicted_saving_bytes"] is None

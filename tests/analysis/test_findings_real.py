@@ -61,6 +61,9 @@ def test_magma27_cached_segments_are_not_fragmentation():
             round(d["external_fragmentation_bytes"] / (1 << 30), 2)) == (41, 0.96)
     assert frag.severity == "low"
     assert frag.title.startswith("982.1 MiB free inside 41 partly used segments")
+    # the dump is the most unused moment too: the end holds the same split
+    assert (d["end_wholly_free_bytes"], d["end_external_fragmentation_bytes"]) == (
+        d["wholly_free_bytes"], d["external_fragmentation_bytes"])
 
 
 def test_flexgen_oom_dump_says_what_is_known():

@@ -12,7 +12,8 @@ is measured where fragmentation costs: where the most bytes sat reserved but
 unallocated, at the allocated peak, at the (last) reserved peak and at the end; the
 finding reports the one of those with the most external fragmentation (a segment being
 filled has free space beside its first blocks for a while: only these moments count).
-The largest-gap ratio is also taken at ``SAMPLES`` events spread evenly.
+Its ``fragmentation`` figure is ``1 - largest gap / free`` over the partly used segments
+only (a wholly free segment is one gap, reusable whole).
 
 Severity follows what the user can do about it.  ``medium`` only when the finding is
 actionable: it explains an out-of-memory error (an OOM finding's cause is
@@ -36,9 +37,8 @@ from memtui.analysis.findings.allocator import MIN_ADVICE_BYTES, AllocatorSettin
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.pool import pool_at_seq
-from memtui.analysis.pool_state import PoolState, UnusedSplit
+from memtui.analysis.pool_state import PoolState, UnusedSplit, fragmentation
 from memtui.analysis.summary import format_bytes
-from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 MiB = 1 << 20
@@ -51,8 +51,6 @@ LOW_SHARE = 0.10
 #: Wholly free cached segments worth a (low) mention: this many bytes, this share.
 LOW_CACHED_BYTES = 1 * GiB
 LOW_CACHED_SHARE = 0.5
-#: Events at which the pool is measured, spread evenly over the trace.
-SAMPLES = 32
 
 
 @dataclass(frozen=True)
@@ -72,17 +70,17 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
     if events.is_empty():
         return []
     rows = _rows_to_measure(events)
-    moments = {row: _measure(trace, device, events, row) for row in rows["all"]}
+    moments = {row: _measure(trace, device, events, row) for row in rows}
     unused = {row: m.state.free for row, m in moments.items()}  # free inside segments
-    most_unused = moments[max(rows["all"], key=lambda r: (unused[r], -r))]
+    most_unused = moments[max(rows, key=lambda r: (unused[r], -r))]
     if max(unused.values()) <= 0:
         return []
-    worst = moments[max(rows["key"], key=lambda r: (moments[r].split.external, unused[r], -r))]
-    end = moments[rows["end"]]
+    worst = moments[max(rows, key=lambda r: (moments[r].split.external, unused[r], -r))]
+    end = moments[events.height - 1]
     settings = settings_of(trace)
     oom = _oom_explained(trace, device)
     severity, action, saving = _judge(worst, most_unused, settings, oom)
-    detail = _detail(trace, device, most_unused, worst, end, moments)
+    detail = _detail(trace, device, most_unused, worst, end)
     detail.update(advice=action, saving_bytes=saving, predicted_saving_bytes=None,
                   explains_oom_t=oom.evidence.t if oom is not None else None)
     return [Finding(kind="fragmentation", severity=severity,
@@ -91,11 +89,10 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
                     detail=detail, evidence=Evidence(t=worst.t, seq=worst.seq))]
 
 
-def _rows_to_measure(events: pl.DataFrame) -> dict[str, Any]:
+def _rows_to_measure(events: pl.DataFrame) -> list[int]:
     """Rows of ``events`` to measure the pool at: where the most bytes sat reserved but
     unallocated (by the levels the source reports), the allocated peak, the last reserved
-    peak and the end (``"key"``: where fragmentation costs), and ``SAMPLES`` rows spread
-    evenly (``"all"``: those too, for the worst gap ratio)."""
+    peak and the end."""
     n = events.height
     levels = events.with_row_index("row").drop_nulls(["allocated", "reserved"])
     picks: list[int] = []
@@ -106,10 +103,7 @@ def _rows_to_measure(events: pl.DataFrame) -> dict[str, Any]:
         picks = [int(levels["row"][i]) for i in (
             int(np.argmax(waste)), int(np.argmax(levels["allocated"].to_numpy())),
             last_reserved_peak)]
-    picks = list(dict.fromkeys([*picks, n - 1]))
-    spread = unique_sorted(np.linspace(0, n - 1, SAMPLES).astype(np.int64)).tolist()
-    return {"key": picks, "all": [*picks, *(r for r in spread if r not in picks)],
-            "end": n - 1}
+    return list(dict.fromkeys([*picks, n - 1]))
 
 
 def _measure(trace: MemoryTrace, device: str, events: pl.DataFrame, row: int) -> _Moment:
@@ -187,15 +181,14 @@ def _title(worst: _Moment, most_unused: _Moment, severity: str, action: str | No
 
 
 def _detail(trace: MemoryTrace, device: str, most_unused: _Moment, worst: _Moment,
-            end: _Moment, moments: dict[int, _Moment]) -> dict[str, Any]:
+            end: _Moment) -> dict[str, Any]:
     state = most_unused.state
-    unused = state.free  # wholly free + external: blocks outside any segment apart
     detail: dict[str, Any] = {
-        "max_unused_bytes": unused,
+        "max_unused_bytes": state.free,  # wholly free + external: outside blocks apart
         "max_unused_t": most_unused.t,
         "reserved_bytes": state.reserved,
         "allocated_bytes": state.allocated,
-        "unused_share": round(unused / state.reserved, 4) if state.reserved else 0.0,
+        "unused_share": round(state.free / state.reserved, 4) if state.reserved else 0.0,
         "wholly_free_bytes": most_unused.split.wholly_free,
         "wholly_free_segments": most_unused.split.wholly_free_segments,
         "external_fragmentation_bytes": worst.split.external,
@@ -205,42 +198,19 @@ def _detail(trace: MemoryTrace, device: str, most_unused: _Moment, worst: _Momen
         "external_reserved_bytes": worst.state.reserved,
         "external_share": round(worst.split.external / worst.state.reserved, 4)
         if worst.state.reserved else 0.0,
+        "fragmentation": _gap_ratio(worst.split),
+        "end_external_fragmentation_bytes": end.split.external,
+        "end_wholly_free_bytes": end.split.wholly_free,
+        "end_fragmentation": _gap_ratio(end.split),
     }
-    detail.update(_pool_figures(state, ""))
-    detail.update(_pool_figures(end.state, "end_"))
-    detail.update(_worst_ratio(moments))
     if not _no_requested_sizes(trace, device):
         detail["internal_fragmentation_bytes"] = worst.split.internal
     return detail
 
 
-def _worst_ratio(moments: dict[int, _Moment]) -> dict[str, Any]:
-    """Where ``1 - largest gap / free`` is worst among the measured moments (with at least
-    5% of reserved free)."""
-    best: _Moment | None = None
-    for moment in moments.values():
-        state = moment.state
-        if state.free <= 0 or state.free < 0.05 * state.reserved:
-            continue
-        if best is None or state.total_fragmentation > best.state.total_fragmentation or (
-                state.total_fragmentation == best.state.total_fragmentation
-                and moment.seq < best.seq):
-            best = moment
-    if best is None:
-        return {}
-    return {"worst_fragmentation": round(float(best.state.total_fragmentation), 4),
-            "worst_fragmentation_t": best.t,
-            "worst_largest_gap_bytes": best.state.largest_gap,
-            "worst_pool_free_bytes": best.state.free}
-
-
-def _pool_figures(state: PoolState, prefix: str) -> dict[str, Any]:
-    return {
-        f"{prefix}pool_free_bytes": state.free,
-        f"{prefix}largest_gap_bytes": state.largest_gap,
-        f"{prefix}fragmentation": round(float(state.total_fragmentation), 4),
-        f"{prefix}segments": int(state.seg_id.size),
-    }
+def _gap_ratio(split: UnusedSplit) -> float:
+    """``1 - largest gap / free`` over the partly used segments."""
+    return round(float(fragmentation(split.external_largest_gap, split.external)), 4)
 
 
 def _no_requested_sizes(trace: MemoryTrace, device: str) -> bool:
