@@ -87,3 +87,22 @@ def test_every_format_and_kind_of_truth_is_in_the_corpus():
     assert any(c.ring for c in corpus) and any(not c.markers for c in corpus)
     assert {c.oom for c in corpus} == {None, "fragmentation", "full"}
     assert len({c.name for c in corpus}) == len(corpus)
+
+
+def test_profiler_steps_come_from_the_blocks_freed_again(tmp_path):
+    """A profiler folder's events are levels only: the step clock is the rhythm of its
+    operator blocks, of those freed again (a once-per-step leak never beats it)."""
+    from memtui.analysis.findings.leak import find_leaks
+    from memtui.analysis.findings.steps import find_steps
+    from memtui.sources import open_capture
+
+    path, truth = write_case(Case("p", "profiler", steps=12, markers=False,
+                                  leaks=(LeakPlan(size=MiB),)), tmp_path)
+    trace = open_capture(path)
+    (device,) = trace.meta.device_names
+    steps = find_steps(trace, device)
+    assert steps.count == 12 and not steps.sliced and steps.axis == "t"
+    assert steps.source.startswith("the recurring allocations of ")
+    assert "1048576-byte" not in steps.source  # not the leak's own size
+    (leak,) = find_leaks(trace, device, steps)
+    assert (leak.detail["owner"], leak.detail["bytes_per_step"]) == ("aten::cat", MiB)

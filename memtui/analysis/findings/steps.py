@@ -94,6 +94,10 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
                      anchor_stack=stack)
+    if axis == "t" and not (events["action"] == "alloc").any():
+        found = _block_rhythm_steps(trace, device)
+        if found is not None:
+            return found
     index = unique_sorted(np.linspace(0, t.size - 1, FALLBACK_SLICES + 1).astype(np.int64)[:-1])
     return Steps(bounds=pos[index], times=t[index], axis=axis,
                  source=f"{index.size} equal slices of the trace (no steps found)",
@@ -136,6 +140,28 @@ def _marker_steps(trace: MemoryTrace,
     chosen = rows.filter(pl.col("pattern") == pattern).sort("t").unique(
         "t", keep="first", maintain_order=True)
     return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
+
+
+def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
+    """Steps from the rhythm of the blocks' allocations, for a source whose events hold
+    no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
+    are memory_record levels).  Only blocks freed again can beat the clock: a loop's
+    churn, never blocks that accumulate."""
+    blocks = trace.device_blocks(device).filter(
+        ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
+        & pl.col("t_free").is_not_null())
+    if blocks.is_empty():
+        return None
+    allocs = blocks.sort("t_alloc", maintain_order=True).select(
+        "t_alloc", "stack_id", "size", action=pl.lit("alloc"))
+    rhythm = _rhythm_steps(allocs)
+    if rhythm is None:
+        return None
+    index, label, stack = rhythm
+    times = allocs["t_alloc"].to_numpy().astype(np.int64)[index]
+    return Steps(bounds=times, times=times, axis="t",
+                 source=f"the recurring allocations of {label}", by_markers=False,
+                 anchor_stack=stack)
 
 
 def _rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | None:
