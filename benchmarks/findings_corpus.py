@@ -102,13 +102,18 @@ SITES = {
 
 @dataclass(frozen=True)
 class LeakPlan:
-    """``size`` bytes kept from ``site`` every ``every``-th step in ``[start, stop)``."""
+    """``size`` bytes kept from ``site`` every ``every``-th step in ``[start, stop)``
+    (``with_churn``: the same code also allocates a block it frees within the step;
+    ``growing``: one buffer re-allocated ``size`` bytes larger each step, the old one
+    freed, as ``buf = torch.cat([buf, new])`` does)."""
 
     site: str = "leak"
     size: int = 1 * MiB
     every: int = 1
     start: int = 0
     stop: int | None = None
+    with_churn: bool = False
+    growing: bool = False
 
     def keeps_at(self, step: int) -> bool:
         stop = self.stop if self.stop is not None else 1 << 30
@@ -139,6 +144,8 @@ class Case:
     variable: bool = False
     #: the capture stops in the middle of one more step (its activations alive at the end)
     stop_mid_step: bool = False
+    #: a cache keeps 2 MiB a step and frees what it kept this many steps ago: bounded
+    window: int = 0
     description: str = ""
 
 
@@ -176,6 +183,7 @@ class _Program:
         self.now = START_NS
         self.addr_of: dict[int, int] = {}
         self.leaked: dict[LeakPlan, list[int]] = {}  # plan -> keys of its blocks
+        self.window: list[int] = []  # keys the sliding-window cache holds
         self.next_key = 0
         self._frames = {name: site.frames for name, site in SITES.items()}
         self.frames_site = {id(frames): name for name, frames in self._frames.items()}
@@ -242,15 +250,21 @@ class _Program:
         sizes = step_sizes(batch)
         if case.variable:
             sizes["forward"] = sizes["forward"][:self.rng.randint(3, 6)]
-        acts = []
+        acts: list[int] = []
+        temps: list[int] = []  # freed at the step's end
         for layer, layer_sizes in enumerate(sizes["forward"]):
             for site, size in layer_sizes:
                 acts.append(self.malloc(site, size))
             if layer == 2:
                 for plan in case.leaks:
                     if plan.keeps_at(k):
-                        self.leaked.setdefault(plan, []).append(
-                            self.malloc(plan.site, plan.size))
+                        self.keep(plan, k)
+                    if plan.with_churn:
+                        temps.append(self.malloc(plan.site, plan.size))
+                if case.window:
+                    self.window.append(self.malloc("kv", 2 * MiB))
+                    if len(self.window) > case.window:
+                        self.free(self.window.pop(0))
                 if k < case.warmup_steps:
                     self.malloc("warmup", 2 * MiB)
         logits = self.malloc("logits", sizes["logits"])
@@ -262,9 +276,20 @@ class _Program:
         if case.variable:  # a burst of small gradient buckets
             grads += [self.malloc("grad", 512 * KiB) for _ in range(20)]
         self.free(logits)
-        temps = [self.malloc("adam", size) for size in sizes["adam"]]
+        temps += [self.malloc("adam", size) for size in sizes["adam"]]
         for key in temps + grads:
             self.free(key)
+
+    def keep(self, plan: LeakPlan, k: int) -> None:
+        """The planted leak's block of step ``k``."""
+        kept = self.leaked.setdefault(plan, [])
+        if not plan.growing:
+            kept.append(self.malloc(plan.site, plan.size))
+            return
+        grown = self.malloc(plan.site, plan.size * (len(kept) + 1))
+        if kept:
+            self.free(kept[-1])
+        kept.append(grown)
 
     def evaluation_pass(self) -> None:
         """Large activations once (an evaluation batch): new segments, then all freed."""
@@ -311,11 +336,14 @@ class _Program:
             site = SITES[plan.site]
             keys = set(self.leaked.get(plan, []))
             held = [e.size for e in self.events if e.action == "alloc" and e.key in keys]
+            per_block = sum(held) / len(held)
+            if plan.growing:  # the buffer's growth from its first to its last size
+                per_block = (held[-1] - held[0]) / (len(held) - 1)
             leaks.append({"function": site.function, "file": site.filename,
                           "owner": site.owner, "operator": site.operator,
                           # the allocator's block sizes: a large block is not split
                           # where less than 1 MiB would remain, so it may hold more
-                          "bytes_per_step": sum(held) / len(held) / plan.every,
+                          "bytes_per_step": per_block / plan.every,
                           "requested_bytes_per_step": plan.size / plan.every,
                           "blocks": len(held),
                           "block_size": plan.size, "every": plan.every,
@@ -626,6 +654,12 @@ def _variants() -> list[tuple[str, dict[str, Any], str]]:
          "a clean loop; the capture stops mid-step, its activations alive: not a leak"),
         ("leak_stops_mid_step", {"leaks": (LeakPlan(size=1 * MiB),), "stop_mid_step": True},
          "1 MiB per step; the capture stops mid-step"),
+        ("leak_growing_buffer", {"leaks": (LeakPlan(size=512 * KiB, growing=True),)},
+         "one buffer re-allocated 512 KiB larger every step, the old one freed"),
+        ("leak_beside_churn", {"leaks": (LeakPlan(size=1 * MiB, with_churn=True),)},
+         "the leaking code also allocates a block it frees within the step"),
+        ("clean_sliding_window", {"window": 5},
+         "a cache keeps 2 MiB a step and frees what it kept 5 steps ago: bounded, clean"),
     ]
 
 

@@ -145,23 +145,27 @@ def _marker_steps(trace: MemoryTrace,
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
     """Steps from the rhythm of the blocks' allocations, for a source whose events hold
     no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
-    are memory_record levels).  Only blocks freed again can beat the clock: a loop's
-    churn, never blocks that accumulate."""
+    are memory_record levels).  Blocks recur by owner (the operator) and size, as stacks
+    do elsewhere; only blocks freed again can beat the clock: a loop's churn, never
+    blocks that accumulate."""
     blocks = trace.device_blocks(device).filter(
         ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
-        & pl.col("t_free").is_not_null())
+        & pl.col("t_free").is_not_null() & pl.col("size").is_not_null())
     if blocks.is_empty():
         return None
     allocs = blocks.sort("t_alloc", maintain_order=True).select(
-        "t_alloc", "stack_id", "size", action=pl.lit("alloc"))
+        "t_alloc", "size", owner=pl.col("owner").fill_null(""), action=pl.lit("alloc"),
+        stack_id=pl.struct(pl.col("owner").fill_null(""), "size").rank("dense")
+        .cast(pl.Int64))
     rhythm = _rhythm_steps(allocs)
     if rhythm is None:
         return None
-    index, label, stack = rhythm
+    index = rhythm[0]
+    owner, size = allocs.row(int(index[0]), named=True)["owner"], allocs["size"][int(index[0])]
     times = allocs["t_alloc"].to_numpy().astype(np.int64)[index]
     return Steps(bounds=times, times=times, axis="t",
-                 source=f"the recurring allocations of {label}", by_markers=False,
-                 anchor_stack=stack)
+                 source=f"the recurring allocations of {size}-byte {owner or ''} blocks"
+                 .replace("  ", " "), by_markers=False)
 
 
 def _rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | None:
