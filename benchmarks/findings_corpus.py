@@ -146,6 +146,8 @@ class Case:
     stop_mid_step: bool = False
     #: a cache keeps 2 MiB a step and frees what it kept this many steps ago: bounded
     window: int = 0
+    #: activation sizes vary from step to step by up to this share (dynamic shapes)
+    jitter: float = 0.0
     description: str = ""
 
 
@@ -247,7 +249,7 @@ class _Program:
         """Forward (activations kept for backward), backward (gradients), optimizer
         temporaries; everything freed by the step's end (sizes: :func:`step_sizes`)."""
         case = self.case
-        sizes = step_sizes(batch)
+        sizes = step_sizes(batch * (1 + self.rng.uniform(-case.jitter, case.jitter)))
         if case.variable:
             sizes["forward"] = sizes["forward"][:self.rng.randint(3, 6)]
         acts: list[int] = []
@@ -660,6 +662,10 @@ def _variants() -> list[tuple[str, dict[str, Any], str]]:
          "the leaking code also allocates a block it frees within the step"),
         ("clean_sliding_window", {"window": 5},
          "a cache keeps 2 MiB a step and frees what it kept 5 steps ago: bounded, clean"),
+        ("leak_dynamic_shapes", {"leaks": (LeakPlan(size=1 * MiB),), "jitter": 0.2},
+         "1 MiB per step; activations vary by up to 20% from step to step"),
+        ("clean_dynamic_shapes", {"jitter": 0.2},
+         "a clean loop whose activations vary by up to 20% from step to step"),
     ]
 
 

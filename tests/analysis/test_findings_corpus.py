@@ -106,3 +106,15 @@ def test_profiler_steps_come_from_the_blocks_freed_again(tmp_path):
     assert "1048576-byte" not in steps.source  # not the leak's own size
     (leak,) = find_leaks(trace, device, steps)
     assert (leak.detail["owner"], leak.detail["bytes_per_step"]) == ("aten::cat", MiB)
+
+
+def test_a_missed_beat_of_the_block_clock_is_put_back():
+    """A gap twice the median is one step whose clock block came out another size."""
+    import numpy as np
+
+    from memtui.analysis.findings.steps import _fill_missed_beats
+
+    times = np.array([0, 10, 20, 40, 50, 60, 95], dtype=np.int64)
+    assert _fill_missed_beats(times).tolist() == [0, 10, 20, 30, 40, 50, 60, 95]
+    regular = np.array([0, 10, 20, 30], dtype=np.int64)
+    assert _fill_missed_beats(regular).tolist() == [0, 10, 20, 30]
