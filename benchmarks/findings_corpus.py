@@ -154,7 +154,7 @@ class Case:
 @dataclass
 class _Event:
     t: int  # ns
-    action: str  # alloc, free, segment_alloc, oom, step
+    action: str  # alloc, free, segment_alloc, segment_free, oom, step
     key: int = -1  # block key
     addr: int = 0
     size: int = 0
@@ -309,10 +309,12 @@ class _Program:
             blocks = [self.malloc("kv", 40 * MiB) for _ in range(10)]
             for key in blocks[::2]:
                 self.free(key)
+            self.release_cached()
             free, gap = self._pool_free()
             requested = gap + 24 * MiB
             device_free = 16 * MiB
         else:
+            self.release_cached()
             free, gap = self._pool_free()
             requested = free + 2 * GiB
             device_free = 64 * MiB
@@ -323,6 +325,15 @@ class _Program:
         assert truth_cause == cause, (cause, requested, free, gap)
         return {"cause": truth_cause, "requested_bytes": requested, "pool_free_bytes": free,
                 "largest_gap_bytes": gap, "device_free_bytes": device_free}
+
+    def release_cached(self) -> None:
+        """Give back every segment that holds no block, as the caching allocator does
+        (``release_cached_blocks``) before it raises an out-of-memory error."""
+        for segment in [s for s in self.alloc.segments
+                        if not any(b.allocated for b in s.blocks)]:
+            self.alloc.segments.remove(segment)
+            self.events.append(_Event(self.tick(), "segment_free", addr=segment.addr,
+                                      size=segment.size))
 
     def _pool_free(self) -> tuple[int, int]:
         """Free bytes of the pool and the largest free block of its large segments."""
@@ -337,23 +348,31 @@ class _Program:
         for plan in case.leaks:
             site = SITES[plan.site]
             keys = set(self.leaked.get(plan, []))
-            held = [e.size for e in self.events if e.action == "alloc" and e.key in keys]
-            per_block = sum(held) / len(held)
-            if plan.growing:  # the buffer's growth from its first to its last size
-                per_block = (held[-1] - held[0]) / (len(held) - 1)
+            kept = [e for e in self.events if e.action == "alloc" and e.key in keys]
+            held = [e.size for e in kept]
             leaks.append({"function": site.function, "file": site.filename,
                           "owner": site.owner, "operator": site.operator,
                           # the allocator's block sizes: a large block is not split
                           # where less than 1 MiB would remain, so it may hold more
-                          "bytes_per_step": per_block / plan.every,
+                          "bytes_per_step": _bytes_per_step(plan, held),
+                          "block_sizes": held, "block_times_ns": [e.t for e in kept],
                           "requested_bytes_per_step": plan.size / plan.every,
                           "blocks": len(held),
                           "block_size": plan.size, "every": plan.every,
                           "start_step": plan.start, "stop_step": plan.stop,
+                          "growing": plan.growing,
                           "share_of_step_churn": round(plan.size / plan.every / churn, 5)})
         return {"leaks": leaks, "ooms": [], "not_leaks": (
             [SITES["warmup"].function] if case.warmup_steps else []),
             "fragmentation_medium": case.oom == "fragmentation"}
+
+
+def _bytes_per_step(plan: LeakPlan, held: list[int]) -> float:
+    """What ``plan``'s blocks of sizes ``held`` (the allocator's) add per step: their mean
+    over ``every`` (a growing buffer: its growth from its first size to its last)."""
+    if plan.growing:
+        return (held[-1] - held[0]) / (len(held) - 1)
+    return sum(held) / len(held) / plan.every
 
 
 def step_sizes(batch: float = 1.0) -> dict[str, Any]:
@@ -387,6 +406,19 @@ def run_case(case: Case) -> Run:
 # -- PyTorch snapshot ---------------------------------------------------------------------
 
 
+def _only_what_the_ring_kept(run: Run, start_ns: int) -> None:
+    """The truth of a ring-truncated capture: a leak's blocks allocated before the ring's
+    first entry are ghosts (alive from the start, no growth seen), so its bytes per step
+    are those of the blocks the capture still shows allocated."""
+    for leak in run.truth["leaks"]:
+        seen = [size for size, t in zip(leak["block_sizes"], leak["block_times_ns"],
+                                        strict=True) if t >= start_ns]
+        plan = LeakPlan(size=leak["block_size"], every=leak["every"],
+                        growing=leak["growing"])
+        leak["bytes_per_step"] = _bytes_per_step(plan, seen)
+        leak["blocks_seen"] = len(seen)
+
+
 def write_snapshot(run: Run, path: Path) -> Path:
     frames = {name: site.frames for name, site in SITES.items()}
     trace = []
@@ -411,6 +443,7 @@ def write_snapshot(run: Run, path: Path) -> Path:
         trace.append(entry)
     if run.case.ring:
         trace = trace[int(len(trace) * (1 - run.case.ring)):]
+        _only_what_the_ring_kept(run, trace[0]["time_us"] * 1000)
     segments = [_segment_dict(s.addr, s.size, s.small, [
         (b.addr, b.size, b.requested, b.allocated, b.frames) for b in s.blocks])
         for s in run.allocator.segments]
@@ -444,7 +477,8 @@ def memscope_rows(run: Run) -> list[dict[str, Any]]:
     """The dump table's rows in the order msMemScope writes them (module docstring)."""
     rows: list[dict[str, Any]] = []  # with "write" (when written) and "id" (event counter)
     open_rows: dict[int, list[dict]] = {}  # block key -> its rows so far
-    hal: list[dict] = []
+    hal: dict[int, dict] = {}  # segment address -> its MALLOC row, until it is freed
+    hal_id: dict[int, int] = {}
     system: list[dict] = []
     used, total, counter, aid = 0, 0, 0, 0
     alloc_id: dict[int, int] = {}
@@ -463,12 +497,20 @@ def memscope_rows(run: Run) -> list[dict[str, Any]]:
         if event.action == "segment_alloc":
             total += event.size
             aid += 1
-            hal.append(new_row(Event="MALLOC", **{"Event Type": "HAL"},
-                               **{"Timestamp(ns)": event.t, "Ptr": f"0x{event.addr:016x}",
-                                  "Call Stack(C)": _C_STACK},
-                               Attr={"allocation_id": aid, "addr": f"0x{event.addr:016x}",
-                                     "size": event.size, "page_type": "huge",
-                                     "owner": "CANN@RUNTIME"}))
+            hal_id[event.addr] = aid
+            hal[event.addr] = new_row(
+                Event="MALLOC", **{"Event Type": "HAL"},
+                **{"Timestamp(ns)": event.t, "Ptr": f"0x{event.addr:016x}",
+                   "Call Stack(C)": _C_STACK},
+                Attr={"allocation_id": aid, "addr": f"0x{event.addr:016x}",
+                      "size": event.size, "page_type": "huge", "owner": "CANN@RUNTIME"})
+        elif event.action == "segment_free":
+            total -= event.size
+            rows.extend([hal.pop(event.addr), new_row(  # written when it is freed
+                Event="FREE", **{"Event Type": "HAL", "Timestamp(ns)": event.t,
+                                 "Ptr": f"0x{event.addr:016x}"},
+                Attr={"allocation_id": hal_id[event.addr], "addr": f"0x{event.addr:016x}",
+                      "size": event.size})])
         elif event.action == "alloc":
             used += event.size
             aid += 1
@@ -505,7 +547,7 @@ def memscope_rows(run: Run) -> list[dict[str, Any]]:
                                              "Timestamp(ns)": end, "Device Id": "N/A"}))
     for mine in open_rows.values():  # never freed: written at the end
         rows.extend(mine)
-    return rows + hal + system
+    return rows + list(hal.values()) + system
 
 
 def _db_attr(attr: dict) -> str:
@@ -575,8 +617,8 @@ def write_profiler(run: Run, folder: Path) -> Path:
     open_ops: dict[int, list] = {}
     ops, records = [], []
     for event in run.events:
-        if event.action == "segment_alloc":
-            reserved += event.size
+        if event.action in ("segment_alloc", "segment_free"):
+            reserved += event.size if event.action == "segment_alloc" else -event.size
             continue
         if event.action not in ("alloc", "free"):
             continue
@@ -662,6 +704,12 @@ def _variants() -> list[tuple[str, dict[str, Any], str]]:
          "the leaking code also allocates a block it frees within the step"),
         ("clean_sliding_window", {"window": 5},
          "a cache keeps 2 MiB a step and frees what it kept 5 steps ago: bounded, clean"),
+        ("oom_full_after_leak", {"oom": "full", "steps": 16,
+                                 "leaks": (LeakPlan(size=4 * MiB),)},
+         "4 MiB kept every step, then the device is full"),
+        ("oom_fragmentation_cached", {"oom": "fragmentation", "steps": 16,
+                                      "cached_free": True},
+         "big cached segments wholly free, then an OOM that fragmentation explains"),
         ("leak_dynamic_shapes", {"leaks": (LeakPlan(size=1 * MiB),), "jitter": 0.2},
          "1 MiB per step; activations vary by up to 20% from step to step"),
         ("clean_dynamic_shapes", {"jitter": 0.2},
