@@ -24,6 +24,7 @@ from memtui.analysis.pool_state import (
     OomExplanation,
     PoolState,
     explain_oom,
+    fragmentation,
     oom_events,
     state_at_event,
 )
@@ -166,9 +167,18 @@ class PoolScreen(LinkedScreen):
                  f"{state.seg_id.size} segments  "
                  f"reserved {format_bytes(reserved)}  allocated "
                  f"{format_bytes(state.allocated if not rest else levels.allocated)}")
+        # fragmentation counts the gaps of partly used segments only: a wholly free
+        # cached segment is reusable (said apart, where the line has room for it)
+        unused = state.unused
+        external = fragmentation(unused.external_largest_gap, unused.external)
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
                  f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "
-                 f"fragmentation {state.total_fragmentation:.0%}")
+                 f"fragmentation {external:.0%}")
+        if unused.wholly_free_segments:
+            cached = (f"  {format_bytes(unused.wholly_free)} in "
+                      f"{unused.wholly_free_segments} wholly free segments")
+            if len(line2) + len(cached) <= self.size.width - 2:
+                line2 += cached
         if state.internal_fragmentation:
             line2 += f"  rounding {format_bytes(state.internal_fragmentation)}"
         if state.orphans:
