@@ -70,9 +70,9 @@ def load(path: Path, progress=None) -> MemoryTrace:
     # again (more than half the unpickling time) for no cycle to find.
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
-        snapshot = _normalise(path, load_pickle(path))
+        snapshot = _normalise(path, load_pickle(path, _bytes_read(progress, path.name)))
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
-        _report(progress, 0.6, "building the model")
+        _report(progress, UNPICKLE_SHARE, "building the model")
         try:
             trace = _SnapshotBuilder(path, snapshot, columns).build()
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
@@ -83,6 +83,26 @@ def load(path: Path, progress=None) -> MemoryTrace:
         del snapshot, columns
     _report(progress, 1.0, "done")
     return trace
+
+
+#: The share of the progress bar the unpickling fills (the model is built after it).
+UNPICKLE_SHARE = 0.6
+
+
+def _bytes_read(progress, name: str):
+    """A ``load_pickle`` listener that moves the progress bar over the unpickling, saying
+    the bytes read (``unpickling x.pickle: 120 of 296 MB``); None without a bar."""
+    if progress is None:
+        return None
+
+    def report(done: int, size: int) -> None:
+        _report(progress, UNPICKLE_SHARE * done / max(size, 1),
+                f"unpickling {name}: {_megabytes(done)} of {_megabytes(size)} MB read")
+    return report
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f}" if size < 10e6 else f"{size / 1e6:,.0f}"
 
 
 def _report(progress, fraction: float, message: str) -> None:
