@@ -1,0 +1,262 @@
+"""Feed one device of a capture through :class:`CachingAllocator`, event by event.
+
+The replay starts from the pool memtui reconstructs just before the device's first event
+(:func:`memtui.analysis.pool_state.state_at_seq`: the dump walked back), then takes the
+trace in order: ``alloc`` -> ``malloc(requested size, stream)``, ``free_requested`` -> the
+block waits, ``free`` (free_completed) -> ``free_block``, and each run of recorded
+``segment_free``/``segment_unmap`` events -> ``emptyCache`` where the program called it
+(``release_cached_blocks``).  The recorded ``segment_alloc`` addresses are handed to the
+replay's cudaMalloc of the same size (cudaMalloc's addresses come from the driver, not
+from the allocator's rules).
+
+A run of segment frees is the program's ``torch.cuda.empty_cache()`` or malloc's own retry
+after a failed cudaMalloc (``release_cached_blocks`` either way).  Under the recorded
+settings (the proof) both are replayed where they happened.  Under changed settings only
+the program's calls are: a retry is the device running out, which the replay decides
+from its capacity.  The call stack says which (``emptyCache`` or ``malloc`` in a frame);
+without one, a run followed by a cudaMalloc and its alloc is a retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from memtui.analysis.pool_state import state_at_seq
+from memtui.analysis.replay.allocator import Block, CachingAllocator, OutOfMemory
+from memtui.analysis.replay.settings import Settings
+from memtui.model import MemoryTrace
+
+RELEASES = ("segment_free", "segment_unmap")
+SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
+
+
+@dataclass
+class SegmentLog:
+    """Segment events, each owned by the trace event that caused it (``owner``: the
+    alloc whose malloc made a cudaMalloc, or the first event of a release run)."""
+
+    owner: list[int] = field(default_factory=list)
+    action: list[str] = field(default_factory=list)
+    addr: list[int] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+
+    def add(self, owner: int, action: str, addr: int, size: int) -> None:
+        self.owner.append(owner)
+        self.action.append(action)
+        self.addr.append(addr)
+        self.size.append(size)
+
+    def __len__(self) -> int:
+        return len(self.owner)
+
+
+@dataclass
+class ReplayRun:
+    """What a replay did on one device: per trace event (in ``events`` order) the address
+    it gave an alloc (0 elsewhere) and the reserved bytes after the event; the segment
+    events it made; the OOMs it met; where it could not follow the trace."""
+
+    device: str
+    settings: Settings
+    events: pl.DataFrame  # the device's events (t, seq, action, addr, size, stream, ...)
+    replay_addr: np.ndarray  # uint64 per event
+    reserved: np.ndarray  # int64 per event: the replay's reserved after it
+    free_at_peak: int
+    largest_free_at_peak: int
+    segments: SegmentLog
+    ooms: list[tuple[int, int, str]]  # (event index, bytes asked, "caused"/"avoided"/"kept")
+    start_reserved: int
+    unknown_frees: int  # frees of blocks the replay never saw
+    orphans: int  # blocks alive at the start outside any segment
+    release_runs: list[tuple[int, str]]  # (event index, "empty_cache"/"retry")
+
+    @property
+    def reserved_peak(self) -> int:
+        return int(max(self.start_reserved, self.reserved.max(initial=0)))
+
+    @property
+    def reserved_at_end(self) -> int:
+        return int(self.reserved[-1]) if self.reserved.size else self.start_reserved
+
+    def count(self, action: str) -> int:
+        return sum(1 for a in self.segments.action if a == action)
+
+
+def replay_device(trace: MemoryTrace, device: str, settings: Settings,
+                  replay_retries: bool = True) -> ReplayRun:
+    """Replay ``device``'s events under ``settings``.  ``replay_retries``: also call
+    emptyCache where the recording's malloc retried after a failed cudaMalloc (the proof;
+    a prediction leaves those to the capacity)."""
+    events = trace.device_events(device).sort("seq")
+    allocator = CachingAllocator(settings)
+    blocks, orphans = _start_pool(trace, device, events, allocator)
+    start_reserved = allocator.reserved
+    releases = release_runs(trace, events)
+    run = _Loop(allocator, blocks, events, releases, replay_retries)
+    run.go()
+    return ReplayRun(
+        device=device, settings=settings, events=events, replay_addr=run.replay_addr,
+        reserved=run.reserved, free_at_peak=run.free_at_peak,
+        largest_free_at_peak=run.largest_at_peak, segments=run.log, ooms=run.ooms,
+        start_reserved=start_reserved, unknown_frees=run.unknown_frees, orphans=orphans,
+        release_runs=[(int(i), kind) for i, kind in releases.items()],
+    )
+
+
+def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
+                allocator: CachingAllocator) -> tuple[dict[int, Block], int]:
+    """Lay the pool alive before the first event into ``allocator``: each segment with its
+    live blocks (allocated, or pending free: either way not reusable yet)."""
+    first_seq = int(events["seq"][0]) if events.height else 0
+    state = state_at_seq(trace, device, first_seq - 1)
+    segments = trace.device_segments(device)
+    seg_ids = segments["segment_id"].to_numpy()
+    kinds = dict(zip(seg_ids.tolist(), segments["kind"].fill_null("large").to_list(),
+                     strict=True))
+    streams = dict(zip(seg_ids.tolist(), segments["stream"].fill_null(0).to_list(),
+                       strict=True))
+    blocks: dict[int, Block] = {}
+    for index in range(state.seg_id.size):
+        rows = state.blocks_of_segment(index)
+        ranges = [(int(state.blk_addr[r]), int(state.blk_size[r])) for r in rows]
+        seg_id = int(state.seg_id[index])
+        made = allocator.add_segment(
+            int(state.seg_addr[index]), int(state.seg_size[index]),
+            int(streams.get(seg_id, 0)), kinds.get(seg_id) == "small", ranges)
+        for r, block in zip(rows, made, strict=True):
+            blocks[int(state.blk_id[r])] = block
+            if state.blk_pending[r]:
+                block.allocated, block.pending = False, True
+                allocator.pending.add(block)
+    return blocks, state.orphans
+
+
+def release_runs(trace: MemoryTrace, events: pl.DataFrame) -> dict[int, str]:
+    """Event index of the first segment free of each run -> ``"empty_cache"`` (the
+    program's call) or ``"retry"`` (malloc's own release after a failed cudaMalloc)."""
+    actions = events["action"].cast(pl.String).to_numpy()
+    is_release = np.isin(actions, RELEASES)
+    starts = np.flatnonzero(is_release & ~np.concatenate([[False], is_release[:-1]]))
+    if not starts.size:
+        return {}
+    by_stack = _release_kind_by_stack(trace, events, starts)
+    out: dict[int, str] = {}
+    for start in starts.tolist():
+        kind = by_stack.get(start)
+        if kind is None:
+            end = start
+            while end < actions.size and (is_release[end] or actions[end] == "free"):
+                end += 1
+            followed = end < actions.size and actions[end] in ("segment_alloc", "segment_map")
+            kind = "retry" if followed else "empty_cache"
+        out[start] = kind
+    return out
+
+
+def _release_kind_by_stack(trace: MemoryTrace, events: pl.DataFrame,
+                           starts: np.ndarray) -> dict[int, str]:
+    stack_ids = events["stack_id"].to_numpy()[starts] if "stack_id" in events.columns else []
+    if not len(stack_ids) or trace.stacks.is_empty():
+        return {}
+    frame_names = dict(zip(trace.frames["frame_id"].to_list(),
+                           trace.frames["name"].fill_null("").to_list(), strict=True))
+    stack_frames = dict(zip(trace.stacks["stack_id"].to_list(),
+                            trace.stacks["frame_ids"].to_list(), strict=True))
+    out = {}
+    for start, stack_id in zip(starts.tolist(), stack_ids.tolist(), strict=True):
+        names = [frame_names.get(f, "") for f in stack_frames.get(stack_id) or []]
+        if any("emptyCache" in n or n == "empty_cache" for n in names):
+            out[start] = "empty_cache"
+        elif any("::malloc(" in n for n in names):
+            out[start] = "retry"
+    return out
+
+
+class _Loop:
+    """The per-event loop (a sequential simulation: one Python step per event)."""
+
+    def __init__(self, allocator: CachingAllocator, blocks: dict[int, Block],
+                 events: pl.DataFrame, releases: dict[int, str], replay_retries: bool) -> None:
+        self.allocator = allocator
+        self.blocks = blocks
+        self.releases = releases
+        self.replay_retries = replay_retries
+        self.actions = events["action"].cast(pl.String).to_list()
+        self.addr = events["addr"].fill_null(0).to_numpy().astype(np.uint64)
+        self.size = events["size"].fill_null(0).to_numpy()
+        self.stream = events["stream"].fill_null(0).to_numpy()
+        self.block_id = events["block_id"].fill_null(-1).to_numpy()
+        n = events.height
+        self.replay_addr = np.zeros(n, dtype=np.uint64)
+        self.reserved = np.zeros(n, dtype=np.int64)
+        self.log = SegmentLog()
+        self.ooms: list[tuple[int, int, str]] = []
+        self.unknown_frees = 0
+        self.failed: set[int] = set()
+        self.peak = allocator.reserved
+        self.free_at_peak, self.largest_at_peak = allocator.free_bytes_and_largest()
+
+    def go(self) -> None:
+        allocator = self.allocator
+        seg_events = allocator.segment_events
+        handlers = {"alloc": self._alloc, "free_requested": self._free_requested,
+                    "free": self._free, "segment_alloc": self._hint, "oom": self._oom}
+        for i, action in enumerate(self.actions):
+            before = len(seg_events)
+            handler = handlers.get(action)
+            if handler is not None:
+                handler(i)
+            elif i in self.releases and (self.replay_retries or self.releases[i] != "retry"):
+                allocator.empty_cache()
+            for event in seg_events[before:]:
+                self.log.add(i, event.action, event.addr, event.size)
+            self.reserved[i] = allocator.reserved
+            if allocator.reserved > self.peak:
+                self.peak = allocator.reserved
+                self.free_at_peak, self.largest_at_peak = allocator.free_bytes_and_largest()
+
+    def _alloc(self, i: int) -> None:
+        try:
+            block = self.allocator.malloc(int(self.size[i]), int(self.stream[i]))
+        except OutOfMemory:
+            self.ooms.append((i, int(self.size[i]), "caused"))
+            self.failed.add(int(self.block_id[i]))
+            return
+        self.blocks[int(self.block_id[i])] = block
+        self.replay_addr[i] = block.addr
+
+    def _free_requested(self, i: int) -> None:
+        block = self.blocks.get(int(self.block_id[i]))
+        if block is None:
+            self.unknown_frees += int(self.block_id[i]) not in self.failed
+            return
+        block.allocated, block.pending = False, True
+        self.allocator.pending.add(block)
+
+    def _free(self, i: int) -> None:
+        block = self.blocks.pop(int(self.block_id[i]), None)
+        if block is None:
+            self.unknown_frees += int(self.block_id[i]) not in self.failed
+            return
+        self.allocator.free_block(block)
+
+    def _hint(self, i: int) -> None:
+        self.allocator.address_hints.append((int(self.size[i]), int(self.addr[i])))
+
+    def _oom(self, i: int) -> None:
+        """A recorded OOM: under a setting with a capacity the request is tried again
+        (served: avoided; what the program did after a served request is unknown, so the
+        block goes back at once)."""
+        if self.allocator.settings.capacity is None:
+            self.ooms.append((i, int(self.size[i]), "kept"))
+            return
+        try:
+            block = self.allocator.malloc(int(self.size[i]), int(self.stream[i]))
+        except OutOfMemory:
+            self.ooms.append((i, int(self.size[i]), "kept"))
+            return
+        self.ooms.append((i, int(self.size[i]), "avoided"))
+        self.allocator.free_block(block)
