@@ -196,8 +196,9 @@ class _Loop:
         self.ooms: list[tuple[int, int, str]] = []
         self.unknown_frees = 0
         self.failed: set[int] = set()
-        self.peak = allocator.reserved
-        self.free_at_peak, self.largest_at_peak = allocator.free_bytes_and_largest()
+        # the peak over the trace's events (the pool before the first is the recorded one)
+        self.peak = -1
+        self.free_at_peak = self.largest_at_peak = 0
 
     def go(self) -> None:
         allocator = self.allocator

@@ -14,11 +14,13 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memtui.errors import CaptureError
-
 #: CUDAAllocatorConfig's default max_split_size: std::numeric_limits<size_t>::max().
 NO_MAX_SPLIT = (1 << 64) - 1
 MIB = 1 << 20
+
+class SettingError(ValueError):
+    """A ``--set`` or ``--capacity`` the replay cannot take (the command names the file)."""
+
 
 #: The keys ``--set`` understands (PYTORCH_CUDA_ALLOC_CONF names).
 KNOWN_KEYS = ("max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
@@ -83,7 +85,7 @@ def from_capture(allocator_settings: dict[str, Any] | None) -> Settings:
 
 def apply_changes(settings: Settings, changes: list[str]) -> Settings:
     """``settings`` with each ``KEY:VALUE`` of ``changes`` applied (several may be joined by
-    commas, as in PYTORCH_CUDA_ALLOC_CONF).  A bad key or value raises CaptureError."""
+    commas, as in PYTORCH_CUDA_ALLOC_CONF).  A bad key or value raises SettingError."""
     for change in changes:
         for part in _split_conf(change):
             key, _, value = part.partition(":")
@@ -126,8 +128,8 @@ def _apply_one(settings: Settings, key: str, value: str) -> Settings:
                 raise ValueError("expandable_segments is True or False")
             return replace(settings, expandable_segments=value == "True")
     except ValueError as err:
-        raise CaptureError(f"--set {key}:{value}: {err}") from None
-    raise CaptureError(f"--set {key}: unknown setting (known: {', '.join(KNOWN_KEYS)})")
+        raise SettingError(f"--set {key}:{value}: {err}") from None
+    raise SettingError(f"--set {key}: unknown setting (known: {', '.join(KNOWN_KEYS)})")
 
 
 def _parse_divisions(value: str) -> tuple[int, ...]:
@@ -163,7 +165,7 @@ def parse_size(text: str) -> int:
     (a card's "80 GB" is 80 GiB)."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(i?[bB])?\s*", text)
     if not match:
-        raise CaptureError(f"--capacity {text}: not a size (say 80GiB, 24GB, 40960MiB)")
+        raise SettingError(f"--capacity {text}: not a size (say 80GiB, 24GB, 40960MiB)")
     number, unit = float(match.group(1)), match.group(2).upper()
     scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
     return int(number * scale)
