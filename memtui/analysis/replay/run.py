@@ -25,7 +25,15 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.pool_state import state_at_seq
-from memtui.analysis.replay.allocator import Block, CachingAllocator, OutOfMemory
+from memtui.analysis.replay.allocator import (
+    K_MIN_BLOCK_SIZE,
+    K_SMALL_BUFFER,
+    K_SMALL_SIZE,
+    Block,
+    CachingAllocator,
+    OutOfMemory,
+    round_size,
+)
 from memtui.analysis.replay.settings import Settings
 from memtui.model import MemoryTrace
 
@@ -114,24 +122,50 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
     state = state_at_seq(trace, device, first_seq - 1)
     segments = trace.device_segments(device)
     seg_ids = segments["segment_id"].to_numpy()
-    kinds = dict(zip(seg_ids.tolist(), segments["kind"].fill_null("large").to_list(),
-                     strict=True))
+    kinds = dict(zip(seg_ids.tolist(), segments["kind"].to_list(), strict=True))
     streams = dict(zip(seg_ids.tolist(), segments["stream"].fill_null(0).to_list(),
                        strict=True))
     blocks: dict[int, Block] = {}
     for index in range(state.seg_id.size):
         rows = state.blocks_of_segment(index)
-        ranges = [(int(state.blk_addr[r]), int(state.blk_size[r])) for r in rows]
         seg_id = int(state.seg_id[index])
-        made = allocator.add_segment(
-            int(state.seg_addr[index]), int(state.seg_size[index]),
-            int(streams.get(seg_id, 0)), kinds.get(seg_id) == "small", ranges)
+        seg_addr, seg_size = int(state.seg_addr[index]), int(state.seg_size[index])
+        # a segment known only by its segment_free has no kind: get_allocation_size makes
+        # every small segment kSmallBuffer (2 MiB) and every large one 10 MiB or more
+        small = kinds.get(seg_id) == "small" or (kinds.get(seg_id) is None
+                                                 and seg_size == K_SMALL_BUFFER)
+        ranges = _allocator_sizes([(int(state.blk_addr[r]), int(state.blk_size[r]))
+                                   for r in rows], seg_addr + seg_size, small,
+                                  allocator.settings)
+        made = allocator.add_segment(seg_addr, seg_size, int(streams.get(seg_id, 0)), small,
+                                     ranges)
         for r, block in zip(rows, made, strict=True):
             blocks[int(state.blk_id[r])] = block
             if state.blk_pending[r]:
                 block.allocated, block.pending = False, True
                 allocator.pending.add(block)
     return blocks, state.orphans
+
+
+def _allocator_sizes(ranges: list[tuple[int, int]], segment_end: int, small: bool,
+                    settings: Settings) -> list[tuple[int, int]]:
+    """The blocks' sizes as the allocator had them.  A block alive before the trace and
+    freed in it is known only by its trace events, which carry the requested size; the
+    allocator's block was at least ``round_size`` of it, and the gap after it is part of
+    it where no free block could be that small (should_split keeps a remainder only of
+    512 B or more in a small segment, more than 1 MiB in a large one unless segments are
+    expandable)."""
+    out = []
+    for i, (addr, size) in enumerate(ranges):
+        end = ranges[i + 1][0] if i + 1 < len(ranges) else segment_end
+        size = min(max(size, round_size(size, settings)), end - addr)
+        gap = end - addr - size
+        tiny = gap < K_MIN_BLOCK_SIZE if small or settings.expandable_segments \
+            else gap <= K_SMALL_SIZE
+        if gap > 0 and tiny:
+            size += gap
+        out.append((addr, size))
+    return out
 
 
 def release_runs(trace: MemoryTrace, events: pl.DataFrame) -> dict[int, str]:
