@@ -599,6 +599,21 @@ class CachingAllocator:
 
     # -- measuring ---------------------------------------------------------------------
 
+    def block_at(self, addr: int) -> tuple[str, int, int] | None:
+        """What holds ``addr`` in the replay: ("free" / "in use" / "unmapped", start, size)
+        of the block covering it, or None where no segment does (a scan: explanations only)."""
+        for segment in self.segments.values():
+            if segment.addr <= addr < segment.addr + segment.size:
+                break
+        else:
+            return None
+        for pool in (self.small, self.large):
+            for key in list(pool.blocks) + list(pool.unmapped):
+                block = pool.by_key[key]
+                if block.addr <= addr < block.addr + block.size:
+                    return ("free" if block.mapped else "unmapped", block.addr, block.size)
+        return ("in use", addr, 0)
+
     def free_bytes_and_largest(self) -> tuple[int, int]:
         """Cached free bytes (mapped free blocks of both pools) and the largest of them."""
         total = largest = 0

@@ -225,11 +225,42 @@ def explain_departure(run: ReplayRun, index: int | None, kind: str) -> str:
 
 
 def _address_cause(run: ReplayRun, index: int) -> str:
-    """A cause read from the replay's own earlier choices."""
-    recorded = np.uint64(int(run.events["addr"][index]))
-    if (run.replay_addr[:index] == recorded).any():
-        return ("the replay had handed the recorded address to an earlier block that the "
-                "recording placed elsewhere: an earlier best-fit choice differed")
-    return ("the recording reused a block the replay did not have free there: the pool "
-            "before the first event (walked back from the dump) differs from the "
-            "allocator's, or a free completed at another moment")
+    """Why the replay put this alloc elsewhere, read from the replay's pool just before."""
+    from memtui.analysis.replay.allocator import get_allocation_size, round_size
+    from memtui.analysis.summary import format_bytes as fb
+
+    events = run.events
+    actions = events["action"].cast(pl.String)
+    recorded = int(events["addr"][index])
+    size = round_size(int(events["size"][index] or 0), run.settings)
+    # the segment_alloc of the same malloc: after the previous alloc, at this address
+    previous_alloc = max((i for i in range(index) if actions[i] == "alloc"), default=-1)
+    made = [i for i in range(previous_alloc + 1, index) if actions[i] == "segment_alloc"
+            and int(events["addr"][i]) == recorded]
+    if made:
+        segment = int(events["size"][made[0]])
+        rule = get_allocation_size(size)
+        if segment != rule:
+            return (f"the recording made a new segment of {fb(segment)} for a request of "
+                    f"{fb(size)}, where get_allocation_size gives {fb(rule)}: not the "
+                    "caching allocator's rules (a synthetic capture, or an allocator this "
+                    "replay does not model)")
+        return (f"the recording made a new segment for it, the replay served it from a "
+                f"free block at {int(run.replay_addr[index]):#x}: a block the recorded "
+                "allocator did not have free (an earlier departure, or a free that "
+                "completed later than the trace says)")
+    if run.pool_before is None:
+        return "the replay's pool differed before this event"
+    held = run.pool_before(index).block_at(recorded)
+    if held is None:
+        return ("the recorded address lies in no segment the replay holds: a segment "
+                "allocated outside the trace (the ring buffer lost its segment_alloc, or "
+                "the dump lacks it)")
+    state, start, block_size = held
+    if state == "free" and block_size >= size:
+        return (f"the replay had the recorded place free too (a block of {fb(block_size)} at "
+                f"{start:#x}) but its best fit (stream, size, address) chose another: the "
+                "free blocks differed earlier")
+    return (f"the replay holds the recorded address {state}"
+            + (f" (a free block of only {fb(block_size)})" if state == "free" else "")
+            + ": an earlier block was placed or freed differently")

@@ -19,6 +19,7 @@ without one, a run followed by a cudaMalloc and its alloc is a retry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +81,8 @@ class ReplayRun:
     unknown_frees: int  # frees of blocks the replay never saw
     orphans: int  # blocks alive at the start outside any segment
     release_runs: list[tuple[int, str]]  # (event index, "empty_cache"/"retry")
+    #: the replay's allocator just before event ``i`` (a second replay, for explanations)
+    pool_before: Callable[[int], CachingAllocator] | None = None
 
     @property
     def reserved_peak(self) -> int:
@@ -105,12 +108,20 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
     releases = release_runs(trace, events)
     run = _Loop(allocator, blocks, events, releases, replay_retries)
     run.go()
+
+    def pool_before(index: int) -> CachingAllocator:
+        again = CachingAllocator(settings)
+        again_blocks, _ = _start_pool(trace, device, events, again)
+        _Loop(again, again_blocks, events, releases, replay_retries).go(stop=index)
+        return again
+
     return ReplayRun(
         device=device, settings=settings, events=events, replay_addr=run.replay_addr,
         reserved=run.reserved, free_at_peak=run.free_at_peak,
         largest_free_at_peak=run.largest_at_peak, segments=run.log, ooms=run.ooms,
         start_reserved=start_reserved, unknown_frees=run.unknown_frees, orphans=orphans,
         release_runs=[(int(i), kind) for i, kind in releases.items()],
+        pool_before=pool_before,
     )
 
 
@@ -234,12 +245,13 @@ class _Loop:
         self.peak = -1
         self.free_at_peak = self.largest_at_peak = 0
 
-    def go(self) -> None:
+    def go(self, stop: int | None = None) -> None:
+        """Replay every event (or those before event ``stop``)."""
         allocator = self.allocator
         seg_events = allocator.segment_events
         handlers = {"alloc": self._alloc, "free_requested": self._free_requested,
                     "free": self._free, "segment_alloc": self._hint, "oom": self._oom}
-        for i, action in enumerate(self.actions):
+        for i, action in enumerate(self.actions[:stop]):
             before = len(seg_events)
             handler = handlers.get(action)
             if handler is not None:
