@@ -230,10 +230,11 @@ class _Loop:
         self.releases = releases
         self.replay_retries = replay_retries
         self.actions = events["action"].cast(pl.String).to_list()
-        self.addr = events["addr"].fill_null(0).to_numpy().astype(np.uint64)
-        self.size = events["size"].fill_null(0).to_numpy()
-        self.stream = events["stream"].fill_null(0).to_numpy()
-        self.block_id = events["block_id"].fill_null(-1).to_numpy()
+        # Python lists: one item read per event, cheaper than numpy scalars
+        self.addr = events["addr"].fill_null(0).to_list()
+        self.size = events["size"].fill_null(0).to_list()
+        self.stream = events["stream"].fill_null(0).to_list()
+        self.block_id = events["block_id"].fill_null(-1).to_list()
         n = events.height
         self.replay_addr = np.zeros(n, dtype=np.uint64)
         self.reserved = np.zeros(n, dtype=np.int64)
@@ -251,47 +252,57 @@ class _Loop:
         seg_events = allocator.segment_events
         handlers = {"alloc": self._alloc, "free_requested": self._free_requested,
                     "free": self._free, "segment_alloc": self._hint, "oom": self._oom}
+        releases = {i: kind for i, kind in self.releases.items()
+                    if self.replay_retries or kind != "retry"}
+        reserved = [0] * len(self.actions)
+        logged = len(seg_events)
         for i, action in enumerate(self.actions[:stop]):
-            before = len(seg_events)
             handler = handlers.get(action)
             if handler is not None:
                 handler(i)
-            elif i in self.releases and (self.replay_retries or self.releases[i] != "retry"):
+            elif i in releases:
                 allocator.empty_cache()
-            for event in seg_events[before:]:
-                self.log.add(i, event.action, event.addr, event.size)
-            self.reserved[i] = allocator.reserved
-            if allocator.reserved > self.peak:
+            if len(seg_events) != logged:
+                for event in seg_events[logged:]:
+                    self.log.add(i, event.action, event.addr, event.size)
+                logged = len(seg_events)
+                if allocator.reserved > self.peak:
+                    self.peak = allocator.reserved
+                    self.free_at_peak, self.largest_at_peak = \
+                        allocator.free_bytes_and_largest()
+            elif self.peak < 0:
                 self.peak = allocator.reserved
                 self.free_at_peak, self.largest_at_peak = allocator.free_bytes_and_largest()
+            reserved[i] = allocator.reserved
+        self.reserved[:] = reserved
 
     def _alloc(self, i: int) -> None:
         try:
-            block = self.allocator.malloc(int(self.size[i]), int(self.stream[i]))
+            block = self.allocator.malloc(self.size[i], self.stream[i])
         except OutOfMemory:
-            self.ooms.append((i, int(self.size[i]), "caused"))
-            self.failed.add(int(self.block_id[i]))
+            self.ooms.append((i, self.size[i], "caused"))
+            self.failed.add(self.block_id[i])
             return
-        self.blocks[int(self.block_id[i])] = block
+        self.blocks[self.block_id[i]] = block
         self.replay_addr[i] = block.addr
 
     def _free_requested(self, i: int) -> None:
-        block = self.blocks.get(int(self.block_id[i]))
+        block = self.blocks.get(self.block_id[i])
         if block is None:
-            self.unknown_frees += int(self.block_id[i]) not in self.failed
+            self.unknown_frees += self.block_id[i] not in self.failed
             return
         block.allocated, block.pending = False, True
         self.allocator.pending.add(block)
 
     def _free(self, i: int) -> None:
-        block = self.blocks.pop(int(self.block_id[i]), None)
+        block = self.blocks.pop(self.block_id[i], None)
         if block is None:
-            self.unknown_frees += int(self.block_id[i]) not in self.failed
+            self.unknown_frees += self.block_id[i] not in self.failed
             return
         self.allocator.free_block(block)
 
     def _hint(self, i: int) -> None:
-        self.allocator.address_hints.append((int(self.size[i]), int(self.addr[i])))
+        self.allocator.address_hints.append((self.size[i], self.addr[i]))
 
     def _oom(self, i: int) -> None:
         """A recorded OOM: under a setting with a capacity the request is tried again
