@@ -142,3 +142,67 @@ def test_real_capture_without_history_is_refused():
 
 def test_generated_addresses_are_real_looking():
     assert BASE < 1 << 48  # a device address, far below the replay's invented ones
+
+
+# -- the captures recorded on an H100 by memtui record (tests/data) -------------------------
+
+H100 = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.mark.parametrize("name", ["cuda_train_leak.pickle", "cuda_train_all_stacks.pickle",
+                                  "cuda_train_expandable.pickle", "cuda_train_settings.pickle",
+                                  "cuda_oom_fragmented.pickle", "cuda_oom_full.pickle"])
+def test_h100_capture_replays_exactly(name):
+    trace = load_trace(H100 / name, use_cache=False)
+    proof, _ = prove(trace, "cuda:0")
+    assert proof.allocs > 0 and proof.allocs_at_address == proof.allocs
+    assert proof.segments_reproduced == proof.segments_recorded > 0
+    assert proof.reserved_agree == proof.level_events
+    assert proof.holds, proof.departure_reason
+
+
+def test_h100_expandable_capture_maps_what_the_allocator_mapped():
+    # expandable_segments:True recorded: 16 segment_map events, each reproduced at its
+    # address and size (map_block's whole 2 MiB / 20 MiB pages)
+    proof, _ = prove(load_trace(H100 / "cuda_train_expandable.pickle", use_cache=False),
+                     "cuda:0")
+    assert proof.settings.expandable_segments
+    assert proof.segment_reproduced == {"segment_map": 16}
+
+
+def test_h100_settings_capture_replays_under_its_recorded_settings():
+    proof, _ = prove(load_trace(H100 / "cuda_train_settings.pickle", use_cache=False),
+                     "cuda:0")
+    assert proof.settings.describe() == ("max_split_size_mb:64,roundup_power2_divisions:4,"
+                                         "garbage_collection_threshold:0.6")
+    assert proof.holds
+
+
+def test_h100_fragmented_oom_avoided_by_expandable_segments():
+    # oom.py fragmented: 2 GiB allowed (a memory fraction), 6 MiB tensors fill 20 MiB
+    # segments, two of three freed, then 100 MiB asked.  The device had 76.7 GiB free, so
+    # the limit was the process's: the capacity is inferred just under reserved + 100 MiB.
+    # Under the recorded settings the OOM still happens; with expandable segments the
+    # freed pages are mapped into one segment and the 100 MiB fits.
+    trace = load_trace(H100 / "cuda_oom_fragmented.pickle", use_cache=False)
+    same = predict(trace, "cuda:0", Settings())
+    assert "per-process limit" in same.capacity_source
+    assert [c.change for c in same.oom_changes] == ["still happens"]
+    expandable = predict(trace, "cuda:0", apply_changes(Settings(), ["expandable_segments:True"]))
+    assert [c.change for c in expandable.oom_changes] == ["avoided"]
+    assert expandable.predicted.ooms == 0 and expandable.recorded.ooms == 1
+
+
+def test_h100_full_device_oom_stays():
+    # oom.py full: twice the device asked; nothing any setting can do
+    trace = load_trace(H100 / "cuda_oom_full.pickle", use_cache=False)
+    p = predict(trace, "cuda:0", apply_changes(Settings(), ["expandable_segments:True"]))
+    assert [c.change for c in p.oom_changes] == ["still happens"]
+    # 256 MiB with expandable segments maps 13 pages of 20 MiB
+    assert p.predicted.reserved_peak == 260 * MIB
+
+
+def test_h100_graph_pool_is_refused():
+    trace = load_trace(H100 / "cuda_graph_pool.pickle", use_cache=False)
+    proof, run = prove(trace, "cuda:0")
+    assert run is None and "private pool" in proof.refused

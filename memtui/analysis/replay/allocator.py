@@ -182,17 +182,27 @@ class CachingAllocator:
         #: addresses a cudaMalloc of a given size should return, oldest first (the proof
         #: hands the recording's segment_alloc addresses over; empty: invent one).
         self.address_hints: list[tuple[int, int]] = []
+        #: the recording's segment_map addresses in the current malloc (same purpose)
+        self.map_hints: list[int] = []
         self._invented = INVENTED_BASE
 
     # -- setting up the pool the capture started from ----------------------------------
 
     def add_segment(self, addr: int, size: int, stream: int, is_small: bool,
-                    allocated: list[tuple[int, int]]) -> list[Block]:
+                    allocated: list[tuple[int, int]], expandable: bool = False) -> list[Block]:
         """A segment alive before the first event, with its ``allocated`` (addr, size)
-        ranges (sorted, inside it); the rest is free.  Returns the allocated blocks."""
-        segment = Segment(addr, size, stream, is_small)
-        self.segments[addr] = segment
+        ranges (sorted, inside it); the rest is free.  Returns the allocated blocks.
+
+        ``expandable``: the mapped range of an expandable segment; unmapped address space
+        follows it (the dump shows only what is mapped)."""
         pool = self.small if is_small else self.large
+        if expandable:
+            page = self._page_size(pool)
+            segment = Segment(addr, self._address_space(page), stream, is_small,
+                              expandable=True, page=page)
+        else:
+            segment = Segment(addr, size, stream, is_small)
+        self.segments[addr] = segment
         out: list[Block] = []
         pieces: list[Block] = []
         cursor = addr
@@ -206,6 +216,10 @@ class CachingAllocator:
             cursor = block_addr + block_size
         if cursor < addr + size:
             pieces.append(Block(cursor, addr + size - cursor, stream, pool, segment))
+        if expandable and segment.size > size:
+            tail = Block(addr + size, segment.size - size, stream, pool, segment)
+            tail.mapped = False
+            pieces.append(tail)
         for before, after in zip(pieces, pieces[1:], strict=False):
             before.next, after.prev = after, before
         for piece in pieces:
@@ -479,15 +493,29 @@ class CachingAllocator:
         """find_expandable_block's last resort: a new segment of address space (1 1/8 of
         the device's memory), all unmapped."""
         page = self._page_size(pool)
-        capacity = self.settings.capacity or (1 << 40)
-        pages = -(-(capacity + capacity // 8) // page)
-        addr = self._segment_address(pages * page)
-        segment = Segment(addr, pages * page, stream, pool.is_small, expandable=True, page=page)
+        size = self._address_space(page)
+        addr = self._expandable_address(size)
+        segment = Segment(addr, size, stream, pool.is_small, expandable=True, page=page)
         self.segments[addr] = segment
-        block = Block(addr, pages * page, stream, pool, segment)
+        block = Block(addr, size, stream, pool, segment)
         block.mapped = False
         pool.insert(block)
         return block
+
+    def _address_space(self, page: int) -> int:
+        """ExpandableSegment's reserved virtual range: 1 1/8 of the device's memory in
+        whole pages (the capacity stands for the device; 1 TiB where none is known)."""
+        capacity = self.settings.capacity or (1 << 40)
+        return -(-(capacity + capacity // 8) // page) * page
+
+    def _expandable_address(self, size: int) -> int:
+        """A new expandable segment's base: the recording's first segment_map of this
+        malloc (a malloc that makes a new segment maps only in it, from its base), else an
+        invented one.  (The replay's address ranges may overlap where the device's size
+        is unknown: blocks are found by their links and keys, never by range.)"""
+        if self.map_hints and self.map_hints[0] not in self.segments:
+            return self.map_hints.pop(0)
+        return self._segment_address(size)
 
     def _find_expandable_block(self, pool: BlockPool, size: int, stream: int) -> Block:
         """find_expandable_block: the lowest unmapped range of the stream's expandable

@@ -20,9 +20,11 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.pool_state import fragmentation
+from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
 from memtui.analysis.replay.run import ReplayRun, replay_device
 from memtui.analysis.replay.settings import Settings
+from memtui.analysis.summary import format_bytes as fb
 from memtui.model import MemoryTrace
 
 #: What no replay of a capture can know, said with every prediction.
@@ -180,11 +182,21 @@ def inferred_capacity(trace: MemoryTrace, device: str,
     markers = trace.markers.filter((pl.col("kind") == "oom")
                                    & (pl.col("device").is_null() | (pl.col("device") == device)))
     oom_index = np.flatnonzero(actions == "oom")
+    sizes = events["size"].fill_null(0).to_list()
     for index, name in zip(oom_index.tolist(), markers["name"].to_list(), strict=False):
         match = _DEVICE_FREE.search(name or "")
-        if match:
-            before = int(baseline.reserved[index - 1]) if index else baseline.start_reserved
-            return before + int(match.group(1)), f"the recorded OOM at event {index}"
+        if not match:
+            continue
+        before = int(baseline.reserved[index - 1]) if index else baseline.start_reserved
+        device_free = int(match.group(1))
+        asked = get_allocation_size(round_size(int(sizes[index]), baseline.settings))
+        if device_free >= asked:
+            # the device had room: the limit was the process's own (a memory fraction),
+            # somewhere in [reserved then, reserved then + the segment asked)
+            return (before + asked - 1,
+                    f"the recorded OOM at event {index}: the device had {fb(device_free)} "
+                    f"free, so a per-process limit of {fb(before)} to {fb(before + asked)}")
+        return before + device_free, f"the recorded OOM at event {index}"
     for index, kind in baseline.release_runs:
         if kind != "retry":
             continue

@@ -27,6 +27,7 @@ import polars as pl
 
 from memtui.analysis.pool_state import state_at_seq
 from memtui.analysis.replay.allocator import (
+    K_LARGE_BUFFER,
     K_MIN_BLOCK_SIZE,
     K_SMALL_BUFFER,
     K_SMALL_SIZE,
@@ -143,13 +144,16 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
         seg_addr, seg_size = int(state.seg_addr[index]), int(state.seg_size[index])
         # a segment known only by its segment_free has no kind: get_allocation_size makes
         # every small segment kSmallBuffer (2 MiB) and every large one 10 MiB or more
-        small = kinds.get(seg_id) == "small" or (kinds.get(seg_id) is None
-                                                 and seg_size == K_SMALL_BUFFER)
+        kind = kinds.get(seg_id)
+        small = kind == "small" or (kind is None and seg_size == K_SMALL_BUFFER)
+        if kind == "expandable":  # small-pool blocks are 1 MiB at most, large ones more
+            small = int(state.blk_size[rows[0]]) <= K_SMALL_SIZE if rows.size \
+                else seg_size % K_LARGE_BUFFER != 0
         ranges = _allocator_sizes([(int(state.blk_addr[r]), int(state.blk_size[r]))
                                    for r in rows], seg_addr + seg_size, small,
                                   allocator.settings)
         made = allocator.add_segment(seg_addr, seg_size, int(streams.get(seg_id, 0)), small,
-                                     ranges)
+                                     ranges, expandable=kind == "expandable")
         for r, block in zip(rows, made, strict=True):
             blocks[int(state.blk_id[r])] = block
             if state.blk_pending[r]:
@@ -251,7 +255,8 @@ class _Loop:
         allocator = self.allocator
         seg_events = allocator.segment_events
         handlers = {"alloc": self._alloc, "free_requested": self._free_requested,
-                    "free": self._free, "segment_alloc": self._hint, "oom": self._oom}
+                    "free": self._free, "segment_alloc": self._hint,
+                    "segment_map": self._map_hint, "oom": self._oom}
         releases = {i: kind for i, kind in self.releases.items()
                     if self.replay_retries or kind != "retry"}
         reserved = [0] * len(self.actions)
@@ -285,6 +290,9 @@ class _Loop:
             return
         self.blocks[self.block_id[i]] = block
         self.replay_addr[i] = block.addr
+        # the hints belong to this malloc
+        self.allocator.address_hints.clear()
+        self.allocator.map_hints.clear()
 
     def _free_requested(self, i: int) -> None:
         block = self.blocks.get(self.block_id[i])
@@ -300,6 +308,9 @@ class _Loop:
             self.unknown_frees += self.block_id[i] not in self.failed
             return
         self.allocator.free_block(block)
+
+    def _map_hint(self, i: int) -> None:
+        self.allocator.map_hints.append(self.addr[i])
 
     def _hint(self, i: int) -> None:
         self.allocator.address_hints.append((self.size[i], self.addr[i]))
