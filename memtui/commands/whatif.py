@@ -1,4 +1,5 @@
-"""``memtui whatif PATH [--set KEY:VALUE ...] [--capacity SIZE] [--device D] [--json]``:
+"""``memtui whatif PATH [--set KEY:VALUE ...] [--capacity SIZE | --fraction-limit SIZE]
+[--device D] [--json]``:
 replay a PyTorch snapshot through the caching allocator, prove the replay on the recorded
 addresses, then predict what a setting changes (memtui.analysis.replay)."""
 
@@ -20,9 +21,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(expandable_segments:True, max_split_size_mb:512, "
                              "roundup_power2_divisions:4, garbage_collection_threshold:0.8); "
                              "repeat for several")
-    parser.add_argument("--capacity", metavar="SIZE",
-                        help="the device memory the allocator may reach (80GiB, 24GB): "
-                             "would it fit on a smaller card")
+    limit = parser.add_mutually_exclusive_group()
+    limit.add_argument("--capacity", metavar="SIZE",
+                       help="the device memory the allocator may reach (80GiB, 24GB): "
+                            "would it fit on a smaller card")
+    limit.add_argument("--fraction-limit", metavar="SIZE",
+                       help="a per-process limit (torch.cuda.set_per_process_memory_"
+                            "fraction) of SIZE: garbage_collection_threshold acts only "
+                            "under one")
     parser.add_argument("--device", metavar="D", help="one device (default: every device)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -55,9 +61,12 @@ def run(args: argparse.Namespace) -> int:
         changed = apply_changes(recorded, args.changes)
         if args.capacity is not None:
             changed = replace(changed, capacity=parse_size(args.capacity))
+        if args.fraction_limit is not None:
+            changed = replace(changed, capacity=parse_size(args.fraction_limit),
+                              memory_fraction=True)
     except SettingError as err:
         raise CaptureError(path, str(err)) from None
-    predicting = bool(args.changes) or args.capacity is not None
+    predicting = bool(args.changes) or changed.capacity is not None
     out = []
     for device in devices:
         proof, baseline = prove(trace, device)

@@ -300,3 +300,36 @@ def test_settings_from_a_capture_and_changes():
                 ["roundup_power2_divisions:3"], ["garbage_collection_threshold:2"]):
         with pytest.raises(SettingError):
             apply_changes(recorded, bad)
+
+
+def test_garbage_collection_frees_the_oldest_cached_blocks_under_a_fraction():
+    from dataclasses import replace
+
+    # garbage_collect_cached_blocks: with a memory fraction (400 MiB) and threshold 0.25,
+    # a malloc that finds no free block first frees unsplit large free blocks whose age
+    # (get_free_block calls on the pool since they were freed) is at least the average,
+    # until reserved - 100 MiB is reclaimed
+    gc = replace(apply_changes(Settings(), ["garbage_collection_threshold:0.25"]),
+                 capacity=400 * MIB, memory_fraction=True)
+    hints = ((30 * MIB, A), (40 * MIB, B), (50 * MIB, C), (60 * MIB, C + (1 << 30)))
+    alloc = allocator(gc, *hints)
+    a = alloc.malloc(30 * MIB, 0)  # get_free_block call 1
+    b = alloc.malloc(40 * MIB, 0)  # call 2
+    alloc.free_block(a)  # freed at call count 2
+    alloc.malloc(50 * MIB, 0)  # call 3: 120 MiB reserved after it, nothing collected at 70
+    assert [e[0] for e in actions(alloc)] == ["segment_alloc"] * 3
+    alloc.free_block(b)  # freed at call count 3
+    alloc.malloc(60 * MIB, 0)  # call 4: ages a 2, b 1, average 1.5: a goes, b stays
+    assert actions(alloc)[3:] == [("segment_free", A, 30 * MIB),
+                                  ("segment_alloc", C + (1 << 30), 60 * MIB)]
+    assert alloc.reserved == 150 * MIB
+    # without a memory fraction the threshold does nothing (malloc's set_fraction &&)
+    inert = allocator(replace(gc, memory_fraction=False), *hints)
+    a = inert.malloc(30 * MIB, 0)
+    b = inert.malloc(40 * MIB, 0)
+    inert.free_block(a)
+    inert.malloc(50 * MIB, 0)
+    inert.free_block(b)
+    inert.malloc(60 * MIB, 0)
+    assert "segment_free" not in [e[0] for e in actions(inert)]
+    assert inert.reserved == 180 * MIB

@@ -239,7 +239,7 @@ class CachingAllocator:
         alloc_size = get_allocation_size(size)
         block = self._get_free_block(pool, size, stream)
         if block is None:
-            if settings.garbage_collection_threshold > 0 and settings.capacity is not None:
+            if settings.garbage_collection_threshold > 0 and settings.memory_fraction:
                 self._garbage_collect_cached_blocks()
             block = (self._alloc_block(pool, size, alloc_size, stream)
                      or (self._release_available_cached_blocks(pool, size, stream)
@@ -256,7 +256,7 @@ class CachingAllocator:
         unmapped space after them; never an oversize block (>= max_split_size) for a
         request below it, nor one kLargeBuffer or more larger than an oversize request."""
         settings = self.settings
-        if settings.garbage_collection_threshold > 0 and settings.capacity is not None:
+        if settings.garbage_collection_threshold > 0 and settings.memory_fraction:
             pool.get_free_blocks_call_count += 1
         keys = pool.blocks
         i = keys.bisect_left((stream, size, -1))
@@ -448,7 +448,7 @@ class CachingAllocator:
 
     def _garbage_collect_cached_blocks(self) -> None:
         """garbage_collect_cached_blocks (garbage_collection_threshold, active only with a
-        memory fraction set: here, with a capacity): above threshold * capacity, free the
+        memory fraction set, ``set_fraction``): above threshold * capacity, free the
         unsplit large free blocks that waited longer than average since they were last
         freed, until enough is reclaimed."""
         capacity = self.settings.capacity or 0

@@ -124,11 +124,13 @@ def predict(trace: MemoryTrace, device: str, settings: Settings,
     if not proof.holds or baseline is None:
         return Prediction(device, proof, settings, "",
                           refused=f"the replay is not proven on this capture: {proof.why_not()}")
-    capacity_source = "--capacity" if settings.capacity is not None else ""
+    capacity_source = ("" if settings.capacity is None else
+                       "--fraction-limit" if settings.memory_fraction else "--capacity")
     if settings.capacity is None:
         inferred = inferred_capacity(trace, device, baseline)
         if inferred is not None:
-            settings = replace(settings, capacity=inferred[0])
+            settings = replace(settings, capacity=inferred[0],
+                               memory_fraction="per-process limit" in inferred[1])
             capacity_source = inferred[1]
     run = replay_device(trace, device, settings, replay_retries=False)
     recorded_ooms = np.flatnonzero(baseline.events["action"].cast(pl.String).to_numpy() == "oom")
@@ -138,9 +140,11 @@ def predict(trace: MemoryTrace, device: str, settings: Settings,
     if settings.capacity is None:
         limits += ("no device capacity is known (no OOM in the capture, no --capacity): the "
                    "replay lets every cudaMalloc succeed, so it predicts no OOM",)
-        if settings.garbage_collection_threshold:
-            limits += ("garbage_collection_threshold acts only under a memory fraction "
-                       "(a capacity): without --capacity it changes nothing",)
+
+    if settings.garbage_collection_threshold and not settings.memory_fraction:
+        limits += ("garbage_collection_threshold acts only under a per-process memory "
+                   "fraction (torch.cuda.set_per_process_memory_fraction; malloc's "
+                   "set_fraction), which this capture does not show: it changes nothing",)
     if any(kind == "caused" for _, _, kind in run.ooms):
         limits += ("the first OOM caused would have stopped the program there: the figures "
                    "after it assume the program went on without that block",)

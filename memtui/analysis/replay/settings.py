@@ -5,7 +5,9 @@ strings in PYTORCH_CUDA_ALLOC_CONF's own syntax.
 Only the settings that decide where a block goes are modelled: ``max_split_size_mb``,
 ``roundup_power2_divisions``, ``garbage_collection_threshold`` and
 ``expandable_segments``.  ``capacity`` is not an allocator setting: it is the device memory
-the replay lets cudaMalloc reach (None: no limit known).
+the replay lets cudaMalloc reach (None: no limit known); ``memory_fraction`` says it is the
+process's own limit (``torch.cuda.set_per_process_memory_fraction``), under which alone
+``garbage_collection_threshold`` acts.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class Settings:
     garbage_collection_threshold: float = 0.0
     expandable_segments: bool = False
     capacity: int | None = None
+    #: the capacity is a per-process limit (torch.cuda.set_per_process_memory_fraction):
+    #: only then does garbage_collection_threshold act (malloc's ``set_fraction &&``)
+    memory_fraction: bool = False
 
     def describe(self) -> str:
         """The settings in PYTORCH_CUDA_ALLOC_CONF's syntax (defaults left out)."""
