@@ -47,7 +47,10 @@ def find_all(trace: MemoryTrace) -> dict[str, list[Finding]]:
     result = {name: device_findings(trace, name) for name in trace.meta.device_names}
     for finding in find_capture_wide(trace):
         result[finding.device] = ranked(result[finding.device] + [finding])
-    return result
+    # the what-if hook (issue 26): a proven replay's prediction replaces the general advice
+    from memtui.analysis.replay.quote import quote_predictions
+
+    return quote_predictions(trace, result)
 
 
 def flat(findings: dict[str, list[Finding]]) -> list[Finding]:
