@@ -24,6 +24,10 @@ class SettingError(ValueError):
     """A ``--set`` or ``--capacity`` the replay cannot take (the command names the file)."""
 
 
+#: The settings the Trend screen's ``w`` cycles through (``--set`` takes these and more).
+WHAT_IF_CHOICES = ("expandable_segments:True", "max_split_size_mb:512",
+                   "roundup_power2_divisions:4", "garbage_collection_threshold:0.8")
+
 #: The keys ``--set`` understands (PYTORCH_CUDA_ALLOC_CONF names).
 KNOWN_KEYS = ("max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
               "expandable_segments")
