@@ -4,6 +4,7 @@ with full traces, and able to fail: under other settings it departs, and says wh
 
 from __future__ import annotations
 
+import pickle
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from memtui.analysis.replay.run import replay_device
 from memtui.analysis.replay.settings import MIB, Settings, apply_changes, parse_size
 from memtui.loading import load_trace
 from tests.conftest import require_shared
-from tests.helpers.replay_snapshots import BASE, write_ops
+from tests.helpers.replay_snapshots import BASE, run_ops, write_ops
 
 sizes = st.one_of(st.integers(1, 4096), st.integers(1, 3 * MIB), st.integers(1, 40 * MIB))
 operation = st.one_of(
@@ -206,3 +207,35 @@ def test_h100_graph_pool_is_refused():
     trace = load_trace(H100 / "cuda_graph_pool.pickle", use_cache=False)
     proof, run = prove(trace, "cuda:0")
     assert run is None and "private pool" in proof.refused
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(operation, min_size=3, max_size=40), data=st.data())
+def test_a_broken_trace_is_refused_or_departs_never_raises(ops, data):
+    # a capture written through the replay, then damaged: entries dropped, duplicated or
+    # moved (what a hand-made or truncated file looks like); the proof fails or holds and
+    # says why, prediction is refused where it fails, nothing raises
+    snapshot = run_ops(ops, None, 0)
+    trace_entries = snapshot["device_traces"][0]
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not trace_entries:
+            break
+        i = data.draw(st.integers(0, len(trace_entries) - 1))
+        how = data.draw(st.sampled_from(["drop", "duplicate", "move"]))
+        entry = trace_entries.pop(i) if how != "duplicate" else dict(trace_entries[i])
+        if how != "drop":
+            trace_entries.insert(data.draw(st.integers(0, len(trace_entries))), entry)
+    for i, entry in enumerate(trace_entries):
+        entry["time_us"] = i + 1
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "broken.pickle"
+        path.write_bytes(pickle.dumps(snapshot, protocol=4))
+        trace = load_trace(path, use_cache=False)
+    for device in trace.meta.device_names:
+        proof, run = prove(trace, device)
+        prediction = predict(trace, device, apply_changes(Settings(),
+                                                          ["expandable_segments:True"]),
+                             (proof, run))
+        assert proof.holds or prediction.refused
+        if not proof.holds:
+            assert proof.why_not()

@@ -189,9 +189,11 @@ class CachingAllocator:
     # -- setting up the pool the capture started from ----------------------------------
 
     def add_segment(self, addr: int, size: int, stream: int, is_small: bool,
-                    allocated: list[tuple[int, int]], expandable: bool = False) -> list[Block]:
+                    allocated: list[tuple[int, int]],
+                    expandable: bool = False) -> list[Block | None]:
         """A segment alive before the first event, with its ``allocated`` (addr, size)
-        ranges (sorted, inside it); the rest is free.  Returns the allocated blocks.
+        ranges (sorted, inside it); the rest is free.  Returns the allocated blocks, one per
+        range (None for a range overlapping the one before it or leaving the segment).
 
         ``expandable``: the mapped range of an expandable segment; unmapped address space
         follows it (the dump shows only what is mapped)."""
@@ -203,10 +205,14 @@ class CachingAllocator:
         else:
             segment = Segment(addr, size, stream, is_small)
         self.segments[addr] = segment
-        out: list[Block] = []
+        out: list[Block | None] = []
         pieces: list[Block] = []
         cursor = addr
         for block_addr, block_size in allocated:
+            if block_addr < cursor or block_size <= 0 or block_addr + block_size > \
+                    addr + size:
+                out.append(None)  # overlapping, empty or outside (a broken dump)
+                continue
             if block_addr > cursor:
                 pieces.append(Block(cursor, block_addr - cursor, stream, pool, segment))
             block = Block(block_addr, block_size, stream, pool, segment)

@@ -22,7 +22,7 @@ import polars as pl
 from memtui.analysis.pool_state import fragmentation
 from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
-from memtui.analysis.replay.run import ReplayRun, replay_device
+from memtui.analysis.replay.run import ReplayError, ReplayRun, replay_device
 from memtui.analysis.replay.settings import Settings
 from memtui.analysis.summary import format_bytes as fb
 from memtui.model import MemoryTrace
@@ -132,7 +132,11 @@ def predict(trace: MemoryTrace, device: str, settings: Settings,
             settings = replace(settings, capacity=inferred[0],
                                memory_fraction="per-process limit" in inferred[1])
             capacity_source = inferred[1]
-    run = replay_device(trace, device, settings, replay_retries=False)
+    try:
+        run = replay_device(trace, device, settings, replay_retries=False)
+    except ReplayError as err:
+        return Prediction(device, proof, settings, capacity_source,
+                          refused=f"the replay under {settings.describe()} stopped at {err}")
     recorded_ooms = np.flatnonzero(baseline.events["action"].cast(pl.String).to_numpy() == "oom")
     changes = [OomChange(i, size, {"kept": "still happens"}.get(kind, kind))
                for i, size, kind in run.ooms]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.replay.run import SEGMENT_ACTIONS, ReplayRun, replay_device
+from memtui.analysis.replay.run import SEGMENT_ACTIONS, ReplayError, ReplayRun, replay_device
 from memtui.analysis.replay.settings import Settings, from_capture
 from memtui.model import MemoryTrace
 
@@ -123,7 +123,10 @@ def prove(trace: MemoryTrace, device: str,
     if refused:
         return _refused(device, settings, refused), None
     if run is None:
-        run = replay_device(trace, device, settings, replay_retries=True)
+        try:
+            run = replay_device(trace, device, settings, replay_retries=True)
+        except ReplayError as err:
+            return _refused(device, settings, f"the replay stopped at {err}"), None
     return compare(run), run
 
 
@@ -180,6 +183,8 @@ def _recorded_owners(actions: np.ndarray) -> np.ndarray:
     run_start = np.where(release & ~np.concatenate([[False], release[:-1]]), index, -1)
     run_start = np.maximum.accumulate(run_start)
     grows = np.isin(actions, ("segment_alloc", "segment_map"))
+    # a cudaMalloc with no alloc after it (a trace cut there): its own event
+    next_alloc = np.where(next_alloc < n, next_alloc, index)
     return np.where(grows, next_alloc, np.where(release, run_start, index))
 
 

@@ -43,6 +43,10 @@ RELEASES = ("segment_free", "segment_unmap")
 SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
 
 
+class ReplayError(ValueError):
+    """The trace cannot be replayed past an event (a broken or hand-made capture)."""
+
+
 @dataclass
 class SegmentLog:
     """Segment events, each owned by the trace event that caused it (``owner``: the
@@ -138,6 +142,7 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
     streams = dict(zip(seg_ids.tolist(), segments["stream"].fill_null(0).to_list(),
                        strict=True))
     blocks: dict[int, Block] = {}
+    orphans = state.orphans  # live blocks in no segment, and those that cannot be laid
     for index in range(state.seg_id.size):
         rows = state.blocks_of_segment(index)
         seg_id = int(state.seg_id[index])
@@ -155,11 +160,14 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
         made = allocator.add_segment(seg_addr, seg_size, int(streams.get(seg_id, 0)), small,
                                      ranges, expandable=kind == "expandable")
         for r, block in zip(rows, made, strict=True):
+            if block is None:
+                orphans += 1
+                continue
             blocks[int(state.blk_id[r])] = block
             if state.blk_pending[r]:
                 block.allocated, block.pending = False, True
                 allocator.pending.add(block)
-    return blocks, state.orphans
+    return blocks, orphans
 
 
 def _allocator_sizes(ranges: list[tuple[int, int]], segment_end: int, small: bool,
@@ -263,10 +271,16 @@ class _Loop:
         logged = len(seg_events)
         for i, action in enumerate(self.actions[:stop]):
             handler = handlers.get(action)
-            if handler is not None:
-                handler(i)
-            elif i in releases:
-                allocator.empty_cache()
+            try:
+                if handler is not None:
+                    handler(i)
+                elif i in releases:
+                    allocator.empty_cache()
+            except (KeyError, ValueError, IndexError, AttributeError) as err:
+                # a trace no allocator could have written (overlapping blocks, a block
+                # freed twice): said, not raised
+                raise ReplayError(f"event {i} ({action}): the trace contradicts the pool "
+                                  f"the replay holds ({type(err).__name__})") from None
             if len(seg_events) != logged:
                 for event in seg_events[logged:]:
                     self.log.add(i, event.action, event.addr, event.size)
