@@ -36,6 +36,10 @@ from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
 
 LIVE_ROWS = 12
+#: The what-if settings as a narrow legend names them.
+_SHORT_SETTING = {"expandable_segments:True": "expandable", "max_split_size_mb:512": "split<512M",
+                  "roundup_power2_divisions:4": "pow2/4", "garbage_collection_threshold:0.8":
+                  "gc 0.8"}
 _GLYPHS = ("█", "⠶")  # fill, line: shapes in the legend matching the plot
 
 
@@ -179,7 +183,8 @@ class TrendScreen(Screen):
             if overlay is not None:
                 text.append(_GLYPHS[1] + " ", style=plot.get_component_rich_style(
                     f"trendplot--line-{min(line, 5)}"))
-            text.append(f"if {setting}: {printable(note)}  ", style="italic")
+            name = _SHORT_SETTING.get(setting, setting) if narrow else setting
+            text.append(f"if {name}: {printable(note)}  ", style="italic")
         groups = len(group_bys(self.app.trace, cursor.device)) > 1
         if groups:
             text.append(f"[b] {self.group_by}  " if narrow else f"[b] group: {self.group_by}  ")
