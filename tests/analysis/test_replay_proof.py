@@ -203,10 +203,28 @@ def test_h100_full_device_oom_stays():
     assert p.predicted.reserved_peak == 260 * MIB
 
 
-def test_h100_graph_pool_is_refused():
+def test_h100_graph_pool_replays_into_its_private_pool(monkeypatch):
+    # graph.py: a CUDA graph captured on a side stream; its 5 allocs go to private pool
+    # (1, 0) (routed by the segment holding their recorded address), the warm-up's cached
+    # segment is freed by the capture's empty_cache; all at their recorded addresses
     trace = load_trace(H100 / "cuda_graph_pool.pickle", use_cache=False)
     proof, run = prove(trace, "cuda:0")
-    assert run is None and "private pool" in proof.refused
+    assert proof.holds and (proof.allocs_at_address, proof.allocs) == (27, 27)
+    assert proof.segment_reproduced == {"segment_alloc": 9, "segment_free": 1}
+    routed = [run.replay_addr[i] for i in range(run.events.height)
+              if run.events["action"][i] == "alloc"
+              and run.events["stream"][i] == 644564224 and run.replay_addr[i] != 0]
+    assert len(routed) == 7  # 2 small ones in the default pool, 5 in the graph's
+    p = predict(trace, "cuda:0", apply_changes(Settings(), ["expandable_segments:True"]),
+                (proof, run))
+    assert any("private pool" in limit for limit in p.limits)
+    # without the private pool the capture's 1 MiB alloc takes the default pool's cached
+    # block instead of the graph's new segment: the proof departs there
+    from memtui.analysis.replay import run as run_module
+
+    monkeypatch.setattr(run_module, "private_routes", lambda trace, device: None)
+    unrouted, _ = prove(trace, "cuda:0")
+    assert not unrouted.holds and unrouted.allocs_at_address < 27
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,9 +14,11 @@ command or a worker thread, never on the UI thread).  Free blocks sit in
 ``sortedcontainers.SortedList`` (a B-tree of lists: O(log n) insert and lower bound, as
 the C++ ``std::set``), so a few million events take seconds to tens of seconds.
 
-What is not modelled: CUDA graph private pools (a capture that names one is refused by the
-replay's caller), ``trigger_free_memory_callbacks`` (no callbacks in a replay),
-``release_lock_on_cudamalloc``, IPC, peer access and host (pinned) memory.
+Private pools (``graph_pools``: CUDA graphs, MemPool) are pools of their own; which
+allocs go to one is the caller's to say (the trace does not mark a capture).  Not
+modelled: ``trigger_free_memory_callbacks`` (no callbacks in a replay), the release of a
+private pool when its graph is destroyed, ``release_lock_on_cudamalloc``, IPC, peer access
+and host (pinned) memory.
 """
 
 from __future__ import annotations
@@ -128,8 +130,9 @@ class BlockPool:
     """``BlockPool``: the free blocks of one size class, by (stream, size, address), and
     an expandable segment's unmapped ranges (``unmapped``, by the same key)."""
 
-    def __init__(self, is_small: bool) -> None:
+    def __init__(self, is_small: bool, private: bool = False) -> None:
         self.is_small = is_small
+        self.private = private  # a CUDA graph's / MemPool's (owner_PrivatePool)
         self.blocks: SortedList = SortedList()
         self.unmapped: SortedList = SortedList()
         self.by_key: dict[tuple[int, int, int], Block] = {}
@@ -175,6 +178,8 @@ class CachingAllocator:
         self.settings = settings
         self.small = BlockPool(is_small=True)
         self.large = BlockPool(is_small=False)
+        #: private pools (graph_pools) by the snapshot's segment_pool_id, "1,0"
+        self.private: dict[str, tuple[BlockPool, BlockPool]] = {}
         self.reserved = 0
         self.segment_events: list[SegmentEvent] = []
         self.segments: dict[int, Segment] = {}
@@ -190,14 +195,15 @@ class CachingAllocator:
 
     def add_segment(self, addr: int, size: int, stream: int, is_small: bool,
                     allocated: list[tuple[int, int]],
-                    expandable: bool = False) -> list[Block | None]:
+                    expandable: bool = False, pool_id: str | None = None) -> list[Block | None]:
         """A segment alive before the first event, with its ``allocated`` (addr, size)
         ranges (sorted, inside it); the rest is free.  Returns the allocated blocks, one per
         range (None for a range overlapping the one before it or leaving the segment).
 
         ``expandable``: the mapped range of an expandable segment; unmapped address space
         follows it (the dump shows only what is mapped)."""
-        pool = self.small if is_small else self.large
+        small_pool, large_pool = self.pools(pool_id)
+        pool = small_pool if is_small else large_pool
         if expandable:
             page = self._page_size(pool)
             segment = Segment(addr, self._address_space(page), stream, is_small,
@@ -236,21 +242,32 @@ class CachingAllocator:
 
     # -- malloc ------------------------------------------------------------------------
 
-    def malloc(self, orig_size: int, stream: int) -> Block:
+    def pools(self, pool_id: str | None) -> tuple[BlockPool, BlockPool]:
+        """The (small, large) pools of ``pool_id`` (None or "0,0": the device's own)."""
+        if pool_id in (None, "0,0"):
+            return self.small, self.large
+        if pool_id not in self.private:
+            self.private[pool_id] = (BlockPool(True, private=True), BlockPool(False, private=True))
+        return self.private[pool_id]
+
+    def malloc(self, orig_size: int, stream: int, pool_id: str | None = None) -> Block:
         """DeviceCachingAllocator::malloc (process_events happened before: the caller
-        feeds the trace's free_completed events in order)."""
+        feeds the trace's free_completed events in order).  ``pool_id``: a private pool
+        (get_pool gives one to a stream under CUDA graph capture)."""
         settings = self.settings
         size = round_size(orig_size, settings)
-        pool = self.small if size <= K_SMALL_SIZE else self.large  # get_pool
+        small_pool, large_pool = self.pools(pool_id)
+        pool = small_pool if size <= K_SMALL_SIZE else large_pool  # get_pool
         alloc_size = get_allocation_size(size)
         block = self._get_free_block(pool, size, stream)
         if block is None:
             if settings.garbage_collection_threshold > 0 and settings.memory_fraction:
                 self._garbage_collect_cached_blocks()
+            # release_cached_blocks is skipped while a capture is underway (a private pool)
             block = (self._alloc_block(pool, size, alloc_size, stream)
                      or (self._release_available_cached_blocks(pool, size, stream)
                          and self._alloc_block(pool, size, alloc_size, stream))
-                     or (self.empty_cache()
+                     or (not pool.private and self.empty_cache()
                          and self._alloc_block(pool, size, alloc_size, stream)))
             if not block:
                 raise OutOfMemory(size)
@@ -301,7 +318,8 @@ class CachingAllocator:
         pages mapped into the stream's expandable segment); None where the device (the
         replay's capacity) cannot give it."""
         capacity = self.settings.capacity
-        if self.settings.expandable_segments:
+        if self.settings.expandable_segments and not pool.private:
+            # "our checkpointing logic for private pools doesn't support" expandable ones
             return self._try_allocate_expandable_block(pool, size, stream)
         if capacity is not None and self.reserved + alloc_size > capacity:
             return None
@@ -393,7 +411,9 @@ class CachingAllocator:
         """release_cached_blocks (emptyCache, and malloc's last retry):
         synchronize_and_free_events, then release_blocks on the large pool, then the
         small: every free block that is a whole segment is cudaFree'd, in pool order
-        (stream, size, address); expandable segments unmap their free pages."""
+        (stream, size, address); expandable segments unmap their free pages.  Private
+        pools are left alone (freed only once their graph is destroyed, which a trace
+        does not record)."""
         for block in list(self.pending):
             self.free_block(block)
         self._release_blocks(self.large)
@@ -641,17 +661,20 @@ class CachingAllocator:
                 break
         else:
             return None
-        for pool in (self.small, self.large):
+        for pool in self._all_pools():
             for key in list(pool.blocks) + list(pool.unmapped):
                 block = pool.by_key[key]
                 if block.addr <= addr < block.addr + block.size:
                     return ("free" if block.mapped else "unmapped", block.addr, block.size)
         return ("in use", addr, 0)
 
+    def _all_pools(self) -> list[BlockPool]:
+        return [self.small, self.large] + [p for pair in self.private.values() for p in pair]
+
     def free_bytes_and_largest(self) -> tuple[int, int]:
         """Cached free bytes (mapped free blocks of both pools) and the largest of them."""
         total = largest = 0
-        for pool in (self.small, self.large):
+        for pool in self._all_pools():
             for key in pool.blocks:
                 total += key[1]
                 largest = max(largest, key[1])

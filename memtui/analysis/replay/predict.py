@@ -22,7 +22,7 @@ import polars as pl
 from memtui.analysis.pool_state import fragmentation
 from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
-from memtui.analysis.replay.run import ReplayError, ReplayRun, replay_device
+from memtui.analysis.replay.run import ReplayError, ReplayRun, private_routes, replay_device
 from memtui.analysis.replay.settings import Settings
 from memtui.analysis.summary import format_bytes as fb
 from memtui.model import MemoryTrace
@@ -145,6 +145,11 @@ def predict(trace: MemoryTrace, device: str, settings: Settings,
         limits += ("no device capacity is known (no OOM in the capture, no --capacity): the "
                    "replay lets every cudaMalloc succeed, so it predicts no OOM",)
 
+    if private_routes(trace, device) is not None:
+        limits += ("allocations under CUDA graph capture go to the private pool the "
+                   "recording used (the trace does not mark the capture); private pools "
+                   "are never expandable and emptyCache leaves them while their graph "
+                   "lives",)
     if settings.garbage_collection_threshold and not settings.memory_fraction:
         limits += ("garbage_collection_threshold acts only under a per-process memory "
                    "fraction (torch.cuda.set_per_process_memory_fraction; malloc's "

@@ -107,11 +107,6 @@ def can_replay(trace: MemoryTrace, device: str) -> str:
     actions = set(events["action"].cast(pl.String).unique().to_list())
     if "alloc" not in actions:
         return "the trace has no alloc events (no history was recorded on this device)"
-    segments = trace.device_segments(device)
-    pools = segments["pool_id"].drop_nulls().unique().to_list()
-    if any(p not in ("0,0", "(0, 0)", "") for p in pools):
-        return ("the capture names a private pool (CUDA graph or MemPool): its allocs "
-                "carry no pool in the trace, so the replay cannot route them")
     return ""
 
 

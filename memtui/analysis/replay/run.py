@@ -6,8 +6,11 @@ trace in order: ``alloc`` -> ``malloc(requested size, stream)``, ``free_requeste
 block waits, ``free`` (free_completed) -> ``free_block``, and each run of recorded
 ``segment_free``/``segment_unmap`` events -> ``emptyCache`` where the program called it
 (``release_cached_blocks``).  The recorded ``segment_alloc`` addresses are handed to the
-replay's cudaMalloc of the same size (cudaMalloc's addresses come from the driver, not
-from the allocator's rules).
+replay's cudaMalloc of the same size, and a new expandable segment's base is the malloc's
+first recorded ``segment_map`` (addresses come from the driver, not from the allocator's
+rules).  An alloc whose recorded address lies in a private pool's segment (the dump's
+``segment_pool_id``) is served from that pool: the trace does not mark a CUDA graph
+capture, the address says where the program's capture put it.
 
 A run of segment frees is the program's ``torch.cuda.empty_cache()`` or malloc's own retry
 after a failed cudaMalloc (``release_cached_blocks`` either way).  Under the recorded
@@ -111,13 +114,14 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
     blocks, orphans = _start_pool(trace, device, events, allocator)
     start_reserved = allocator.reserved
     releases = release_runs(trace, events)
-    run = _Loop(allocator, blocks, events, releases, replay_retries)
+    routes = private_routes(trace, device)
+    run = _Loop(allocator, blocks, events, releases, replay_retries, routes)
     run.go()
 
     def pool_before(index: int) -> CachingAllocator:
         again = CachingAllocator(settings)
         again_blocks, _ = _start_pool(trace, device, events, again)
-        _Loop(again, again_blocks, events, releases, replay_retries).go(stop=index)
+        _Loop(again, again_blocks, events, releases, replay_retries, routes).go(stop=index)
         return again
 
     return ReplayRun(
@@ -139,6 +143,7 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
     segments = trace.device_segments(device)
     seg_ids = segments["segment_id"].to_numpy()
     kinds = dict(zip(seg_ids.tolist(), segments["kind"].to_list(), strict=True))
+    pool_ids = dict(zip(seg_ids.tolist(), segments["pool_id"].to_list(), strict=True))
     streams = dict(zip(seg_ids.tolist(), segments["stream"].fill_null(0).to_list(),
                        strict=True))
     blocks: dict[int, Block] = {}
@@ -158,7 +163,8 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
                                    for r in rows], seg_addr + seg_size, small,
                                   allocator.settings)
         made = allocator.add_segment(seg_addr, seg_size, int(streams.get(seg_id, 0)), small,
-                                     ranges, expandable=kind == "expandable")
+                                     ranges, expandable=kind == "expandable",
+                                     pool_id=pool_ids.get(seg_id))
         for r, block in zip(rows, made, strict=True):
             if block is None:
                 orphans += 1
@@ -189,6 +195,32 @@ def _allocator_sizes(ranges: list[tuple[int, int]], segment_end: int, small: boo
             size += gap
         out.append((addr, size))
     return out
+
+
+@dataclass(frozen=True)
+class PrivateRoutes:
+    """Where the recording put allocs into a private pool (a CUDA graph's or a MemPool's):
+    the segments the dump names with a segment_pool_id other than (0, 0).  The trace does
+    not mark when a capture began, so an alloc goes to the pool of the segment holding
+    its recorded address (the program's choice, the same under any setting)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    pool_id: list[str]
+
+    def pool_of(self, addr: int) -> str | None:
+        i = int(np.searchsorted(self.start, addr, side="right")) - 1
+        return self.pool_id[i] if i >= 0 and addr < self.end[i] else None
+
+
+def private_routes(trace: MemoryTrace, device: str) -> PrivateRoutes | None:
+    segments = trace.device_segments(device).filter(
+        pl.col("pool_id").is_not_null() & ~pl.col("pool_id").is_in(["0,0", ""])).sort("addr")
+    if segments.is_empty():
+        return None
+    start = segments["addr"].to_numpy().astype(np.int64)
+    return PrivateRoutes(start, start + segments["size"].to_numpy(),
+                         segments["pool_id"].to_list())
 
 
 def release_runs(trace: MemoryTrace, events: pl.DataFrame) -> dict[int, str]:
@@ -236,8 +268,10 @@ class _Loop:
     """The per-event loop (a sequential simulation: one Python step per event)."""
 
     def __init__(self, allocator: CachingAllocator, blocks: dict[int, Block],
-                 events: pl.DataFrame, releases: dict[int, str], replay_retries: bool) -> None:
+                 events: pl.DataFrame, releases: dict[int, str], replay_retries: bool,
+                 routes: PrivateRoutes | None = None) -> None:
         self.allocator = allocator
+        self.routes = routes
         self.blocks = blocks
         self.releases = releases
         self.replay_retries = replay_retries
@@ -296,8 +330,9 @@ class _Loop:
         self.reserved[:] = reserved
 
     def _alloc(self, i: int) -> None:
+        pool_id = self.routes.pool_of(self.addr[i]) if self.routes else None
         try:
-            block = self.allocator.malloc(self.size[i], self.stream[i])
+            block = self.allocator.malloc(self.size[i], self.stream[i], pool_id)
         except OutOfMemory:
             self.ooms.append((i, self.size[i], "caused"))
             self.failed.add(self.block_id[i])
