@@ -1,7 +1,8 @@
 """What-if benchmark: the replay's agreement with every real snapshot that carries a full
 trace, and its speed, each against the open time of the same capture in the same run.
 
-Part 1, for each snapshot of ../shared/data/torch_snapshots with alloc events: the open
+Part 1, for each snapshot of ../shared/data/torch_snapshots and tests/data (the H100
+captures) with alloc events: the open
 (``load_trace``, reopen cache off: the baseline), the proof (a replay under the recorded
 settings, compared with the recording) and a prediction (``expandable_segments:True``),
 with the proof's three agreements: allocs at the recorded address, recorded segment
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 SNAPSHOTS = REPO.parent / "shared" / "data" / "torch_snapshots"
+H100 = REPO / "tests" / "data"  # recorded by memtui record on an H100
 MIB = 1 << 20
 
 
@@ -80,7 +82,7 @@ def print_real() -> None:
     files = sorted(SNAPSHOTS.glob("*.p*")) if SNAPSHOTS.is_dir() else []
     if not files:
         print(f"(no real snapshots at {SNAPSHOTS})")
-        return
+    files += sorted(H100.glob("*.pickle"))
     print("real captures: proof under the recorded settings (times vs the open, same run)")
     print(f"{'capture':<44}{'events':>8}{'allocs@addr':>14}{'segments':>12}{'reserved':>10}"
           f"{'open s':>8}{'proof':>8}{'predict':>9}")

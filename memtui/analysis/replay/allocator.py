@@ -318,6 +318,9 @@ class CachingAllocator:
         pages mapped into the stream's expandable segment); None where the device (the
         replay's capacity) cannot give it."""
         capacity = self.settings.capacity
+        if self.settings.memory_fraction and capacity is not None \
+                and self.reserved + alloc_size > capacity:
+            return None  # set_fraction: checked on alloc_size, before any mapping
         if self.settings.expandable_segments and not pool.private:
             # "our checkpointing logic for private pools doesn't support" expandable ones
             return self._try_allocate_expandable_block(pool, size, stream)
