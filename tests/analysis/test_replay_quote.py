@@ -49,3 +49,32 @@ def test_advice_without_a_setting_gets_no_quote():
     finding = oom_finding(H100 / "cuda_oom_full.pickle")
     assert quote.recommended_setting(finding) is None
     assert "general_advice" not in finding.detail
+
+
+def test_fragmentation_without_advice_gets_the_expandable_prediction():
+    # t26 ctx512: a medium fragmentation finding with no advice of its own; the replay is
+    # proven on the capture, and expandable segments take the reserved peak from 58.5 GiB
+    # to 52.0 GiB
+    from tests.conftest import require_shared
+
+    folder = require_shared("torch_snapshots")
+    findings = find_all(load_trace(folder / "t26_cs336_kk_ctx512_fullstep.pickle",
+                                   use_cache=False))
+    fragmentation = next(f for f in findings["cuda:0"] if f.kind == "fragmentation")
+    advice = fragmentation.detail["advice"]
+    assert advice.startswith("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: a replay")
+    assert "from 58.5 GiB to 52.0 GiB" in advice
+    assert "general_advice" not in fragmentation.detail
+
+
+def test_a_setting_that_does_not_help_is_not_advised(monkeypatch):
+    # force the quote of a setting the replay predicts to raise the peak: roundup to 4
+    # divisions on cuda_train_leak; the advice says it would not help
+    from memtui.analysis.findings.model import Finding
+
+    trace = load_trace(H100 / "cuda_train_leak.pickle", use_cache=False)
+    finding = Finding(kind="fragmentation", severity="medium", title="t", device="cuda:0",
+                      detail={"advice": "set PYTORCH_CUDA_ALLOC_CONF="
+                                        "roundup_power2_divisions:4 to round"})
+    quoted = quote.quote_predictions(trace, {"cuda:0": [finding]})["cuda:0"][0]
+    assert quoted.detail["advice"].startswith("roundup_power2_divisions:4 would not help here")
