@@ -23,6 +23,7 @@ and host (pinned) memory.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
@@ -83,6 +84,18 @@ def get_allocation_size(size: int) -> int:
     if size < K_MIN_LARGE_ALLOC:
         return K_LARGE_BUFFER
     return K_ROUND_LARGE * ((size + K_ROUND_LARGE - 1) // K_ROUND_LARGE)
+
+
+def _first_at_or_after(keys: SortedList, key: tuple) -> tuple | None:
+    """``keys``' first item at or after ``key`` (std::set::lower_bound), straight from the
+    SortedList's sublists: the hot path of every malloc (bisect_left + __getitem__ would
+    walk its positional index too)."""
+    maxes = keys._maxes
+    pos = bisect_left(maxes, key)
+    if pos == len(maxes):
+        return None
+    sub = keys._lists[pos]
+    return sub[bisect_left(sub, key)]
 
 
 class Block:
@@ -176,6 +189,7 @@ class CachingAllocator:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._plain_rounding = not any(d > 1 for d in settings.roundup_power2_divisions)
         self.small = BlockPool(is_small=True)
         self.large = BlockPool(is_small=False)
         #: private pools (graph_pools) by the snapshot's segment_pool_id, "1,0"
@@ -244,7 +258,7 @@ class CachingAllocator:
 
     def pools(self, pool_id: str | None) -> tuple[BlockPool, BlockPool]:
         """The (small, large) pools of ``pool_id`` (None or "0,0": the device's own)."""
-        if pool_id in (None, "0,0"):
+        if pool_id is None or pool_id == "0,0":
             return self.small, self.large
         if pool_id not in self.private:
             self.private[pool_id] = (BlockPool(True, private=True), BlockPool(False, private=True))
@@ -255,7 +269,11 @@ class CachingAllocator:
         feeds the trace's free_completed events in order).  ``pool_id``: a private pool
         (get_pool gives one to a stream under CUDA graph capture)."""
         settings = self.settings
-        size = round_size(orig_size, settings)
+        if self._plain_rounding:  # round_size without roundup_power2_divisions
+            size = K_MIN_BLOCK_SIZE if orig_size < K_MIN_BLOCK_SIZE else \
+                (orig_size + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE
+        else:
+            size = round_size(orig_size, settings)
         small_pool, large_pool = self.pools(pool_id)
         pool = small_pool if size <= K_SMALL_SIZE else large_pool  # get_pool
         alloc_size = get_allocation_size(size)
@@ -282,11 +300,12 @@ class CachingAllocator:
         if settings.garbage_collection_threshold > 0 and settings.memory_fraction:
             pool.get_free_blocks_call_count += 1
         keys = pool.blocks
-        i = keys.bisect_left((stream, size, -1))
-        if i == len(keys) or keys[i][0] != stream:
+        first = _first_at_or_after(keys, (stream, size, -1))
+        if first is None or first[0] != stream:
             return None
-        block = pool.by_key[keys[i]]
+        block = pool.by_key[first]
         if block.segment.expandable:
+            i = keys.bisect_left(first)
             if settings.expandable_segments:
                 def expandable_size(b: Block) -> int:
                     return b.size + (b.next.size if b.next is not None and not b.next.mapped
