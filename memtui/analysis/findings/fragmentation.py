@@ -16,9 +16,9 @@ import polars as pl
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.pool import pool_at_seq
 from memtui.analysis.pool_state import PoolState, state_at
-from memtui.analysis.summary import format_bytes
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 MiB = 1 << 20
 MEDIUM_WASTE = 256 * MiB

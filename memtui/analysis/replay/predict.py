@@ -24,8 +24,8 @@ from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
 from memtui.analysis.replay.run import ReplayError, ReplayRun, private_routes, replay_device
 from memtui.analysis.replay.settings import Settings
-from memtui.analysis.summary import format_bytes as fb
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes as fb
 
 #: What no replay of a capture can know, said with every prediction.
 LIMITS = (

@@ -227,7 +227,7 @@ def explain_departure(run: ReplayRun, index: int | None, kind: str) -> str:
 def _address_cause(run: ReplayRun, index: int) -> str:
     """Why the replay put this alloc elsewhere, read from the replay's pool just before."""
     from memtui.analysis.replay.allocator import get_allocation_size, round_size
-    from memtui.analysis.summary import format_bytes as fb
+    from memtui.units import format_bytes as fb
 
     events = run.events
     actions = events["action"].cast(pl.String)

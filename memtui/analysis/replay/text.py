@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from memtui.analysis.replay.predict import Prediction, RunFigures
 from memtui.analysis.replay.proof import ADDRESS_GOAL, Proof
-from memtui.analysis.summary import format_bytes as fb
 from memtui.errors import printable
+from memtui.units import format_bytes as fb
 
 
 def format_proof(proof: Proof) -> str:
