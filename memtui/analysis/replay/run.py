@@ -109,7 +109,9 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
     """Replay ``device``'s events under ``settings``.  ``replay_retries``: also call
     emptyCache where the recording's malloc retried after a failed cudaMalloc (the proof;
     a prediction leaves those to the capacity)."""
-    events = trace.device_events(device).sort("seq")
+    events = trace.device_events(device)
+    # the allocator's own order: the source's numbering where it kept one (``row``)
+    events = events.sort("row" if "row" in events.columns else "seq")
     allocator = CachingAllocator(settings)
     blocks, orphans = _start_pool(trace, device, events, allocator)
     start_reserved = allocator.reserved
