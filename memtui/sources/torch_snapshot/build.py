@@ -5,11 +5,14 @@ write (torch 2.0 to 2.15 keys, pickle protocols 2 to 5), the bare segment list o
 ``torch.cuda.memory_snapshot()`` and the legacy blocks with ``history``; see
 ../shared/formats/torch_snapshot.md.  Unknown keys are ignored.
 
-The trace dicts are turned into columns once, while they are checked (one pass per key,
-:func:`memtui.sources.torch_snapshot.validate.trace_columns`), call stacks are interned
-by object identity (the pickle memo shares them heavily), and everything after that is
-polars: pairing allocs and frees into blocks, segments, and the levels, which are found
-by walking back from the final state (start = active at end - allocs + frees).
+The compiled reader (:mod:`memtui.sources.torch_snapshot.columnar`, where it was built)
+reads the traces straight into columns; where it is absent or leaves a file to Python, the
+safe unpickler reads the dicts and they are turned into columns once, while they are
+checked (one pass per key, :func:`memtui.sources.torch_snapshot.validate.trace_columns`).
+Call stacks are interned by object identity (the pickle memo shares them heavily), and
+everything after that is polars: pairing allocs and frees into blocks, segments, and the
+levels, which are found by walking back from the final state (start = active at end -
+allocs + frees).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
+from memtui.sources.torch_snapshot.columnar import ColumnTrace, read_columnar
 from memtui.sources.torch_snapshot.validate import (
     TraceColumns,
     clean_snapshot,
+    is_trace,
     short_text,
     text_values,
     trace_columns,
@@ -70,7 +75,8 @@ def load(path: Path, progress=None) -> MemoryTrace:
     # again (more than half the unpickling time) for no cycle to find.
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
-        snapshot = _normalise(path, load_pickle(path))
+        data = read_columnar(path)
+        snapshot = _normalise(path, load_pickle(path) if data is None else data)
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
         _report(progress, 0.6, "building the model")
         try:
@@ -103,7 +109,7 @@ def _normalise(path: Path, data: Any) -> dict:
     traces = data.get("device_traces") or []
     if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments):
         raise CaptureError(path, "not a PyTorch memory snapshot ('segments' is not a list)")
-    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+    if not isinstance(traces, list) or not all(map(is_trace, traces)):
         raise CaptureError(path, "not a PyTorch memory snapshot ('device_traces' is malformed)")
     return data
 
@@ -188,7 +194,7 @@ class _SnapshotBuilder:
             # the canonical Enum from here on: comparisons are integer ops, not strings
             pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
                                             return_dtype=ACTION_DTYPE).alias("canonical"),
-            self._stack_ids(columns.frames),
+            self._stack_ids(columns),
         )
         del columns
         unknown = df.filter(pl.col("canonical").is_null())
@@ -215,9 +221,18 @@ class _SnapshotBuilder:
                 rows.append((index, text))
         self.segment_pool_ids[device] = rows
 
-    def _stack_ids(self, frames: list[list | None]) -> pl.Series:
-        """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass)."""
-        return self.interner.stack_ids(frames)
+    def _stack_ids(self, columns: TraceColumns) -> pl.Series:
+        """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass);
+        from the compiled reader, by its code: the distinct lists are interned in the order
+        they first appear, as the identities would be."""
+        if columns.frame_codes is None:
+            return self.interner.stack_ids(columns.frames)
+        codes = pl.Series(columns.frame_codes)
+        firsts = codes.filter(codes >= 0).unique(maintain_order=True)
+        lists = columns.frame_lists
+        ids = self.interner.stack_ids([lists[code] for code in firsts.to_list()])
+        return codes.replace_strict(firsts, ids, default=None, return_dtype=pl.Int32
+                                    ).alias("stack_id")
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
@@ -642,6 +657,8 @@ def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
 
 def _trace_values(trace: list[dict], key: str) -> list:
     """``entry[key]`` of every entry (None where an entry lacks it)."""
+    if isinstance(trace, ColumnTrace):
+        return trace.values(key)
     try:
         return list(map(itemgetter(key), trace))
     except (KeyError, TypeError):
