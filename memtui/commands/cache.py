@@ -25,4 +25,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     entries, size = cache.usage()
     print(f"{root}: {entries} entries, {size / 1e6:.1f} MB (cap {cache.max_bytes() / 1e9:.1f} GB)")
+    from memtui.sources.torch_snapshot.columnar import reader_in_use
+
+    print(reader_in_use())
     return 0

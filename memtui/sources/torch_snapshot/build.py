@@ -81,7 +81,8 @@ def load(path: Path, progress=None) -> MemoryTrace:
         _report(progress, 0.6, "building the model")
         try:
             trace = _SnapshotBuilder(path, snapshot, columns).build()
-        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError,
+                pl.exceptions.PolarsError) as exc:  # e.g. an alloc without an address
             raise CaptureError(
                 path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
             ) from None

@@ -107,6 +107,7 @@ class ColumnTrace:
     def __init__(self, raw) -> None:
         self._raw = raw
         self._len = raw.rows
+        self._arrays: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self._len
@@ -117,17 +118,22 @@ class ColumnTrace:
     def clear(self) -> None:
         """Let go of the buffers (the builder's frames keep what they use)."""
         self._raw = None
+        self._arrays = {}
         self._len = 0
 
     # -- columns -------------------------------------------------------------------------
 
     def _state(self, field: str) -> np.ndarray:
-        states = np.frombuffer(self._raw.state, dtype=np.uint16)
-        return (states >> (2 * _FIELDS.index(field))) & 3
+        return (self._array("state") >> (2 * _FIELDS.index(field))) & 3
 
     def _array(self, field: str) -> np.ndarray:
-        dtype = _NUMBERS[field][0] if field in _NUMBERS else np.int32
-        return np.frombuffer(getattr(self._raw, field), dtype=dtype)
+        """A column buffer as a numpy array over the same memory (no copy)."""
+        array = self._arrays.get(field)
+        if array is None:
+            dtype = {"state": np.uint16, **{k: v[0] for k, v in _NUMBERS.items()}}.get(
+                field, np.int32)
+            array = self._arrays[field] = np.frombuffer(getattr(self._raw, field), dtype=dtype)
+        return array
 
     def _number_series(self, field: str) -> pl.Series:
         values = pl.Series(field, self._array(field), _NUMBERS[field][1])
@@ -161,7 +167,7 @@ class ColumnTrace:
         index %= self._len
         raw = self._raw
         row: dict[str, Any] = {}
-        state = int(np.frombuffer(raw.state, dtype=np.uint16)[index])
+        state = int(self._array("state")[index])
         for position, field in enumerate(_FIELDS):
             kind = (state >> (2 * position)) & 3
             if kind == _STATE_ABSENT:
