@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from memtui.sources.torch_snapshot import columnar
 from tests.conftest import shared_files
-from tests.helpers.both_readers import load_with, outcome, reader
+from tests.helpers.both_readers import load_with, no_data_limit_under_asan, outcome, reader  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not columnar.compiled_available(),
                                 reason="the compiled reader is not built "
