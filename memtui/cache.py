@@ -7,14 +7,23 @@ under ``$XDG_CACHE_HOME/memtui/`` (default ``~/.cache/memtui``), never beside th
 :func:`lookup` maps those files back (zero copy: the columns are pages of the cache file
 until touched).
 
-* **Key**: the input's resolved path, size, mtime, a hash of its first and last MiB and
-  :data:`MODEL_VERSION` (bump it whenever a source or the model changes what a trace
-  holds).  A changed input gets a new key; its old entry is removed when the new one is
-  written.
+* **Key**: the input's resolved path, size, mtime, inode change time, a hash of its first
+  and last MiB, the same figures of the files its loader reads beside it (SQLite's
+  ``-wal``, where committed rows wait for a checkpoint; every file of the folder a
+  ``profiler_info_N.json`` opens) and :data:`MODEL_VERSION` (bump it whenever a source or
+  the model changes what a trace holds).  A changed input gets a new key; its old entry is
+  removed when the new one is written.
 * **Atomic**: an entry is written into a temporary folder and renamed into place, so a
   reader sees a whole entry or none.
-* **Never trusted**: an entry whose manifest, file sizes, Arrow structure or column
-  contract do not check out is ignored and deleted; the caller loads the input again.
+* **Never trusted**: every file of an entry is checked against the xxHash (XXH3-128)
+  digest its manifest (or, for a file kept later, the record that names it) holds, its
+  rows against the entry's own counts, and its Arrow structure against the column
+  contract, before use; a derived result names the entry it belongs to.  Whatever does
+  not check out is ignored and deleted, and the caller loads or computes it again.
+* **Never followed**: an entry that is a symbolic link (or a file in it that is one) is
+  removed, never read or written through; a cache folder owned by another user or
+  writable by group or others is not used at all (as ``ssh`` refuses such a key folder),
+  with one line saying so.  The folder is created private (0700).
 * **Capped**: after each store the oldest entries (by last use) are evicted until the cache
   holds at most ``MEMTUI_CACHE_MAX_BYTES`` (default 5 GB).
 * Only regular files are cached.  ``meta`` goes as JSON, frames a source keeps in
@@ -35,17 +44,23 @@ until touched).
   that index and build the rest in milliseconds.  Layered captures (msMemScope) keep
   neither levels nor indexes: a layer's view is made from the trace on every open.
 
-Every failure to read or write the cache is silent: the cache only ever saves time.
+Every failure to read or write the cache is silent (a full disk aside: then what was
+half written is removed and one line says so): the cache only ever saves time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
+import mmap
 import os
+import re
 import shutil
+import stat
+import sys
 import tempfile
 import threading
 import time
@@ -60,13 +75,18 @@ if TYPE_CHECKING:  # polars and the model are imported on use: `--no-cache` stay
     from memtui.model import MemoryTrace, TraceMeta
 
 #: Bump when a loader or the model changes what a trace of the same file holds.
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 DEFAULT_MAX_BYTES = 5 * 10**9
 _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"
 #: Entries of at least this many bytes are memory-mapped (pyarrow); smaller ones are read.
 MAP_FROM_BYTES = 32 << 20
 NO_CACHE_ENV = "MEMTUI_NO_CACHE"
+MAX_BYTES_ENV = "MEMTUI_CACHE_MAX_BYTES"
+#: A ``profiler_info_N.json`` stands for the folder it sits in (the Ascend loader reads it).
+_FOLDER_STAND_IN = re.compile(r"^profiler_info(_\d{1,5})?\.json$")
+#: Files of such a folder that the key looks at, at most (stat calls only).
+_MAX_COMPANIONS = 20_000
 
 
 def enabled() -> bool:
@@ -85,11 +105,109 @@ def cache_dir() -> Path:
     return Path(base) / "memtui"
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """One line on stderr, once per process (the cache is otherwise silent)."""
+    if message not in _warned:
+        _warned.add(message)
+        from memtui.errors import printable
+
+        print(f"memtui: {printable(message)}", file=sys.stderr, flush=True)
+
+
 def max_bytes() -> int:
-    try:
-        return int(os.environ.get("MEMTUI_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
-    except ValueError:
+    """The cap ``MEMTUI_CACHE_MAX_BYTES`` sets (``5GB``, ``512MiB``, ``1e9``), else 5 GB."""
+    text = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not text:
         return DEFAULT_MAX_BYTES
+    from memtui.sizes import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError:
+        _warn_once(f"{MAX_BYTES_ENV}={text!r} is not a size (say 5GB, 512MiB or 1e9): "
+                   "the cache keeps its default cap of 5 GB")
+        return DEFAULT_MAX_BYTES
+
+
+def usable_root(create: bool = False) -> Path | None:
+    """The cache folder where it is safe to use, else None.
+
+    Created private (0700) where missing and ``create`` is set.  Refused, with one line
+    on stderr, where it is owned by another user or writable by its group or by others:
+    another user could then plant entries (figures memtui would print) or links."""
+    root = cache_dir()
+    try:
+        if create:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = root.stat()  # a link to a folder of the user's own choosing is followed
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return None
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        why = ("owned by another user" if info.st_uid != os.geteuid()
+               else "writable by other users")
+        _warn_once(f"the cache folder {root} is {why}: not used (make it yours and "
+                   "chmod go-w, or set XDG_CACHE_HOME elsewhere)")
+        return None
+    return root
+
+
+def _entry_of(key: CacheKey, create_root: bool = False) -> Path | None:
+    """The folder of ``key``'s entry where it is a real folder in a usable cache; a link
+    or a file in its place is removed (never followed) and None returned."""
+    root = usable_root(create=create_root)
+    if root is None:
+        return None
+    entry = root / key.folder
+    try:
+        info = os.lstat(entry)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):  # a symbolic link or a file: not an entry
+        with contextlib.suppress(OSError):
+            os.unlink(entry)
+        return None
+    return entry
+
+
+# -- digests ---------------------------------------------------------------------------------
+
+def _digest_bytes(data: bytes | memoryview | mmap.mmap) -> str:
+    import xxhash
+
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def _digest_file(file: Path) -> str:
+    """XXH3-128 of a regular file's bytes (memory-mapped); OSError for a link or other."""
+    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(file))
+        if info.st_size == 0:
+            return _digest_bytes(b"")
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+            return _digest_bytes(mapped)
+    finally:
+        os.close(fd)
+
+
+def _check_file(file: Path, size: int, digest: str) -> None:
+    """ValueError unless ``file`` is a regular file of ``size`` bytes and ``digest``."""
+    info = os.lstat(file)
+    if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+        raise ValueError(f"{file.name}: not the file the entry wrote")
+    if _digest_file(file) != digest:
+        raise ValueError(f"{file.name}: its bytes changed")
+
+
+def _json_digest(value: Any) -> str:
+    return _digest_bytes(json.dumps(value, sort_keys=True).encode())
 
 
 # -- keys ------------------------------------------------------------------------------------
@@ -103,6 +221,8 @@ class CacheKey:
     mtime_ns: int
     edges: str
     code: str = ""
+    ctime_ns: int = 0
+    companions: str = ""
 
     @property
     def path_part(self) -> str:
@@ -110,8 +230,8 @@ class CacheKey:
 
     @property
     def folder(self) -> str:
-        content = (f"{self.size}:{self.mtime_ns}:{self.edges}:{self.code}:{MODEL_VERSION}:"
-                   f"{__version__}")
+        content = (f"{self.size}:{self.mtime_ns}:{self.ctime_ns}:{self.edges}:"
+                   f"{self.companions}:{self.code}:{MODEL_VERSION}:{__version__}")
         digest = hashlib.blake2b(content.encode(), digest_size=12).hexdigest()
         return f"{self.path_part}-{digest}"
 
@@ -124,19 +244,65 @@ def key_of(path: str | Path) -> CacheKey | None:
     """The cache key of a regular file, or None (a folder, or unreadable)."""
     try:
         resolved = Path(path).resolve()
-        stat = resolved.stat()
+        stat_now = resolved.stat()
         if not resolved.is_file():
             return None
-        digest = hashlib.blake2b(digest_size=16)
-        with open(resolved, "rb") as fh:
-            digest.update(fh.read(_EDGE))
-            if stat.st_size > _EDGE:
-                fh.seek(max(_EDGE, stat.st_size - _EDGE))
-                digest.update(fh.read(_EDGE))
+        edges = _edges_digest(resolved, stat_now.st_size)
+        companions = _companions_digest(resolved)
     except OSError:
         return None
-    return CacheKey(str(resolved), stat.st_size, stat.st_mtime_ns, digest.hexdigest(),
-                    code_stamp())
+    return CacheKey(str(resolved), stat_now.st_size, stat_now.st_mtime_ns, edges,
+                    code_stamp(), stat_now.st_ctime_ns, companions)
+
+
+def _edges_digest(file: Path, size: int) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(file, "rb") as fh:
+        digest.update(fh.read(_EDGE))
+        if size > _EDGE:
+            fh.seek(max(_EDGE, size - _EDGE))
+            digest.update(fh.read(_EDGE))
+    return digest.hexdigest()
+
+
+def companions_of(resolved: Path) -> list[Path]:
+    """Files the loader of ``resolved`` reads beside it, whose change changes the capture:
+    SQLite's ``-wal`` (committed rows live there until a checkpoint moves them into the
+    ``.db``, which keeps its size and mtime meanwhile), and every file of the folder a
+    ``profiler_info_N.json`` stands for (at most :data:`_MAX_COMPANIONS`)."""
+    found = []
+    wal = resolved.with_name(resolved.name + "-wal")
+    if wal.is_file():
+        found.append(wal)
+    if _FOLDER_STAND_IN.match(resolved.name):
+        for folder, dirs, files in os.walk(resolved.parent):  # links are not followed
+            dirs.sort()
+            for name in sorted(files):
+                file = Path(folder) / name
+                if file != resolved:
+                    found.append(file)
+                if len(found) >= _MAX_COMPANIONS:
+                    return found
+    return found
+
+
+def _companions_digest(resolved: Path) -> str:
+    """The names, sizes, mtimes and inode change times of :func:`companions_of` (and the
+    edges of a ``-wal``): empty where there are none."""
+    files = companions_of(resolved)
+    if not files:
+        return ""
+    digest = hashlib.blake2b(digest_size=16)
+    for file in files:
+        try:
+            info = file.stat()
+        except OSError:
+            continue
+        digest.update(f"{file}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns};"
+                      .encode())
+        if file.name.endswith("-wal"):
+            digest.update(_edges_digest(file, info.st_size).encode())
+    return digest.hexdigest()
 
 
 _code_stamp: str | None = None
@@ -193,8 +359,8 @@ def meta_from_json(data: dict[str, Any]) -> TraceMeta:
 
 def lookup(key: CacheKey) -> MemoryTrace | None:
     """The trace stored under ``key``, or None; a broken entry is deleted."""
-    entry = cache_dir() / key.folder
-    if not entry.is_dir():
+    entry = _entry_of(key)
+    if entry is None:
         return None
     try:
         trace = _read_entry(entry, key)
@@ -208,26 +374,36 @@ def lookup(key: CacheKey) -> MemoryTrace | None:
     return trace
 
 
+def _read_manifest(entry: Path, key: CacheKey) -> dict[str, Any] | None:
+    """The entry's manifest where it is a regular file written for ``key``."""
+    file = entry / _MANIFEST
+    if not stat.S_ISREG(os.lstat(file).st_mode):
+        return None
+    manifest = json.loads(file.read_text())
+    if not isinstance(manifest, dict) or manifest.get("key") != key.as_json():
+        return None
+    return manifest
+
+
 def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
     from memtui.model import SCHEMAS, MemoryTrace
 
-    manifest = json.loads((entry / _MANIFEST).read_text())
-    if manifest.get("key") != key.as_json():
+    manifest = _read_manifest(entry, key)
+    if manifest is None or manifest.get("meta_digest") != _json_digest(manifest["meta"]):
         return None
     frames: dict[str, pl.DataFrame] = {}
     mapped = sum(manifest["sizes"].values()) >= MAP_FROM_BYTES
     for name in SCHEMAS:
         file = entry / f"{name}.arrow"
-        if file.stat().st_size != manifest["sizes"][name]:
-            return None
+        _check_file(file, manifest["sizes"][name], manifest["digests"][file.name])
         frames[name] = _read_arrow(file, mapped)
-        if not _fits_contract(frames[name], name):
+        if not _fits_contract(frames[name], name) or \
+                frames[name].height != manifest["rows"][name]:
             return None
     meta = meta_from_json(manifest["meta"])
     for extra_key, (file_name, size) in manifest.get("extra_frames", {}).items():
-        file = entry / file_name
-        if file.stat().st_size != size:
-            return None
+        file = entry / Path(file_name).name
+        _check_file(file, size, manifest["digests"][file.name])
         meta.extra[extra_key] = _read_arrow(file, mapped)
     return MemoryTrace(meta=meta, **frames)
 
@@ -256,6 +432,16 @@ def _fits_contract(df: pl.DataFrame, name: str) -> bool:
 
 # -- writing ----------------------------------------------------------------------------------
 
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _say_if_disk_full(exc: BaseException, root: Path) -> None:
+    if _disk_full(exc):
+        _warn_once(f"no space left on the disk of {root}: nothing was kept in the reopen "
+                   "cache (what was half written is removed; memtui cache clear frees it)")
+
+
 def store(key: CacheKey, trace: MemoryTrace) -> bool:
     """Write ``trace`` under ``key`` (atomically), then keep the cache under its cap.
 
@@ -268,30 +454,37 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
     meta = meta_to_json(plain)
     if meta is None or fields != {"meta", *SCHEMAS}:
         return False
-    root = cache_dir()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    except OSError:
+    root = usable_root(create=True)
+    if root is None:
         return False
     try:
-        sizes = {}
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    except OSError as exc:
+        _say_if_disk_full(exc, root)
+        return False
+    try:
+        sizes, digests, rows = {}, {}, {}
         for name in SCHEMAS:
+            frame = trace.frame(name)
             file = staging / f"{name}.arrow"
-            trace.frame(name).write_ipc(file, compression="uncompressed")
-            sizes[name] = file.stat().st_size
+            frame.write_ipc(file, compression="uncompressed")
+            sizes[name], digests[file.name] = file.stat().st_size, _digest_file(file)
+            rows[name] = frame.height
         extra_files = {}
         for index, (extra_key, frame) in enumerate(extra_frames.items()):
             file = staging / f"extra-{index}.arrow"
             frame.write_ipc(file, compression="uncompressed")
             extra_files[extra_key] = (file.name, file.stat().st_size)
-        manifest = {"key": key.as_json(), "meta": meta, "sizes": sizes,
+            digests[file.name] = _digest_file(file)
+        manifest = {"key": key.as_json(), "meta": meta, "meta_digest": _json_digest(meta),
+                    "sizes": sizes, "rows": rows, "digests": digests,
                     "extra_frames": extra_files, "written": time.time()}
         (staging / _MANIFEST).write_text(json.dumps(manifest))
         _drop_entries_of(root, key)
         os.rename(staging, root / key.folder)
-    except Exception:  # noqa: BLE001 - a cache that cannot be written is just not there
+    except Exception as exc:  # noqa: BLE001 - a cache that cannot be written is just not there
         shutil.rmtree(staging, ignore_errors=True)
+        _say_if_disk_full(exc, root)
         return False
     store_levels(key, trace)
     evict(root, max_bytes(), keep=key.folder)
@@ -320,14 +513,28 @@ def wait_for_stores() -> None:
 
 
 def load_derived(key: CacheKey, name: str) -> Any | None:
-    """A result computed from the trace of ``key`` and kept beside it (JSON), or None."""
-    try:
-        manifest = json.loads((cache_dir() / key.folder / _MANIFEST).read_text())
-        if manifest.get("key") != key.as_json():
-            return None
-        return json.loads((cache_dir() / key.folder / f"derived-{name}.json").read_text())
-    except (OSError, ValueError):
+    """A result computed from the trace of ``key`` and kept beside it (JSON), or None.
+
+    Only what :func:`save_derived` wrote for this very entry and name, unchanged since
+    (its digest), is returned: a file swapped in from another entry, edited, or of
+    another shape is removed and None returned (the caller computes it again)."""
+    entry = _entry_of(key)
+    if entry is None:
         return None
+    file = entry / f"derived-{name}.json"
+    try:
+        if _read_manifest(entry, key) is None or not stat.S_ISREG(os.lstat(file).st_mode):
+            return None
+        kept = json.loads(file.read_text())
+        if isinstance(kept, dict) and kept.get("entry") == key.folder and \
+                kept.get("name") == name and "value" in kept and \
+                kept.get("digest") == _json_digest(kept["value"]):
+            return kept["value"]
+    except (OSError, ValueError, RecursionError):
+        return None
+    with contextlib.suppress(OSError):
+        os.unlink(file)
+    return None
 
 
 def save_derived(key: CacheKey, name: str, value: Any, *, wait: bool = True) -> None:
@@ -338,19 +545,35 @@ def save_derived(key: CacheKey, name: str, value: Any, *, wait: bool = True) -> 
     ``wait=False`` is for a background store itself (it would wait for itself)."""
     if wait:
         wait_for_stores()
-    entry = cache_dir() / key.folder
-    if not entry.is_dir():
+    entry = _entry_of(key)
+    if entry is None:
         return
     try:
         text = json.dumps(value)
         if json.loads(text) != value:  # it would not come back the same
             return
-        fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(staging, entry / f"derived-{name}.json")
-    except (OSError, TypeError, ValueError):
+        kept = {"entry": key.folder, "name": name, "digest": _json_digest(value),
+                "value": value}
+        _write_atomically(entry, f"derived-{name}.json", json.dumps(kept).encode())
+    except (OSError, TypeError, ValueError) as exc:
+        _say_if_disk_full(exc, entry.parent)
         return
+
+
+def _write_atomically(entry: Path, name: str, data: bytes) -> Path:
+    """``data`` as ``entry/name`` through a temporary file renamed into place (which
+    replaces a link of that name rather than writing through it); the temporary file is
+    removed where the write fails (a full disk)."""
+    fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(staging, entry / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+        raise
+    return entry / name
 
 
 # -- levels (what the first screen draws) --------------------------------------------------
@@ -367,8 +590,8 @@ def store_levels(key: CacheKey, trace: MemoryTrace) -> bool:
     from memtui.analysis.layers import has_layers
     from memtui.analysis.levels import allocated_level, reserved_level
 
-    entry = cache_dir() / key.folder
-    if has_layers(trace) or not entry.is_dir():
+    entry = _entry_of(key)
+    if has_layers(trace) or entry is None:
         return False
     names: dict[str, dict[str, Any]] = {}
     try:
@@ -380,7 +603,8 @@ def store_levels(key: CacheKey, trace: MemoryTrace) -> bool:
                 kept[kind] = None if level is None else _save_level(
                     entry, f"level-{index}-{kind}", level)
             names[device] = kept
-    except Exception:  # noqa: BLE001 - no levels kept: the screens compute them
+    except Exception as exc:  # noqa: BLE001 - no levels kept: the screens compute them
+        _say_if_disk_full(exc, entry.parent)
         return False
     save_derived(key, LEVELS, names, wait=False)
     return True
@@ -395,26 +619,26 @@ def _save_level(entry: Path, stem: str, level: Any) -> dict[str, Any]:
 
 
 def _save_npy(entry: Path, stem: str, array: Any) -> list:
-    """``array`` as ``entry/stem.npy`` (atomically); its file name and size."""
+    """``array`` as ``entry/stem.npy`` (atomically); its file name, size and digest."""
+    import io
+
     import numpy as np
 
-    target = entry / f"{stem}.npy"
-    fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
-    with os.fdopen(fd, "wb") as fh:
-        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
-    os.replace(staging, target)
-    return [target.name, target.stat().st_size]
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    data = buffer.getbuffer()
+    target = _write_atomically(entry, f"{stem}.npy", bytes(data))
+    return [target.name, len(data), _digest_bytes(data)]
 
 
-def _load_npy(entry: Path, name_and_size: list) -> Any:
-    """The array :func:`_save_npy` wrote, memory-mapped; a ValueError where its size
-    changed or it is not a plain one-dimensional array."""
+def _load_npy(entry: Path, kept: list) -> Any:
+    """The array :func:`_save_npy` wrote, memory-mapped; a ValueError where its size or
+    digest changed or it is not a plain one-dimensional array."""
     import numpy as np
 
-    name, size = name_and_size
+    name, size, digest = kept
     file = entry / Path(name).name
-    if file.stat().st_size != size:
-        raise ValueError(f"{file} changed size")
+    _check_file(file, size, digest)
     array = np.load(file, mmap_mode="r", allow_pickle=False)
     if array.ndim != 1 or array.dtype.kind not in "iub":
         raise ValueError(f"{file} is not a plain array")
@@ -424,11 +648,11 @@ def _load_npy(entry: Path, name_and_size: list) -> Any:
 def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:
     """device -> (allocated, reserved or None) :class:`~memtui.analysis.levels.Level`
     kept for ``key``, memory-mapped; empty where none are kept or any file does not check
-    out (sizes, dtype, shapes): then the screens compute them as on a first open."""
+    out (digests, sizes, dtype, shapes): then the screens compute them as on a first open."""
     names = load_derived(key, LEVELS)
-    if not isinstance(names, dict):
+    entry = _entry_of(key)
+    if not isinstance(names, dict) or entry is None:
         return {}
-    entry = cache_dir() / key.folder
     try:
         return {device: (_load_level(entry, kept["allocated"]),
                          _load_level(entry, kept["reserved"]) if kept["reserved"] else None)
@@ -460,13 +684,14 @@ def save_arrays(key: CacheKey, name: str, arrays: dict[str, Any]) -> bool:
     (``.npy`` files, memory-mapped by :func:`load_arrays`), where that entry exists;
     False where nothing was kept.  Waits for the entry's own background store first."""
     wait_for_stores()
-    entry = cache_dir() / key.folder
-    if not entry.is_dir():
+    entry = _entry_of(key)
+    if entry is None:
         return False
     try:
         files = {part: _save_npy(entry, f"{name}-{index}", array)
                  for index, (part, array) in enumerate(arrays.items())}
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError) as exc:
+        _say_if_disk_full(exc, entry.parent)
         return False
     save_derived(key, f"arrays-{name}", files, wait=False)  # written last: vouches for them
     return True
@@ -474,12 +699,12 @@ def save_arrays(key: CacheKey, name: str, arrays: dict[str, Any]) -> bool:
 
 def load_arrays(key: CacheKey, name: str) -> dict[str, Any] | None:
     """The arrays :func:`save_arrays` kept under ``name``, memory-mapped; None where none
-    are kept or a file does not check out (its size, a plain 1-D integer or boolean
-    array): the caller builds them again, never trusting a broken file."""
+    are kept or a file does not check out (its digest and size, a plain 1-D integer or
+    boolean array): the caller builds them again, never trusting a broken file."""
     files = load_derived(key, f"arrays-{name}")
-    if not isinstance(files, dict):
+    entry = _entry_of(key)
+    if not isinstance(files, dict) or entry is None:
         return None
-    entry = cache_dir() / key.folder
     try:
         return {part: _load_npy(entry, kept) for part, kept in files.items()}
     except Exception:  # noqa: BLE001 - never trusted: built again
@@ -489,14 +714,29 @@ def load_arrays(key: CacheKey, name: str) -> dict[str, Any] | None:
 def _drop_entries_of(root: Path, key: CacheKey) -> None:
     """Remove older entries of the same input (their file changed since)."""
     for entry in root.glob(f"{key.path_part}-*"):
-        shutil.rmtree(entry, ignore_errors=True)
+        _remove(entry)
+
+
+def _remove(entry: Path) -> bool:
+    """Remove an entry folder, or a link or file in its place (never what a link points
+    to); True where it is gone."""
+    try:
+        if stat.S_ISDIR(os.lstat(entry).st_mode):
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            os.unlink(entry)
+    except OSError:
+        pass
+    return not os.path.lexists(entry)
 
 
 def _entry_size(entry: Path) -> int:
     """Bytes of an entry's files; 0 for one another process or thread removed meanwhile
-    (two stores at once, as ``memtui compare`` makes, each evict)."""
+    (two stores at once, as ``memtui compare`` makes, each evict), or for a link."""
     try:
-        return sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        if not stat.S_ISDIR(os.lstat(entry).st_mode):
+            return 0
+        return sum(os.lstat(f).st_size for f in entry.iterdir())
     except OSError:
         return 0
 
@@ -509,13 +749,14 @@ def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
     entries = []
     for entry in root.iterdir() if root.is_dir() else ():
         try:
-            if not entry.is_dir():
+            info = os.lstat(entry)
+            if not stat.S_ISDIR(info.st_mode):
                 continue
             if entry.name.startswith(".tmp-"):  # a write that died more than an hour ago
-                if entry.stat().st_mtime < time.time() - 3600:
+                if info.st_mtime < time.time() - 3600:
                     shutil.rmtree(entry, ignore_errors=True)
                 continue
-            entries.append((entry.name == keep, entry.stat().st_mtime, entry))
+            entries.append((entry.name == keep, info.st_mtime, entry))
         except OSError:
             continue
     entries.sort(key=lambda item: (item[0], item[1]))
@@ -531,18 +772,30 @@ def evict(root: Path, limit: int, keep: str | None = None) -> list[str]:
     return deleted
 
 
-def clear() -> tuple[int, int]:
-    """Delete every entry (and stale temporary folders); returns (entries, bytes) freed."""
+@dataclasses.dataclass
+class Cleared:
+    """What :func:`clear` did: entries and bytes removed, entries it could not remove."""
+
+    entries: int = 0
+    bytes: int = 0
+    failed: int = 0
+
+
+def clear() -> Cleared:
+    """Delete every entry (and stale temporary folders); counts only what is really gone."""
     root = cache_dir()
-    count = freed = 0
+    done = Cleared()
     if not root.is_dir():
-        return 0, 0
+        return done
     for entry in root.iterdir():
-        if entry.is_dir():
-            freed += _entry_size(entry)
-            shutil.rmtree(entry, ignore_errors=True)
-            count += not entry.name.startswith(".tmp-")
-    return count, freed
+        size = _entry_size(entry)
+        counted = not entry.name.startswith(".tmp-")
+        if _remove(entry):
+            done.entries += counted
+            done.bytes += size
+        else:
+            done.failed += 1
+    return done
 
 
 def usage() -> tuple[int, int]:
@@ -550,5 +803,6 @@ def usage() -> tuple[int, int]:
     root = cache_dir()
     if not root.is_dir():
         return 0, 0
-    entries = [e for e in root.iterdir() if e.is_dir() and not e.name.startswith(".tmp-")]
+    entries = [e for e in root.iterdir()
+               if not e.is_symlink() and e.is_dir() and not e.name.startswith(".tmp-")]
     return len(entries), sum(_entry_size(e) for e in entries)

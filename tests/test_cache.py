@@ -185,9 +185,9 @@ def test_no_cache_flag_reads_and_writes_nothing(snapshot, isolated_cache, capsys
 def test_cache_clear_command(snapshot, isolated_cache, capsys):
     load_trace(snapshot)
     assert main(["cache", "info"]) == 0
-    assert "1 entries" in capsys.readouterr().out
+    assert "1 entry," in capsys.readouterr().out
     assert main(["cache", "clear"]) == 0
-    assert capsys.readouterr().out.startswith("cleared 1 entries")
+    assert capsys.readouterr().out.startswith("cleared 1 entry ")
     assert entries(isolated_cache) == []
 
 

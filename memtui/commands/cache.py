@@ -20,12 +20,22 @@ def run(args: argparse.Namespace) -> int:
 
     root = cache.cache_dir()
     if args.action == "clear":
-        entries, freed = cache.clear()
-        print(f"cleared {entries} entries ({freed / 1e6:.1f} MB) from {root}")
+        done = cache.clear()
+        print(f"cleared {_entries(done.entries)} ({done.bytes / 1e6:.1f} MB) from {root}")
+        if done.failed:
+            from memtui.errors import CaptureError
+
+            raise CaptureError(root, f"could not remove {_entries(done.failed)} "
+                                     "(no permission?): they are still there")
         return 0
     entries, size = cache.usage()
-    print(f"{root}: {entries} entries, {size / 1e6:.1f} MB (cap {cache.max_bytes() / 1e9:.1f} GB)")
+    cap = cache.max_bytes() / 1e9
+    print(f"{root}: {_entries(entries)}, {size / 1e6:.1f} MB (cap {cap:.1f} GB)")
     from memtui.sources.torch_snapshot.columnar import reader_in_use
 
     print(reader_in_use())
     return 0
+
+
+def _entries(count: int) -> str:
+    return f"{count} entry" if count == 1 else f"{count} entries"

@@ -19,19 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.analysis.findings import find_all, findings_json, format_findings
-    from memtui.analysis.layers import has_layers, layer_view
+    from memtui.api import _open
     from memtui.commands.paths import capture_path
-    from memtui.loading import load_trace
 
-    trace = load_trace(capture_path(args.path), store_in_background=True)
-    if has_layers(trace) and "layers" not in trace.meta.extra:
-        # each device's default memory layer, as summary and the UI find them (all layers
-        # mixed gave a free gap larger than the pool)
-        trace = layer_view(trace)
-    findings = find_all(trace)
-    if args.json:
-        print(json.dumps(findings_json(trace, findings)))
-    else:
-        print(format_findings(trace, findings))
+    found = _open(capture_path(args.path), store_in_background=True).findings()
+    print(json.dumps(found.to_dict()) if args.json else found.text())
     return 0
