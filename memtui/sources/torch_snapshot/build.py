@@ -92,6 +92,17 @@ def load(path: Path, progress=None) -> MemoryTrace:
     return trace
 
 
+def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:
+    """Each entry's canonical action (null where unknown); from the compiled reader, one
+    lookup per distinct action name, gathered by code."""
+    if columns.action_codes is None:
+        return pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
+                                               return_dtype=ACTION_DTYPE).alias("canonical")
+    table = pl.Series([_ENUM_OF_TORCH.get(name) for name in columns.action_names],
+                      dtype=ACTION_DTYPE)
+    return table.gather(pl.Series(columns.action_codes)).alias("canonical")
+
+
 def _report(progress, fraction: float, message: str) -> None:
     if progress is not None:
         progress(fraction, message)
@@ -193,8 +204,7 @@ class _SnapshotBuilder:
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
             # the canonical Enum from here on: comparisons are integer ops, not strings
-            pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
-                                            return_dtype=ACTION_DTYPE).alias("canonical"),
+            _canonical_actions(columns),
             self._stack_ids(columns),
         )
         del columns

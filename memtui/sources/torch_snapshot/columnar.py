@@ -143,7 +143,7 @@ class ColumnTrace:
         return pl.select(pl.when(pl.Series(valid)).then(values).alias(field)).to_series()
 
     def _action_series(self) -> pl.Series:
-        names = pl.Series("action", self._raw.names, pl.String)
+        names = pl.Series("action", self._raw.names, pl.Categorical)
         return names.gather(pl.Series(self._array("action")))
 
     def columns(self) -> TraceColumns:
@@ -157,6 +157,8 @@ class ColumnTrace:
             frames=[],
             frame_codes=self._array("frames"),
             frame_lists=self._raw.stacks,
+            action_codes=self._array("action"),
+            action_names=self._raw.names,
         )
 
     # -- rows (few: markers, pools, the first thousand) -------------------------------------
@@ -200,7 +202,7 @@ class ColumnTrace:
         if key not in _FIELDS:
             return [None] * self._len
         if key == "action":
-            return self._action_series().to_list()
+            return self._action_series().cast(pl.String).to_list()
         if key == "frames":
             stacks = self._raw.stacks
             return [None if code < 0 else stacks[code] for code in self._array(key).tolist()]

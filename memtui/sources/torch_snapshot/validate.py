@@ -64,7 +64,8 @@ class TraceColumns:
     ``frames`` list object itself (or None): stacks are interned by object identity.
     From the compiled reader ``frames`` is empty and each entry's stack is
     ``frame_lists[frame_codes[i]]`` instead (-1: none), a list of frame lists where
-    those holding the same frame objects are one.
+    those holding the same frame objects are one; ``action`` is Categorical and each
+    entry's action is also ``action_names[action_codes[i]]``.
     """
 
     action: pl.Series
@@ -75,6 +76,8 @@ class TraceColumns:
     frames: list
     frame_codes: np.ndarray | None = None
     frame_lists: list | None = None
+    action_codes: np.ndarray | None = None
+    action_names: list[str] | None = None
 
     def frame(self) -> pl.DataFrame:
         """The columns but ``frames`` as one frame (``action, addr, size, stream,
