@@ -341,7 +341,8 @@ class _SnapshotBuilder:
         devices, events, blocks, segments = [], [], [], []
         for name in names:
             info, device_events, device_blocks, device_segments = self._device(
-                name, raw.get(name), final_segments.filter(pl.col("device") == name),
+                # popped: the device's raw frame is let go of once its events are made
+                name, raw.pop(name, None), final_segments.filter(pl.col("device") == name),
                 final_blocks.filter(pl.col("device") == name), has_time)
             devices.append(info)
             events.append(device_events)
@@ -395,9 +396,10 @@ class _SnapshotBuilder:
                 "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
                 "device": pl.String})
         t = pl.col("time_us") * 1000 if has_time else pl.col("seq")
+        if raw["action"].null_count():  # unknown actions; else no filtered copy of every row
+            raw = raw.filter(pl.col("action").is_not_null())
         return (
-            raw.filter(pl.col("action").is_not_null())
-            .with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
+            raw.with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
             .drop("time_us")
         )
 
