@@ -27,37 +27,22 @@ import polars as pl
 
 from memtui.sources.common.files import open_regular
 from memtui.sources.common.safe_pickle import memory_bounded
+from memtui.sources.torch_snapshot.reader_choice import (
+    PURE_PYTHON_ENV,
+    _reader,
+    compiled_available,
+    compiled_enabled,
+    reader_in_use,
+)
 
 if TYPE_CHECKING:
     from memtui.sources.torch_snapshot.validate import TraceColumns
 
-try:
-    from memtui.sources.torch_snapshot import _reader
-except ImportError:  # built without a compiler: the Python reader only
-    _reader = None
-
-#: Set to 1 to read every snapshot with the Python unpickler (the reference path).
-PURE_PYTHON_ENV = "MEMTUI_PURE_PYTHON"
+__all__ = ["PURE_PYTHON_ENV", "ColumnTrace", "compiled_available", "compiled_enabled",
+           "read_columnar", "reader_in_use"]
 
 #: Why the last file was left to the Python reader (None: the compiled one read it).
 last_fallback: str | None = None
-
-
-def compiled_available() -> bool:
-    return _reader is not None
-
-
-def compiled_enabled() -> bool:
-    return _reader is not None and os.environ.get(PURE_PYTHON_ENV, "") in ("", "0")
-
-
-def reader_in_use() -> str:
-    """One line for ``--version`` and ``cache info``: the snapshot reader this process uses."""
-    if _reader is None:
-        return "snapshot reader: Python (the compiled reader was not built)"
-    if not compiled_enabled():
-        return f"snapshot reader: Python ({PURE_PYTHON_ENV} is set)"
-    return "snapshot reader: compiled (C), the Python reader where a file needs it"
 
 
 def read_columnar(path: Path) -> Any | None:
