@@ -63,12 +63,21 @@ def with_event_numbers(trace: MemoryTrace, device: str,
         for f in found]
 
 
-def find_all(trace: MemoryTrace) -> dict[str, list[Finding]]:
-    """Findings per device (every device of ``meta.devices``), most severe first."""
+def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding]]:
+    """Findings per device (every device of ``meta.devices``), most severe first.
+
+    ``what_if``: OOM and fragmentation advice quotes a proven replay's prediction
+    (:mod:`memtui.analysis.replay.quote`, a replay per device: seconds); callers that only
+    count findings pass False."""
     result = {name: device_findings(trace, name) for name in trace.meta.device_names}
     for finding in find_capture_wide(trace):
         result[finding.device] = ranked(result[finding.device] + [finding])
-    return result
+    if not what_if:
+        return result
+    # the what-if hook (issue 26): a proven replay's prediction replaces the general advice
+    from memtui.analysis.replay.quote import quote_predictions
+
+    return quote_predictions(trace, result)
 
 
 def flat(findings: dict[str, list[Finding]]) -> list[Finding]:
