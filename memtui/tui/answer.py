@@ -6,8 +6,8 @@ held memory there), then, once the findings are in (at once where the reopen cac
 them), at the top finding's evidence, unless the user has moved it meanwhile.
 :func:`top_finding` picks that finding, :func:`evidence_changes` turns its evidence into
 cursor changes (the Findings screen's Enter uses it too), and :class:`CursorNote` is what
-the status bar says while the cursor stays there ("at the top finding: leak", "at the
-peak").
+the status bar says while the cursor stays there ("at leak", "at peak": short, so the
+figures beside it keep their full form in 80 columns).
 """
 
 from __future__ import annotations
@@ -85,13 +85,12 @@ def event_position(trace: MemoryTrace, device: str, seq: int | None) -> int | No
 
 def finding_note(finding: Finding, cursor: CursorState) -> CursorNote:
     """The status bar's note for a cursor put on ``finding``'s evidence."""
-    return CursorNote(cursor, f"at the top finding: {finding.severity} {finding.kind}",
-                      f"at {finding.kind}")
+    return CursorNote(cursor, f"at {finding.kind}", f"at {finding.kind}")
 
 
 def peak_note(cursor: CursorState) -> CursorNote:
     """The status bar's note for a cursor opened at the peak."""
-    return CursorNote(cursor, "at the peak", "at peak")
+    return CursorNote(cursor, "at peak", "at peak")
 
 
 __all__ = ["CursorNote", "evidence_changes", "event_position", "finding_note", "peak_note",

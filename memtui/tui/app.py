@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
@@ -152,6 +153,9 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                                else open_at_answer)
         #: what the status bar says of the cursor while it stays where the app put it
         self.cursor_note: CursorNote | None = None
+        #: a key or a click came from the user: the app no longer moves the cursor or the
+        #: screen by itself (pressing p at the peak it opened on moves nothing, yet counts)
+        self.user_acted = False
         # Layered sources (msMemScope): the whole capture, and the layer shown per device;
         # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
         self.full_trace: MemoryTrace | None = None
@@ -163,6 +167,11 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
             self.follow = FollowController(self, self.trace_path, *(poll or ()),
                                            rank=follow_rank)
             self.bind("R", "reload", description="Read the followed file again", show=False)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key | events.MouseDown) and not event.is_forwarded:
+            self.user_acted = True
+        await super().on_event(event)
 
     # -- loading --------------------------------------------------------------------------
 

@@ -86,7 +86,8 @@ class BackgroundWork:
             return
         self.findings = found
         high = any(f.severity == "high" for items in found.values() for f in items)
-        untouched = self.cursor == self._first_cursor and self.current_mode == "trend"
+        untouched = (self.cursor == self._first_cursor and self.current_mode == "trend"
+                     and not self.user_acted)
         if untouched and self.open_at_answer:
             self._go_to_answer(found)
         if high and self.findings_first and untouched:

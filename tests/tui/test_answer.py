@@ -52,6 +52,6 @@ def test_the_note_holds_while_the_cursor_stays():
     top = top_finding(find_all(trace), "cuda:0")
     here = CursorState(device="cuda:0", t=5, view=(0, 10), event=3)
     note = finding_note(top, here)
-    assert note.part(here) == ("at the top finding: high leak", "at leak")
+    assert note.part(here) == ("at leak", "at leak")
     assert note.part(here.with_changes(event=4)) is None
-    assert peak_note(here).part(here) == ("at the peak", "at peak")
+    assert peak_note(here).part(here) == ("at peak", "at peak")

@@ -3,7 +3,9 @@
 It reads ``app.cursor`` and the device's :class:`~memtui.analysis.at_time.Timeline`
 (``app.timeline(device)``) and redraws whenever the cursor changes.  Parts are dropped
 from the right, least useful first, when the terminal is narrow; every figure carries its
-name, so nothing relies on colour.
+name, so nothing relies on colour.  While the cursor is where the app opened it, a part
+says so ("at peak", "at leak": :mod:`memtui.tui.answer`); where it fits, the findings
+count ends the line.
 
 Any screen adds it with ``from memtui.tui.widgets.status import StatusBar`` and
 ``yield StatusBar()``.
@@ -88,10 +90,6 @@ class StatusBar(Widget):
         layer = app.layer_label(cursor.device) if hasattr(app, "layer_label") else None
         where = f"{cursor.device} {layer}" if layer else cursor.device  # msMemScope layer
         parts = [(where, where), (when, when_short), (alloc, alloc_short)]
-        note = getattr(app, "cursor_note", None)  # where the app opened it: the answer
-        said = note.part(cursor) if note is not None else None
-        if said is not None:
-            parts.insert(2, said)
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
             parts.insert(0, (prefix(), prefix()))
@@ -100,6 +98,10 @@ class StatusBar(Widget):
             parts.insert(0, badge)
         if resv:
             parts.append((resv, resv_short))
+        note = getattr(app, "cursor_note", None)  # where the app opened it: the answer
+        said = note.part(cursor) if note is not None else None
+        if said is not None:
+            parts.append(said)
         if cursor.window is not None:
             t0, t1 = cursor.window
             span = format_span(t1 - t0, unit)
