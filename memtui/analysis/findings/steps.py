@@ -70,7 +70,8 @@ class Steps:
 
     ``bounds[k]`` is where step ``k`` begins (rising); the last step runs to the end of
     the trace and may be cut short (the capture stopped in it): ``last_finished`` says it
-    was not, and ``end``/``end_time`` are then where it ends (just after the last event).
+    was not, and ``end`` is then where it ends (just after the last event; ``end_time``
+    the time of the last event).
     ``times`` are the same boundaries as times.  ``source`` says where they came from,
     ``by_markers`` whether markers said so.
     """
@@ -113,7 +114,7 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
     axis = "seq" if _blocks_have_seq(trace, device) else "t"
     t = events["t"].to_numpy().astype(np.int64)
     pos = events[axis].to_numpy().astype(np.int64)
-    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1]) + 1}
+    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1])}
     marked = _marker_steps(trace, device)
     if marked is not None:
         starts, names, pattern = marked
