@@ -18,8 +18,13 @@ Definitions every screen, ``summary`` and ``state`` follow (README "Definitions"
 
 * allocated(t) counts blocks from their ``alloc`` to their ``free`` (for snapshots the
   ``free_completed``: between ``free_requested`` and it a block is *pending free* and still
-  counts).  At every event the level equals the bytes of the blocks alive in the pool state
-  there (allocated + pending free) and of the Tables' "alive at the cursor" blocks.
+  counts).  Where the level is built from the blocks (snapshots, msMemScope) it equals, at
+  every event, the bytes of the blocks alive in the pool state there (allocated + pending
+  free) and of the Tables' "alive at the cursor" blocks.  Where it is the source's own
+  figure (profiler ``memory_record``) the blocks may explain less of it.
+* Every byte attributed: wherever a level is split into rows, the rows sum to it; the bytes
+  no block explains are rows of their own ("alive before the capture", "in no operator":
+  :mod:`memtui.analysis.attribution`).
 * A block has one size (``blocks.size``), used everywhere: the allocator's ``size`` where
   the dump knows the block (its address, in the lifetime still open at the dump), else
   the size of its trace event.  ``requested_size`` is shown beside it; size - requested

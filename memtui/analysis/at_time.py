@@ -281,6 +281,15 @@ class LiveBlocks:
     def total(self, t: int, event: int | None = None) -> int:
         return int(self.size[self.mask(t, event)].sum())
 
+    def largest(self, t: int, event: int | None = None) -> int | None:
+        """The ``block_id`` of the largest block alive at ``t`` (or just after the event at
+        position ``event``); None where none is (what a click on the Trend shows)."""
+        mask = self.mask(t, event)
+        if not mask.any():
+            return None
+        rows = np.flatnonzero(mask)
+        return int(self.blocks["block_id"][int(rows[np.argmax(self.size[rows])])])
+
 
 
 

@@ -3,7 +3,9 @@
 What memory_viz's Allocator State History shows at an event, for scripts: the device's
 levels at that event, every live segment with its blocks and free ranges in address
 order (state ``allocated``, ``pending_free`` or ``free``), the free bytes, the largest
-free gap, how many gaps, and the bytes lost to rounding.  The pool comes from
+free gap, how many gaps, and the bytes lost to rounding; and ``unattributed``, the bytes
+of the level no block explains, named (:mod:`memtui.analysis.attribution`): with them the
+blocks allocated or pending free sum to the level.  The pool comes from
 :func:`memtui.analysis.pool_state.state_at_event` and the levels from the device's
 :class:`~memtui.analysis.at_time.Timeline`, the same two every screen reads, so the
 numbers here are the ones on screen at that event.
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis.at_time import Timeline
+from memtui.analysis.attribution import remainder_rows
 from memtui.analysis.live import device_index
 from memtui.analysis.pool_state import (
     PoolState,
@@ -80,6 +83,7 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         levels = timeline.levels_at_event(position)
     segments = _join_expandable(_segments(trace, device, state))
     free = [b["size"] for s in segments for b in s["blocks"] if b["state"] == "free"]
+    held = sum(b["size"] for s in segments for b in s["blocks"] if b["state"] != "free")
     return {
         "device": device,
         "event": None if position == START else position,
@@ -91,6 +95,8 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "largest_gap_bytes": int(max(free, default=0)),
         "gaps": len(free),
         "internal_fragmentation_bytes": state.internal_fragmentation,
+        "unattributed": [{"label": r.label, "bytes": r.bytes}
+                         for r in remainder_rows(trace, device, levels.allocated, held)],
     }
 
 
@@ -158,19 +164,20 @@ def _join_expandable(segments: list[dict]) -> list[dict]:
 
 
 def _blocks_of(state: PoolState, blocks: np.ndarray, gaps: np.ndarray) -> list[dict]:
-    rows = [{"addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
+    rows = [{"block_id": int(state.blk_id[b]),  # the id every screen and output gives it
+             "addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
              "requested_size": int(state.blk_requested[b]),
              "state": "pending_free" if state.blk_pending[b] else "allocated"}
             for b in blocks.tolist()]
-    rows += [{"addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
+    rows += [{"block_id": None, "addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
               "requested_size": None, "state": "free"} for g in gaps.tolist()]
     return sorted(rows, key=lambda r: r["addr"])
 
 
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
-    from memtui.analysis.summary import format_bytes as fb
     from memtui.analysis.table_views import format_time
+    from memtui.units import format_bytes as fb
 
     level = data["level"]
     where = ("at the start, before event #0" if data["event"] is None
@@ -183,15 +190,21 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         f"{fb(data['largest_gap_bytes'])}; lost to rounding "
         f"{fb(data['internal_fragmentation_bytes'])}",
     ]
+    for row in data.get("unattributed", []):
+        lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
+                     "shown below)")
     for segment in data["segments"]:
         counts = {"allocated": 0, "pending_free": 0, "free": 0}
+        held = 0
         for block in segment["blocks"]:
             counts[block["state"]] += 1
+            held += block["size"] if block["state"] != "free" else 0
         where = "no segment" if segment["addr"] is None else (
             f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
             + (f" pool {segment['pool']}" if segment["pool"] else ""))
         lines.append(f"  {where}: {counts['allocated']} allocated, "
-                     f"{counts['pending_free']} pending free, {counts['free']} free")
+                     f"{counts['pending_free']} pending free ({fb(held)}), "
+                     f"{counts['free']} free")
     return "\n".join(lines)
 
 

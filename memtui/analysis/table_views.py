@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from memtui.analysis.summary import format_bytes
 from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION, FLAG_TEMPORARY_IDLENESS
+from memtui.units import format_bytes
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -306,6 +306,10 @@ class TableModel:
         self.tops = tops
         self._top_of = dict(zip(tops["stack_id"].to_list(), tops["top"].to_list(), strict=True))
         return self
+
+    def top_of(self, stack_id: int | None) -> str | None:
+        """The name of ``stack_id`` (the Stack top column's), None where it has none."""
+        return None if stack_id is None else self._top_of.get(stack_id)
 
     # -- columns --------------------------------------------------------------------------
 

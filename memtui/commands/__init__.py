@@ -15,7 +15,11 @@ COMMANDS: dict[str, str] = {
     "state": "memtui.commands.state",
     "findings": "memtui.commands.findings",
     "compare": "memtui.commands.compare",
+    "check": "memtui.commands.check",
+    "report": "memtui.commands.report",
+    "export": "memtui.commands.export",
     "record": "memtui.commands.record",
     "cache": "memtui.commands.cache",
     "serve": "memtui.commands.serve",
+    "whatif": "memtui.commands.whatif",
 }

@@ -26,8 +26,8 @@ from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_fram
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.steps import Steps, find_steps
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 MIN_RISES = 3
 MIN_STEPS_FOR_LEAK = MIN_RISES + 1
