@@ -282,7 +282,8 @@ def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | N
     if stats.is_empty():
         return None
     alloc_rows = allocs["row"].to_numpy()  # rising
-    regular = beats.join(stats.select(key), on=key, how="semi").sort(key, "row") \
+    # (beats are in (key, pos) order, and pos follows row: each list comes out rising)
+    regular = beats.join(stats.select(key), on=key, how="semi", maintain_order="left") \
         .group_by(key, maintain_order=True).agg(
             beats=pl.col("row").filter(pl.col("beat")), rows=pl.col("row"))
     beat_rows = {value: np.asarray(b, dtype=np.int64) for value, b, _ in regular.iter_rows()}
