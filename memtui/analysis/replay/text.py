@@ -10,10 +10,10 @@ from memtui.units import format_bytes as fb
 
 
 def format_proof(proof: Proof) -> str:
+    if proof.refused:
+        return f"{printable(proof.device)}  no replay: {printable(proof.refused)}"
     head = f"{printable(proof.device)}  proof: replayed under the recorded settings " \
            f"({proof.settings.describe()})"
-    if proof.refused:
-        return f"{head}\n  no replay: {printable(proof.refused)}"
     recorded = ", ".join(f"{a} {proof.segment_reproduced.get(a, 0)}/{n}"
                          for a, n in sorted(proof.segment_events.items())) or "none recorded"
     lines = [
