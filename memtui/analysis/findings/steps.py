@@ -132,6 +132,10 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
                      anchor_stack=stack, last_finished=_last_finished(index, t.size), **end)
+    if axis == "t" and not (events["action"] == "alloc").any():
+        found = _block_rhythm_steps(trace, device)
+        if found is not None:
+            return found
     index = unique_sorted(np.linspace(0, t.size - 1, FALLBACK_SLICES + 1).astype(np.int64)[:-1])
     return Steps(bounds=pos[index], times=t[index], axis=axis,
                  source=f"{index.size} equal slices of the trace (no steps found)",
@@ -175,6 +179,52 @@ def _marker_steps(trace: MemoryTrace,
     chosen = rows.filter(pl.col("pattern") == pattern).sort("t").unique(
         "t", keep="first", maintain_order=True)
     return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
+
+
+def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
+    """Steps from the rhythm of the blocks' allocations, for a source whose events hold
+    no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
+    are memory_record levels).  Blocks recur by owner (the operator) and size, as stacks
+    do elsewhere; the blocks' allocations and frees are put in time order as events and
+    timed by :func:`rhythm_steps`, so only blocks freed again can beat the clock: a
+    loop's churn, never blocks that accumulate."""
+    blocks = trace.device_blocks(device).filter(
+        ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
+        & pl.col("t_free").is_not_null() & pl.col("size").is_not_null())
+    if blocks.is_empty():
+        return None
+    keyed = blocks.with_columns(
+        owner=pl.col("owner").fill_null(""),
+        stack_id=pl.struct(pl.col("owner").fill_null(""), "size").rank("dense")
+        .cast(pl.Int64))
+    columns = ("size", "owner", "stack_id", "block_id")
+    events = pl.concat([
+        keyed.select(*columns, t=pl.col("t_alloc"), action=pl.lit("alloc"), order=pl.lit(0)),
+        keyed.select(*columns, t=pl.col("t_free"), action=pl.lit("free"), order=pl.lit(1)),
+    ]).sort("t", "order", maintain_order=True)
+    rhythm = rhythm_steps(events)
+    if rhythm is None:
+        return None
+    index = rhythm[0]
+    owner, size = events["owner"][int(index[0])], events["size"][int(index[0])]
+    times = _fill_missed_beats(events["t"].to_numpy().astype(np.int64)[index])
+    return Steps(bounds=times, times=times, axis="t",
+                 source=f"the recurring allocations of {size}-byte {owner or ''} blocks"
+                 .replace("  ", " "), by_markers=False)
+
+
+def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
+    """``times`` with a beat put back in the middle of every gap about twice the median
+    one (1.6x to 2.4x): a step whose clock block came out another size (the allocator
+    kept a larger free block whole) still begins a step."""
+    if times.size < MIN_STEPS:
+        return times
+    gaps = np.diff(times)
+    median = float(np.median(gaps))
+    missed = np.flatnonzero((gaps >= 1.6 * median) & (gaps <= 2.4 * median))
+    if median <= 0 or missed.size == 0:
+        return times
+    return np.sort(np.concatenate([times, times[missed] + gaps[missed] // 2]))
 
 
 def _last_finished(index: np.ndarray, events: int) -> bool:

@@ -189,7 +189,7 @@ class TrendScreen(Screen):
         unit = self.app.trace.meta.time_unit
         narrow = self.size.width < 90
         plot = self.query_one(TrendPlot)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()  # wraps onto a second line in a narrow pane: no figure dropped
         line = 0
         levels = timeline.levels_at_event(timeline.event_of(cursor))
         exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
