@@ -31,6 +31,16 @@ class Commands:
         if self.trace is not None and not isinstance(self.screen, FactsScreen):
             self.push_screen(FactsScreen(capture_facts(self.trace)))
 
+    def action_help_quit(self) -> None:
+        """ctrl+c (Textual's binding): say which keys quit, in plain words (Textual's own
+        toast is Rich markup, which the app's plain-text toasts would show raw)."""
+        keys = sorted((key for key, active in self.active_bindings.items()
+                       if active.binding.action in ("quit", "app.quit")),
+                      key=lambda key: key.startswith("ctrl+"))  # q before ^q
+        if keys:
+            shown = " or ".join(self.get_key_display(Binding(key, "")) for key in keys)
+            self.notify(f"Press {shown} to quit the app", title="Do you want to quit?")
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
