@@ -619,3 +619,35 @@ async def test_the_help_opened_at_once_stays_and_scrolls_with_pagedown(monkeypat
                 break
             await pilot.pause(0.05)
         assert app.current_mode == "findings"
+
+
+async def test_the_palette_says_what_each_tables_key_does_and_finds_export(demo):
+    """Issue 23 point 9: every palette entry of the Tables screen read "The Tables
+    screen's key", and "export" found nothing though the CSV export exists."""
+    from textual.command import CommandPalette
+
+    from memtui.tui.app import MemtuiApp
+
+    app = MemtuiApp(demo, findings_first=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        found = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert "Export a table as CSV" in found  # from any screen
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        commands = [c for c in app.get_system_commands(app.screen)
+                    if c.title.startswith("Tables: ")]
+        helps = [c.help for c in commands]
+        assert len(commands) >= 10 and len(set(helps)) == len(helps)
+        assert not any("screen's key" in h for h in helps)
+        assert {c.title: c.help for c in commands}["Tables: Export CSV (C)"].startswith(
+            "Save every shown row to a CSV file")
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"export")
+        await pilot.pause(0.5)
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        shown = [str(option.prompt) for option in palette.query_one("CommandList").options]
+        assert any("Export CSV (C)" in prompt for prompt in shown), shown

@@ -29,6 +29,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from rich.text import Text
@@ -70,9 +71,24 @@ class TablesScreen(Screen):
         Binding("i", "inefficient", "Inefficient", id="tables.inefficient"),
         Binding("I", "thresholds", "Thresholds", show=False, id="tables.thresholds"),
         Binding("c", "copy", "Copy CSV", id="tables.copy"),
-        Binding("C", "export", "Save CSV", show=False, id="tables.export"),
+        Binding("C", "export", "Export CSV", show=False, id="tables.export"),
         Binding("escape", "close_input", "Close", show=False, id="tables.close_input"),
     ]
+    #: What each key does, said by its entry in the command palette (ctrl+p).
+    PALETTE_HELP: ClassVar[dict[str, str]] = {
+        "tables.switch_view": "Show the Block View or the Event View",
+        "tables.sort": "Sort by the column under the cursor (again: the other way)",
+        "tables.filter": "Show only the rows matching a filter: size>=1M t>1.5s addr=0x... text",
+        "tables.search": "Find rows holding a text (n: the next one)",
+        "tables.next_match": "Go to the next row holding the searched text",
+        "tables.scope": "All rows, those in the window, or the blocks alive at the cursor",
+        "tables.clear_only": "Show the blocks of every stack again (after Stacks' f)",
+        "tables.inefficient": "Only the blocks flagged inefficient, or all of them",
+        "tables.thresholds": "Edit the thresholds of the inefficient flags",
+        "tables.copy": "Copy the rows on screen as CSV to the clipboard (and a file)",
+        "tables.export": "Save every shown row to a CSV file (here, else the temp folder)",
+        "tables.close_input": "Close the filter or search line",
+    }
 
     def __init__(self) -> None:
         super().__init__()
