@@ -52,6 +52,7 @@ from memtui.analysis.inefficient import (
 from memtui.analysis.table_views import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
+from memtui.units import counted
 
 SCOPES = {"blocks": ("all", "window", "cursor"), "events": ("all", "window")}
 SCOPE_NAMES = {"all": "all", "window": "in the window", "cursor": "alive at the cursor"}
@@ -323,7 +324,7 @@ class TablesScreen(Screen):
             text.append(" ")
         text.append("(tab)  ", style="dim")
         if model is not None:
-            text.append(f"{model.rows.size:,} of {model.total:,} rows")
+            text.append(f"{model.rows.size:,} of {counted(model.total, 'row')}")
             if model.sort_key is not None:
                 title = model.column(model.sort_key).title
                 text.append(f" · sort {title} {'▼' if model.descending else '▲'}")
@@ -591,7 +592,7 @@ class TablesScreen(Screen):
         self.app.copy_to_clipboard(text)
         path = _write_csv(text, self.view_kind)
         where = f" and saved them to {path}" if path else ""
-        self.notify(f"Copied {count:,} rows as CSV to the clipboard (if the terminal "
+        self.notify(f"Copied {counted(count, 'row')} as CSV to the clipboard (if the terminal "
                     f"allows OSC 52){where}.", timeout=8)
 
     def action_export(self) -> None:
@@ -605,7 +606,8 @@ class TablesScreen(Screen):
     def _run_export(self, model: TableModel, kind: str) -> None:
         text = model.export().write_csv(float_precision=9)
         path = _write_csv(text, kind)
-        message = f"Saved {model.rows.size:,} rows to {path}" if path else "Could not save"
+        message = f"Saved {counted(model.rows.size, 'row')} to {path}" if path else \
+            "Could not save"
         self.app.call_from_thread(self.notify, message, timeout=8)
 
 

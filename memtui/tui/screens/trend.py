@@ -29,7 +29,7 @@ from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 LIVE_ROWS = 12
 _GLYPHS = ("█", "⠶")  # fill, line: shapes in the legend matching the plot
@@ -243,7 +243,7 @@ class TrendScreen(Screen):
         what = TOP_RULES[rule] if by == "stack" else "owner"
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(f"Live at {when}", style="bold")
-        title.append(f": {count:,} blocks, {format_bytes(total)}, by {what} ")
+        title.append(f": {counted(count, 'block')}, {format_bytes(total)}, by {what} ")
         title.append("(o: by " + ("owner" if by == "stack" else "stack") + ", T: which frame)",
                      style="dim")
         self.query_one("#live-title", Static).update(title)
