@@ -20,7 +20,6 @@ value is filtered entry by entry, and its columns taken again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import NamedTuple
 import polars as pl
 
 from memtui.errors import CaptureError
+from memtui.sources.torch_snapshot.columnar import ColumnTrace
+from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
 #: A trace entry or block takes at least this many bytes of pickle when it is not a shared
 #: reference (a dict of 4+ keys, each memoised key 2 bytes, each value 2+): real files
@@ -53,29 +54,6 @@ _SHORT_TEXT = 1000
 _NONE = type(None)
 
 
-@dataclass
-class TraceColumns:
-    """One trace's entries as checked columns, in entry order.
-
-    ``action`` is the action text as written; ``addr``, ``size``, ``stream`` and
-    ``time_us`` the integers (null where an entry has none); ``frames`` each entry's
-    ``frames`` list object itself (or None): stacks are interned by object identity.
-    """
-
-    action: pl.Series
-    addr: pl.Series
-    size: pl.Series
-    stream: pl.Series
-    time_us: pl.Series
-    frames: list
-
-    def frame(self) -> pl.DataFrame:
-        """The columns but ``frames`` as one frame (``action, addr, size, stream,
-        time_us``), each column contiguous (they come in pieces)."""
-        return pl.DataFrame([self.action, self.addr, self.size, self.stream, self.time_us]
-                            ).rechunk()
-
-
 class CheckedSnapshot(NamedTuple):
     """What :func:`clean_snapshot` found: the warnings to show, and the columns of each
     trace it checked, keyed by the ``id`` of the trace list (the list stays alive)."""
@@ -96,10 +74,12 @@ def clean_snapshot(path: Path, snapshot: dict, file_size: int) -> CheckedSnapsho
             snapshot[key] = []
             warnings.append(f"'{key}' is not a list: ignored")
             continue
-        if traces and not isinstance(traces[0], list):
+        if traces and not is_trace(traces[0]):
             traces = [traces]  # host_traces may be one flat list of entries
         for index, trace in enumerate(traces):
-            if isinstance(trace, list):
+            if isinstance(trace, ColumnTrace):  # checked while it was read
+                columns[id(trace)] = trace.columns()
+            elif isinstance(trace, list):
                 dropped, columns[id(trace)] = clean_trace(trace)
                 if dropped:
                     warnings.append(f"{key}[{index}]: {dropped} trace entries with missing or "
@@ -122,6 +102,11 @@ def clean_snapshot(path: Path, snapshot: dict, file_size: int) -> CheckedSnapsho
         raise CaptureError(path, "malformed PyTorch memory snapshot: none of its trace entries "
                                  "or segments can be read (missing or impossible values)")
     return CheckedSnapshot(warnings, columns)
+
+
+def is_trace(value: object) -> bool:
+    """A device trace: a list of entries, or the compiled reader's columns of one."""
+    return isinstance(value, list | ColumnTrace)
 
 
 def short_text(value: object, default: str) -> str:
@@ -168,7 +153,7 @@ def _count_entries(snapshot: dict) -> int:
     for key in ("device_traces", "host_traces"):
         traces = snapshot.get(key)
         if isinstance(traces, list):
-            total += sum(len(t) if isinstance(t, list) else 1 for t in traces)
+            total += sum(len(t) if is_trace(t) else 1 for t in traces)
     for key in ("segments", "host_segments", "external_annotations"):
         items = snapshot.get(key)
         if isinstance(items, list):
