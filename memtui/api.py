@@ -140,10 +140,10 @@ class Findings:
 class State:
     """The allocator state just after one event: ``to_dict()`` is ``memtui state --json``."""
 
-    device: str
-    event: int
-    t: int
-    level: dict[str, int | None]
+    device: str | None  # (None: a capture without any device)
+    event: int | None
+    t: int | None
+    level: dict[str, int | None] | None
     segments: list[dict[str, Any]]
     free_bytes: int
     largest_gap_bytes: int
@@ -279,7 +279,12 @@ class Capture:
             for name in view.meta.device_names:  # made once: the findings and the figures
                 seed_levels(view, name, allocated_level(view, name),  # both read them
                             reserved_level(view, name))
-            self._findings = find_all(view)
+            if self._cache_key is not None:  # kept beside the cache entry: found once
+                from memtui.loading import findings_of
+
+                self._findings = findings_of(view)
+            else:
+                self._findings = find_all(view)
         return self._findings
 
     def findings(self, stacks: bool = False) -> Findings:
@@ -339,12 +344,15 @@ class Capture:
             EVENT_NAMES,
             allocator_state,
             busiest_device,
+            empty_state,
             format_state,
         )
 
         device = device or busiest_device(self._trace)
-        if device is None:
-            raise CaptureError(self.path, "no device has events, blocks or levels")
+        if device is None:  # (a profiler folder's metadata alone): an answer, as summary gives
+            text = "\n".join(["no device has events, blocks or levels",
+                              *(f"warning: {w}" for w in self._trace.meta.warnings)])
+            return State.from_dict(empty_state(), text)
         self._known(device)
         trace = self._layer(device, layer)
         timeline = Timeline.build(trace, device)

@@ -178,7 +178,7 @@ def remainder_at(trace: MemoryTrace, device: str, event: int) -> list[Remainder]
 
 def remainder_text(rest: list[Remainder]) -> str:
     """``4.2 GiB alive before the capture, 5.0 MiB in no operator`` (empty for none)."""
-    from memtui.analysis.summary import format_bytes
+    from memtui.units import format_bytes
 
     return ", ".join(f"{format_bytes(r.bytes)} {r.label}" for r in rest)
 

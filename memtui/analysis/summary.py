@@ -17,6 +17,7 @@ import polars as pl
 from memtui.analysis.levels import Level, allocated_level, reserved_level, seed_levels
 from memtui.errors import printable
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 
 def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
@@ -98,7 +99,7 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
         for name in trace.meta.device_names:  # made once: the findings and the figures
             seed_levels(trace, name, allocated_level(trace, name),  # both read them
                         reserved_level(trace, name))
-        findings = find_all(trace)
+        findings = find_all(trace, what_if=False)  # counted only: no replay for advice
     devices = []
     for name in trace.meta.device_names:
         entry = device_summary(trace, name)
@@ -124,18 +125,6 @@ def device_start(trace: MemoryTrace, device: str) -> int:
         firsts.append(trace.curves.filter(trace.curves["device"] == device)["t"].min())
     known = [int(t) for t in firsts if t is not None]
     return min(known) if known else 0
-
-
-def format_bytes(n: int | None) -> str:
-    """Human bytes in binary units, as memory_viz prints them (``1.5 GiB``)."""
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def _level_lines(d: dict[str, Any]) -> list[str]:

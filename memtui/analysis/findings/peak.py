@@ -35,8 +35,8 @@ from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.pool import alive_block_rows
 from memtui.analysis.levels import allocated_level, reserved_level
 from memtui.analysis.live import device_index
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 TOP = 10
 

@@ -24,10 +24,10 @@ from memtui.analysis.pool_state import (
     OomExplanation,
     PoolState,
     explain_oom,
+    fragmentation,
     oom_events,
     state_at_event,
 )
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (
@@ -38,6 +38,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
+from memtui.units import format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -47,13 +48,28 @@ def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
     return index, book, event_blocks(trace, device)
 
 
+#: The header's long words, and what they become below 80 columns (the figures stay).
+SHORT_WORDS = (("reserved ", "resv "), ("allocated ", "alloc "), ("fragmentation ", "frag "),
+               ("segments ", "segs "), ("pending ", "pend "))
+
+
+def narrow_header(text: str, width: int) -> str:
+    """The Pool header for a pane ``width`` columns wide: below 80 its long words
+    abbreviated (it wraps too: no figure is ever dropped, issue 23)."""
+    if width >= 80:
+        return text
+    for word, short in SHORT_WORDS:
+        text = text.replace(word, short)
+    return text
+
+
 class PoolScreen(LinkedScreen):
     """The pool map (see the module docstring)."""
 
     NAME = "pool"
-    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    SEARCH_PLACEHOLDER = "block 5083, address 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
-    PoolScreen #status-line { height: 2; }
+    PoolScreen #status-line { height: auto; min-height: 2; max-height: 4; }
     PoolScreen #oom { height: auto; display: none; background: $error 30%; padding: 0 1; }
     PoolScreen #oom.-shown { display: block; }
     PoolScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
@@ -151,9 +167,18 @@ class PoolScreen(LinkedScreen):
                  f"{state.seg_id.size} segments  "
                  f"reserved {format_bytes(reserved)}  allocated "
                  f"{format_bytes(state.allocated if not rest else levels.allocated)}")
+        # fragmentation counts the gaps of partly used segments only: a wholly free
+        # cached segment is reusable (said apart, where the line has room for it)
+        unused = state.unused
+        external = fragmentation(unused.external_largest_gap, unused.external)
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
                  f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "
-                 f"fragmentation {state.total_fragmentation:.0%}")
+                 f"fragmentation {external:.0%}")
+        if unused.wholly_free_segments:
+            cached = (f"  {format_bytes(unused.wholly_free)} in "
+                      f"{unused.wholly_free_segments} wholly free segments")
+            if len(line2) + len(cached) <= self.size.width - 2:
+                line2 += cached
         if state.internal_fragmentation:
             line2 += f"  rounding {format_bytes(state.internal_fragmentation)}"
         if state.orphans:
@@ -166,7 +191,8 @@ class PoolScreen(LinkedScreen):
                 line2 = "[dim]no pool segments:[/] "
         if rest:
             line2 += f"  [b]{format_bytes(held)} in blocks + {paint.plain(rest)}[/b]"
-        self.query_one("#status-line", Static).update(f"{line1}\n{line2}")
+        self.query_one("#status-line", Static).update(
+            narrow_header(f"{line1}\n{line2}", self.size.width))
 
     def on_resize(self) -> None:
         self.query_one("#detail").styles.height = 5 if self.size.height < 30 else 7
