@@ -29,7 +29,7 @@ from memtui.analysis.attribution import Remainder, groups_by_operator, remainder
 from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.owner_tree import OwnerTree, owner_tree
-from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
+from memtui.analysis.stack_tree import BEFORE_STACK, MODES, ROOT, StackTree, block_rows_for
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -215,7 +215,10 @@ class StacksScreen(LinkedScreen):
                                              window, event=cursor.event)
         self.rows_counted = rows
         ix = self.index
-        paths = self.owners.codes[rows] if self.owners is not None else ix.stack_id[rows]
+        if self.owners is not None:
+            paths = self.owners.codes[rows]
+        else:  # ghosts under "alive before the capture", as the peak finding names them
+            paths = np.where(ix.ghost[rows], BEFORE_STACK, ix.stack_id[rows])
         sizes = ix.size[rows]
         rest = self.rest = self._rest(cursor, int(sizes.sum()))
         self.tree_view.show(self.stack_tree.figures(paths, sizes, rest))
@@ -349,7 +352,8 @@ class StacksScreen(LinkedScreen):
         if self.owners is not None:
             rows = self.owners.block_rows_under(node, self.rows_counted)
         else:
-            rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted)
+            rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted,
+                                                    ghosts_apart=True)
         block_ids = self.index.block_id[rows]
         label = "all blocks" if node == ROOT else self.stack_tree.label(node)
         apply = getattr(self.app, "filter_blocks", None)
