@@ -1,3 +1,71 @@
-"""memtui: a terminal explorer for GPU and Ascend NPU memory captures."""
+"""memtui: a terminal explorer for GPU and Ascend NPU memory captures, and a library.
+
+``memtui.__all__`` is the supported Python surface (:mod:`memtui.api`)::
+
+    import memtui
+
+    cap = memtui.open("run.pickle")
+    cap.summary().devices[0].peak_allocated_bytes
+
+Everything else is private.  The names load on first use, so ``import memtui`` (and
+``memtui --help``) imports neither polars nor numpy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: name -> the module that defines it (imported on first use).
+_LAZY = {
+    "open": "memtui.api",
+    "compare": "memtui.api",
+    "Capture": "memtui.api",
+    "Comparison": "memtui.api",
+    "DeviceSummary": "memtui.api",
+    "Findings": "memtui.api",
+    "State": "memtui.api",
+    "Summary": "memtui.api",
+    "CheckResult": "memtui.analysis.check",
+    "LimitResult": "memtui.analysis.check",
+    "Limits": "memtui.analysis.check",
+    "parse_size": "memtui.analysis.check",
+    "Finding": "memtui.analysis.findings.model",
+    "Evidence": "memtui.analysis.findings.model",
+    "CaptureError": "memtui.errors",
+}
+
+__all__ = ["CaptureError", "Capture", "CheckResult", "Comparison", "DeviceSummary",
+           "Evidence", "Finding", "Findings", "LimitResult", "Limits", "State", "Summary",
+           "__version__", "compare", "open", "parse_size"]
+
+if TYPE_CHECKING:
+    from memtui.analysis.check import CheckResult, LimitResult, Limits, parse_size
+    from memtui.analysis.findings.model import Evidence, Finding
+    from memtui.api import (
+        Capture,
+        Comparison,
+        DeviceSummary,
+        Findings,
+        State,
+        Summary,
+        compare,
+        open,
+    )
+    from memtui.errors import CaptureError
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memtui' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,8 @@ LOCAL_CLUSTER = "local"
 #: How often a waiting stream checks whether it was asked to stop (seconds).
 POLL_S = 0.2
 CLUSTER_HINT = "needs the cluster extra: pip install 'memtui[cluster]' (dask[distributed])"
+#: Seconds to wait for a Dask scheduler to answer (``--connect-timeout``).
+DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
 @dataclass
@@ -128,19 +130,22 @@ def cores() -> int:
 def stream_results(captures: Sequence[RankCapture], how: str = "pool",
                    cluster: str | None = None, workers: int | None = None,
                    points: int = CURVE_POINTS,
-                   stop: threading.Event | None = None) -> Iterator[RankResult]:
+                   stop: threading.Event | None = None,
+                   connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Iterator[RankResult]:
     """Every capture's :class:`RankResult`, as each finishes.
 
     ``how`` is ``"serial"``, ``"pool"`` or ``"dask"`` (``cluster`` given: the scheduler's
     address, or ``"local"``).  ``workers`` caps the pool or the LocalCluster (default: the
     cores).  Setting ``stop`` (from another thread), or closing the generator, ends the
-    stream within :data:`POLL_S` and drops the work not yet started.
+    stream within :data:`POLL_S` and drops the work not yet started.  A scheduler that has
+    not answered within ``connect_timeout`` seconds is a one-line :class:`CaptureError`.
     """
     stop = stop or threading.Event()
     if cluster is not None:
         how = "dask"
     if how == "dask":
-        yield from _dask_results(captures, cluster or LOCAL_CLUSTER, workers, points, stop)
+        yield from _dask_results(captures, cluster or LOCAL_CLUSTER, workers, points, stop,
+                                 connect_timeout)
     elif how == "pool" and len(captures) > 1 and min(workers or cores(), len(captures)) > 1:
         yield from _pool_results(captures, min(workers or cores(), len(captures)), points,
                                  stop)
@@ -152,19 +157,55 @@ def stream_results(captures: Sequence[RankCapture], how: str = "pool",
 
 
 def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
-                  stop: threading.Event) -> Iterator[RankResult]:
+                  stop: threading.Event,
+                  work: Callable[..., RankResult] = summarize_capture) -> Iterator[RankResult]:
+    """The pool's results.  A worker that dies (the kernel's OOM killer) breaks the whole
+    pool and every rank still in it: those go round once more in a fresh pool, and what
+    breaks that one too runs alone, one rank per process, so that only the rank whose
+    process dies is reported lost (a result with ``error``), never the others."""
+    lost: list[RankCapture] = []
+    yield from _one_pool(captures, workers, points, stop, lost, work)
+    if lost and not stop.is_set():
+        again: list[RankCapture] = []
+        yield from _one_pool(lost, min(workers, len(lost)), points, stop, again, work)
+        for capture in again:
+            if stop.is_set():
+                return
+            alone: list[RankCapture] = []
+            yield from _one_pool([capture], 1, points, stop, alone, work)
+            if alone:
+                yield RankResult(capture, error=f"{capture.path}: {LOST}")
+
+
+#: Why a rank whose worker process died has no figures.
+LOST = ("its worker process died while reading it (killed: out of memory?); "
+        "the other ranks are shown")
+
+
+def _one_pool(captures: Sequence[RankCapture], workers: int, points: int,
+              stop: threading.Event, lost: list[RankCapture],
+              work: Callable[..., RankResult]) -> Iterator[RankResult]:
+    """Results of one process pool; the captures it lost to a broken pool go to ``lost``."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=multiprocessing.get_context("spawn"))
     pending: set = set()
     try:
-        pending = {pool.submit(summarize_capture, capture, points) for capture in captures}
+        futures = {pool.submit(work, capture, points): capture
+                   for capture in captures}
+        pending = set(futures)
         while pending and not stop.is_set():
             done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
-                yield future.result()
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    lost.append(futures[future])
+                    continue
+                yield result
     finally:
         # Every future done: wait for the pool's own threads, else the interpreter's exit
         # hook writes to a closed pipe and prints a traceback (Python 3.11).  Stopped
@@ -172,12 +213,37 @@ def _pool_results(captures: Sequence[RankCapture], workers: int, points: int,
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 
+def check_cluster_address(address: str) -> str:
+    """``address`` as Dask's client takes it (``HOST:PORT`` gets ``tcp://``), or a
+    :class:`CaptureError` saying what a scheduler address looks like."""
+    if address == LOCAL_CLUSTER:
+        return address
+    from urllib.parse import urlsplit
+
+    text = address if "://" in address else f"tcp://{address}"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is not None and parts.scheme == "tls":
+        raise CaptureError("--cluster", "tls:// needs certificates memtui cannot pass: reach "
+                                        "the scheduler with tcp:// (through an SSH tunnel)")
+    if parts is None or parts.scheme != "tcp" or not parts.hostname or port is None or \
+            parts.path not in ("", "/"):
+        raise CaptureError("--cluster", f"{address!r} is not a Dask scheduler address (say "
+                                        "tcp://HOST:PORT, HOST:PORT, or local)")
+    return text
+
+
 def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | None,
-                  points: int, stop: threading.Event) -> Iterator[RankResult]:
+                  points: int, stop: threading.Event,
+                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Iterator[RankResult]:
     try:
         from distributed import Client, LocalCluster, wait
     except ImportError:
         raise CaptureError("--cluster", CLUSTER_HINT) from None
+    address = check_cluster_address(address)
     local = None
     try:
         if address == LOCAL_CLUSTER:
@@ -185,11 +251,13 @@ def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | 
                                  processes=True, dashboard_address=None)
             client = Client(local)
         else:
-            client = Client(address, timeout="20s")
-    except (OSError, TimeoutError) as exc:
+            client = _connect(Client, address, connect_timeout)
+    except CaptureError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever answered there, it is no scheduler
         if local is not None:
             local.close()
-        raise CaptureError(address, f"cannot reach the Dask scheduler ({exc})") from None
+        raise CaptureError(address, f"no Dask scheduler answered ({_short(exc)})") from None
     try:
         pending = set(client.map(summarize_capture, list(captures), points=points, pure=False))
         while pending and not stop.is_set():
@@ -205,6 +273,46 @@ def _dask_results(captures: Sequence[RankCapture], address: str, workers: int | 
         client.close()
         if local is not None:
             local.close()
+
+
+def _connect(client_class: Any, address: str, timeout: float) -> Any:
+    """A client of the scheduler at ``address``, giving up after ``timeout`` seconds.
+
+    Dask's own timeout covers the handshake only after a connection: a dead address or a
+    server that accepts and closes retries for its whole comm timeout (21 to 59 s seen),
+    and a server that speaks another protocol (HTTP) is read as a frame length (exabytes).
+    So a plain TCP connect is tried first, and the client is made in a thread we stop
+    waiting for after ``timeout``."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address)
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
+    except OSError as exc:
+        raise CaptureError(address, f"no Dask scheduler answered ({_short(exc)})") from None
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:  # a daemon thread: one stuck in Dask never holds the exit up
+        try:
+            outcome["client"] = client_class(address, timeout=f"{timeout}s")
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=connect, name="memtui-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 1)
+    if "client" in outcome:
+        return outcome["client"]
+    if "error" in outcome:
+        raise outcome["error"]
+    raise CaptureError(address, f"no Dask scheduler answered within {timeout:g} s "
+                                "(--connect-timeout)")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:160] if text else type(exc).__name__
 
 
 def prepare_processes() -> None:

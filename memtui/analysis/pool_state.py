@@ -420,7 +420,7 @@ class OomExplanation:
 
     @property
     def verdict(self) -> str:
-        from memtui.analysis.summary import format_bytes as fb
+        from memtui.units import format_bytes as fb
 
         if self.requested > self.free:
             return (f"the pool had only {fb(self.free)} free of {fb(self.reserved)} reserved: "

@@ -5,7 +5,10 @@ frame), dropping the frames memory_viz hides (the unwinder, CPython's eval loop,
 dispatcher; see :data:`OMIT_FUNCTIONS`).  Each stack is then a path of trie nodes, kept
 as flat ``(stack, node)`` pairs, so the bytes of every node for any set of blocks are one
 ``bincount``: bytes per stack, spread over the paths.  Blocks without a stack hang under
-one "(no stack recorded)" node.
+one "(no stack recorded)" node.  The bytes of a level that no block explains (alive before
+the capture, in no operator: :mod:`memtui.analysis.attribution`) hang under the root as
+nodes of their own (``figures(..., rest=...)``), so the root is the level and every share
+has it as denominator.
 
 Three figures a screen asks for (:func:`block_rows_for`): the blocks live at a time
 (the cursor, or the peak of allocated), or the blocks allocated during a window.
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from memtui.analysis.attribution import REMAINDER_LABELS, Remainder
 from memtui.analysis.levels import allocated_level
 from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.pool_state import block_rows_at_event
@@ -37,6 +41,7 @@ OMIT_FILENAMES = (
 
 ROOT = 0
 NO_STACK_FRAME = -2  # frame id of the "(no stack recorded)" node
+REMAINDER_FRAME = -3  # frame ids -3, -4, ...: the remainder rows, in REMAINDER_LABELS' order
 MODES = ("cursor", "peak", "window")
 
 
@@ -177,6 +182,11 @@ class StackTree:
             stack_node[sid] = node
             pairs_stack.append(sid)
             pairs_node.append(node)
+        rest = len(REMAINDER_LABELS)  # the remainder nodes, under the root, last
+        self.remainder_node = {label: next_id + i for i, label in enumerate(REMAINDER_LABELS)}
+        parents.append(np.full(rest, ROOT))
+        frame_of.append(REMAINDER_FRAME - np.arange(rest))
+        depths.append(np.ones(rest, dtype=np.int64))
         self.parent = np.concatenate(parents).astype(np.int64)
         self.frame = np.concatenate(frame_of).astype(np.int64)
         self.depth = np.concatenate(depths).astype(np.int64)
@@ -194,8 +204,10 @@ class StackTree:
 
     # -- figures ------------------------------------------------------------------------
 
-    def figures(self, stack_ids: np.ndarray, sizes: np.ndarray) -> TreeFigures:
-        """Bytes and block counts per node for blocks with these stacks (-1: none)."""
+    def figures(self, stack_ids: np.ndarray, sizes: np.ndarray,
+                rest: list[Remainder] | tuple = ()) -> TreeFigures:
+        """Bytes and block counts per node for blocks with these stacks (-1: none), and the
+        named bytes of the level no block explains (``rest``), each on its own node."""
         stack_ids = np.asarray(stack_ids, dtype=np.int64)
         sizes = np.asarray(sizes, dtype=np.float64)
         known = (stack_ids >= 0) & (stack_ids < self.n_stacks)
@@ -209,6 +221,9 @@ class StackTree:
         unknown_count = float((~known).sum())
         node_bytes[ROOT] += unknown_bytes
         node_bytes[1] += unknown_bytes
+        for row in rest:
+            node_bytes[self.remainder_node[row.label]] += row.bytes
+            node_bytes[ROOT] += row.bytes
         node_blocks[ROOT] += unknown_count
         node_blocks[1] += unknown_count
         node_bytes = np.rint(node_bytes).astype(np.int64)
@@ -222,7 +237,7 @@ class StackTree:
         if figures is None:
             return kids
         held = figures.bytes[kids]
-        kids = kids[held > 0]
+        kids = kids[(held > 0) | ((held < 0) & (self.frame[kids] <= REMAINDER_FRAME))]
         return kids[np.argsort(-figures.bytes[kids], kind="stable")]
 
     def label(self, node: int) -> str:
@@ -233,6 +248,8 @@ class StackTree:
             frame = int(self.frame[node])
             if frame == NO_STACK_FRAME:
                 cached = "(no stack recorded)"
+            elif frame <= REMAINDER_FRAME:
+                cached = REMAINDER_LABELS[REMAINDER_FRAME - frame]
             else:
                 cached = frame_label(self.frame_name.get(frame), self.frame_file.get(frame),
                                      self.frame_line.get(frame))
@@ -274,6 +291,8 @@ class StackTree:
         stack = index.stack_id[rows]
         if node == 1:
             return rows[(stack < 0) | (stack >= self.n_stacks)]
+        if self.frame[node] <= REMAINDER_FRAME:  # bytes of the level, in no block
+            return rows[:0]
         return rows[np.isin(stack, self.stacks_under(node))]
 
 

@@ -26,11 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.analysis.compare import compare
-    from memtui.analysis.compare_text import format_comparison
-    from memtui.loading import load_traces
+    from memtui.api import _compare
 
-    a, b = load_traces([args.a, args.b], store_in_background=True)
-    result = compare(a, b, mode=args.align, shift=args.shift)
-    print(json.dumps(result.to_json()) if args.json else format_comparison(result, args.top))
+    result = _compare(args.a, args.b, align=args.align, shift=args.shift,
+                      store_in_background=True)
+    print(json.dumps(result.to_dict()) if args.json else result.text(args.top))
     return 0

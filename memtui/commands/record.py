@@ -4,16 +4,24 @@ The script runs unchanged in a child process whose ``PYTHONPATH`` starts with
 ``memtui/record/site`` (a ``sitecustomize`` that loads the recorder when the script imports
 torch); its arguments and exit status pass through.  Snapshots land in ``--out``, which
 ``memtui --follow`` shows live in another pane.
+
+The child runs in a process group of its own, given the terminal where memtui had it:
+SIGTERM, SIGINT and SIGHUP sent to memtui (a scheduler, ``kill``, memtui as PID 1 of a
+container, where an unhandled SIGTERM would be ignored) are passed to that whole group,
+memtui waits for the job (and its exit dump), then exits with the job's status.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HELP = "run a PyTorch script with memory history recorded into snapshot dumps"
@@ -64,35 +72,99 @@ def run(args: argparse.Namespace) -> int:
 
     command = child_command(list(args.command))
     if not command:
-        raise CaptureError("memtui record", "no command to run: memtui record -- python "
-                                            "script.py ARGS")
+        raise CaptureError("record", "no command to run: memtui record -- python "
+                                     "script.py ARGS")
     if args.max_entries <= 0 or args.keep < 1 or args.every < 0:
-        raise CaptureError("memtui record", "--max-entries and --keep must be positive, "
-                                            "--every 0 or more")
+        raise CaptureError("record", "--max-entries and --keep must be positive, "
+                                     "--every 0 or more")
     out = Path(args.out).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CaptureError(args.out, f"cannot create the folder ({exc.strerror})") from None
+    try:
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:  # fail now, not at every dump of a long job
+        raise CaptureError(args.out, f"cannot write dumps in this folder ({exc.strerror})"
+                           ) from None
     settings = Settings(out=str(out), every=args.every or None, on_oom=args.on_oom,
                         max_entries=args.max_entries, stacks=args.stacks, keep=args.keep)
     print(f"memtui record: dumps go to {out}; watch them live in another pane with:\n"
           f"    memtui --follow {shlex.quote(str(out))}", file=sys.stderr, flush=True)
-    return _run_child(command, child_environment(settings.to_json()))
+    from memtui.record.recorder import SEEN_ENV
+
+    env = child_environment(settings.to_json())
+    seen = tempfile.mkdtemp(prefix="memtui-record-")
+    env[SEEN_ENV] = seen
+    try:
+        code = _run_child(command, env)
+        if not os.listdir(seen):
+            print(f"memtui record: {shlex.quote(command[0])} ran no Python that memtui could "
+                  "record in: nothing was recorded (memtui record -- python script.py ARGS)",
+                  file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)
+    return code
+
+
+#: What memtui passes on to the job's process group.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _run_child(command: list[str], env: dict[str, str]) -> int:
-    """Run the child to its end; Ctrl+C goes to it (same process group), not to us."""
+    """Run the child in its own process group to its end, passing :data:`FORWARDED`
+    signals on to that group; its exit status (128 + N for signal N)."""
     from memtui.errors import CaptureError
 
+    group: list[int] = []  # the child's process group, once it exists
+    early: list[int] = []  # signals that came before it did
+
+    def forward(signum: int, _frame: object) -> None:
+        if not group:
+            early.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group[0], signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    terminal = None
     try:
-        process = subprocess.Popen(command, env=env)
-    except OSError as exc:
-        raise CaptureError(command[0], f"cannot run it ({exc.strerror})") from None
-    # Ignored only after the start: an ignored signal would be inherited by the child.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+        try:
+            process = subprocess.Popen(command, env=env, process_group=0)
+        except OSError as exc:
+            raise CaptureError(command[0], f"cannot run it ({exc.strerror})") from None
+        group.append(process.pid)
+        terminal = _hand_terminal_to(process.pid)
+        for signum in early:
+            forward(signum, None)
         code = process.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _take_terminal_back(terminal)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 128 - code if code < 0 else code
+
+
+def _hand_terminal_to(group: int) -> int | None:
+    """Make ``group`` the foreground of memtui's terminal where memtui held it (Ctrl+C
+    then reaches the job once, from the terminal); the terminal's descriptor, or None."""
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
+            return None
+        os.tcsetpgrp(fd, group)
+        return fd
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _take_terminal_back(fd: int | None) -> None:
+    if fd is None:
+        return
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # we are in the background now
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, os.getpgrp())
+    finally:
+        signal.signal(signal.SIGTTOU, previous)

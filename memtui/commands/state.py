@@ -33,65 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.analysis.at_time import Timeline
-    from memtui.analysis.state import EVENT_NAMES, allocator_state, busiest_device, format_state
-    from memtui.analysis.table_views import parse_time
+    from memtui.api import open as open_capture
     from memtui.commands.paths import capture_path
-    from memtui.errors import CaptureError
-    from memtui.loading import load_trace
 
-    path = capture_path(args.path)
-    trace = load_trace(path)
-    device = args.device or busiest_device(trace)
-    if device is None:
-        raise CaptureError(path, "no device has events, blocks or levels")
-    if device not in trace.meta.device_names:
-        names = ", ".join(trace.meta.device_names)
-        raise CaptureError(path, f"no device {device!r} (it has {names})")
-    trace = _layer(path, trace, device, args.layer)
-    timeline = Timeline.build(trace, device)
-    event = args.event
-    if event is not None and event not in EVENT_NAMES:
-        try:
-            event = int(event)
-        except ValueError:
-            raise CaptureError(path, f"--event {event!r}: a number, first, peak or last") from None
-    t = None
-    if args.time is not None:
-        t = _parse_time(path, args.time, timeline.start, trace.meta.time_unit, parse_time)
-    try:
-        data = allocator_state(trace, device, event, t)
-    except ValueError as exc:
-        raise CaptureError(path, str(exc)) from None
-    print(json.dumps(data) if args.json else format_state(data, trace.meta.time_unit,
-                                                          timeline.start))
+    state = open_capture(capture_path(args.path)).state(
+        args.event, device=args.device, time=args.time, layer=args.layer)
+    print(json.dumps(state.to_dict()) if args.json else state.text())
     return 0
-
-
-def _parse_time(path, text: str, start: int, unit: str, parse_time) -> int:
-    from memtui.errors import CaptureError
-
-    if text.lstrip("-").isdigit():
-        return int(text)  # a raw trace time
-    try:
-        return parse_time(text, start, unit)
-    except ValueError as exc:
-        raise CaptureError(path, f"--time {text!r}: {exc}") from None
-
-
-def _layer(path, trace, device: str, layer: str | None):
-    """The capture as one memory layer shows it (msMemScope); others as they are."""
-    from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
-    from memtui.errors import CaptureError
-
-    if not has_layers(trace):
-        if layer is not None:
-            raise CaptureError(path, "--layer: this capture has no memory layers")
-        return trace
-    chosen = default_layers(trace)
-    if layer is not None:
-        if layer not in layers_of(trace, device):
-            known = ", ".join(layers_of(trace, device)) or "none"
-            raise CaptureError(path, f"--layer {layer!r}: {device} has {known}")
-        chosen[device] = layer
-    return layer_view(trace, chosen)

@@ -37,6 +37,9 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
                              "'local' for a LocalCluster here (needs the cluster extra)")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="processes for the ranks (default: the cores)")
+    parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="give up on a --cluster scheduler that has not answered by then "
+                             "(default: 5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,29 +50,12 @@ def run(args: argparse.Namespace) -> int:
     path = capture_path(args.paths[0] if args.paths else None)
     if _print_from_cache(path, args.json):
         return 0
-    from memtui import cache
-    from memtui.analysis.layers import has_layers, layer_view
-    from memtui.analysis.summary import format_summary, summary
-    from memtui.loading import load_trace
+    from memtui.api import _open
 
-    trace = load_trace(path, store_in_background=True)
-    if has_layers(trace) and "layers" not in trace.meta.extra:
-        # Each device's default memory layer, which the figures and their text both come
-        # from: made once here rather than by each (a pass over every event).
-        trace = layer_view(trace)
-    key = cache.key_of(path) if cache.enabled() else None
-    data = cache.load_derived(key, "summary") if key is not None else None
-    computed = data is None
-    if computed:
-        data = summary(trace)
-    else:
-        data["path"] = trace.meta.path  # the path as given this time
-    text = format_summary(data, trace)
-    print(json.dumps(data) if args.json else text, flush=True)
-    if key is not None:
-        if computed:
-            cache.save_derived(key, "summary", data)
-        cache.save_derived(key, SUMMARY_TEXT, {"path": data["path"], "text": text})
+    capture = _open(path, store_in_background=True)
+    result = capture.summary()
+    print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
+    capture._keep_summary(result, SUMMARY_TEXT)
     return 0
 
 
@@ -118,13 +104,18 @@ def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.rankload import RankTable, stream_results
     from memtui.sources.ranks import discover_ranks
 
+    if args.cluster:
+        from memtui.rankload import check_cluster_address
+
+        check_cluster_address(args.cluster)  # a bad address: one line, before any work
     found = discover_ranks(args.paths)
     path = common_folder(args.paths)
     if not found.captures:
         raise CaptureError(path, "holds no capture memtui reads")
     table = RankTable(len(found.captures))
     table.warnings.extend(found.warnings)
-    for result in stream_results(found.captures, cluster=args.cluster, workers=args.workers):
+    for result in stream_results(found.captures, cluster=args.cluster, workers=args.workers,
+                                 connect_timeout=args.connect_timeout):
         table.add(result)
         if result.error is not None:
             print(f"memtui: warning: skipped {result.error}", file=sys.stderr)

@@ -71,7 +71,12 @@ def _run_ranks(args: argparse.Namespace) -> int:
 
     if args.cluster and not dask_available():
         raise CaptureError("--cluster", CLUSTER_HINT)
+    if args.cluster:
+        from memtui.rankload import check_cluster_address
+
+        check_cluster_address(args.cluster)
     found = discover_ranks(args.paths)
     if not found.captures:
         raise CaptureError(common_folder(args.paths), "holds no capture memtui reads")
-    return run_ranks_app(found, cluster=args.cluster, workers=args.workers)
+    return run_ranks_app(found, cluster=args.cluster, workers=args.workers,
+                         connect_timeout=args.connect_timeout)

@@ -103,6 +103,19 @@ class TorchBackend:
         return True
 
 
+def no_torch_reason() -> str:
+    """Why torch was not recorded where it is not loaded: missing from this Python (the
+    script's ``import torch`` failed), or installed but never imported."""
+    try:
+        installed = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        return (f"torch is not installed in this Python ({sys.executable}); install it "
+                "there (pip install torch), or run the script with the Python that has it")
+    return "the script never imported torch"
+
+
 def find_backend() -> tuple[TorchBackend | None, str]:
     """The accelerator this process's torch can record, or None and why not.
 
@@ -111,7 +124,7 @@ def find_backend() -> tuple[TorchBackend | None, str]:
     """
     torch = sys.modules.get("torch")
     if torch is None:
-        return None, "the script never imported torch"
+        return None, no_torch_reason()
     npu = sys.modules.get("torch_npu")
     if npu is not None:
         try:
@@ -136,11 +149,26 @@ def say(message: str) -> None:
 
 
 def write_atomically(path: Path, payload: bytes) -> None:
-    """``payload`` at ``path``, appearing whole or not at all (temporary name, rename)."""
+    """``payload`` at ``path``, appearing whole or not at all (temporary name, rename); the
+    temporary file is removed where the write fails (a full disk leaves nothing behind)."""
     temp = path.with_name(f".{path.name}{TEMP_SUFFIX}")
-    with open(temp, "wb") as fh:
-        fh.write(payload)
-    os.replace(temp, path)
+    try:
+        with open(temp, "wb") as fh:
+            fh.write(payload)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def why_not_written(exc: BaseException) -> str:
+    """What a failed dump says: a full disk by name, anything else as it came."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full (no space left on device)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Recorder:
@@ -197,7 +225,7 @@ class Recorder:
                                       f"{reason}{DUMP_SUFFIX}")
                 write_atomically(path, pickle.dumps(snapshot, protocol=4))
             except Exception as exc:  # never take the training down for a dump
-                say(f"could not write a {reason} dump ({type(exc).__name__}: {exc})")
+                say(f"could not write the {reason} dump: {why_not_written(exc)}")
                 return None
             self.dumps.append(path)
             if reason == "interval":
@@ -291,16 +319,17 @@ class _ProcessRecording:
 
     def at_exit(self) -> None:
         if self.recorder is None:
+            if "torch" not in sys.modules:
+                self.reason = no_torch_reason()
             say(f"no accelerator memory history could be recorded: {self.reason}. "
                 "The script ran unrecorded.")
 
 
 def _dump_on_sigterm(recorder: Recorder) -> None:
-    """A SIGTERM (torchrun stopping its workers, a scheduler's preemption) skips ``atexit``:
-    where the script has no handler of its own, dump first, then die of it as before."""
+    """A SIGTERM (torchrun stopping its workers, a scheduler's preemption, ``memtui record``
+    passing one on) or a SIGHUP (the terminal gone) skips ``atexit``: where the script has
+    no handler of its own, dump first, then die of it as before."""
     if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
 
     def on_term(signum, _frame) -> None:
@@ -308,7 +337,9 @@ def _dump_on_sigterm(recorder: Recorder) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    signal.signal(signal.SIGTERM, on_term)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, on_term)
 
 
 def _is_helper_process() -> bool:
@@ -317,11 +348,24 @@ def _is_helper_process() -> bool:
         sys.argv and sys.argv[0] == "-c" and "multiprocessing" in " ".join(sys.argv))
 
 
+#: A private folder where each recorded Python leaves its pid: ``memtui record`` tells
+#: from it whether its command ran any Python at all.
+SEEN_ENV = "MEMTUI_RECORD_SEEN"
+
+
+def _say_seen() -> None:
+    folder = os.environ.get(SEEN_ENV)
+    if folder:
+        with contextlib.suppress(OSError):
+            open(os.path.join(folder, str(os.getpid())), "w").close()
+
+
 def install_from_environment() -> None:
     """Called by the sitecustomize ``memtui record`` puts first on the child's path."""
     text = os.environ.get(CONFIG_ENV)
     if not text or _is_helper_process():
         return
+    _say_seen()
     process = _ProcessRecording(Settings.from_json(text))
     atexit.register(process.at_exit)  # registered first: runs last
     sys.meta_path.insert(0, _AfterImport(("torch", "torch_npu"), process.imported))

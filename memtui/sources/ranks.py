@@ -64,13 +64,17 @@ class Discovery:
 
 
 def discover_ranks(paths: Sequence[str | Path]) -> Discovery:
-    """The rank captures in ``paths``: files are taken as given, folders are searched."""
+    """The rank captures in ``paths``: files are taken as given, folders are searched.
+
+    One capture per real file or folder: symbolic links are resolved, so a link loop
+    (``ln -s . again``) or a second name (``latest.pickle -> rank1.pickle``) adds no rank;
+    of several names, the one that is not a link is kept (it names the rank)."""
     found = Discovery()
-    seen: set[Path] = set()
+    chosen: dict[Path, tuple[RankCapture, bool]] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            candidates = _walk(path, 0)
+            candidates = _walk(path, 0, set())
             top = path.parent
             if not candidates:
                 found.warnings.append(f"{path}: no capture found in this folder")
@@ -81,12 +85,28 @@ def discover_ranks(paths: Sequence[str | Path]) -> Discovery:
             found.warnings.append(f"{path}: no such file or folder")
             continue
         for candidate in candidates:
-            key = candidate.absolute()
-            if key not in seen:
-                seen.add(key)
-                found.captures.append(describe(candidate, top))
-    found.captures.sort(key=_order)
+            key, linked = _real(candidate), _through_a_link(candidate, top)
+            if key not in chosen or (chosen[key][1] and not linked):
+                chosen[key] = (describe(candidate, top), linked)
+    found.captures = sorted((capture for capture, _ in chosen.values()), key=_order)
     return found
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop: the name itself
+        return path.absolute()
+
+
+def _through_a_link(path: Path, top: Path) -> bool:
+    """Whether ``path`` or a folder between ``top`` and it is a symbolic link."""
+    for part in [path, *path.parents]:
+        if part == top or part == part.parent:
+            return False
+        if part.is_symlink():
+            return True
+    return False
 
 
 def count_captures(paths: Sequence[str | Path]) -> int:
@@ -166,8 +186,13 @@ def _is_rank_root(folder: Path) -> bool:
     return any((folder / sub).is_dir() for sub in _PROFILER_OUTPUT)
 
 
-def _walk(folder: Path, depth: int) -> list[Path]:
-    """The captures under ``folder``: rank folders whole, capture files one by one."""
+def _walk(folder: Path, depth: int, visited: set[Path]) -> list[Path]:
+    """The captures under ``folder``: rank folders whole, capture files one by one; a
+    folder already walked (reached again through a link) is not walked twice."""
+    real = _real(folder)
+    if real in visited:
+        return []
+    visited.add(real)
     if _is_rank_root(folder):
         return [folder]
     try:
@@ -187,7 +212,7 @@ def _walk(folder: Path, depth: int) -> list[Path]:
     if depth < MAX_DEPTH:
         for entry in entries:
             if entry.is_dir() and not entry.name.startswith((".", "__")):
-                found.extend(_walk(entry, depth + 1))
+                found.extend(_walk(entry, depth + 1, visited))
     return found
 
 

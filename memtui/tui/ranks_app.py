@@ -21,7 +21,6 @@ from textual.reactive import reactive
 
 from memtui.analysis.at_time import Timeline
 from memtui.analysis.ranks import RankRow
-from memtui.analysis.summary import format_bytes
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.rankload import RankResult, RankTable, stream_results
@@ -29,6 +28,7 @@ from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.modals import DeviceScreen, LoadingScreen
 from memtui.tui.screens.ranks import RanksScreen
+from memtui.units import format_bytes
 
 if TYPE_CHECKING:
     from memtui.sources.ranks import Discovery
@@ -48,10 +48,12 @@ class RanksApp(MemtuiApp):
     ranks_version: reactive[int] = reactive(0, init=False)
 
     def __init__(self, discovery: Discovery, *, cluster: str | None = None,
-                 workers: int | None = None, how: str = "pool") -> None:
+                 workers: int | None = None, how: str = "pool",
+                 connect_timeout: float = 5.0) -> None:
         super().__init__()
         self.discovery = discovery
         self.cluster = cluster
+        self.connect_timeout = connect_timeout
         self.rank_workers = workers
         self.how = how
         self.rank_table = RankTable(len(discovery.captures))
@@ -75,7 +77,8 @@ class RanksApp(MemtuiApp):
         try:
             for result in stream_results(self.discovery.captures, how=self.how,
                                          cluster=self.cluster, workers=self.rank_workers,
-                                         stop=self._stop):
+                                         stop=self._stop,
+                                         connect_timeout=self.connect_timeout):
                 if self._stop.is_set():
                     return
                 self.call_from_thread(self._rank_arrived, result)
@@ -232,14 +235,15 @@ class RanksApp(MemtuiApp):
 
 
 def run_ranks_app(discovery: Discovery, cluster: str | None = None,
-                  workers: int | None = None) -> int:
+                  workers: int | None = None, connect_timeout: float = 5.0) -> int:
     """Open several ranks in the UI; the exit status (2 where none could be read)."""
     import sys
 
     from memtui.rankload import prepare_processes
 
     prepare_processes()
-    app = RanksApp(discovery, cluster=cluster, workers=workers)
+    app = RanksApp(discovery, cluster=cluster, workers=workers,
+                   connect_timeout=connect_timeout)
     code = app.run()
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)

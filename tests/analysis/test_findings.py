@@ -27,8 +27,9 @@ def leaks(trace):
 
 @pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
 def test_leak_every_step(markers):
-    """10 steps each keeping 1 MiB from leaky_cache: 1 MiB per step, 9 steps of growth
-    seen at the step starts (the 10th step's block is alive only at the end)."""
+    """10 steps each keeping 1 MiB from leaky_cache: 1 MiB per step, 10 steps of growth
+    seen at the step starts and the end of the last step, which finished (its backward
+    and frees came): its block counts (issue 22, point 5)."""
     found = leaks(training_loop(10, markers=markers))
     assert len(found) == 1
     leak = found[0]
@@ -38,10 +39,10 @@ def test_leak_every_step(markers):
     assert leak.detail["bytes_per_step"] == MiB
     assert leak.detail["steps"] == 10
     assert leak.detail["first_step"] == 0
-    assert leak.detail["blocks"] == 9
-    assert leak.detail["total_bytes"] == 9 * MiB
+    assert leak.detail["blocks"] == 10
+    assert leak.detail["total_bytes"] == 10 * MiB
     assert leak.severity == "high"
-    assert len(leak.evidence.block_ids) == 9
+    assert len(leak.evidence.block_ids) == 10
     assert leak.evidence.stack[0].name == "leaky_cache"
     t0, t1 = leak.evidence.window  # from the start of the first step that grew to the last
     assert t0 <= leak.evidence.t < t1
@@ -197,7 +198,7 @@ def test_peak_of_reserved_by_stack():
     assert peak.detail["peak_reserved_bytes"] == 100 * MiB
     assert peak.detail["reserved_peak_by_stack"] == []
     assert peak.detail["by_stack"] == [{"label": "forward (forward.py:10)", "bytes": 60 * MiB,
-                                        "blocks": 5, "share": 1.0}]
+                                        "blocks": 5, "share": 1.0, "stack_id": 0}]
 
 
 def test_oom_by_full_device():

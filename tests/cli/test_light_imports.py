@@ -43,7 +43,9 @@ def imported_by(*argv: str) -> dict:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["summary", "--help"], ["cache", "--help"],
-                                  ["findings", "--help"], ["state", "--help"]])
+                                  ["findings", "--help"], ["state", "--help"],
+                                  ["check", "--help"], ["report", "--help"],
+                                  ["export", "--help"]])
 def test_help_imports_no_heavy_library(argv):
     got = imported_by(*argv)
     assert got["status"] == 0

@@ -19,7 +19,7 @@ from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapsho
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
-        "internal_fragmentation_bytes"]
+        "internal_fragmentation_bytes", "unattributed"]
 
 
 def state(capsys, *args) -> dict:
@@ -96,7 +96,8 @@ def test_first_peak_last_equal_memory_viz(path, capsys):
             continue
         for which in ("first", "peak", "last"):
             data = state(capsys, path, "--device", f"cuda:{device}", "--event", which)
-            segments, blocks, free, largest = _reference(raw, device, data["event"])
+            at = -1 if data["event"] is None else data["event"]  # None: before event 0
+            segments, blocks, free, largest = _reference(raw, device, at)
             assert {(s["addr"], s["size"]) for s in data["segments"]} == segments
             assert {(b["addr"], b["size"], b["state"] == "pending_free")
                     for s in data["segments"] for b in s["blocks"]

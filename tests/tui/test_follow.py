@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import pickle
 
-from memtui.analysis.summary import format_bytes
 from memtui.record.recorder import write_atomically
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.tables import TablesScreen
+from memtui.units import format_bytes
 from tests.helpers.live_captures import (
     BURSTS,
     EXPECTED,

@@ -195,3 +195,26 @@ async def test_state_column_follows_the_cursors_event_among_shared_timestamps():
         await settle(pilot)
         cells = blocks.model.cells(0, 3, app.cursor.t)
         assert [row[state] for row in cells] == ["alive", "alive", "alive"]
+
+
+async def test_behind_memtui_serve_no_file_is_written_on_the_server(tmp_path, monkeypatch):
+    """``memtui serve`` sets MEMTUI_SERVED: copy goes to the clipboard only, the export to
+    the browser as a download; the page's visitor never writes into the server's folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMTUI_SERVED", "1")
+    app = MemtuiApp(toy_trace())
+    copied, delivered = [], []
+    app.copy_to_clipboard = copied.append
+    app.deliver_text = lambda stream, save_filename=None, **_: delivered.append(
+        (save_filename, stream.read()))
+    async with app.run_test(size=SIZE) as pilot:
+        await open_tables(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        app.screen.action_export()
+        await settle(pilot)
+        await pilot.pause(0.5)
+    assert list(tmp_path.iterdir()) == []
+    assert copied and copied[0].startswith("ID,Size")
+    assert delivered and delivered[0][0].startswith("memtui-blocks-")
+    assert delivered[0][1].startswith("ID,Size")

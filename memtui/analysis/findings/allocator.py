@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 MiB = 1 << 20
 #: Cached bytes worth a setting: no allocator setting is suggested for a few MiB.

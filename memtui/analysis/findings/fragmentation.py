@@ -38,8 +38,8 @@ from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.pool import pool_at_seq
 from memtui.analysis.pool_state import PoolState, UnusedSplit, fragmentation
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 MiB = 1 << 20
 GiB = 1 << 30

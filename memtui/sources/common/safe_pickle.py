@@ -51,11 +51,15 @@ def load_pickle(path: Path) -> Any:
     except CaptureError:
         raise
     except MemoryError:
-        if cap.limited:
-            raise CaptureError(path, f"unpickling it needs more than {cap.allowed:,} bytes, "
-                               f"far more than a pickle of {size:,} bytes can hold (a memo or "
-                               "container bomb?): refused") from None
-        raise CaptureError(path, "not enough memory to unpickle it") from None
+        short = memory_short_of(cap.allowed)
+        if short or not cap.limited:
+            raise CaptureError(path, f"not enough memory to read it: a snapshot of "
+                               f"{size / 2**20:,.0f} MiB takes up to about "
+                               f"{TYPICAL_PER_BYTE * size / 2**30:,.1f} GiB to unpickle"
+                               f"{short or ''}") from None
+        raise CaptureError(path, f"unpickling it needs more than {cap.allowed:,} bytes, "
+                           f"far more than a pickle of {size:,} bytes can hold (a memo or "
+                           "container bomb?): refused") from None
     except pickle.UnpicklingError as exc:
         message = str(exc)
         if "refused" in message:
@@ -71,6 +75,7 @@ def load_pickle(path: Path) -> Any:
 
 #: Unpickling real snapshots takes at most ~14x their size (measured on ../shared/data);
 #: a pickle is allowed this many times its size, plus a floor, before it is refused.
+TYPICAL_PER_BYTE = 14
 MEMORY_PER_BYTE = 64
 MEMORY_FLOOR = 32 << 20
 
@@ -134,10 +139,51 @@ def _others_at_work() -> bool:
 
 def _data_bytes() -> int:
     """The process's data segment now (``VmData``), or 0 where unknown."""
+    return _status_bytes(b"VmData:")
+
+
+def memory_short_of(wanted: int) -> str:
+    """Where this process may use less than ``wanted`` more bytes (an address-space limit,
+    ``ulimit -v``, or too little memory free on the machine): what says so, for the
+    error; else "".  A MemoryError under such a limit is a machine short of memory, not a
+    pickle that claims too much."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft < _address_space_bytes() + wanted:
+            return (f"; this process may use only {soft / 2**30:,.1f} GiB in all "
+                    "(ulimit -v)")
+    except (ImportError, OSError, ValueError):
+        pass
+    available = _available_bytes()
+    if available and available < wanted:
+        return f"; only {available / 2**30:,.1f} GiB of memory is free on this machine"
+    return ""
+
+
+def _address_space_bytes() -> int:
+    """The process's address space now (``VmSize``), or 0 where unknown."""
+    return _status_bytes(b"VmSize:")
+
+
+def _available_bytes() -> int:
+    """``MemAvailable`` of /proc/meminfo, or 0 where unknown."""
+    try:
+        with open("/proc/meminfo", "rb") as info:
+            for line in info:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _status_bytes(field: bytes) -> int:
     try:
         with open("/proc/self/status", "rb") as status:
             for line in status:
-                if line.startswith(b"VmData:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass

@@ -18,8 +18,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from memtui.analysis.compare import diff_rows
 from memtui.analysis.compare_text import signed_bytes
-from memtui.analysis.summary import format_bytes
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 MAX_ROWS = 5000
 _ONLY = {"a": "A", "b": "B"}  # the "only" column: the run the key appears in alone

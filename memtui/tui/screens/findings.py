@@ -25,10 +25,10 @@ from textual.widgets.option_list import Option
 
 from memtui.analysis.findings.frames import stack_frames
 from memtui.analysis.findings.model import Finding, ranked
-from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
@@ -78,7 +78,8 @@ def figure_label(key: str) -> str:
 
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
-         "allocator_settings_known", "frame_is_user_code", "problem", *_LISTS}
+         "allocator_settings_known", "frame_is_user_code", "problem", "grouped_by",
+         "unattributed", *_LISTS}  # the by_* lists hold the unattributed rows already
 
 
 class FindingsScreen(Screen):
@@ -276,10 +277,15 @@ def detail_text(finding: Finding, when: str | None,
                and not isinstance(value, list | dict | bool)]
     if figures:
         text.append(", ".join(figures) + "\n", "dim")
-    for key in _LISTS:
+    lists = _LISTS
+    if finding.detail.get("grouped_by") == "operator":  # profiler: operators first
+        lists = ("by_owner", *[k for k in _LISTS if k != "by_owner"])
+    for key in lists:
         rows = finding.detail.get(key) or []
         if rows:
-            text.append(key.replace("_", " ") + ":\n", "bold")
+            name = "by operator" if key == "by_owner" and lists[0] == key else \
+                key.replace("_", " ")
+            text.append(name + ":\n", "bold")
             for row in rows[:5]:
                 share = f"{row['share']:>4.0%}" if "share" in row else ""
                 text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "

@@ -24,13 +24,13 @@ from textual.widgets import Footer, Input, Static
 from memtui.analysis.addresses import AddressBook
 from memtui.analysis.live import DeviceIndex
 from memtui.analysis.stack_tree import format_stack
-from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 #: Above this many blocks the analysis objects are built in a thread.
 BACKGROUND_BLOCKS = 200_000

@@ -4,7 +4,9 @@
 it; a click selects the block (or segment) under the pointer.  ``/`` finds an address
 here and in the block map.  ``w`` switches the bars between full width and one scale
 for all segments.  ``o`` moves the cursor to the next out-of-memory event, where the
-header says why the request failed and the largest usable free gaps are green.
+header says why the request failed and the largest usable free gaps are green.  The
+header's allocated is the status bar's level; where blocks do not explain all of it (a
+profiler folder's memory alive before the profile) the rest is named there.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
+from memtui.analysis.attribution import remainder_rows, remainder_text
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.analysis.pool_state import (
     OomExplanation,
@@ -25,7 +28,6 @@ from memtui.analysis.pool_state import (
     oom_events,
     state_at_event,
 )
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (
@@ -36,6 +38,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
+from memtui.units import format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -140,12 +143,15 @@ class PoolScreen(LinkedScreen):
         when = paint.format_time(trace, cursor.t, self.index.t_start)
         # reserved as the status bar says it (a pool's own total where it reports one)
         timeline = self.app.timeline(cursor.device)
-        reported = timeline.levels_at_event(timeline.event_of(cursor)).reserved
-        reserved = state.reserved if reported is None else reported
+        levels = timeline.levels_at_event(timeline.event_of(cursor))
+        reserved = state.reserved if levels.reserved is None else levels.reserved
+        # allocated as the status bar says it; the bytes no block explains named
+        held = state.allocated + state.pending
+        rest = remainder_text(remainder_rows(trace, cursor.device, levels.allocated, held))
         line1 = (f"[b]Pool[/b] {paint.plain(cursor.device)} at {when}  "
                  f"{state.seg_id.size} segments  "
                  f"reserved {format_bytes(reserved)}  allocated "
-                 f"{format_bytes(state.allocated)}")
+                 f"{format_bytes(state.allocated if not rest else levels.allocated)}")
         # fragmentation counts the gaps of partly used segments only: a wholly free
         # cached segment is reusable (said apart, where the line has room for it)
         unused = state.unused
@@ -166,6 +172,10 @@ class PoolScreen(LinkedScreen):
             line2 += f"  [b red]{self.ooms.height} OOM[/] (o)"
         if not self.trace.meta.device(cursor.device).has_segments:
             line2 = "[dim]this capture records no pool segments: only blocks[/]"
+            if rest:
+                line2 = "[dim]no pool segments:[/] "
+        if rest:
+            line2 += f"  [b]{format_bytes(held)} in blocks + {paint.plain(rest)}[/b]"
         self.query_one("#status-line", Static).update(f"{line1}\n{line2}")
 
     def on_resize(self) -> None:

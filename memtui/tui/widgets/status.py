@@ -14,8 +14,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_span, format_time
+from memtui.units import format_bytes
 
 
 def short_bytes(n: int | None) -> str:

@@ -1,0 +1,143 @@
+"""``memtui check PATH [--baseline A] [limits]``: exit 1 where a memory limit is broken.
+
+For CI: the limits (``--max-peak 40GiB``, ``--max-leak-per-step 0``, ``--tolerance 5``
+against ``--baseline``, ...) can also live in ``pyproject.toml`` under
+``[tool.memtui.check]`` (the nearest one above the current folder, or ``--config``); the
+command line overrides them.  Exit status 0 when every limit holds, 1 when one is broken,
+2 for bad input.  The verdict is text (or ``--json``: the API's ``CheckResult.to_dict()``),
+``--junit FILE`` writes one JUnit test case per limit, and under GitHub Actions
+(``GITHUB_ACTIONS=true``) each broken limit is also an ``::error`` annotation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from memtui.commands.paths import add_cache_argument
+from memtui.errors import CaptureError
+
+HELP = "check a capture against memory limits or a baseline: exit 1 where one is broken"
+#: Only prints: the process may end without tearing the interpreter down (cli.entry).
+QUICK_EXIT = True
+#: The options that are limits, as ``[tool.memtui.check]`` spells them.
+LIMIT_OPTIONS = ("max-peak", "max-reserved", "max-end", "max-leak-per-step", "tolerance",
+                 "allow-oom", "baseline")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("sizes: 512MiB, 2.5 GiB, 1e9, 0 (KiB, MiB, GiB: powers of 1024; "
+                     "kB, MB, GB: of 1000). "
+                     "Limits may also be set in pyproject.toml, [tool.memtui.check] "
+                     "(max-peak = \"40 GiB\", tolerance = 5, baseline = \"base.pickle\"); "
+                     "the command line overrides them.")
+    parser.add_argument("path", help="the capture to check (file or folder)")
+    parser.add_argument("--baseline", metavar="A",
+                        help="a capture of the same job to compare against (peak, reserved "
+                             "and end within --tolerance, no new leak, no new OOM)")
+    parser.add_argument("--max-peak", metavar="SIZE", help="peak allocated, each device")
+    parser.add_argument("--max-reserved", metavar="SIZE", help="peak reserved, each device")
+    parser.add_argument("--max-end", metavar="SIZE", help="allocated at the end, each device")
+    parser.add_argument("--max-leak-per-step", metavar="SIZE",
+                        help="bytes a leak may grow per step (default: no leak finding of "
+                             "high severity)")
+    parser.add_argument("--tolerance", metavar="PCT",
+                        help="growth allowed against --baseline, in percent (default 5)")
+    parser.add_argument("--allow-oom", action="store_true", default=None,
+                        help="an out-of-memory error in the capture is not a failure")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--junit", metavar="FILE",
+                        help="write JUnit XML: one test case per limit and device")
+    parser.add_argument("--config", metavar="FILE",
+                        help="the pyproject.toml holding [tool.memtui.check] (default: the "
+                             "nearest one above the current folder)")
+    add_cache_argument(parser)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` at ``start`` or above it."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def configured_limits(path: Path | None) -> tuple[dict[str, Any], Path | None]:
+    """``[tool.memtui.check]`` of ``path`` (empty without one), and where it was read;
+    a baseline given there is taken relative to the file's folder."""
+    import tomllib
+
+    if path is None:
+        return {}, None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaptureError(path, f"cannot read it ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CaptureError(path, f"not valid TOML ({exc})") from None
+    section = data.get("tool", {}).get("memtui", {}).get("check", {})
+    if not isinstance(section, dict):
+        raise CaptureError(path, "[tool.memtui.check] must be a table")
+    unknown = sorted(set(section) - set(LIMIT_OPTIONS) - {k.replace("-", "_")
+                                                          for k in LIMIT_OPTIONS})
+    if unknown:
+        raise CaptureError(path, f"[tool.memtui.check]: unknown key {unknown[0]!r} (known: "
+                                 f"{', '.join(LIMIT_OPTIONS)})")
+    values = {k.replace("_", "-"): v for k, v in section.items()}
+    baseline = values.pop("baseline", None)
+    _validated(values, lambda key: path)
+    if baseline is not None:
+        values["baseline"] = str(path.parent / str(baseline))
+    return values, path
+
+
+def _validated(values: dict[str, Any], blame) -> None:
+    """Each limit readable (a size, a percentage, a flag), or the one-line error naming
+    ``blame(key)``: the file it came from, or the option."""
+    from memtui.analysis.check import Limits
+
+    for key, value in values.items():
+        try:
+            Limits.from_mapping({key: value})
+        except ValueError as exc:
+            raise CaptureError(blame(key), str(exc)) from None
+
+
+def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+    """The limits (pyproject's, the command line's over them) and the baseline path."""
+    config = Path(args.config) if args.config else find_pyproject(Path.cwd())
+    if args.config and not config.is_file():
+        raise CaptureError(args.config, "no such file")
+    values, _ = configured_limits(config)
+    given = {name: getattr(args, name.replace("-", "_")) for name in LIMIT_OPTIONS}
+    given = {k: v for k, v in given.items() if v is not None}
+    baseline = given.pop("baseline", values.pop("baseline", None))
+    _validated(given, lambda key: f"--{key}")
+    values.update(given)
+    return values, baseline
+
+
+def run(args: argparse.Namespace) -> int:
+    from memtui.analysis.check_text import github_annotations
+    from memtui.api import _open
+
+    values, baseline = chosen_limits(args)
+    capture = _open(args.path, store_in_background=True)
+    reference = _open(baseline, store_in_background=True) if baseline else None
+    result = capture.check(reference, limits=values)
+    if args.junit:
+        try:
+            Path(args.junit).write_bytes(result.junit_xml())
+        except OSError as exc:
+            raise CaptureError(args.junit, f"cannot write the JUnit XML ({exc.strerror})") \
+                from None
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(result):
+            print(line, file=sys.stderr if args.json else sys.stdout)
+    print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
+    return result.exit_code

@@ -1,0 +1,52 @@
+"""``memtui report PATH [B] -o FILE.html``: one self-contained HTML page to share.
+
+The page (:mod:`memtui.export.report`) needs nothing but itself: no script, no font, no
+file fetched, inline SVG charts; it opens offline and as a CI artifact.  With two paths,
+B is compared against A (the first) as ``memtui compare A B`` compares them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memtui.commands.paths import add_cache_argument
+from memtui.errors import CaptureError
+
+HELP = "write one self-contained HTML page of a capture (or of B against A)"
+QUICK_EXIT = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="path",
+                        help="the capture, or A and B: B compared against A")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE.html",
+                        help="the page to write")
+    parser.add_argument("--align", choices=("step", "time", "position"), default=None,
+                        help="with two captures: how B's time maps onto A's (as compare)")
+    add_cache_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from memtui.api import _compare, _open
+    from memtui.export.report import compare_html, report_html, write_report
+
+    if len(args.paths) > 2:
+        raise CaptureError(args.paths[2], "report takes one capture, or two (A and B)")
+    captures = [_open(p, store_in_background=True) for p in args.paths]
+    last = captures[-1]
+    summary, found = last.summary().to_dict(), last.findings().devices
+    if len(captures) == 1:
+        page = report_html(last.view(), summary, found)
+    else:
+        comparison = _compare(captures[0], last, align=args.align)
+        page = compare_html(comparison, captures[0].trace, last.view(), summary,
+                            found)
+    out = Path(args.output)
+    try:
+        write_report(page, out)
+    except OSError as exc:
+        raise CaptureError(out, f"cannot write it ({exc.strerror or exc})") from None
+    print(f"memtui: wrote {out} ({len(page) / 1e3:.0f} kB)", file=sys.stderr)
+    return 0
