@@ -437,3 +437,20 @@ def test_counts_by_kind():
     counts = counts_by_kind(find_all(training_loop(8)))
     assert counts["leak"] == 1 and counts["peak"] == 1 and counts["oom"] == 0
 
+
+
+def test_leak_bytes_per_step_is_what_the_blocks_hold():
+    """A 2 MiB tensor kept every step, handed out alternately as a 2 MiB and a 3 MiB block
+    (a free block the allocator does not split): memory grows by 2.5 MiB a step, the code
+    asks 2 MiB a step."""
+    b = TraceBuilder()
+    b.alloc("init_params", 50 * MiB)
+    for k in range(8):
+        b.step(f"ProfilerStep#{k}")
+        acts = [b.alloc("forward", 40 * MiB), b.alloc("forward_mlp", 40 * MiB)]
+        b.alloc("leaky_cache", (2 + k % 2) * MiB, requested=2 * MiB)
+        for block in acts:
+            b.free(block)
+    (leak,) = leaks(b.build())
+    assert leak.detail["bytes_per_step"] == 5 * MiB // 2
+    assert leak.detail["requested_bytes_per_step"] == 2 * MiB

@@ -126,9 +126,11 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                          source=f"markers ({pattern})", by_markers=True,
                          names=tuple(n for n, k in zip(names, keep, strict=True) if k),
                          last_finished=_last_finished(index[keep], t.size), **end)
-    rhythm = rhythm_steps(events)
+    rows = _allocator_rows(events)
+    rhythm = rhythm_steps(events[rows])
     if rhythm is not None:
         index, label, stack = rhythm
+        index = rows[index]
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
                      anchor_stack=stack, last_finished=_last_finished(index, t.size), **end)
@@ -188,6 +190,20 @@ def _last_finished(index: np.ndarray, events: int) -> bool:
         return False
     usual = float(np.median(np.diff(index)))
     return usual > 0 and events - int(index[-1]) >= FINISHED_SHARE * usual
+
+
+def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
+    """Rows of ``events`` the step clock reads: all, but an msMemScope device's HAL rows
+    where other pools lie above it (HAL allocations are the driver segments under those
+    pools' blocks, as a snapshot's segment_alloc is: a burst of new segments in the first
+    step would otherwise read as a pause of a stack, and beat once more)."""
+    every = np.arange(events.height, dtype=np.int64)
+    if "pool" not in events.columns:
+        return every
+    pools = events["pool"].drop_nulls().unique().to_list()
+    if len(pools) < 2 or "HAL" not in pools:
+        return every
+    return np.flatnonzero((events["pool"].fill_null("") != "HAL").to_numpy())
 
 
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
