@@ -279,7 +279,12 @@ class Capture:
             for name in view.meta.device_names:  # made once: the findings and the figures
                 seed_levels(view, name, allocated_level(view, name),  # both read them
                             reserved_level(view, name))
-            self._findings = find_all(view)
+            if self._cache_key is not None:  # kept beside the cache entry: found once
+                from memtui.loading import findings_of
+
+                self._findings = findings_of(view)
+            else:
+                self._findings = find_all(view)
         return self._findings
 
     def findings(self, stacks: bool = False) -> Findings:

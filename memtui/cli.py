@@ -40,8 +40,23 @@ def _parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
         epilog=f"commands:\n{commands}\n\n`memtui COMMAND --help` says more.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"memtui {__version__}")
+    parser.add_argument("--version", action=_Version)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the version, and which snapshot reader this install uses (asked only
+    when the option is given: finding out imports the reader)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show the version and the snapshot reader in use, and exit"):  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from memtui.sources.torch_snapshot.reader_choice import reader_in_use
+
+        print(f"memtui {__version__}\n{reader_in_use()}")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -102,7 +102,7 @@ def rank_rows(trace: MemoryTrace, path: str, rank: int | None = None,
     :func:`memtui.analysis.findings.find_all` gives them; computed here when None) fill
     the leak per step and the fragmentation.
     """
-    findings = find_all(trace) if findings is None else findings
+    findings = find_all(trace, what_if=False) if findings is None else findings
     rows = []
     for device in trace.meta.device_names:
         entry = device_summary(trace, device)

@@ -164,11 +164,12 @@ def _join_expandable(segments: list[dict]) -> list[dict]:
 
 
 def _blocks_of(state: PoolState, blocks: np.ndarray, gaps: np.ndarray) -> list[dict]:
-    rows = [{"addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
+    rows = [{"block_id": int(state.blk_id[b]),  # the id every screen and output gives it
+             "addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
              "requested_size": int(state.blk_requested[b]),
              "state": "pending_free" if state.blk_pending[b] else "allocated"}
             for b in blocks.tolist()]
-    rows += [{"addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
+    rows += [{"block_id": None, "addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
               "requested_size": None, "state": "free"} for g in gaps.tolist()]
     return sorted(rows, key=lambda r: r["addr"])
 

@@ -99,7 +99,7 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
         for name in trace.meta.device_names:  # made once: the findings and the figures
             seed_levels(trace, name, allocated_level(trace, name),  # both read them
                         reserved_level(trace, name))
-        findings = find_all(trace)
+        findings = find_all(trace, what_if=False)  # counted only: no replay for advice
     devices = []
     for name in trace.meta.device_names:
         entry = device_summary(trace, name)

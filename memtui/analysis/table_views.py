@@ -307,6 +307,10 @@ class TableModel:
         self._top_of = dict(zip(tops["stack_id"].to_list(), tops["top"].to_list(), strict=True))
         return self
 
+    def top_of(self, stack_id: int | None) -> str | None:
+        """The name of ``stack_id`` (the Stack top column's), None where it has none."""
+        return None if stack_id is None else self._top_of.get(stack_id)
+
     # -- columns --------------------------------------------------------------------------
 
     def _has_data(self, column: Column) -> bool:

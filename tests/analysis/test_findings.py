@@ -423,7 +423,15 @@ def test_json_shape():
     assert device["device"] == DEVICE
     for finding in device["findings"]:
         assert set(finding) == {"kind", "severity", "title", "bytes", "detail", "evidence"}
-        assert set(finding["evidence"]) == {"t", "seq", "block_ids", "stack", "owner"}
+        assert set(finding["evidence"]) == {"t", "event", "seq", "block_ids", "stack", "owner"}
+    # the event number is the position every screen shows (issue 23): that event has the
+    # evidence's seq and time
+    events = trace.device_events(DEVICE)
+    numbered = [f["evidence"] for f in device["findings"] if f["evidence"]["seq"] is not None]
+    assert numbered
+    for evidence in numbered:
+        row = events.row(evidence["event"], named=True)
+        assert (row["seq"], row["t"]) == (evidence["seq"], evidence["t"])
     leak = next(f for f in device["findings"] if f["kind"] == "leak")
     for key in ("function", "file", "line", "owner", "bytes_per_step", "steps", "blocks",
                 "total_bytes"):

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from memtui.cli import main
+from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.conftest import REPO, shared_files
 from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapshot
@@ -45,6 +46,16 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
         (0x1A00, 1536, None, "free")]
     assert [(b["addr"], b["state"]) for b in g["blocks"]] == [
         (0x10000, "free"), (0x10200, "allocated"), (0x10600, "free")]
+    # each block by the id every screen gives it (issue 23): the Tables' and findings'
+    trace = open_capture(path)
+    ids = dict(zip(trace.blocks["addr"].to_list(), trace.blocks["block_id"].to_list(),
+                   strict=False))
+    for block in a["blocks"] + g["blocks"]:
+        if block["state"] == "free":
+            assert block["block_id"] is None
+        else:
+            assert block["block_id"] in trace.blocks["block_id"].to_list()
+    assert a["blocks"][1]["block_id"] == ids[0x1400]
     assert (data["free_bytes"], data["largest_gap_bytes"], data["gaps"]) == (3072, 1536, 4)
     assert data["internal_fragmentation_bytes"] == 12
 

@@ -19,8 +19,11 @@ stack of each finding's evidence and of each of the peak's stack groups (``findi
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
+
+import numpy as np
 
 from memtui.analysis.findings.capture import find_capture_limits, find_capture_wide
 from memtui.analysis.findings.fragmentation import find_fragmentation
@@ -42,15 +45,39 @@ def device_findings(trace: MemoryTrace, device: str) -> list[Finding]:
     found: list[Finding] = []
     for finder in FINDERS:
         found.extend(finder(trace, device))
-    return ranked(found)
+    return ranked(with_event_numbers(trace, device, found))
 
 
-def find_all(trace: MemoryTrace) -> dict[str, list[Finding]]:
-    """Findings per device (every device of ``meta.devices``), most severe first."""
+def with_event_numbers(trace: MemoryTrace, device: str,
+                       found: list[Finding]) -> list[Finding]:
+    """``found`` with each evidence's ``event``: the position of its ``seq`` in the
+    device's events (the event number of the status bar and the Tables' ``#``)."""
+    wanted = {f.evidence.seq for f in found if f.evidence.seq is not None}
+    if not wanted:
+        return found
+    seq = trace.device_events(device)["seq"].to_numpy()
+    where = {value: int(hits[0]) for value in wanted
+             if (hits := np.flatnonzero(seq == value)).size}
+    return [dataclasses.replace(f, evidence=dataclasses.replace(
+        f.evidence, event=where.get(f.evidence.seq))) if f.evidence.seq is not None else f
+        for f in found]
+
+
+def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding]]:
+    """Findings per device (every device of ``meta.devices``), most severe first.
+
+    ``what_if``: OOM and fragmentation advice quotes a proven replay's prediction
+    (:mod:`memtui.analysis.replay.quote`, a replay per device: seconds); callers that only
+    count findings pass False."""
     result = {name: device_findings(trace, name) for name in trace.meta.device_names}
     for finding in find_capture_wide(trace):
         result[finding.device] = ranked(result[finding.device] + [finding])
-    return result
+    if not what_if:
+        return result
+    # the what-if hook (issue 26): a proven replay's prediction replaces the general advice
+    from memtui.analysis.replay.quote import quote_predictions
+
+    return quote_predictions(trace, result)
 
 
 def flat(findings: dict[str, list[Finding]]) -> list[Finding]:
@@ -148,4 +175,5 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
 
 
 __all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
-           "device_findings", "find_all", "findings_json", "flat", "format_findings", "full_stack"]
+           "device_findings", "find_all", "findings_json", "flat", "format_findings", "full_stack",
+           "with_event_numbers"]

@@ -3,7 +3,9 @@
 :func:`load_pickle` uses an unpickler whose ``find_class`` refuses every global, so a file
 whose opcodes would import or call something (``os.system``, ``builtins.eval``...) stops
 at that opcode with a :class:`CaptureError`; persistent ids and out-of-band buffers are
-refused too.  Protocols 2 to 5 are read.
+refused too.  Protocols 2 to 5 are read.  ``load_pickle(path, read_bytes)`` reports the
+bytes read so far while it unpickles (a watcher thread reads the file's offset: the C
+unpickler is never slowed by a Python reader).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -36,8 +39,15 @@ def looks_like_pickle(path: Path) -> bool:
     return len(head) == 2 and head[0] == PICKLE_PROTO and 2 <= head[1] <= 5
 
 
-def load_pickle(path: Path) -> Any:
-    """Unpickle ``path`` safely; any failure becomes a one-line :class:`CaptureError`."""
+#: ``read_bytes(done, size)``: the unpickler has read ``done`` of the file's ``size`` bytes.
+BytesRead = Callable[[int, int], None]
+#: Seconds between two reports of the bytes read.
+REPORT_EVERY = 0.1
+
+
+def load_pickle(path: Path, read_bytes: BytesRead | None = None) -> Any:
+    """Unpickle ``path`` safely; any failure becomes a one-line :class:`CaptureError`.
+    ``read_bytes`` hears how far it has read, every :data:`REPORT_EVERY` seconds."""
     try:
         fh = open_regular(path)
     except OSError as exc:
@@ -46,7 +56,7 @@ def load_pickle(path: Path) -> Any:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             raise CaptureError(path, "the file is empty")
-        with memory_bounded(size) as cap:
+        with memory_bounded(size) as cap, _watching(fh, size, read_bytes):
             return _RefusingUnpickler(fh).load()
     except CaptureError:
         raise
@@ -71,6 +81,40 @@ def load_pickle(path: Path) -> Any:
         raise CaptureError(path, f"corrupt pickle ({type(exc).__name__}: {exc})") from None
     finally:
         fh.close()
+
+
+class _watching:  # noqa: N801 - a context manager, named as one reads it
+    """While the block runs, a thread reports ``fh``'s offset in the file (what the
+    buffered reader has taken from the OS: at most a buffer ahead of the unpickler) to
+    ``read_bytes``; nothing without one."""
+
+    def __init__(self, fh, size: int, read_bytes: BytesRead | None) -> None:
+        self.fd, self.size, self.read_bytes = fh.fileno(), size, read_bytes
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _watching:
+        if self.read_bytes is not None:
+            self.thread = threading.Thread(target=self._watch, name="memtui-pickle-progress",
+                                           daemon=True)
+            self.thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self.done.wait(REPORT_EVERY):
+            try:
+                offset = os.lseek(self.fd, 0, os.SEEK_CUR)
+            except OSError:
+                return
+            try:
+                self.read_bytes(min(offset, self.size), self.size)
+            except Exception:  # noqa: BLE001 - a listener's failure never stops the load
+                return
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
 
 
 #: Unpickling real snapshots takes at most ~14x their size (measured on ../shared/data);

@@ -5,11 +5,14 @@ write (torch 2.0 to 2.15 keys, pickle protocols 2 to 5), the bare segment list o
 ``torch.cuda.memory_snapshot()`` and the legacy blocks with ``history``; see
 ../shared/formats/torch_snapshot.md.  Unknown keys are ignored.
 
-The trace dicts are turned into columns once, while they are checked (one pass per key,
-:func:`memtui.sources.torch_snapshot.validate.trace_columns`), call stacks are interned
-by object identity (the pickle memo shares them heavily), and everything after that is
-polars: pairing allocs and frees into blocks, segments, and the levels, which are found
-by walking back from the final state (start = active at end - allocs + frees).
+The compiled reader (:mod:`memtui.sources.torch_snapshot.columnar`, where it was built)
+reads the traces straight into columns; where it is absent or leaves a file to Python, the
+safe unpickler reads the dicts and they are turned into columns once, while they are
+checked (one pass per key, :func:`memtui.sources.torch_snapshot.validate.trace_columns`).
+Call stacks are interned by object identity (the pickle memo shares them heavily), and
+everything after that is polars: pairing allocs and frees into blocks, segments, and the
+levels, which are found by walking back from the final state (start = active at end -
+allocs + frees).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
+from memtui.sources.torch_snapshot.columnar import ColumnTrace, read_columnar
 from memtui.sources.torch_snapshot.validate import (
     TraceColumns,
     clean_snapshot,
+    is_trace,
     short_text,
     text_values,
     trace_columns,
@@ -70,12 +75,15 @@ def load(path: Path, progress=None) -> MemoryTrace:
     # again (more than half the unpickling time) for no cycle to find.
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
-        snapshot = _normalise(path, load_pickle(path))
+        data = read_columnar(path)
+        snapshot = _normalise(path, load_pickle(path, _bytes_read(progress, path.name))
+                              if data is None else data)
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
-        _report(progress, 0.6, "building the model")
+        _report(progress, UNPICKLE_SHARE, "building the model")
         try:
             trace = _SnapshotBuilder(path, snapshot, columns).build()
-        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError,
+                pl.exceptions.PolarsError) as exc:  # e.g. an alloc without an address
             raise CaptureError(
                 path, f"malformed PyTorch memory snapshot ({type(exc).__name__}: {exc})"
             ) from None
@@ -83,6 +91,37 @@ def load(path: Path, progress=None) -> MemoryTrace:
         del snapshot, columns
     _report(progress, 1.0, "done")
     return trace
+
+
+#: The share of the progress bar the unpickling fills (the model is built after it).
+UNPICKLE_SHARE = 0.6
+
+
+def _bytes_read(progress, name: str):
+    """A ``load_pickle`` listener that moves the progress bar over the unpickling, saying
+    the bytes read (``unpickling x.pickle: 120 of 296 MB``); None without a bar."""
+    if progress is None:
+        return None
+
+    def report(done: int, size: int) -> None:
+        _report(progress, UNPICKLE_SHARE * done / max(size, 1),
+                f"unpickling {name}: {_megabytes(done)} of {_megabytes(size)} MB read")
+    return report
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f}" if size < 10e6 else f"{size / 1e6:,.0f}"
+
+
+def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:
+    """Each entry's canonical action (null where unknown); from the compiled reader, one
+    lookup per distinct action name, gathered by code."""
+    if columns.action_codes is None:
+        return pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
+                                               return_dtype=ACTION_DTYPE).alias("canonical")
+    table = pl.Series([_ENUM_OF_TORCH.get(name) for name in columns.action_names],
+                      dtype=ACTION_DTYPE)
+    return table.gather(pl.Series(columns.action_codes)).alias("canonical")
 
 
 def _report(progress, fraction: float, message: str) -> None:
@@ -103,7 +142,7 @@ def _normalise(path: Path, data: Any) -> dict:
     traces = data.get("device_traces") or []
     if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments):
         raise CaptureError(path, "not a PyTorch memory snapshot ('segments' is not a list)")
-    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+    if not isinstance(traces, list) or not all(map(is_trace, traces)):
         raise CaptureError(path, "not a PyTorch memory snapshot ('device_traces' is malformed)")
     return data
 
@@ -189,9 +228,8 @@ class _SnapshotBuilder:
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
             # the canonical Enum from here on: comparisons are integer ops, not strings
-            pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
-                                            return_dtype=ACTION_DTYPE).alias("canonical"),
-            self._stack_ids(columns.frames),
+            _canonical_actions(columns),
+            self._stack_ids(columns),
         )
         del columns
         unknown = df.filter(pl.col("canonical").is_null())
@@ -218,9 +256,18 @@ class _SnapshotBuilder:
                 rows.append((index, text))
         self.segment_pool_ids[device] = rows
 
-    def _stack_ids(self, frames: list[list | None]) -> pl.Series:
-        """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass)."""
-        return self.interner.stack_ids(frames)
+    def _stack_ids(self, columns: TraceColumns) -> pl.Series:
+        """Each entry's stack id, by the identity of its ``frames`` list (one C-level pass);
+        from the compiled reader, by its code: the distinct lists are interned in the order
+        they first appear, as the identities would be."""
+        if columns.frame_codes is None:
+            return self.interner.stack_ids(columns.frames)
+        codes = pl.Series(columns.frame_codes)
+        firsts = codes.filter(codes >= 0).unique(maintain_order=True)
+        lists = columns.frame_lists
+        ids = self.interner.stack_ids([lists[code] for code in firsts.to_list()])
+        return codes.replace_strict(firsts, ids, default=None, return_dtype=pl.Int32
+                                    ).alias("stack_id")
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
@@ -318,7 +365,8 @@ class _SnapshotBuilder:
         devices, events, blocks, segments = [], [], [], []
         for name in names:
             info, device_events, device_blocks, device_segments = self._device(
-                name, raw.get(name), final_segments.filter(pl.col("device") == name),
+                # popped: the device's raw frame is let go of once its events are made
+                name, raw.pop(name, None), final_segments.filter(pl.col("device") == name),
                 final_blocks.filter(pl.col("device") == name), has_time)
             devices.append(info)
             events.append(device_events)
@@ -376,9 +424,10 @@ class _SnapshotBuilder:
         # The trace's order is the allocator's (one lock): it is the event axis, and a
         # clock that steps back (a thread's late reading) is held at its latest time.
         t = (pl.col("time_us") * 1000).cum_max() if has_time else pl.col("seq")
+        if raw["action"].null_count():  # unknown actions; else no filtered copy of every row
+            raw = raw.filter(pl.col("action").is_not_null())
         return (
-            raw.filter(pl.col("action").is_not_null())
-            .with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
+            raw.with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
             .drop("time_us")
         )
 
@@ -703,6 +752,8 @@ def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
 
 def _trace_values(trace: list[dict], key: str) -> list:
     """``entry[key]`` of every entry (None where an entry lacks it)."""
+    if isinstance(trace, ColumnTrace):
+        return trace.values(key)
     try:
         return list(map(itemgetter(key), trace))
     except (KeyError, TypeError):

@@ -26,9 +26,11 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import polars as pl
 
 from memtui.errors import CaptureError
+from memtui.sources.torch_snapshot.columnar import ColumnTrace
 
 #: A trace entry or block takes at least this many bytes of pickle when it is not a shared
 #: reference (a dict of 4+ keys, each memoised key 2 bytes, each value 2+): real files
@@ -60,6 +62,10 @@ class TraceColumns:
     ``action`` is the action text as written; ``addr``, ``size``, ``stream`` and
     ``time_us`` the integers (null where an entry has none); ``frames`` each entry's
     ``frames`` list object itself (or None): stacks are interned by object identity.
+    From the compiled reader ``frames`` is empty and each entry's stack is
+    ``frame_lists[frame_codes[i]]`` instead (-1: none), a list of frame lists where
+    those holding the same frame objects are one; ``action`` is Categorical and each
+    entry's action is also ``action_names[action_codes[i]]``.
     """
 
     action: pl.Series
@@ -68,6 +74,10 @@ class TraceColumns:
     stream: pl.Series
     time_us: pl.Series
     frames: list
+    frame_codes: np.ndarray | None = None
+    frame_lists: list | None = None
+    action_codes: np.ndarray | None = None
+    action_names: list[str] | None = None
 
     def frame(self) -> pl.DataFrame:
         """The columns but ``frames`` as one frame (``action, addr, size, stream,
@@ -96,10 +106,12 @@ def clean_snapshot(path: Path, snapshot: dict, file_size: int) -> CheckedSnapsho
             snapshot[key] = []
             warnings.append(f"'{key}' is not a list: ignored")
             continue
-        if traces and not isinstance(traces[0], list):
+        if traces and not is_trace(traces[0]):
             traces = [traces]  # host_traces may be one flat list of entries
         for index, trace in enumerate(traces):
-            if isinstance(trace, list):
+            if isinstance(trace, ColumnTrace):  # checked while it was read
+                columns[id(trace)] = trace.columns()
+            elif isinstance(trace, list):
                 dropped, columns[id(trace)] = clean_trace(trace)
                 if dropped:
                     warnings.append(f"{key}[{index}]: {dropped} trace entries with missing or "
@@ -122,6 +134,11 @@ def clean_snapshot(path: Path, snapshot: dict, file_size: int) -> CheckedSnapsho
         raise CaptureError(path, "malformed PyTorch memory snapshot: none of its trace entries "
                                  "or segments can be read (missing or impossible values)")
     return CheckedSnapshot(warnings, columns)
+
+
+def is_trace(value: object) -> bool:
+    """A device trace: a list of entries, or the compiled reader's columns of one."""
+    return isinstance(value, list | ColumnTrace)
 
 
 def short_text(value: object, default: str) -> str:
@@ -168,7 +185,7 @@ def _count_entries(snapshot: dict) -> int:
     for key in ("device_traces", "host_traces"):
         traces = snapshot.get(key)
         if isinstance(traces, list):
-            total += sum(len(t) if isinstance(t, list) else 1 for t in traces)
+            total += sum(len(t) if is_trace(t) else 1 for t in traces)
     for key in ("segments", "host_segments", "external_annotations"):
         items = snapshot.get(key)
         if isinstance(items, list):

@@ -51,9 +51,9 @@ class BlocksScreen(LinkedScreen):
     """The block-lifetime map (see the module docstring)."""
 
     NAME = "blocks"
-    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    SEARCH_PLACEHOLDER = "block 5083, address 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
-    BlocksScreen #status-line { height: 1; color: $text-muted; }
+    BlocksScreen #status-line { height: auto; max-height: 2; color: $text-muted; }
     BlocksScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
     BlocksScreen TrendSlider { height: 3; }
     """

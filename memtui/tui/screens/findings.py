@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,6 +26,7 @@ from memtui.analysis.findings.frames import stack_frames
 from memtui.analysis.findings.model import Finding, ranked
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
+from memtui.tui.answer import evidence_changes
 from memtui.tui.widgets.status import StatusBar
 from memtui.units import format_bytes
 
@@ -203,24 +203,13 @@ class FindingsScreen(Screen):
             return
         app: Any = self.app
         evidence = finding.evidence
-        changes: dict[str, Any] = {}
-        if finding.device != app.cursor.device:
-            changes["device"] = finding.device
-        if evidence.t is not None:
-            changes["t"] = evidence.t
-        if evidence.block_ids:
-            changes["block_id"] = evidence.block_ids[0]
-        if evidence.window is not None:
-            changes["window"] = evidence.window
-        position = _event_position(app.trace, finding.device, evidence.seq)
-        if position is not None:
-            exact = {k: v for k, v in changes.items() if k != "t"}
-            try:  # the cursor on the very event (several can share a timestamp)
-                app.move_cursor(event=position, **exact)
-                changes = {}
-            except TypeError:  # a cursor that addresses times only
-                pass
-        if changes:
+        changes = evidence_changes(app.trace, finding, app.cursor)
+        try:  # the cursor on the very event (several can share a timestamp)
+            app.move_cursor(**changes)
+        except TypeError:  # a cursor that addresses times only
+            changes.pop("event", None)
+            if evidence.t is not None:
+                changes["t"] = evidence.t
             app.move_cursor(**changes)
         target = DESTINATION[finding.kind]
         if target == "tables" and evidence.block_ids:
@@ -240,14 +229,6 @@ def _naming_frame(trace, stack_id: int) -> int | None:
     """The frame that names ``stack_id`` in the findings (its innermost user frame)."""
     row = stack_frames(trace).filter(pl.col("stack_id") == stack_id)
     return int(row["frame_id"][0]) if row.height and row["frame_id"][0] is not None else None
-
-
-def _event_position(trace, device: str, seq: int | None) -> int | None:
-    """Position (0-based, in the device's event order) of the event ``seq``."""
-    if seq is None:
-        return None
-    hits = np.flatnonzero(trace.device_events(device)["seq"].to_numpy() == seq)
-    return int(hits[0]) if hits.size else None
 
 
 def detail_text(finding: Finding, when: str | None,

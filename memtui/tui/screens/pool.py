@@ -48,13 +48,28 @@ def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
     return index, book, event_blocks(trace, device)
 
 
+#: The header's long words, and what they become below 80 columns (the figures stay).
+SHORT_WORDS = (("reserved ", "resv "), ("allocated ", "alloc "), ("fragmentation ", "frag "),
+               ("segments ", "segs "), ("pending ", "pend "))
+
+
+def narrow_header(text: str, width: int) -> str:
+    """The Pool header for a pane ``width`` columns wide: below 80 its long words
+    abbreviated (it wraps too: no figure is ever dropped, issue 23)."""
+    if width >= 80:
+        return text
+    for word, short in SHORT_WORDS:
+        text = text.replace(word, short)
+    return text
+
+
 class PoolScreen(LinkedScreen):
     """The pool map (see the module docstring)."""
 
     NAME = "pool"
-    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    SEARCH_PLACEHOLDER = "block 5083, address 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
-    PoolScreen #status-line { height: 2; }
+    PoolScreen #status-line { height: auto; min-height: 2; max-height: 4; }
     PoolScreen #oom { height: auto; display: none; background: $error 30%; padding: 0 1; }
     PoolScreen #oom.-shown { display: block; }
     PoolScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
@@ -176,7 +191,8 @@ class PoolScreen(LinkedScreen):
                 line2 = "[dim]no pool segments:[/] "
         if rest:
             line2 += f"  [b]{format_bytes(held)} in blocks + {paint.plain(rest)}[/b]"
-        self.query_one("#status-line", Static).update(f"{line1}\n{line2}")
+        self.query_one("#status-line", Static).update(
+            narrow_header(f"{line1}\n{line2}", self.size.width))
 
     def on_resize(self) -> None:
         self.query_one("#detail").styles.height = 5 if self.size.height < 30 else 7

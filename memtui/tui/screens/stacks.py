@@ -5,10 +5,12 @@ The tree counts the blocks live at the cursor (``m`` switches to the peak of all
 then to the blocks allocated during the window, or the view without one).  ``up``/
 ``down`` (``k``/``j``) move, ``enter``/``space`` open and close, ``/`` searches frames
 (``n``/``N``: next and previous match), ``f`` filters the Block table to the chosen
-node's blocks, ``u`` shows only the user's own Python frames (no interpreter,
-torch-internal or C++ frames).  The root is the level (the status bar's): the bytes no
-block explains hang under it as their own nodes ("alive before the capture", "in no
-operator").  Profiler captures open by operator (``O``: by owner layer).  Each node
+node's blocks; the tree opens on the user's own Python frames (no interpreter,
+torch-internal, library or C++ frames; a stack without one is named as every screen names
+it: the autograd node of a backward allocation) and ``u`` shows every frame.  The root is
+the level (the status bar's): the bytes no block explains hang under it as their own nodes
+("alive before the capture", "in no operator").  Profiler captures open by operator
+(``O``: by owner layer).  Each node
 says its bytes, share of all, and from 100 columns its self bytes, blocks and share of
 its parent.  ``v`` shows the call flame instead, ``e`` picks its thread (``t`` stays the
 app's memory layer), and ``pageup``/``pagedown`` scroll its depth.
@@ -62,7 +64,7 @@ class StacksScreen(LinkedScreen):
     NAME = "stacks"
     SEARCH_PLACEHOLDER = "frame name or file"
     DEFAULT_CSS = """
-    StacksScreen #status-line { height: 1; }
+    StacksScreen #status-line { height: auto; max-height: 2; }
     StacksScreen #tree-heading { height: 1; color: $text-muted; text-style: bold; }
     StacksScreen.-flame #tree-heading { display: none; }
     StacksScreen #detail { height: 5; border-top: solid $primary-darken-2; padding: 0 1; }
@@ -90,7 +92,7 @@ class StacksScreen(LinkedScreen):
     def __init__(self) -> None:
         super().__init__()
         self.mode = "cursor"
-        self.user_only = False  # u: only the user's own Python frames
+        self.user_only = True  # the user's own Python frames; u: every frame
         self.by_owner = False  # O: bytes by memory layer and owner instead of call stack
         self.by_owner_chosen: bool | None = None  # set once O is pressed
         self.owners: OwnerTree | None = None
@@ -109,7 +111,7 @@ class StacksScreen(LinkedScreen):
 
     @staticmethod
     def warm(trace: MemoryTrace, device: str) -> None:
-        stack_analyses(trace, device)
+        stack_analyses(trace, device, user_only=True)  # the tree it opens on
 
     def prepare(self, device: str) -> None:
         if self.by_owner_chosen is None:  # profiler captures: by operator unless asked
@@ -188,9 +190,11 @@ class StacksScreen(LinkedScreen):
         if not self._ready:
             return False
         self.search(label.split(" (")[0])
-        wanted = label.replace(" (", "  ", 1).removesuffix(")")
+        # a frame reads ``name  file:line`` in the tree; a name that is no frame (an
+        # autograd node, a forward line) reads as the findings and the diff say it
+        wanted = {label, label.replace(" (", "  ", 1).removesuffix(")")}
         for index, node in enumerate(self.match_list):
-            if self.stack_tree.label(node) == wanted:
+            if self.stack_tree.label(node) in wanted:
                 self.match_at = index - 1
                 self.action_match(1)
                 return True
@@ -250,7 +254,8 @@ class StacksScreen(LinkedScreen):
         if self.owners is not None:
             text += "  [b]by owner layer[/b] (O: by call stack)"
         else:
-            text += "  [b]user frames only[/b] (u)" if self.user_only else "  all frames (u)"
+            text += ("  [b]user frames[/b] (u: all)" if self.user_only
+                     else "  [b]all frames[/b] (u: user)")
         if self.match_list:
             text += f"  [b]{len(self.match_list)} matches[/b]"
         if self.has_class("-flame") and self.flame is not None:
@@ -361,7 +366,7 @@ class StacksScreen(LinkedScreen):
         self._start(self.cursor.device)
 
     def action_user_frames(self) -> None:
-        """Show only the user's own Python frames, or every frame again."""
+        """Show every frame, or only the user's own Python frames again."""
         if not self._ready:
             return
         self.user_only = not self.user_only

@@ -366,22 +366,15 @@ class TablesScreen(Screen):
         stack_id = record.get("stack_id")
         text = Text()
         what = f"block {record['block_id']}" if self.view_kind == "blocks" else (
-            f"event {record.get('seq')}")
+            f"event {record.get('event')}")  # the event number every screen shows
         text.append(f"Call stack of {what}", style="bold")
         text.append(" (innermost first)\n", style="dim")
-        lines = stack_lines(self.app.trace, stack_id)
-        if not lines:
-            text.append("no call stack recorded", style="italic")
-        for label, omitted in lines:
-            text.append(("  " if omitted else "• ") + label + "\n",
-                        style="dim" if omitted else "")
+        _append_stack(text, self.app.trace, stack_id, model.top_of(stack_id))
         c_stack = record.get("c_stack_id")
         if c_stack is not None and c_stack != stack_id:  # msMemScope: the C stack too
             text.append("\nC call stack", style="bold")
             text.append(" (innermost first)\n", style="dim")
-            for label, omitted in stack_lines(self.app.trace, c_stack):
-                text.append(("  " if omitted else "• ") + label + "\n",
-                            style="dim" if omitted else "")
+            _append_stack(text, self.app.trace, c_stack, None)
         pane.update(text)
 
     # -- rows to the cursor ---------------------------------------------------------------
@@ -656,3 +649,22 @@ def _write_csv(text: str, kind: str) -> Path | None:
             except OSError:
                 continue
     return None
+
+
+def _append_stack(text: Text, trace, stack_id: int | None, name: str | None) -> None:
+    """A stack for the panel: the name every screen gives it, then its frames without
+    the unwinder's and allocator's internals (their count said instead)."""
+    lines = stack_lines(trace, stack_id)
+    if not lines:
+        text.append("no call stack recorded", style="italic")
+        return
+    if name:
+        text.append("named ", style="dim")
+        text.append(name + "\n", style="bold")
+    hidden = sum(1 for _, internal in lines if internal)
+    for label, internal in lines:
+        if not internal:
+            text.append("• " + label + "\n")
+    if hidden:
+        text.append(f"({hidden} allocator, unwinder and interpreter frames hidden)\n",
+                    style="dim")

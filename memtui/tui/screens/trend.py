@@ -9,7 +9,10 @@ the level.  Computed in a worker so that moving the cursor never waits for it.  
 profiler data ``b`` cycles Group By (Overall / Stream / Component) as in MindStudio
 Insight's Memory tab.  A click on the curve selects the largest block alive there and shows
 its size, owner and call stack under the live table (memory_viz shows the block under the
-mouse).
+mouse).  ``w`` cycles the what-if settings
+(:data:`memtui.analysis.replay.settings.WHAT_IF_CHOICES`): the reserved curve a proven
+replay predicts under the setting is drawn over the recorded one (the replay runs in a
+worker; a capture whose replay is not proven says why instead).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from memtui.analysis.attribution import REMAINDER_LABELS, groups_by_operator, re
 from memtui.analysis.block_map import PeakFinder
 from memtui.analysis.callstack import TOP_RULES
 from memtui.analysis.downsample import value_at
+from memtui.analysis.levels import Level
 from memtui.analysis.series import Series, group_bys, trend_series
 from memtui.analysis.stack_tree import format_stack
 from memtui.analysis.summary import device_start
@@ -40,6 +44,10 @@ from memtui.tui.widgets.status import StatusBar, short_bytes
 from memtui.units import format_bytes
 
 LIVE_ROWS = 12
+#: The what-if settings as a narrow legend names them.
+_SHORT_SETTING = {"expandable_segments:True": "expandable", "max_split_size_mb:512": "split<512M",
+                  "roundup_power2_divisions:4": "pow2/4", "garbage_collection_threshold:0.8":
+                  "gc 0.8"}
 _GLYPHS = ("█", "⠶")  # fill, line: shapes in the legend matching the plot
 
 
@@ -55,6 +63,7 @@ class TrendScreen(Screen):
         Binding("ctrl+right", "edge(1, 1)", "View end later", show=False, id="trend.edge_1_1"),
         Binding("o", "toggle_live_by", "Stacks/owners", show=True, id="trend.toggle_live_by"),
         Binding("b", "group_by", "Group by", show=False, id="trend.group_by"),
+        Binding("w", "what_if", "What if", show=False, id="trend.what_if"),
     ]
 
     DEFAULT_CSS = """
@@ -74,6 +83,10 @@ class TrendScreen(Screen):
         self._live_wanted: tuple | None = None
         self._live_running = False
         self._first_paint = True
+        self._what_if = -1  # index into WHAT_IF_CHOICES; -1: no overlay
+        #: (device, setting) -> (the predicted reserved curve or None, a legend note)
+        self._what_ifs: dict[tuple[str, str], tuple[Series | None, str]] = {}
+        self._proofs: dict[str, tuple] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="trend-legend")
@@ -137,7 +150,8 @@ class TrendScreen(Screen):
         peak = (timeline.peak_t, timeline.peak) if timeline.peak > 0 else None
         if self._series and self._series[0].role != "allocated":
             peak = None
-        plot.set_series(self._series, peak, markers, reserved_peak(timeline))
+        plot.set_series(self._series + self._overlay(device), peak, markers,
+                        reserved_peak(timeline))
         self._mount_slider(timeline)
 
     def _cursor_moved(self, cursor) -> None:
@@ -175,7 +189,7 @@ class TrendScreen(Screen):
         unit = self.app.trace.meta.time_unit
         narrow = self.size.width < 90
         plot = self.query_one(TrendPlot)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()  # wraps onto a second line in a narrow pane: no figure dropped
         line = 0
         levels = timeline.levels_at_event(timeline.event_of(cursor))
         exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
@@ -194,6 +208,14 @@ class TrendScreen(Screen):
             text.append(glyph + " ", style=plot.get_component_rich_style(component))
             label = series.short if narrow else series.label
             text.append(f"{label} {short_bytes(value) if narrow else format_bytes(value)}  ")
+        setting = self._what_if_setting()
+        if setting is not None:  # the what-if overlay: the next line colour
+            overlay, note = self._what_ifs.get((cursor.device, setting), (None, "replaying..."))
+            if overlay is not None:
+                text.append(_GLYPHS[1] + " ", style=plot.get_component_rich_style(
+                    f"trendplot--line-{min(line, 5)}"))
+            name = _SHORT_SETTING.get(setting, setting) if narrow else setting
+            text.append(f"if {name}: {printable(note)}  ", style="italic")
         groups = len(group_bys(self.app.trace, cursor.device)) > 1
         if groups:
             text.append(f"[b] {self.group_by}  " if narrow else f"[b] group: {self.group_by}  ")
@@ -418,6 +440,69 @@ class TrendScreen(Screen):
         self.group_by = choices[(choices.index(self.group_by) + 1) % len(choices)]
         self._series_key = None
         self._cursor_changed(self.app.cursor)
+
+    # -- what if ----------------------------------------------------------------------------
+
+    def _what_if_setting(self) -> str | None:
+        from memtui.analysis.replay.settings import WHAT_IF_CHOICES
+
+        return WHAT_IF_CHOICES[self._what_if] if self._what_if >= 0 else None
+
+    def _overlay(self, device: str) -> list[Series]:
+        setting = self._what_if_setting()
+        overlay = self._what_ifs.get((device, setting), (None, ""))[0] if setting else None
+        return [overlay] if overlay is not None else []
+
+    def action_what_if(self) -> None:
+        """The next what-if setting (after the last: none), replayed in a worker."""
+        from memtui.analysis.replay.settings import WHAT_IF_CHOICES
+
+        cursor = self.app.cursor
+        if cursor is None:
+            return
+        self._what_if = self._what_if + 1 if self._what_if + 1 < len(WHAT_IF_CHOICES) else -1
+        setting = self._what_if_setting()
+        if setting is not None and (cursor.device, setting) not in self._what_ifs:
+            self._replay(cursor.device, setting)
+        self._series_key = None
+        self._cursor_changed(cursor)
+
+    @work(thread=True, group="whatif", description="the what-if replay", exit_on_error=False)
+    def _replay(self, device: str, setting: str) -> None:
+        from memtui.analysis.replay.predict import predict
+        from memtui.analysis.replay.proof import prove
+        from memtui.analysis.replay.settings import apply_changes, from_capture
+
+        trace = self.app.trace
+        if trace.meta.source != "torch_snapshot":
+            result: tuple[Series | None, str] = (None, "only PyTorch snapshots replay")
+        else:
+            if device not in self._proofs:
+                self._proofs[device] = prove(trace, device)
+            settings = apply_changes(from_capture(trace.meta.extra.get("allocator_settings")),
+                                     [setting])
+            p = predict(trace, device, settings, self._proofs[device])
+            if p.proof.refused:
+                result = (None, "no replay: " + p.proof.refused.split(":")[0].split(" (")[0])
+            elif p.refused or p.curve is None or p.predicted is None or p.recorded is None:
+                result = (None, f"not proven, {p.proof.address_share:.0%} of allocs at their "
+                                "address (memtui whatif says why)")
+            else:
+                events = self._proofs[device][1].events  # the proof's run: same events
+                level = Level(events["t"].to_numpy().astype("int64"), p.curve.astype("int64"))
+                note = (f"peak {short_bytes(p.recorded.reserved_peak)}"
+                        f"→{short_bytes(p.predicted.reserved_peak)}"
+                        + (f", {p.predicted.ooms} OOM" if p.predicted.ooms else ""))
+                result = (Series(f"reserved if {setting}", "if", level), note)
+        self.app.call_from_thread(self._replayed, device, setting, result)
+
+    def _replayed(self, device: str, setting: str,
+                  result: tuple[Series | None, str]) -> None:
+        self._what_ifs[(device, setting)] = result
+        cursor = self.app.cursor
+        if self.is_attached and cursor is not None and cursor.device == device:
+            self._series_key = None
+            self._cursor_changed(cursor)
 
     def on_trend_plot_cursor_request(self, message: TrendPlot.CursorRequest) -> None:
         app = self.app

@@ -1,0 +1,35 @@
+"""Which snapshot reader this process uses: the compiled one (``_reader.c``, where it was
+built at install) unless ``MEMTUI_PURE_PYTHON=1``, else the safe Python unpickler.
+
+Light on purpose (no numpy, no polars): ``memtui --version`` and ``memtui cache info`` say
+which reader is in use without loading a capture's libraries.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    from memtui.sources.torch_snapshot import _reader
+except ImportError:  # built without a compiler: the Python reader only
+    _reader = None
+
+#: Set to 1 to read every snapshot with the Python unpickler (the reference path).
+PURE_PYTHON_ENV = "MEMTUI_PURE_PYTHON"
+
+
+def compiled_available() -> bool:
+    return _reader is not None
+
+
+def compiled_enabled() -> bool:
+    return _reader is not None and os.environ.get(PURE_PYTHON_ENV, "") in ("", "0")
+
+
+def reader_in_use() -> str:
+    """One line for ``--version`` and ``cache info``: the snapshot reader this process uses."""
+    if _reader is None:
+        return "snapshot reader: Python (the compiled reader was not built)"
+    if not compiled_enabled():
+        return f"snapshot reader: Python ({PURE_PYTHON_ENV} is set)"
+    return "snapshot reader: compiled (C), the Python reader where a file needs it"
