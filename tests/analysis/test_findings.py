@@ -327,8 +327,9 @@ def test_fragmentation_is_medium_when_a_setting_would_merge_the_gaps():
     assert frag.bytes == 512 * MiB == frag.detail["saving_bytes"]
     assert frag.title.startswith("512.0 MiB free inside 1 partly used segment (50% of 1.0 GiB "
                                  "reserved; largest gap 64.0 MiB)")
-    assert frag.title.endswith("512.0 MiB in 1 partly used segment: PYTORCH_CUDA_ALLOC_CONF="
-                               "expandable_segments:True would let them merge")
+    assert frag.title.endswith("; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so "
+                               "that the 512.0 MiB free in 1 partly used segment can merge "
+                               "(it saves at most 512.0 MiB)")
 
 
 def test_fragmentation_is_low_when_the_setting_is_on_already():
