@@ -13,7 +13,8 @@ Steps come, in this order, from
   are most evenly spaced, at least 4 of them spread over most of the trace, most often
   among those, whose blocks are freed within two of its periods, which allocates as often
   in nearly every one of its periods, and with which two other evenly recurring stacks
-  keep time (as often in nearly every period).  A stack whose
+  keep time (as often in nearly every period), or one where the two make up most of the
+  allocations.  A stack whose
   blocks accumulate (a leak that recurs every step, or every k-th step) is never the clock:
   it would measure the leak by itself.  (Without markers :mod:`.leak` also asks that the
   steps free most of what they allocate, as a loop does);
@@ -55,6 +56,9 @@ MIN_CLOCK_FREED = 0.9
 #: many must (a loop allocates from many stacks every step).
 MAX_CLOCK_TRIES = 16
 MIN_KEEPING_TIME = 2
+#: ... or the steady stacks make up this share of the allocations in the clock's span (a
+#: small loop of two stacks).
+MIN_STEADY_SHARE = 0.5
 #: A last step holding at least this share of a usual step's events finished.
 FINISHED_SHARE = 0.9
 #: Share of the trace (in allocations) the recurring stack must span, times
@@ -70,7 +74,8 @@ class Steps:
 
     ``bounds[k]`` is where step ``k`` begins (rising); the last step runs to the end of
     the trace and may be cut short (the capture stopped in it): ``last_finished`` says it
-    was not, and ``end``/``end_time`` are then where it ends (just after the last event).
+    was not, and ``end`` is then where it ends (just after the last event; ``end_time``
+    the time of the last event).
     ``times`` are the same boundaries as times.  ``source`` says where they came from,
     ``by_markers`` whether markers said so.
     """
@@ -113,7 +118,7 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
     axis = "seq" if _blocks_have_seq(trace, device) else "t"
     t = events["t"].to_numpy().astype(np.int64)
     pos = events[axis].to_numpy().astype(np.int64)
-    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1]) + 1}
+    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1])}
     marked = _marker_steps(trace, device)
     if marked is not None:
         starts, names, pattern = marked
@@ -183,15 +188,6 @@ def _marker_steps(trace: MemoryTrace,
     return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
 
 
-def _last_finished(index: np.ndarray, events: int) -> bool:
-    """Whether the step starting at event ``index[-1]`` holds as many events as a usual
-    step (the median of the others): the capture did not stop in it."""
-    if index.size < 2:
-        return False
-    usual = float(np.median(np.diff(index)))
-    return usual > 0 and events - int(index[-1]) >= FINISHED_SHARE * usual
-
-
 def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
     """Rows of ``events`` the step clock reads: all, but an msMemScope device's HAL rows
     where other pools lie above it (HAL allocations are the driver segments under those
@@ -238,7 +234,7 @@ def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
     return Steps(bounds=times, times=times, axis="t",
                  source=f"the recurring allocations of {label}", by_markers=False,
                  last_finished=_last_finished(np.searchsorted(t, times), t.size),
-                 end=int(t[-1]) + 1, end_time=int(t[-1]) + 1)
+                 end=int(t[-1]) + 1, end_time=int(t[-1]))
 
 
 def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
@@ -253,6 +249,15 @@ def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
     if median <= 0 or missed.size == 0:
         return times
     return np.sort(np.concatenate([times, times[missed] + gaps[missed] // 2]))
+
+
+def _last_finished(index: np.ndarray, events: int) -> bool:
+    """Whether the step starting at event ``index[-1]`` holds as many events as a usual
+    step (the median of the others): the capture did not stop in it."""
+    if index.size < 2:
+        return False
+    usual = float(np.median(np.diff(index)))
+    return usual > 0 and events - int(index[-1]) >= FINISHED_SHARE * usual
 
 
 def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | None:
@@ -295,7 +300,9 @@ def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | N
     )
     if stats.is_empty():
         return None
-    regular = beats.join(stats.select(key), on=key, how="semi").sort(key, "row") \
+    alloc_rows = allocs["row"].to_numpy()  # rising
+    # (beats are in (key, pos) order, and pos follows row: each list comes out rising)
+    regular = beats.join(stats.select(key), on=key, how="semi", maintain_order="left") \
         .group_by(key, maintain_order=True).agg(
             beats=pl.col("row").filter(pl.col("beat")), rows=pl.col("row"))
     beat_rows = {value: np.asarray(b, dtype=np.int64) for value, b, _ in regular.iter_rows()}
@@ -306,7 +313,8 @@ def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | N
     for value in stats[key].head(MAX_CLOCK_TRIES).to_list():
         index = beat_rows[value]
         if _steady(index, all_rows[value]) and _corroborated(
-                index, [r for v, r in all_rows.items() if v != value]):
+                index, all_rows[value], [r for v, r in all_rows.items() if v != value],
+                alloc_rows):
             label = f"stack {value}" if use_stack else f"{value}-byte blocks"
             return index, label, int(value) if use_stack else None
     return None
@@ -326,16 +334,24 @@ def _steady(clock: np.ndarray, rows: np.ndarray) -> bool:
     return bool(usual > 0 and (counts == usual).mean() >= MIN_CLOCK_FREED)
 
 
-def _corroborated(clock: np.ndarray, others: list[np.ndarray]) -> bool:
-    """Whether other evenly recurring stacks (:data:`MIN_KEEPING_TIME`) are steady in the
-    periods of ``clock`` (:func:`_steady`): a loop's stacks keep time together; a stack
-    that recurs evenly by chance among unrelated allocations does so alone."""
-    keeping = 0
+def _corroborated(clock: np.ndarray, own: np.ndarray, others: list[np.ndarray],
+                  alloc_rows: np.ndarray) -> bool:
+    """Whether other evenly recurring stacks are steady in the periods of ``clock``
+    (:func:`_steady`): :data:`MIN_KEEPING_TIME` of them, or fewer that with the clock's
+    own make up :data:`MIN_STEADY_SHARE` of the allocations in its span.  A loop's stacks
+    keep time together; a stack that recurs evenly by chance among unrelated allocations
+    does so alone."""
+    def in_span(rows: np.ndarray) -> int:
+        return int(np.searchsorted(rows, clock[-1]) - np.searchsorted(rows, clock[0]))
+
+    keeping, steady = 0, in_span(own)
     for rows in others:
-        keeping += _steady(clock, rows)
-        if keeping >= MIN_KEEPING_TIME:
-            return True
-    return False
+        if _steady(clock, rows):
+            keeping += 1
+            steady += in_span(rows)
+            if keeping >= MIN_KEEPING_TIME:
+                return True
+    return keeping > 0 and steady >= MIN_STEADY_SHARE * in_span(alloc_rows)
 
 
 def _freed_share(allocs: pl.DataFrame, stats: pl.DataFrame, key: str,
