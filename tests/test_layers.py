@@ -133,8 +133,10 @@ def import_graph(package=PACKAGE) -> dict[str, set[str]]:
     """memtui module -> the memtui modules it imports when it runs: at the top or late, in
     a function (a circle through a late import is still a circle); not under
     TYPE_CHECKING.  ``from pkg import name`` counts as importing ``pkg.name`` where that
-    is a module."""
+    is a module: a Python file, or a compiled extension (built or not, from its C source
+    beside it: ``_reader.c`` is the module ``_reader``), which imports nothing of memtui."""
     paths = {_module_name(p, package): p for p in package.rglob("*.py")}
+    compiled = {_module_name(c.with_suffix(".py"), package) for c in package.rglob("*.c")}
     graph = {}
     for name, path in paths.items():
         package_of = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -147,7 +149,8 @@ def import_graph(package=PACKAGE) -> dict[str, set[str]]:
                 if node.level:
                     anchor = package_of.split(".")[: len(package_of.split(".")) - node.level + 1]
                     base = ".".join(anchor + ([node.module] if node.module else []))
-                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths
+                            or f"{base}.{alias.name}" in compiled else base
                             for alias in node.names}
         graph[name] = {t for t in targets if t in paths and t != name}
     return graph

@@ -1,6 +1,7 @@
-"""The what-if hook of the findings: an OOM or fragmentation finding whose advice names an
-allocator setting quotes what a proven replay predicts that setting does on this capture
-(the reserved peak before and after, the OOM avoided or not), instead of the general hint.
+"""The what-if hook of the findings: an OOM or fragmentation finding (not ``info``) whose
+advice names an allocator setting quotes what a proven replay predicts that setting does
+on this capture (the reserved peak before and after, the OOM avoided or not), instead of
+the general hint, and fills ``predicted_saving_bytes`` (the reserved peak's saving).
 
 Only where the replay is proven on that device (:mod:`.proof`), and only on devices of at
 most :data:`QUOTE_MAX_EVENTS` events: a replay is one Python step per event, and the
@@ -8,7 +9,7 @@ findings must stay a fraction of the open time (``memtui whatif`` has no such li
 The general advice is kept beside the quote (``detail["general_advice"]``); a device whose
 proof fails says why in ``detail["replay"]``.  A fragmentation finding that gives no advice
 of its own gets the prediction for ``expandable_segments:True`` (where it is off) as its
-advice; a low fragmentation finding is quoted where its own advice names a setting.
+advice.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def quote_predictions(trace: MemoryTrace,
     out = {}
     recorded = from_capture(trace.meta.extra.get("allocator_settings"))
     for device, found in findings.items():
-        wanted = [f for f in found if _worth_a_quote(f) and setting_for(f, recorded)]
+        wanted = [f for f in found if f.kind in ("oom", "fragmentation")
+                  and f.severity != "info" and setting_for(f, recorded)]
         if not wanted or not _replayable(trace, device):
             out[device] = found
             continue
@@ -70,16 +72,6 @@ def quote_predictions(trace: MemoryTrace,
         out[device] = [_quoted(trace, device, f, proof_and_run, cache) if f in wanted else f
                        for f in found]
     return out
-
-
-def _worth_a_quote(finding: Finding) -> bool:
-    """An OOM or fragmentation finding of medium or higher severity, or a fragmentation
-    finding whose own advice names a setting (a low one on a capture that did not fail
-    still says what the setting would save)."""
-    if finding.kind not in ("oom", "fragmentation"):
-        return False
-    return finding.severity in ("high", "medium") or (
-        finding.kind == "fragmentation" and recommended_setting(finding) is not None)
 
 
 def _replayable(trace: MemoryTrace, device: str) -> bool:
