@@ -131,9 +131,11 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                          source=f"markers ({pattern})", by_markers=True,
                          names=tuple(n for n, k in zip(names, keep, strict=True) if k),
                          last_finished=_last_finished(index[keep], t.size), **end)
-    rhythm = rhythm_steps(events)
+    rows = _allocator_rows(events)
+    rhythm = rhythm_steps(events[rows])
     if rhythm is not None:
         index, label, stack = rhythm
+        index = rows[index]
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
                      anchor_stack=stack, last_finished=_last_finished(index, t.size), **end)
@@ -186,36 +188,53 @@ def _marker_steps(trace: MemoryTrace,
     return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
 
 
+def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
+    """Rows of ``events`` the step clock reads: all, but an msMemScope device's HAL rows
+    where other pools lie above it (HAL allocations are the driver segments under those
+    pools' blocks, as a snapshot's segment_alloc is: a burst of new segments in the first
+    step would otherwise read as a pause of a stack, and beat once more)."""
+    every = np.arange(events.height, dtype=np.int64)
+    if "pool" not in events.columns:
+        return every
+    pools = events["pool"].drop_nulls().unique().to_list()
+    if len(pools) < 2 or "HAL" not in pools:
+        return every
+    return np.flatnonzero((events["pool"].fill_null("") != "HAL").to_numpy())
+
+
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
     """Steps from the rhythm of the blocks' allocations, for a source whose events hold
     no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
-    are memory_record levels).  Blocks recur by owner (the operator) and size, as stacks
-    do elsewhere; the blocks' allocations and frees are put in time order as events and
-    timed by :func:`rhythm_steps`, so only blocks freed again can beat the clock: a
-    loop's churn, never blocks that accumulate."""
+    are memory_record levels).  The blocks' allocations and frees, in time order, are read
+    as events (:func:`rhythm_steps`: only a stack whose blocks are freed again is a
+    clock), blocks recurring by owner (the operator) and size as stacks do elsewhere."""
     blocks = trace.device_blocks(device).filter(
         ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
-        & pl.col("t_free").is_not_null() & pl.col("size").is_not_null())
+        & pl.col("size").is_not_null())
     if blocks.is_empty():
         return None
-    keyed = blocks.with_columns(
-        owner=pl.col("owner").fill_null(""),
+    keyed = blocks.select(
+        "block_id", "size", "t_alloc", "t_free", owner=pl.col("owner").fill_null(""),
         stack_id=pl.struct(pl.col("owner").fill_null(""), "size").rank("dense")
         .cast(pl.Int64))
-    columns = ("size", "owner", "stack_id", "block_id")
-    events = pl.concat([
-        keyed.select(*columns, t=pl.col("t_alloc"), action=pl.lit("alloc"), order=pl.lit(0)),
-        keyed.select(*columns, t=pl.col("t_free"), action=pl.lit("free"), order=pl.lit(1)),
-    ]).sort("t", "order", maintain_order=True)
+    parts = [keyed.select("block_id", "size", "stack_id", "owner", t=pl.col("t_alloc"),
+                          action=pl.lit("alloc"), order=pl.lit(1)),
+             keyed.filter(pl.col("t_free").is_not_null()).select(
+                 "block_id", "size", "stack_id", "owner", t=pl.col("t_free"),
+                 action=pl.lit("free"), order=pl.lit(0))]
+    events = pl.concat(parts).sort("t", "order", "block_id")
     rhythm = rhythm_steps(events)
     if rhythm is None:
         return None
     index = rhythm[0]
-    owner, size = events["owner"][int(index[0])], events["size"][int(index[0])]
-    times = _fill_missed_beats(events["t"].to_numpy().astype(np.int64)[index])
+    clock = events.row(int(index[0]), named=True)
+    t = events["t"].to_numpy().astype(np.int64)
+    times = _fill_missed_beats(t[index])
+    label = f"{clock['size']}-byte {clock['owner']} blocks".replace("  ", " ")
     return Steps(bounds=times, times=times, axis="t",
-                 source=f"the recurring allocations of {size}-byte {owner or ''} blocks"
-                 .replace("  ", " "), by_markers=False)
+                 source=f"the recurring allocations of {label}", by_markers=False,
+                 last_finished=_last_finished(np.searchsorted(t, times), t.size),
+                 end=int(t[-1]) + 1, end_time=int(t[-1]))
 
 
 def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
