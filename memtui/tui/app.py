@@ -48,6 +48,7 @@ from memtui.errors import CaptureError, printable
 from memtui.loading import check_input, require_a_device
 from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
+from memtui.tui.answer import CursorNote, peak_note
 from memtui.tui.background import BackgroundWork
 from memtui.tui.cached_analyses import CachedAnalyses
 from memtui.tui.commands import LEGEND_TITLE, Commands, key_display
@@ -115,7 +116,8 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
                  follow: bool = False, poll: tuple[float, float] | None = None,
                  follow_rank: int | None = None,
-                 findings_first: bool | None = None, keymap_file: Path | None = None) -> None:
+                 findings_first: bool | None = None, keymap_file: Path | None = None,
+                 open_at_answer: bool | None = None) -> None:
         super().__init__()
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
         self.keymap_file = keymap_file
@@ -145,6 +147,13 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         #: Why finding failed (shown on the Findings screen), None while nothing failed.
         self.findings_error: str | None = None
         self._first_cursor: CursorState | None = None
+        # Open with the cursor at the answer (tui/answer.py: the peak, then the top finding's
+        # evidence), and say so on the status bar: by default for a capture opened from a
+        # path and not followed (a test's trace opens at its first event).
+        self.open_at_answer = (trace is None and not follow if open_at_answer is None
+                               else open_at_answer)
+        #: what the status bar says of the cursor while it stays where the app put it
+        self.cursor_note: CursorNote | None = None
         # Layered sources (msMemScope): the whole capture, and the layer shown per device;
         # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
         self.full_trace: MemoryTrace | None = None
@@ -234,6 +243,9 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         self.cursor = CursorState(device=device, t=timeline.start,
                                   view=(timeline.start, max(timeline.end, timeline.start + 1)),
                                   event=0)
+        if self.open_at_answer and timeline.positions:  # the peak until the findings are in
+            self.move_cursor(event=timeline.peak_event)
+            self.cursor_note = peak_note(self.cursor)
         self._first_cursor = self.cursor
         self.sub_title = printable(Path(trace.meta.path).name)
         for warning in trace.meta.warnings[:3]:

@@ -15,6 +15,7 @@ from textual import work
 from textual.worker import Worker
 
 from memtui.model import MemoryTrace
+from memtui.tui.answer import evidence_changes, finding_note, top_finding
 from memtui.tui.screens import SCREENS
 
 
@@ -88,10 +89,13 @@ class BackgroundWork:
           exit_on_error=False)
     def _find(self) -> None:
         from memtui.analysis.findings import find_all
+        from memtui.loading import findings_of
 
         trace = self.trace
         self.findings_error = None
-        found = find_all(trace)  # a finder bug: report_worker says so, worker_failed shows it
+        # a finder bug: report_worker says so, worker_failed shows it.  A capture opened
+        # again takes the findings kept beside its cache entry (none while followed).
+        found = find_all(trace) if self.follow is not None else findings_of(trace)
         self.call_from_thread(self._findings_ready, trace, found)
 
     def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
@@ -103,8 +107,23 @@ class BackgroundWork:
         # switch would hide it, and its keys would go to the Findings screen)
         untouched = self.cursor == self._first_cursor and self.current_mode == "trend" \
             and len(self.screen_stack) == 1
+        if untouched and self.open_at_answer:
+            self._go_to_answer(found)
         if high and self.findings_first and untouched:
             self.switch_mode("findings")
+
+    def _go_to_answer(self, found: dict) -> None:
+        """The cursor, still where the capture opened, to the top finding's evidence
+        (tui/answer.py); the status bar says so."""
+        top = top_finding(found, self.cursor.device)
+        if top is None:
+            return
+        try:
+            self.move_cursor(**evidence_changes(self.trace, top, self.cursor))
+        except (KeyError, ValueError):  # evidence outside the device's events
+            return
+        self._first_cursor = self.cursor
+        self.cursor_note = finding_note(top, self.cursor)
 
 
 __all__ = ["BackgroundWork"]

@@ -50,7 +50,7 @@ class RanksApp(MemtuiApp):
     def __init__(self, discovery: Discovery, *, cluster: str | None = None,
                  workers: int | None = None, how: str = "pool",
                  connect_timeout: float = 5.0) -> None:
-        super().__init__()
+        super().__init__(open_at_answer=False)  # it opens on the Ranks table
         self.discovery = discovery
         self.cluster = cluster
         self.connect_timeout = connect_timeout

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from memtui.sources.common.files import open_regular
-from memtui.sources.common.safe_pickle import memory_bounded
+from memtui.sources.common.safe_pickle import BytesRead, memory_bounded, watching_reads
 from memtui.sources.torch_snapshot.reader_choice import (
     PURE_PYTHON_ENV,
     _reader,
@@ -45,9 +45,10 @@ __all__ = ["PURE_PYTHON_ENV", "ColumnTrace", "compiled_available", "compiled_ena
 last_fallback: str | None = None
 
 
-def read_columnar(path: Path) -> Any | None:
+def read_columnar(path: Path, read_bytes: BytesRead | None = None) -> Any | None:
     """The snapshot at ``path`` with its traces as :class:`ColumnTrace`, or None where the
-    Python reader must read it (module docstring)."""
+    Python reader must read it (module docstring); ``read_bytes`` hears the bytes read so
+    far while it reads (as ``load_pickle``'s)."""
     global last_fallback
     if not compiled_enabled():
         last_fallback = "compiled reader off"
@@ -63,7 +64,7 @@ def read_columnar(path: Path) -> Any | None:
             last_fallback = "empty"
             return None
         try:
-            with memory_bounded(size):
+            with memory_bounded(size), watching_reads(fh, size, read_bytes):
                 data, reason = _reader.read(fh.fileno(), size)
         except MemoryError:
             data, reason = None, "memory bound"
