@@ -204,8 +204,15 @@ static int bail(VM *vm, const char *why) {
 
 /* -- input -- */
 
-static int need(VM *vm, Py_ssize_t n) {
+static int need_slow(VM *vm, Py_ssize_t n);
+
+/* Are ``n`` more bytes of input there?  Read more where not (bail past the file's end). */
+static inline int need(VM *vm, Py_ssize_t n) {
     if (vm->end - vm->pos >= n) return 0;
+    return need_slow(vm, n);
+}
+
+static int need_slow(VM *vm, Py_ssize_t n) {
     if (n < 0 || (int64_t)n > (int64_t)(vm->end - vm->pos) + vm->file_left)
         return bail(vm, "truncated");
     if (vm->pos) {
@@ -243,8 +250,16 @@ static inline uint64_t le_u(const unsigned char *p, int n) {
 
 /* -- stack -- */
 
-static int push(VM *vm, Val v) {
-    if (vm->sp == vm->stack_cap) {
+static int grow_stack(VM *vm, Val v);
+
+static inline int push(VM *vm, Val v) {
+    if (vm->sp == vm->stack_cap) return grow_stack(vm, v);
+    vm->stack[vm->sp++] = v;
+    return 0;
+}
+
+static int grow_stack(VM *vm, Val v) {
+    {
         Py_ssize_t cap = vm->stack_cap ? vm->stack_cap * 2 : 256;
         if ((int64_t)cap > vm->file_size + 256) { /* each item costs an opcode */
             if (v.tag == T_OBJ) Py_XDECREF(v.o);
