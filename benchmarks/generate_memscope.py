@@ -45,6 +45,11 @@ _OPS = ["torch._ops.aten.addmm.default", "torch._ops.aten.mm.default",
         "torch._ops.aten.sum.dim_IntList", "torch._ops.aten.t.default"]
 _OWNERS = ["PTA", "PTA@ops@aten", "PTA@model@weight", "PTA@model@gradient",
            "PTA@model@optimizer_state", "PTA@ops@aten@leaks_mem"]
+#: The planted leak's owner and Python stack (``leak_bytes``): one never-freed block a step.
+LEAK_OWNER = "PTA@leaks_mem"
+LEAK_FUNCTION = "cache_for_debug"
+_LEAK_STACK = ('"/home/user/train.py(42): cache_for_debug\n/home/user/train.py(90): '
+               'train_one_step\n/home/user/train.py(120): <module>\n"')
 _INEFFICIENT = ["", "", "", "", "early_allocation", "late_deallocation",
                 "early_allocation,temporary_idleness"]
 
@@ -82,15 +87,19 @@ def _take(values, index: pl.Expr) -> pl.Expr:
 class _Plan:
     """Numeric columns of every row, in event (time) order, before formatting."""
 
-    def __init__(self, rows: int, rng: np.random.Generator) -> None:
+    def __init__(self, rows: int, rng: np.random.Generator, steps: int = 5,
+                 leak_bytes: int = 0) -> None:
         # Row budget: per op 2 launch rows + 1 kernel; per block ~1 + 2 accesses + 1.
         n_ops = max(rows // 7, 1)
         n_blocks = max((rows - 3 * n_ops) // 4, 1)
         self.rng = rng
         self.n_ops = n_ops
         self.span = n_ops * 20_000  # 20 us per op
+        self.steps = steps
         self._ops(n_ops)
         self._blocks(n_blocks)
+        if leak_bytes:
+            self._leak(leak_bytes)
 
     def _ops(self, n_ops: int) -> None:
         start = np.arange(n_ops, dtype=np.int64) * 20_000
@@ -112,6 +121,26 @@ class _Plan:
         self.owner = rng.integers(len(_OWNERS), size=n_blocks)
         self.ineff = rng.integers(len(_INEFFICIENT), size=n_blocks)
         self.stack = rng.integers(500, size=n_blocks)
+
+    def step_times(self) -> np.ndarray:
+        """When each ``SYSTEM``/``STEP`` row is written (the end of each step)."""
+        return np.linspace(0, self.span, self.steps + 1).astype(np.int64)[1:]
+
+    def _leak(self, size: int) -> None:
+        """One never-freed block of ``size`` a third into each step, owner ``LEAK_OWNER``,
+        stack ``_LEAK_STACK`` (stack number 500), allocation ids after the others'."""
+        starts = np.concatenate([[0], self.step_times()[:-1]])
+        t = starts + (self.span // self.steps) // 3
+        n = t.size
+        base = 0x13C000000000
+        self.size = np.concatenate([self.size, np.full(n, size, np.int64)])
+        self.t_alloc = np.concatenate([self.t_alloc, t])
+        self.t_free = np.concatenate([self.t_free, np.full(n, -1, np.int64)])
+        self.n_access = np.concatenate([self.n_access, np.ones(n, self.n_access.dtype)])
+        self.addr = np.concatenate([self.addr, base + np.arange(n, dtype=np.int64) * size])
+        self.owner = np.concatenate([self.owner, np.full(n, len(_OWNERS), self.owner.dtype)])
+        self.ineff = np.concatenate([self.ineff, np.zeros(n, self.ineff.dtype)])
+        self.stack = np.concatenate([self.stack, np.full(n, 500, self.stack.dtype)])
 
 
 def _memory_rows(plan: _Plan) -> pl.DataFrame:
@@ -146,8 +175,8 @@ def _launch_rows(plan: _Plan) -> pl.DataFrame:
     return pl.DataFrame({"kind": kind, "t": t, "op": op}).with_columns(write_t=pl.col("t"))
 
 
-def _system_rows(plan: _Plan, steps: int) -> pl.DataFrame:
-    step_t = np.linspace(0, plan.span, steps + 1).astype(np.int64)[1:]
+def _system_rows(plan: _Plan) -> pl.DataFrame:
+    step_t = plan.step_times()
     rows = [(6, -1, 0), (6, -2, plan.span + 2)]  # START_TRACE, STOP_TRACE
     rows += [(6, i + 1, int(t)) for i, t in enumerate(step_t)]
     starts = np.concatenate([[0], step_t[:-1]])
@@ -179,7 +208,7 @@ def _format(df: pl.DataFrame, c_stack: str, py_stacks: pl.Series) -> pl.DataFram
             + pl.lit('","size":"') + pl.col("size").cast(pl.String))
     pool = pl.lit('","total":"') + pl.col("total").cast(pl.String) + pl.lit('","used":"') + \
         pl.col("used").cast(pl.String)
-    owner = pl.lit('","owner":"') + _take(_OWNERS, pl.col("owner"))
+    owner = pl.lit('","owner":"') + _take([*_OWNERS, LEAK_OWNER], pl.col("owner"))
     ineff = _take(_INEFFICIENT, pl.col("ineff"))
     ineff_part = pl.when(ineff == "").then(pl.lit("")).otherwise(
         pl.lit('","inefficient_type":"') + ineff)
@@ -228,10 +257,11 @@ def _format(df: pl.DataFrame, c_stack: str, py_stacks: pl.Series) -> pl.DataFram
     )
 
 
-def _all_rows(rows: int, seed: int) -> tuple[pl.DataFrame, _Plan]:
+def _all_rows(rows: int, seed: int, steps: int | None = None,
+              leak_bytes: int = 0) -> tuple[pl.DataFrame, _Plan]:
     """Every row's numbers in write order, with ``id`` = the event counter (time order)."""
     rng = np.random.default_rng(seed)
-    plan = _Plan(rows, rng)
+    plan = _Plan(rows, rng, steps or max(rows // 200_000, 5), leak_bytes)
     mem = _memory_rows(plan).with_columns(
         addr=_take(plan.addr, pl.col("block")), owner=_take(plan.owner, pl.col("block")),
         ineff=_take(plan.ineff, pl.col("block")), stack=_take(plan.stack, pl.col("block")))
@@ -239,7 +269,7 @@ def _all_rows(rows: int, seed: int) -> tuple[pl.DataFrame, _Plan]:
         block=pl.col("block") + plan.size.size,  # allocation ids after the PTA blocks'
         addr=pl.col("block").cast(pl.Int64) * (32 * MB) + 0x12C000000000,
         size=pl.lit(20 * MB, pl.Int64))
-    parts = [mem, _launch_rows(plan), _system_rows(plan, steps=max(rows // 200_000, 5)), hal]
+    parts = [mem, _launch_rows(plan), _system_rows(plan), hal]
     df = pl.concat(parts, how="diagonal_relaxed").head(rows)
     df = df.sort("t", "kind").with_columns(id=pl.int_range(1, pl.len() + 1, dtype=pl.Int64))
     return df.sort("write_t", "t"), plan
@@ -277,21 +307,23 @@ def _python_trace(rows: int, rng: np.random.Generator, span: int) -> pl.DataFram
 
 def generate_db(path: Path, rows: int, seed: int = 0, trace_rows: int | None = None,
                 batch: int = 500_000, bursts: int = 1, pause: float = 0.0,
-                say=None) -> Path:
+                say=None, steps: int | None = None, leak_bytes: int = 0) -> Path:
     """Write a ``memscope_dump`` table of ``rows`` rows (and a python trace table) to ``path``.
 
     With ``bursts`` > 1 the rows go in that many commits ``pause`` seconds apart, in the
     order msMemScope writes them, the connection held open (a live WAL writer, as while
     a job runs): ``memtui --follow`` on the file shows it grow.  ``say(text)`` reports
-    each burst.
+    each burst.  ``steps``: how many ``SYSTEM``/``STEP`` rows (default: one per 200,000
+    rows, at least 5); ``leak_bytes``: plant a leak of one never-freed block of that size
+    per step (owner ``LEAK_OWNER``, innermost frame ``LEAK_FUNCTION``).
     """
     path = Path(path)
     for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         if stale.exists():
             stale.unlink()
-    df, plan = _all_rows(rows, seed)
+    df, plan = _all_rows(rows, seed, steps, leak_bytes)
     rng = np.random.default_rng(seed + 1)
-    py_stacks = pl.Series(_python_stacks(rng, 500))
+    py_stacks = pl.Series([*_python_stacks(rng, 500), _LEAK_STACK])
     c_stack = _c_stack(rng)
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=WAL")
@@ -323,6 +355,10 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="SYSTEM/STEP rows (default: one per 200,000 rows, at least 5)")
+    parser.add_argument("--leak", type=int, default=0, metavar="BYTES",
+                        help=f"plant a never-freed block of BYTES per step ({LEAK_OWNER})")
     parser.add_argument("--bursts", type=int, default=1,
                         help="write the rows in this many commits (for memtui --follow)")
     parser.add_argument("--pause", type=float, default=1.0,
@@ -330,7 +366,8 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     generate_db(args.out, args.rows, args.seed, bursts=args.bursts, pause=args.pause,
-                say=lambda text: print(text, file=sys.stderr, flush=True))
+                say=lambda text: print(text, file=sys.stderr, flush=True), steps=args.steps,
+                leak_bytes=args.leak)
     size = args.out.stat().st_size / 1e6
     print(f"{args.out}: {args.rows} rows, {size:.0f} MB in {time.perf_counter() - start:.1f} s",
           file=sys.stderr)

@@ -112,6 +112,7 @@ class Findings:
     devices: dict[str, list[Finding]]
     warnings: tuple[str, ...]
     _text: str | None = field(default=None, repr=False, compare=False)
+    _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def all(self) -> list[Finding]:
         """Every device's findings in one list, most severe first."""
@@ -123,6 +124,8 @@ class Findings:
         return [f for f in self.all() if f.kind == kind]
 
     def to_dict(self) -> dict[str, Any]:
+        if self._dict is not None:  # made with the full stacks
+            return self._dict
         return {"source": self.source, "path": self.path,
                 "devices": [{"device": name, "findings": [f.to_json() for f in found]}
                             for name, found in self.devices.items()],
@@ -137,10 +140,10 @@ class Findings:
 class State:
     """The allocator state just after one event: ``to_dict()`` is ``memtui state --json``."""
 
-    device: str
-    event: int
-    t: int
-    level: dict[str, int | None]
+    device: str | None  # (None: a capture without any device)
+    event: int | None
+    t: int | None
+    level: dict[str, int | None] | None
     segments: list[dict[str, Any]]
     free_bytes: int
     largest_gap_bytes: int
@@ -276,17 +279,25 @@ class Capture:
             for name in view.meta.device_names:  # made once: the findings and the figures
                 seed_levels(view, name, allocated_level(view, name),  # both read them
                             reserved_level(view, name))
-            self._findings = find_all(view)
+            if self._cache_key is not None:  # kept beside the cache entry: found once
+                from memtui.loading import findings_of
+
+                self._findings = findings_of(view)
+            else:
+                self._findings = find_all(view)
         return self._findings
 
-    def findings(self) -> Findings:
-        """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits."""
-        from memtui.analysis.findings import format_findings
+    def findings(self, stacks: bool = False) -> Findings:
+        """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits
+        (``stacks``: the text and the dict carry the full call stack of each finding's
+        evidence and of each of the peak's stack groups, ``findings --stacks``)."""
+        from memtui.analysis.findings import findings_json, format_findings
 
         view, found = self.view(), self._found()
         return Findings(source=view.meta.source, path=view.meta.path, devices=found,
                         warnings=tuple(view.meta.warnings),
-                        _text=format_findings(view, found))
+                        _text=format_findings(view, found, stacks=stacks),
+                        _dict=findings_json(view, found, stacks=True) if stacks else None)
 
     def summary(self) -> Summary:
         """Per-device figures (peak allocated and reserved, at the end, counts)."""
@@ -333,12 +344,15 @@ class Capture:
             EVENT_NAMES,
             allocator_state,
             busiest_device,
+            empty_state,
             format_state,
         )
 
         device = device or busiest_device(self._trace)
-        if device is None:
-            raise CaptureError(self.path, "no device has events, blocks or levels")
+        if device is None:  # (a profiler folder's metadata alone): an answer, as summary gives
+            text = "\n".join(["no device has events, blocks or levels",
+                              *(f"warning: {w}" for w in self._trace.meta.warnings)])
+            return State.from_dict(empty_state(), text)
         self._known(device)
         trace = self._layer(device, layer)
         timeline = Timeline.build(trace, device)

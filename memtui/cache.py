@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # polars and the model are imported on use: `--no-cache` stay
     from memtui.model import MemoryTrace, TraceMeta
 
 #: Bump when a loader or the model changes what a trace of the same file holds.
-MODEL_VERSION = 2
+MODEL_VERSION = 3  # 3: one time-ordered event axis (seq), sources keep their own "row"
 DEFAULT_MAX_BYTES = 5 * 10**9
 _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"

@@ -7,7 +7,9 @@ source where the cache has none (and stores it for next time), then adds what de
 user settings rather than on the file: today the inefficient-block flags under the chosen
 thresholds (so the cache holds the source's trace, never the flags).  A reopened trace
 comes with the levels the cache kept for it (``memtui.analysis.levels.seed_levels``): the
-first screen draws them without walking the events again.
+first screen draws them without walking the events again.  The findings too are kept
+beside the entry (:func:`keep_findings`) and handed back on reopen (:func:`kept_findings`):
+a reopened capture's Findings arrive with its first screen.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from memtui.sources.common.files import check_input
 
 if TYPE_CHECKING:
     from memtui.analysis.block_map import BlockMapData
+    from memtui.analysis.findings import Finding
     from memtui.analysis.live import DeviceIndex
 
 __all__ = ["check_input", "load_trace"]
@@ -165,5 +168,68 @@ def _kept_name_and_key(trace: MemoryTrace, device: str) -> tuple[str, Any]:
     name = f"block-map-{names.index(device)}" if device in names else ""
     if (not name or not trace.meta.path or has_layers(trace) or "layers" in trace.meta.extra
             or not cache.enabled()):
+        return name, None
+    return name, cache.key_of(trace.meta.path)
+
+
+# -- the findings, kept beside the cache entry -------------------------------------------
+
+
+def findings_of(trace: MemoryTrace) -> dict[str, list[Finding]]:
+    """``find_all(trace)``, read from beside the cache entry where it was kept, else found
+    and kept there for next time."""
+    found = kept_findings(trace)
+    if found is None:
+        from memtui.analysis.findings import find_all
+
+        found = find_all(trace)
+        keep_findings(trace, found)
+    return found
+
+
+def kept_findings(trace: MemoryTrace) -> dict[str, list[Finding]] | None:
+    """The findings per device :func:`keep_findings` kept for the trace's file under the
+    same settings (thresholds, memory layers), or None (none kept, the cache off, an entry
+    of other code: the key holds memtui's code stamp, or a file that does not read back)."""
+    from memtui import cache
+    from memtui.analysis.findings.model import finding_from_dict
+
+    name, key = _findings_name_and_key(trace)
+    data = cache.load_derived(key, name) if key is not None else None
+    if not isinstance(data, dict) or data.get("devices") != list(trace.meta.device_names):
+        return None
+    try:
+        return {device: [finding_from_dict(item) for item in items]
+                for device, items in data["findings"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def keep_findings(trace: MemoryTrace, found: dict[str, list[Finding]]) -> None:
+    """Keep ``found`` (``find_all(trace)``) beside the cache entry of the trace's file for
+    :func:`kept_findings` on the next open (waits for the entry's own store first)."""
+    from memtui import cache
+    from memtui.analysis.findings.model import finding_to_dict
+
+    name, key = _findings_name_and_key(trace)
+    if key is None:
+        return
+    cache.save_derived(key, name, {
+        "devices": list(trace.meta.device_names),
+        "findings": {device: [finding_to_dict(f) for f in items]
+                     for device, items in found.items()},
+    })
+
+
+def _findings_name_and_key(trace: MemoryTrace) -> tuple[str, Any]:
+    """The kept findings' name (their settings: thresholds and layers, hashed) and the
+    cache key of the trace's file; the key None where nothing is kept."""
+    import hashlib
+
+    from memtui import cache
+
+    settings = repr((trace.meta.extra.get("thresholds"), trace.meta.extra.get("layers")))
+    name = "findings-" + hashlib.blake2b(settings.encode(), digest_size=6).hexdigest()
+    if not trace.meta.path or not cache.enabled():
         return name, None
     return name, cache.key_of(trace.meta.path)

@@ -18,8 +18,13 @@ Definitions every screen, ``summary`` and ``state`` follow (README "Definitions"
 
 * allocated(t) counts blocks from their ``alloc`` to their ``free`` (for snapshots the
   ``free_completed``: between ``free_requested`` and it a block is *pending free* and still
-  counts).  At every event the level equals the bytes of the blocks alive in the pool state
-  there (allocated + pending free) and of the Tables' "alive at the cursor" blocks.
+  counts).  Where the level is built from the blocks (snapshots, msMemScope) it equals, at
+  every event, the bytes of the blocks alive in the pool state there (allocated + pending
+  free) and of the Tables' "alive at the cursor" blocks.  Where it is the source's own
+  figure (profiler ``memory_record``) the blocks may explain less of it.
+* Every byte attributed: wherever a level is split into rows, the rows sum to it; the bytes
+  no block explains are rows of their own ("alive before the capture", "in no operator":
+  :mod:`memtui.analysis.attribution`).
 * A block has one size (``blocks.size``), used everywhere: the allocator's ``size`` where
   the dump knows the block (its address, in the lifetime still open at the dump), else
   the size of its trace event.  ``requested_size`` is shown beside it; size - requested
@@ -30,11 +35,22 @@ Definitions every screen, ``summary`` and ``state`` follow (README "Definitions"
   the allocs plus the frees.  It is the bytes of the ghosts, so never negative; the peak
   counts it.  ``allocated_at_end`` is the dump's allocated bytes
   (``torch.cuda.memory_allocated()``) plus any block the dump lacks.
+* One event axis, on every source.  ``events`` are sorted by ``t``; ``seq`` is each
+  event's place on that time-ordered axis: within a device it rises strictly along the
+  frame, so the order of ``seq`` is the order of the events' positions and of their
+  times.  A block's (and a segment's) ``seq_alloc``/``seq_free``/``seq_free_requested``
+  are the ``seq`` of its own events on its device (``t_alloc``/``t_free`` are their
+  times), so ``seq_alloc < seq_free``; ``seq_free_requested`` may also be -1 (requested
+  before the trace).  A source whose own order is not time order (msMemScope writes a
+  block's rows when it is freed; the Ascend profiler numbers table by table) keeps its
+  own number in another column (``row``; msMemScope's DB ``id`` too), never as the axis
+  (:mod:`memtui.sources.common.event_axis`).  Steps, leaks and every "before/after"
+  question are asked on this axis; :func:`validate` checks it.
 * Pending free, and being alive, at an event are decided by event order (``seq_*``), not
   by the clock: several events share a microsecond.
 * The cursor addresses an event: its *position* in the device's events (0-based, as
   ``device_events(device)`` orders them); its time is derived.  That position is the one
-  event number shown everywhere; ``seq`` is the source's own order or ID.
+  event number shown everywhere; positions and ``seq`` are in the same order.
 * Layered sources (msMemScope): figures are per memory layer (``pool``: HAL, PTA, ATB,
   MINDSPORE, HOST_PINNED, ...), chosen per device; never a layer plus the layer inside it.
 """
@@ -295,7 +311,8 @@ def validate(trace: MemoryTrace) -> None:
     """Check every frame against the contract; raise :class:`ModelError` on the first breach.
 
     Checks: the contract's columns exist in order with their dtypes; events are sorted by
-    ``t``; every device named in a frame is listed in ``meta.devices``; ids are unique.
+    ``t``; the event axis (module docstring) holds; every device named in a frame is
+    listed in ``meta.devices``; ids are unique.
     """
     for name, schema in SCHEMAS.items():
         df = trace.frame(name)
@@ -309,6 +326,7 @@ def validate(trace: MemoryTrace) -> None:
     events = trace.events
     if events.height and not events["t"].is_sorted():
         raise ModelError("events are not sorted by t")
+    _validate_axis(trace)
     known = set(trace.meta.device_names)
     for name in ("events", "blocks", "segments", "curves"):
         df = trace.frame(name)
@@ -323,3 +341,35 @@ def validate(trace: MemoryTrace) -> None:
             raise ModelError(f"{name}.{key} must be unique and non-null")
     if trace.meta.time_unit not in ("ns", "event"):
         raise ModelError(f"meta.time_unit {trace.meta.time_unit!r} is not 'ns' or 'event'")
+
+
+def _validate_axis(trace: MemoryTrace) -> None:
+    """``seq`` rises along each device's events; every ``seq_*`` of a block or segment is
+    the ``seq`` of an event of its device at its ``t_*``, and alloc comes before free."""
+    events = trace.events
+    if events.height:
+        if events["seq"].null_count():
+            raise ModelError("events.seq has nulls")
+        rising = (pl.col("seq").diff().over("device").fill_null(1) > 0).all()
+        if not events.select(rising).item():
+            raise ModelError("events.seq does not rise along a device's events (the event "
+                             "axis must follow time)")
+    at = events.select("device", "seq", "t")
+    for name in ("blocks", "segments"):
+        frame = trace.frame(name)
+        for column, time in (("seq_alloc", "t_alloc"), ("seq_free", "t_free"),
+                             ("seq_free_requested", "t_free_requested")):
+            if column not in frame.columns:
+                continue
+            named = frame.select("device", seq=pl.col(column), want=pl.col(time)).filter(
+                pl.col("seq").is_not_null() & (pl.col("seq") >= 0))
+            found = named.join(at, on=["device", "seq"], how="left")
+            lost = found.filter(pl.col("t").is_null()).height
+            if lost:
+                raise ModelError(f"{name}.{column}: {lost} name no event of their device")
+            off = found.filter(pl.col("want").is_not_null() & (pl.col("want") != pl.col("t")))
+            if off.height:
+                raise ModelError(f"{name}.{column}: {off.height} events are not at {time}")
+        backwards = frame.filter(pl.col("seq_free") <= pl.col("seq_alloc")).height
+        if backwards:
+            raise ModelError(f"{name}: {backwards} freed at or before their alloc (seq)")

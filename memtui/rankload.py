@@ -60,7 +60,7 @@ def summarize_capture(capture: RankCapture, points: int = CURVE_POINTS) -> RankR
         trace = load_trace(capture.path)
     except CaptureError as exc:
         return RankResult(capture, error=str(exc))
-    findings = find_all(trace)
+    findings = find_all(trace, what_if=False)  # counts and figures: no advice shown
     rows = rank_rows(trace, str(capture.path), capture.rank, points, findings)
     data = summary(trace, findings)
     ranks = {row.device: row.rank for row in rows}

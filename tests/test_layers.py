@@ -108,6 +108,106 @@ def test_layer_rules_catch_a_breach(tmp_path):
     assert "memtui.analysis.levels" in found and "memtui.tui.screens.blocks" in found
 
 
+def _module_name(path, package=PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _run_time_imports(tree: ast.AST):
+    """Every Import / ImportFrom node of ``tree`` that can run: at the top or in a function,
+    not under ``if TYPE_CHECKING:`` (read by type checkers only, never imported)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in _run_time_imports_of(child))
+            continue
+        yield from _run_time_imports_of(node)
+
+
+def _run_time_imports_of(node: ast.AST):
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield node
+    yield from _run_time_imports(node)
+
+
+def import_graph(package=PACKAGE) -> dict[str, set[str]]:
+    """memtui module -> the memtui modules it imports when it runs: at the top or late, in
+    a function (a circle through a late import is still a circle); not under
+    TYPE_CHECKING.  ``from pkg import name`` counts as importing ``pkg.name`` where that
+    is a module."""
+    paths = {_module_name(p, package): p for p in package.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        package_of = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in _run_time_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package_of.split(".")[: len(package_of.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                            for alias in node.names}
+        graph[name] = {t for t in targets if t in paths and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each group of modules that import one another, round in a circle (Tarjan's strongly
+    connected components of more than one module), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """A module's parts import downwards only: an app that imports its follower which
+    imports the app back, or findings and the summary importing each other, is a knot
+    (issue 23 point 12).  Shared helpers go to a module that imports neither."""
+    assert import_circles(import_graph()) == []
+
+
+def test_the_circle_check_can_fail(tmp_path):
+    """A circle through a late import and a relative one is seen; a chain is not, nor an
+    import under TYPE_CHECKING."""
+    package = tmp_path / "memtui"
+    (package / "tui").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "tui" / "__init__.py").write_text("")
+    (package / "tui" / "app.py").write_text("from memtui.tui import follow\n")
+    (package / "tui" / "follow.py").write_text(
+        "def later():\n    from .app import MemtuiApp\n    from memtui import units\n")
+    (package / "units.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memtui.tui import app\n")
+    graph = import_graph(package)
+    assert graph["memtui.tui.follow"] == {"memtui.tui.app", "memtui.units"}
+    assert graph["memtui.units"] == set()  # read by type checkers only
+    assert import_circles(graph) == [["memtui.tui.app", "memtui.tui.follow"]]
+
+
 @pytest.mark.parametrize("path", list(_modules("export", "api.py")),
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_exports_and_the_api_never_import_the_ui(path):

@@ -3,7 +3,9 @@
 Accepted forms: hex with or without ``0x`` (``0x7f064c000000``, ``7f064c000000``),
 decimal (``139665369792512``), and memory_viz's versioned names: ``b7f064c000000_0`` for
 the first block ever at that address, ``s7f064c000000_2`` for the third segment.  A
-string of decimal digits only is tried as decimal first, then as hex.
+string of decimal digits only is tried as decimal first, then as hex.  ``block 5083`` (or
+``#5083``) is the block of that id: the one name every screen and JSON output gives a
+block.
 
 Versions count lifetimes at one address in order, as MemoryViz.js numbers them: a ghost
 freed in the trace comes first, then each traced allocation, and a ghost still alive at
@@ -26,6 +28,7 @@ from memtui.analysis.live import DeviceIndex
 
 _VERSIONED = re.compile(r"^([bs])(?:0x)?([0-9a-f]+)(?:_(\d+))?$")
 _HEX = re.compile(r"^(?:0x)?([0-9a-f]+)$")
+_BLOCK_ID = re.compile(r"^(?:block\s*|#)(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,18 @@ class AddressBook:
             t=when,
         )
 
+    def find_block_id(self, block_id: int, t: int) -> AddressHit | None:
+        """The block of id ``block_id`` and the segment holding it."""
+        row = self.index.row_of_block(block_id)
+        if row is None:
+            return None
+        return self.find(AddressQuery(int(self.index.addr[row]), "b",
+                                      int(self.block_version[row])), t)
+
     def find_text(self, text: str, t: int) -> AddressHit | None:
+        by_id = _BLOCK_ID.match(text.strip().lower())
+        if by_id:
+            return self.find_block_id(int(by_id.group(1)), t)
         for query in parse_address(text):
             hit = self.find(query, t)
             if hit is not None:

@@ -164,10 +164,33 @@ class Timeline:
 
     @property
     def peak_event(self) -> int:
-        """The position of the event after which allocated is highest."""
+        """The position of the event after which allocated is highest (the first event
+        where the peak is the start level: the cursor stands on events)."""
         if self._aligned(self.allocated):
             return int(np.argmax(self.allocated.values[1:]))
         return self.event_at(self.peak_t)
+
+    @property
+    def peak_at_start(self) -> bool:
+        """Whether the peak (:attr:`peak`, the start level included) is the level before
+        the first event and no event reaches it again: then no event is "the peak"."""
+        values = self.allocated.values
+        return self._aligned(self.allocated) and values.size > 1 \
+            and int(values[0]) == self.peak and int(values[1:].max()) < self.peak
+
+    def start_levels(self) -> Levels:
+        """allocated / active / reserved before the first event (where the levels hold a
+        start value: one value per event after it), else those just after it."""
+        if not self._aligned(self.allocated):
+            return self.levels_at_event(0)
+        reserved = None
+        if self.reserved is not None and self.reserved.values.size:
+            reserved = (int(self.reserved.values[0]) if self._aligned(self.reserved)
+                        else self._level_at_event(self.reserved, 0))
+        active = (int(self.active.values[0]) if self._aligned(self.active)
+                  else self._level_at_event(self.active, 0))
+        return Levels(allocated=int(self.allocated.values[0]), active=active,
+                      reserved=reserved)
 
     def step(self, t: int, count: int) -> int:
         """The time ``count`` steps after (or, negative, before) ``t``, clamped to the ends.
@@ -257,6 +280,15 @@ class LiveBlocks:
 
     def total(self, t: int, event: int | None = None) -> int:
         return int(self.size[self.mask(t, event)].sum())
+
+    def largest(self, t: int, event: int | None = None) -> int | None:
+        """The ``block_id`` of the largest block alive at ``t`` (or just after the event at
+        position ``event``); None where none is (what a click on the Trend shows)."""
+        mask = self.mask(t, event)
+        if not mask.any():
+            return None
+        rows = np.flatnonzero(mask)
+        return int(self.blocks["block_id"][int(rows[np.argmax(self.size[rows])])])
 
 
 

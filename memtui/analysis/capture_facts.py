@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 Section = tuple[str, list[tuple[str, str]]]
 

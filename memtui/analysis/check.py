@@ -35,8 +35,8 @@ import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK
 from memtui.analysis.findings.model import Finding
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 DEFAULT_TOLERANCE = 5.0
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"

@@ -18,11 +18,13 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memtui.analysis.check import CheckResult, LimitResult
-from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
+from memtui.units import format_bytes
+
+if TYPE_CHECKING:  # annotations only: check.py imports this module to print its results
+    from memtui.analysis.check import CheckResult, LimitResult
 
 
 def _frame(frame: dict[str, Any]) -> str:

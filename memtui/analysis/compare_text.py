@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.compare import Comparison, DeviceComparison
-from memtui.analysis.summary import format_bytes
+from memtui.units import format_bytes
 
 
 def signed_bytes(n: int | None) -> str:
@@ -28,9 +28,24 @@ def _only(value: str | None) -> str:
     return {"a": "  (only in A)", "b": "  (only in B)"}.get(value or "", "")
 
 
+def merge_peak_and_end(frame: pl.DataFrame, label: str) -> pl.DataFrame:
+    """One row for a key whose change is the same at the peak and at the end (the same
+    bytes in A and in B): its ``at`` reads ``end and peak``, instead of the key said twice
+    with one delta.  Rows keep their order (the first of the two stays)."""
+    if frame.is_empty() or "at" not in frame.columns:
+        return frame
+    same = [label, "only_in", "a_bytes", "b_bytes", "delta"]
+    said = frame.with_row_index("_row").with_columns(
+        pl.col("at").unique(maintain_order=True).str.join(" and ")
+        .over(same, mapping_strategy="group_to_rows").alias("_at"))
+    return (said.unique(subset=same, keep="first", maintain_order=True)
+            .with_columns(at=pl.col("_at")).drop("_row", "_at"))
+
+
 def _rows(title: str, frame: pl.DataFrame, label: str, top: int, launches: bool = False):
     if frame.is_empty():
         return []
+    frame = merge_peak_and_end(frame, label)
     lines = [f"  {title}:"]
     for row in frame.head(top).iter_rows(named=True):
         extra = ""

@@ -11,6 +11,13 @@ A live block is *allocated*, or *pending free* between its ``free_requested`` an
 is *free*, as gaps.  Fragmentation is ``1 - largest free gap / free`` (0 with nothing
 free): 0 when all free bytes are one gap, near 1 when they are crumbs.
 
+Reserved but unallocated bytes split three ways (:attr:`PoolState.unused`): segments that
+hold no live block at all (*wholly free*: cached, reused by the next requests that fit,
+given back by ``empty_cache()``; not fragmentation), free ranges inside segments that
+also hold blocks (*external fragmentation*: a segment cannot be given back while one
+block lives in it, and its gaps serve only requests that fit them), and, inside the
+blocks, the allocator's rounding (*internal fragmentation*: size - requested size).
+
 :func:`explain_oom` reads the state at an ``oom`` event: the request against the
 largest gap the allocator could have used.
 """
@@ -36,6 +43,18 @@ def fragmentation(largest_gap: np.ndarray | int, free: np.ndarray | int) -> np.n
     with np.errstate(divide="ignore", invalid="ignore"):
         value = np.where(free_ > 0, 1.0 - largest / np.where(free_ > 0, free_, 1.0), 0.0)
     return float(value) if value.ndim == 0 else value
+
+
+@dataclass(frozen=True)
+class UnusedSplit:
+    """Where a pool's reserved but unallocated bytes are (see the module docstring)."""
+
+    wholly_free: int  # bytes of live segments that hold no live block
+    wholly_free_segments: int
+    external: int  # free bytes inside segments that also hold blocks: fragmentation
+    external_segments: int  # segments with blocks and free bytes
+    external_largest_gap: int  # the largest free range inside those segments
+    internal: int  # rounding inside the live blocks (size - requested)
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,21 @@ class PoolState:
     @property
     def total_fragmentation(self) -> float:
         return fragmentation(self.largest_gap, self.free)
+
+    @property
+    def unused(self) -> UnusedSplit:
+        """Reserved but unallocated bytes, split (see the module docstring)."""
+        empty = self.seg_blocks == 0
+        partly = ~empty & (self.seg_free > 0)
+        in_partly = ~empty[self.gap_segment] if self.gap_size.size else np.zeros(0, bool)
+        return UnusedSplit(
+            wholly_free=int(self.seg_size[empty].sum()),
+            wholly_free_segments=int(empty.sum()),
+            external=int(self.seg_free[partly].sum()),
+            external_segments=int(partly.sum()),
+            external_largest_gap=int(self.gap_size[in_partly].max()) if in_partly.any() else 0,
+            internal=self.internal_fragmentation,
+        )
 
     @property
     def orphans(self) -> int:
@@ -386,7 +420,7 @@ class OomExplanation:
 
     @property
     def verdict(self) -> str:
-        from memtui.analysis.summary import format_bytes as fb
+        from memtui.units import format_bytes as fb
 
         if self.requested > self.free:
             return (f"the pool had only {fb(self.free)} free of {fb(self.reserved)} reserved: "

@@ -6,12 +6,13 @@ downsampled curve for a sparkline, and (where the findings analyses exist) leak 
 step and fragmentation.  A row is small (a few hundred bytes), so a process or a cluster
 worker can load a whole rank, compute its rows and send back only them.
 
-:func:`flag_outliers` marks the rows whose figure lies beyond the median plus three median
-absolute deviations (MAD) of the rows of its kind (host memory apart from accelerator
-memory: :func:`device_group`), with a sentence saying which figure and by how
-much.  The MAD is taken as at least 1% of the median, so ranks within a percent of each
-other are never outliers (identical ranks have a MAD of zero).  Only the high side
-counts: the rank that peaks or keeps more is the one that runs out of memory first.
+:func:`flag_outliers` marks the rows whose figure lies more than three median absolute
+deviations (MAD) from the median of the rows of its kind (host memory apart from
+accelerator memory: :func:`device_group`), above or below, with a sentence saying which
+figure and by how much.  The MAD is taken as at least 1% of the median, so ranks within
+a percent of each other are never outliers (identical ranks have a MAD of zero).  Both
+sides count: the rank that peaks or keeps more runs out of memory first, and a rank at
+half the others' peak did other work than they did (an uneven split, a rank that stopped).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import numpy as np
 from memtui.analysis.downsample import minmax_bins
 from memtui.analysis.findings import Finding, find_all
 from memtui.analysis.levels import allocated_level, reserved_level
-from memtui.analysis.summary import device_summary, format_bytes
+from memtui.analysis.summary import device_summary
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 #: Points of the downsampled curve each row carries (the sparkline's resolution).
 CURVE_POINTS = 48
-#: Outlier rule: beyond median + MAD_FACTOR * max(MAD, MIN_SPREAD * median).
+#: Outlier rule: beyond median +- MAD_FACTOR * max(MAD, MIN_SPREAD * median).
 MAD_FACTOR = 3.0
 MIN_SPREAD = 0.01
 #: Rows needed before anything can be called an outlier.
@@ -100,7 +102,7 @@ def rank_rows(trace: MemoryTrace, path: str, rank: int | None = None,
     :func:`memtui.analysis.findings.find_all` gives them; computed here when None) fill
     the leak per step and the fragmentation.
     """
-    findings = find_all(trace) if findings is None else findings
+    findings = find_all(trace, what_if=False) if findings is None else findings
     rows = []
     for device in trace.meta.device_names:
         entry = device_summary(trace, device)
@@ -178,13 +180,18 @@ def flag_outliers(rows: Sequence[RankRow]) -> list[RankRow]:
             continue
         values = np.array([value for _, value in known], dtype=np.float64)
         median, spread = median_and_spread(values)
-        threshold = median + MAD_FACTOR * spread
+        high, low = median + MAD_FACTOR * spread, median - MAD_FACTOR * spread
         for (i, value), x in zip(known, values, strict=True):
-            if x > threshold:
+            if x > high:
                 reasons[i].append(
                     f"{words} {format_bytes(int(value))} is {format_bytes(int(x - median))} "
                     f"above the median {format_bytes(int(median))} (limit "
-                    f"{format_bytes(int(threshold))}: median + 3 MAD)")
+                    f"{format_bytes(int(high))}: median + 3 MAD)")
+            elif x < low:
+                reasons[i].append(
+                    f"{words} {format_bytes(int(value))} is {format_bytes(int(median - x))} "
+                    f"below the median {format_bytes(int(median))} (limit "
+                    f"{format_bytes(int(low))}: median - 3 MAD)")
     return [replace(row, outlier=bool(why), why="; ".join(why))
             for row, why in zip(rows, reasons, strict=True)]
 

@@ -5,7 +5,10 @@ frame), dropping the frames memory_viz hides (the unwinder, CPython's eval loop,
 dispatcher; see :data:`OMIT_FUNCTIONS`).  Each stack is then a path of trie nodes, kept
 as flat ``(stack, node)`` pairs, so the bytes of every node for any set of blocks are one
 ``bincount``: bytes per stack, spread over the paths.  Blocks without a stack hang under
-one "(no stack recorded)" node.
+one "(no stack recorded)" node.  The bytes of a level that no block explains (alive before
+the capture, in no operator: :mod:`memtui.analysis.attribution`) hang under the root as
+nodes of their own (``figures(..., rest=...)``), so the root is the level and every share
+has it as denominator.
 
 Three figures a screen asks for (:func:`block_rows_for`): the blocks live at a time
 (the cursor, or the peak of allocated), or the blocks allocated during a window.
@@ -13,11 +16,14 @@ Three figures a screen asks for (:func:`block_rows_for`): the blocks live at a t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from memtui.analysis import callstack
+from memtui.analysis.attribution import REMAINDER_LABELS, Remainder
 from memtui.analysis.levels import allocated_level
 from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.pool_state import block_rows_at_event
@@ -37,6 +43,7 @@ OMIT_FILENAMES = (
 
 ROOT = 0
 NO_STACK_FRAME = -2  # frame id of the "(no stack recorded)" node
+REMAINDER_FRAME = -3  # frame ids -3, -4, ...: the remainder rows, in REMAINDER_LABELS' order
 MODES = ("cursor", "peak", "window")
 
 
@@ -52,20 +59,11 @@ def frame_keep_mask(frames: pl.DataFrame) -> np.ndarray:
     return frames.select(keep=~omit)["keep"].to_numpy()
 
 
-#: Files of the Python interpreter's own machinery and of torch's internals: with
-#: ``user_only`` the tree shows neither them nor C/C++ frames (any frame not in a .py file).
-INTERNAL_FILES = ("/torch/", "\\torch\\", "/torch_npu/", "<frozen ", "/runpy.py",
-                  "/threading.py", "/contextlib.py", "/functools.py", "/site-packages/_pytest/")
-
-
 def user_frame_mask(frames: pl.DataFrame) -> np.ndarray:
     """Per row of ``frames``: True for the user's own Python frames (a .py file outside
-    torch and the interpreter's machinery)."""
-    filename = pl.col("filename").fill_null("")
-    user = filename.str.ends_with(".py")
-    for text in INTERNAL_FILES:
-        user = user & ~filename.str.contains(text, literal=True)
-    return frames.select(user=user)["user"].to_numpy()
+    torch, installed libraries and the interpreter's machinery; the rule of
+    :mod:`memtui.analysis.callstack`)."""
+    return callstack.user_frame_mask(frames)
 
 
 def frame_label(name: str | None, filename: str | None, line: int | None) -> str:
@@ -77,7 +75,8 @@ def frame_label(name: str | None, filename: str | None, line: int | None) -> str
 
 def format_stack(trace: MemoryTrace, stack_id: int | None, limit: int = 50) -> list[str]:
     """The frames of ``stack_id``, innermost first, as memory_viz prints them
-    (``file:line:name``), hidden frames left out and repeats elided.  Kept per trace
+    (``file:line:name``), hidden frames and the allocator's and unwinder's internals
+    (:func:`memtui.analysis.callstack.internal_frame`) left out and repeats elided.  Kept per trace
     (the Slice Detail asks again on every cursor move)."""
     return list(cached(trace, ("format_stack", stack_id, limit),
                        lambda: tuple(_format_stack(trace, stack_id, limit))))
@@ -92,7 +91,8 @@ def _format_stack(trace: MemoryTrace, stack_id: int | None, limit: int) -> list[
         return ["(unknown stack)"]
     ids = row["frame_ids"][0].to_list()
     frames = trace.frames.filter(pl.col("frame_id").is_in(ids))
-    keep = dict(zip(frames["frame_id"].to_list(), frame_keep_mask(frames).tolist(), strict=True))
+    shown = frames.select(keep=~callstack.internal_frame().fill_null(False))["keep"]
+    keep = dict(zip(frames["frame_id"].to_list(), shown.to_list(), strict=True))
     text = {
         r["frame_id"]: f"{r['filename']}:{r['line']}:{r['name']}"
         for r in frames.iter_rows(named=True)
@@ -130,9 +130,14 @@ class StackTree:
 
     def __init__(self, trace: MemoryTrace, user_only: bool = False) -> None:
         """``user_only``: leave out every frame but the user's own Python ones
-        (:func:`user_frame_mask`): interpreter, torch-internal and C++ frames."""
+        (:func:`user_frame_mask`): interpreter, torch-internal, library and C++ frames.
+        A stack without one is one node named as every screen names it
+        (:func:`memtui.analysis.callstack.stack_top_frames`: a library's frame, or for
+        stacks recorded only in C++ the forward line or the autograd node)."""
         self.trace = trace
         self.user_only = user_only
+        #: frame ids past the trace's own that stand for a C++-only stack's name
+        self.named: dict[int, str] = {}
         frames = trace.frames
         self.frame_name = dict(zip(frames["frame_id"].to_list(), frames["name"].to_list(),
                                    strict=True))
@@ -147,12 +152,11 @@ class StackTree:
     def _build(self, stacks: pl.DataFrame, frames: pl.DataFrame) -> None:
         keep = frame_keep_mask(frames)
         steps = _steps(stacks, frames.filter(pl.Series(~keep))["frame_id"].to_list())
-        if self.user_only:  # a stack without a user frame keeps its innermost shown one
+        if self.user_only:  # a stack without a user frame: one node, named by the rule
             hidden = frames.filter(pl.Series(~(keep & user_frame_mask(frames))))["frame_id"]
             user = _steps(stacks, hidden.to_list())
-            rest = (steps.filter(~pl.col("stack_id").is_in(user["stack_id"].unique().implode()))
-                    .group_by("stack_id").agg(pl.col("frame_id").sort_by("depth").last())
-                    .with_columns(depth=pl.lit(1, dtype=pl.Int32)))
+            rest = self._named_steps(stacks.filter(
+                ~pl.col("stack_id").is_in(user["stack_id"].unique().implode())), frames)
             steps = pl.concat([user, rest.select(user.columns)])
         n_stacks = int(stacks["stack_id"].max()) + 1 if stacks.height else 0
         # node 0: root; node 1: "(no stack recorded)"
@@ -177,6 +181,11 @@ class StackTree:
             stack_node[sid] = node
             pairs_stack.append(sid)
             pairs_node.append(node)
+        rest = len(REMAINDER_LABELS)  # the remainder nodes, under the root, last
+        self.remainder_node = {label: next_id + i for i, label in enumerate(REMAINDER_LABELS)}
+        parents.append(np.full(rest, ROOT))
+        frame_of.append(REMAINDER_FRAME - np.arange(rest))
+        depths.append(np.ones(rest, dtype=np.int64))
         self.parent = np.concatenate(parents).astype(np.int64)
         self.frame = np.concatenate(frame_of).astype(np.int64)
         self.depth = np.concatenate(depths).astype(np.int64)
@@ -192,10 +201,30 @@ class StackTree:
         self.child_end = np.searchsorted(self.parent[order], np.arange(self.size), "right")
         self._labels: dict[int, str] = {}
 
+    def _named_steps(self, stacks: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
+        """(stack_id, frame_id, depth 1) of stacks without a user frame: the frame that
+        names them, or for names that are no frame (an autograd node, a forward line) a
+        frame id past the trace's own, labelled in :attr:`named`."""
+        tops = callstack.stack_top_frames(dataclasses.replace(self.trace, stacks=stacks))
+        synthetic = ~pl.col("kind").is_in(["user", "library", "python", "frame", "native"])
+        labels = tops.filter(synthetic)["top"].unique(maintain_order=True).to_list()
+        first = int(frames["frame_id"].max() or 0) + 1 if frames.height else 0
+        self.named = {first + k: label for k, label in enumerate(labels)}
+        ids = {label: frame for frame, label in self.named.items()}
+        return tops.select(
+            pl.col("stack_id").cast(pl.Int32),
+            frame_id=pl.when(synthetic).then(
+                pl.col("top").replace_strict(ids, default=None, return_dtype=pl.Int64))
+            .otherwise(pl.col("frame_id").cast(pl.Int64)).cast(pl.Int32),
+            depth=pl.lit(1, dtype=pl.Int32),
+        ).filter(pl.col("frame_id").is_not_null())
+
     # -- figures ------------------------------------------------------------------------
 
-    def figures(self, stack_ids: np.ndarray, sizes: np.ndarray) -> TreeFigures:
-        """Bytes and block counts per node for blocks with these stacks (-1: none)."""
+    def figures(self, stack_ids: np.ndarray, sizes: np.ndarray,
+                rest: list[Remainder] | tuple = ()) -> TreeFigures:
+        """Bytes and block counts per node for blocks with these stacks (-1: none), and the
+        named bytes of the level no block explains (``rest``), each on its own node."""
         stack_ids = np.asarray(stack_ids, dtype=np.int64)
         sizes = np.asarray(sizes, dtype=np.float64)
         known = (stack_ids >= 0) & (stack_ids < self.n_stacks)
@@ -209,6 +238,9 @@ class StackTree:
         unknown_count = float((~known).sum())
         node_bytes[ROOT] += unknown_bytes
         node_bytes[1] += unknown_bytes
+        for row in rest:
+            node_bytes[self.remainder_node[row.label]] += row.bytes
+            node_bytes[ROOT] += row.bytes
         node_blocks[ROOT] += unknown_count
         node_blocks[1] += unknown_count
         node_bytes = np.rint(node_bytes).astype(np.int64)
@@ -222,7 +254,7 @@ class StackTree:
         if figures is None:
             return kids
         held = figures.bytes[kids]
-        kids = kids[held > 0]
+        kids = kids[(held > 0) | ((held < 0) & (self.frame[kids] <= REMAINDER_FRAME))]
         return kids[np.argsort(-figures.bytes[kids], kind="stable")]
 
     def label(self, node: int) -> str:
@@ -233,6 +265,10 @@ class StackTree:
             frame = int(self.frame[node])
             if frame == NO_STACK_FRAME:
                 cached = "(no stack recorded)"
+            elif frame in self.named:
+                cached = self.named[frame]
+            elif frame <= REMAINDER_FRAME:
+                cached = REMAINDER_LABELS[REMAINDER_FRAME - frame]
             else:
                 cached = frame_label(self.frame_name.get(frame), self.frame_file.get(frame),
                                      self.frame_line.get(frame))
@@ -258,6 +294,8 @@ class StackTree:
             pl.col("name").fill_null("").str.to_lowercase().str.contains(text, literal=True)
             | pl.col("filename").fill_null("").str.to_lowercase().str.contains(text, literal=True)
         )["frame_id"].to_numpy()
+        hit = np.concatenate([hit, [frame for frame, label in self.named.items()
+                                    if text in label.lower()]]).astype(np.int64)
         nodes = np.flatnonzero(np.isin(self.frame, hit))
         if text in "(no stack recorded)":
             nodes = np.concatenate([[1], nodes])
@@ -274,6 +312,8 @@ class StackTree:
         stack = index.stack_id[rows]
         if node == 1:
             return rows[(stack < 0) | (stack >= self.n_stacks)]
+        if self.frame[node] <= REMAINDER_FRAME:  # bytes of the level, in no block
+            return rows[:0]
         return rows[np.isin(stack, self.stacks_under(node))]
 
 

@@ -3,14 +3,19 @@
 What memory_viz's Allocator State History shows at an event, for scripts: the device's
 levels at that event, every live segment with its blocks and free ranges in address
 order (state ``allocated``, ``pending_free`` or ``free``), the free bytes, the largest
-free gap, how many gaps, and the bytes lost to rounding.  The pool comes from
+free gap, how many gaps, and the bytes lost to rounding; and ``unattributed``, the bytes
+of the level no block explains, named (:mod:`memtui.analysis.attribution`): with them the
+blocks allocated or pending free sum to the level.  The pool comes from
 :func:`memtui.analysis.pool_state.state_at_event` and the levels from the device's
 :class:`~memtui.analysis.at_time.Timeline`, the same two every screen reads, so the
 numbers here are the ones on screen at that event.
 
 An event is named by its position in the device's trace (0-based, as the cursor counts),
 or ``first``, ``peak`` (after which allocated is highest), ``last``; or by a time (the
-last event at or before it).
+last event at or before it).  ``peak`` is where the level equals the summary's
+``peak_allocated_bytes``: where that is the start level (blocks alive before the first
+event, freed from the first event on), it is *the start*, :data:`START` (``"event":
+null`` in the JSON), the state before the first event.
 """
 
 from __future__ import annotations
@@ -20,11 +25,20 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis.at_time import Timeline
+from memtui.analysis.attribution import remainder_rows
 from memtui.analysis.live import device_index
-from memtui.analysis.pool_state import PoolState, state_at_event
+from memtui.analysis.pool_state import (
+    PoolState,
+    event_seq,
+    state_at,
+    state_at_event,
+    state_at_seq,
+)
 from memtui.model import MemoryTrace
 
 EVENT_NAMES = ("first", "peak", "last")
+#: The position :func:`resolve_event` gives for the start: before the first event.
+START = -1
 
 
 def busiest_device(trace: MemoryTrace) -> str | None:
@@ -39,7 +53,8 @@ def busiest_device(trace: MemoryTrace) -> str | None:
 def resolve_event(timeline: Timeline, event: int | str | None = None,
                   t: int | None = None) -> int:
     """The position named by ``event`` (an int, ``first``, ``peak``, ``last``) or by time
-    ``t``; the last event without either.  Raises ValueError outside the trace."""
+    ``t``; the last event without either; :data:`START` for a peak that is the start
+    level.  Raises ValueError outside the trace."""
     if t is not None:
         return timeline.event_at(t)
     if event is None or event == "last":
@@ -47,7 +62,7 @@ def resolve_event(timeline: Timeline, event: int | str | None = None,
     if event == "first":
         return 0
     if event == "peak":
-        return timeline.peak_event
+        return START if timeline.peak_at_start else timeline.peak_event
     position = int(event)
     if not 0 <= position < timeline.positions:
         raise ValueError(f"event {position} is outside 0..{timeline.positions - 1}")
@@ -60,14 +75,19 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
     :func:`resolve_event`), as the JSON object of ``memtui state --json``."""
     timeline = Timeline.build(trace, device)
     position = resolve_event(timeline, event, t)
-    state = state_at_event(trace, device, position, timeline.time_of(position))
-    levels = timeline.levels_at_event(position)
+    if position == START:
+        state = _state_before_first_event(trace, device, timeline)
+        levels = timeline.start_levels()
+    else:
+        state = state_at_event(trace, device, position, timeline.time_of(position))
+        levels = timeline.levels_at_event(position)
     segments = _join_expandable(_segments(trace, device, state))
     free = [b["size"] for s in segments for b in s["blocks"] if b["state"] == "free"]
+    held = sum(b["size"] for s in segments for b in s["blocks"] if b["state"] != "free")
     return {
         "device": device,
-        "event": position,
-        "t": timeline.time_of(position),
+        "event": None if position == START else position,
+        "t": timeline.time_of(max(position, 0)),
         "level": {"allocated": levels.allocated, "active": levels.active,
                   "reserved": levels.reserved},
         "segments": segments,
@@ -75,7 +95,25 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "largest_gap_bytes": int(max(free, default=0)),
         "gaps": len(free),
         "internal_fragmentation_bytes": state.internal_fragmentation,
+        "unattributed": [{"label": r.label, "bytes": r.bytes}
+                         for r in remainder_rows(trace, device, levels.allocated, held)],
     }
+
+
+def empty_state() -> dict[str, Any]:
+    """The JSON of ``memtui state`` on a capture without any device (no memory data)."""
+    return {"device": None, "event": None, "t": None, "level": None, "segments": [],
+            "free_bytes": 0, "largest_gap_bytes": 0, "gaps": 0,
+            "internal_fragmentation_bytes": 0}
+
+
+def _state_before_first_event(trace: MemoryTrace, device: str,
+                              timeline: Timeline) -> PoolState:
+    """The pool before the device's first event: what was alive before the trace."""
+    seq = event_seq(trace, device, 0)
+    if seq is not None:
+        return state_at_seq(trace, device, seq - 1)
+    return state_at(trace, device, timeline.time_of(0) - 1)
 
 
 def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[str, Any]]:
@@ -95,7 +133,7 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
         })
     orphans = np.flatnonzero(state.blk_segment < 0)
     if orphans.size:
-        out.append({"addr": None, "size": None, "stream": None, "pool": None,
+        out.append({"addr": None, "size": None, "stream": None, "pool": None, "kind": None,
                     "blocks": _blocks_of(state, orphans, np.zeros(0, dtype=np.int64))})
     return out
 
@@ -106,7 +144,8 @@ def _join_expandable(segments: list[dict]) -> list[dict]:
     out: list[dict] = []
     for seg in segments:
         prev = out[-1] if out else None
-        if (prev is not None and seg["kind"] == "expandable" and prev["kind"] == "expandable"
+        if (prev is not None and seg.get("kind") == "expandable"
+                and prev.get("kind") == "expandable"
                 and prev["addr"] is not None and seg["addr"] == prev["addr"] + prev["size"]
                 and (seg["stream"], seg["pool"]) == (prev["stream"], prev["pool"])):
             prev["size"] += seg["size"]
@@ -125,40 +164,49 @@ def _join_expandable(segments: list[dict]) -> list[dict]:
 
 
 def _blocks_of(state: PoolState, blocks: np.ndarray, gaps: np.ndarray) -> list[dict]:
-    rows = [{"addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
+    rows = [{"block_id": int(state.blk_id[b]),  # the id every screen and output gives it
+             "addr": int(state.blk_addr[b]), "size": int(state.blk_size[b]),
              "requested_size": int(state.blk_requested[b]),
              "state": "pending_free" if state.blk_pending[b] else "allocated"}
             for b in blocks.tolist()]
-    rows += [{"addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
+    rows += [{"block_id": None, "addr": int(state.gap_addr[g]), "size": int(state.gap_size[g]),
               "requested_size": None, "state": "free"} for g in gaps.tolist()]
     return sorted(rows, key=lambda r: r["addr"])
 
 
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
-    from memtui.analysis.summary import format_bytes as fb
     from memtui.analysis.table_views import format_time
+    from memtui.units import format_bytes as fb
 
     level = data["level"]
+    where = ("at the start, before event #0" if data["event"] is None
+             else f"after event #{data['event']}")
     lines = [
-        f"{data['device']} after event #{data['event']} "
-        f"({format_time(data['t'], start, unit)})",
+        f"{data['device']} {where} ({format_time(data['t'], start, unit)})",
         f"  allocated {fb(level['allocated'])}, active {fb(level['active'])}, "
         f"reserved {fb(level['reserved'])}",
         f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
         f"{fb(data['largest_gap_bytes'])}; lost to rounding "
         f"{fb(data['internal_fragmentation_bytes'])}",
     ]
+    for row in data.get("unattributed", []):
+        lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
+                     "shown below)")
     for segment in data["segments"]:
         counts = {"allocated": 0, "pending_free": 0, "free": 0}
+        held = 0
         for block in segment["blocks"]:
             counts[block["state"]] += 1
+            held += block["size"] if block["state"] != "free" else 0
         where = "no segment" if segment["addr"] is None else (
             f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
             + (f" pool {segment['pool']}" if segment["pool"] else ""))
         lines.append(f"  {where}: {counts['allocated']} allocated, "
-                     f"{counts['pending_free']} pending free, {counts['free']} free")
+                     f"{counts['pending_free']} pending free ({fb(held)}), "
+                     f"{counts['free']} free")
     return "\n".join(lines)
 
 
-__all__ = ["EVENT_NAMES", "allocator_state", "busiest_device", "format_state", "resolve_event"]
+__all__ = ["EVENT_NAMES", "START", "allocator_state", "busiest_device", "empty_state",
+           "format_state", "resolve_event"]

@@ -1,12 +1,23 @@
-"""The per-device figures of ``memtui summary`` (DESIGN.md section 3 definitions)."""
+"""The per-device figures of ``memtui summary`` (DESIGN.md section 3 definitions).
+
+Besides the peak and the end, each device gets the figures ``ptmem`` prints (the
+time-weighted average level, the least level, the bytes allocated in all and the median
+block size, :func:`level_figures`) and what was alive before the capture began
+(``before_capture``: pt-snap-cli's "static" blocks, those freed during the capture, and the
+start level no block explains, :mod:`memtui.analysis.attribution`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from memtui.analysis.levels import allocated_level, reserved_level, seed_levels
+import numpy as np
+import polars as pl
+
+from memtui.analysis.levels import Level, allocated_level, reserved_level, seed_levels
 from memtui.errors import printable
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 
 def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
@@ -28,6 +39,8 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         reserved_at_end = int(reserved.values[-1])
     peak_reserved = reserved.peak()[0] if reserved is not None and reserved.values.size \
         else None
+    from memtui.analysis.attribution import before_capture
+
     return {
         "device": device,
         "events": trace.device_events(device).height,
@@ -39,6 +52,32 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         "allocated_at_end_bytes": allocated_at_end,
         "reserved_at_end_bytes": reserved_at_end,
         "peak_reserved_bytes": peak_reserved,
+        **level_figures(allocated, blocks, trace.meta.time_unit),
+        "before_capture": before_capture(trace, device).to_dict(),
+    }
+
+
+def level_figures(allocated: Level, blocks: pl.DataFrame, unit: str) -> dict[str, int | None]:
+    """The time-weighted average and the least of the allocated level (by events where the
+    capture has no clock, or all its events share one time), the bytes and the number of
+    blocks allocated during the capture (ghosts, allocated before it, left out) and their
+    median size (None where there is none)."""
+    values = allocated.values.astype(np.int64)
+    average = least = None
+    if values.size:
+        least = int(values.min())
+        span = np.diff(allocated.t.astype(np.int64)).astype(np.float64)  # no int64 overflow
+        if unit == "ns" and span.size and span.sum() > 0:
+            average = int(round(float((values[:-1] * span).sum() / span.sum())))
+        else:
+            average = int(round(float(values.mean())))
+    made = blocks.filter(~blocks["ghost"].fill_null(False))["size"].drop_nulls()
+    return {
+        "average_allocated_bytes": average,
+        "min_allocated_bytes": least,
+        "allocated_in_all_bytes": int(made.sum() or 0),
+        "allocations": made.len(),
+        "median_block_bytes": int(made.median()) if made.len() else None,
     }
 
 
@@ -60,7 +99,7 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
         for name in trace.meta.device_names:  # made once: the findings and the figures
             seed_levels(trace, name, allocated_level(trace, name),  # both read them
                         reserved_level(trace, name))
-        findings = find_all(trace)
+        findings = find_all(trace, what_if=False)  # counted only: no replay for advice
     devices = []
     for name in trace.meta.device_names:
         entry = device_summary(trace, name)
@@ -88,16 +127,34 @@ def device_start(trace: MemoryTrace, device: str) -> int:
     return min(known) if known else 0
 
 
-def format_bytes(n: int | None) -> str:
-    """Human bytes in binary units, as memory_viz prints them (``1.5 GiB``)."""
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+def _level_lines(d: dict[str, Any]) -> list[str]:
+    """The average / least / in-all line and the alive-before-the-capture line (entries
+    kept by an older cache lack them: nothing is printed for them then)."""
+    lines = []
+    if d.get("average_allocated_bytes") is not None:
+        median = d.get("median_block_bytes")
+        count = d.get("allocations") or 0
+        lines.append(
+            f"    allocated on average {format_bytes(d['average_allocated_bytes'])} "
+            f"(time-weighted), least {format_bytes(d['min_allocated_bytes'])}; "
+            f"{format_bytes(d['allocated_in_all_bytes'])} allocated in all in {count:,} "
+            f"block{'s' if count != 1 else ''}"
+            + (f", median {format_bytes(median)}" if median is not None else ""))
+    before = d.get("before_capture")
+    if before and before.get("bytes"):
+        parts = []
+        if before["static_blocks"]:
+            parts.append(f"{format_bytes(before['static_bytes'])} in "
+                         f"{before['static_blocks']:,} blocks never freed (static)")
+        if before["freed_blocks"]:
+            parts.append(f"{format_bytes(before['freed_bytes'])} in "
+                         f"{before['freed_blocks']:,} blocks freed during it")
+        if before["no_block_bytes"]:
+            parts.append(f"{format_bytes(before['no_block_bytes'])} in no block of the "
+                         "capture")
+        lines.append(f"    alive before the capture: {format_bytes(before['bytes'])}: "
+                     + ", ".join(parts))
+    return lines
 
 
 def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
@@ -126,6 +183,7 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
             f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
             f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
         )
+        lines += _level_lines(d)
         found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]
         if found:
             lines.append(f"    findings: {', '.join(found)} (memtui findings PATH)")

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from memtui.analysis.summary import format_bytes
 from memtui.model import FLAG_EARLY_ALLOCATION, FLAG_LATE_DEALLOCATION, FLAG_TEMPORARY_IDLENESS
+from memtui.units import format_bytes
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -293,8 +293,9 @@ class TableModel:
                    tops: pl.DataFrame | None = None) -> TableModel:
         """The Event View: events in time order (as the model keeps them).  ``#`` is the
         event's position in the device's trace (the cursor's event number); the source's
-        own ID (``seq``) has its own column where it differs."""
-        own = "id" if "id" in events.columns else "seq"  # msMemScope's DB ID, else the order
+        own ID (msMemScope's DB ``id``, else the source's own row order ``row`` where it
+        is not time order, else ``seq``) has its own column where it differs."""
+        own = next(c for c in ("id", "row", "seq") if c in events.columns or c == "seq")
         frame = events.with_columns(event=pl.int_range(0, pl.len(), dtype=pl.Int64),
                                     source_id=pl.col(own).cast(pl.Int64, strict=False))
         model = cls("events", frame, EVENT_COLUMNS, start, unit)
@@ -305,6 +306,10 @@ class TableModel:
         self.tops = tops
         self._top_of = dict(zip(tops["stack_id"].to_list(), tops["top"].to_list(), strict=True))
         return self
+
+    def top_of(self, stack_id: int | None) -> str | None:
+        """The name of ``stack_id`` (the Stack top column's), None where it has none."""
+        return None if stack_id is None else self._top_of.get(stack_id)
 
     # -- columns --------------------------------------------------------------------------
 

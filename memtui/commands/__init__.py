@@ -21,4 +21,5 @@ COMMANDS: dict[str, str] = {
     "record": "memtui.commands.record",
     "cache": "memtui.commands.cache",
     "serve": "memtui.commands.serve",
+    "whatif": "memtui.commands.whatif",
 }

@@ -72,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
     command = child_command(list(args.command))
     if not command:
-        raise CaptureError("memtui record", "no command to run: memtui record -- python "
-                                            "script.py ARGS")
+        raise CaptureError("record", "no command to run: memtui record -- python "
+                                     "script.py ARGS")
     if args.max_entries <= 0 or args.keep < 1 or args.every < 0:
-        raise CaptureError("memtui record", "--max-entries and --keep must be positive, "
-                                            "--every 0 or more")
+        raise CaptureError("record", "--max-entries and --keep must be positive, "
+                                     "--every 0 or more")
     out = Path(args.out).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)

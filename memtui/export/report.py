@@ -28,9 +28,9 @@ import numpy as np
 
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.levels import Level, allocated_level, reserved_level
-from memtui.analysis.summary import format_bytes
 from memtui.export.svg import Marks, Series, level_chart
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 TOP_ROWS = 15
 

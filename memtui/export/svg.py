@@ -17,7 +17,7 @@ import numpy as np
 
 from memtui.analysis.downsample import bin_start, minmax_bins
 from memtui.analysis.levels import Level
-from memtui.analysis.summary import format_bytes
+from memtui.units import format_bytes
 
 WIDTH, HEIGHT = 960, 280
 LEFT, RIGHT, TOP, BOTTOM = 78, 16, 24, 40

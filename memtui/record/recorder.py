@@ -103,6 +103,19 @@ class TorchBackend:
         return True
 
 
+def no_torch_reason() -> str:
+    """Why torch was not recorded where it is not loaded: missing from this Python (the
+    script's ``import torch`` failed), or installed but never imported."""
+    try:
+        installed = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        return (f"torch is not installed in this Python ({sys.executable}); install it "
+                "there (pip install torch), or run the script with the Python that has it")
+    return "the script never imported torch"
+
+
 def find_backend() -> tuple[TorchBackend | None, str]:
     """The accelerator this process's torch can record, or None and why not.
 
@@ -111,7 +124,7 @@ def find_backend() -> tuple[TorchBackend | None, str]:
     """
     torch = sys.modules.get("torch")
     if torch is None:
-        return None, "the script never imported torch"
+        return None, no_torch_reason()
     npu = sys.modules.get("torch_npu")
     if npu is not None:
         try:
@@ -306,6 +319,8 @@ class _ProcessRecording:
 
     def at_exit(self) -> None:
         if self.recorder is None:
+            if "torch" not in sys.modules:
+                self.reason = no_torch_reason()
             say(f"no accelerator memory history could be recorded: {self.reason}. "
                 "The script ran unrecorded.")
 

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from memtui.errors import CaptureError
-from memtui.sources.common.files import check_input, compression
+from memtui.sources.common.files import check_input, compression, read_head
 
 if TYPE_CHECKING:
     from memtui.model import MemoryTrace
@@ -84,7 +84,46 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
     if packed is not None:
         raise CaptureError(path, f"compressed with {packed}: decompress it first")
     kinds = ", ".join(source.NAME for source in sources())
-    raise CaptureError(path, f"not a format memtui reads ({kinds})")
+    raise CaptureError(path, unread_problem(path, kinds))
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def unread_problem(path: Path, kinds: str) -> str:
+    """What ``path``, which no source claims, was found to be: an empty folder, a folder
+    without a capture, a SQLite file cut short or without the tables memtui reads, else
+    simply not a format memtui reads (``kinds``: the formats that are)."""
+    if path.is_dir():
+        try:
+            entries = sum(1 for _ in path.iterdir())
+        except OSError:
+            entries = -1
+        if entries == 0:
+            return f"no capture in this folder: it is empty (memtui reads {kinds})"
+        return f"no capture in this folder: nothing in it is a format memtui reads ({kinds})"
+    head = read_head(path, 100)
+    if head.startswith(SQLITE_MAGIC):
+        cut = sqlite_shortfall(head, path.stat().st_size)
+        if cut is not None:
+            return f"SQLite file is truncated ({cut}): a copy cut short, or one still written"
+        return "a SQLite database without the msMemScope or Ascend profiler tables memtui reads"
+    return f"not a format memtui reads ({kinds})"
+
+
+def sqlite_shortfall(head: bytes, size: int) -> str | None:
+    """How a SQLite file of ``size`` bytes starting with ``head`` (its first 100 bytes) is
+    cut short, or None where its header and pages are all there (the page count is read
+    from the header where the header says it is valid)."""
+    if len(head) < 100:
+        return f"{size} bytes, less than its 100-byte header"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    valid = head[24:28] == head[92:96] and pages > 0
+    if valid and size < page_size * pages:
+        return f"{size:,} of its {page_size * pages:,} bytes"
+    return None
 
 
 def _sniffs(source: ModuleType, path: Path) -> bool:

@@ -19,48 +19,59 @@ API that every screen builds on (see also memtui/tui/README.md):
   blocks (the Stacks screen's chosen node).
 * Screens are modes named ``trend, blocks, pool, stacks, tables`` on keys 1 to 5; each
   screen class takes no arguments and yields a ``StatusBar`` and a ``Footer``.
+
+This module owns the app's state, the loading and the start; each other part of the app
+is a mixin in a module of its own: ``cursor_moves`` (the cursor and its keys),
+``cached_analyses`` (timelines, stack labels, live blocks), ``layer_choice`` (the memory
+layer shown), ``follow`` (``--follow``, and showing a replaced trace), ``background``
+(the findings and the screens' indexes after the first paint), ``commands`` (help,
+palette, capture facts) and ``exits`` (failed workers, crashes, the exit status).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import threading
 import time
-import traceback
-from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
 import polars as pl
-from textual import work
-from textual.app import App, SystemCommand
+from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
-from textual.screen import Screen
-from textual.worker import Worker, WorkerState
 
-from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
-from memtui.analysis.callstack import TOP_RULES, stack_tops
-from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
+from memtui.analysis.at_time import LiveBlocks, Timeline
+from memtui.analysis.layers import layer_view  # noqa: F401 - patched here by tests/tui/test_follow.py
 from memtui.errors import CaptureError, printable
 from memtui.loading import check_input
 from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
-from memtui.tui.cursor import CursorState, settle, zoom
-from memtui.tui.follow import FollowController
+from memtui.tui.background import BackgroundWork
+from memtui.tui.cached_analyses import CachedAnalyses
+from memtui.tui.commands import LEGEND_TITLE, Commands, key_display
+from memtui.tui.cursor import CursorState
+from memtui.tui.cursor_moves import CursorMoves, initial_device
+from memtui.tui.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_CRASH,
+    CrashHandling,
+    crash_line,
+    exit_status,
+    run_to_exit,
+)
+from memtui.tui.follow import FollowController, Following
 from memtui.tui.keymap import load_keymap
-from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, SCREENS, screen_modes
-from memtui.tui.screens.modals import DeviceScreen, FactsScreen, HelpScreen, LoadingScreen
+from memtui.tui.layer_choice import LayerChoice
+from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, screen_modes
+from memtui.tui.screens.modals import LoadingScreen
 
-EXIT_CRASH = 1
-EXIT_BAD_INPUT = 2
-LEGEND_TITLE = "Legend (colours and marks of this screen)"
 DEFAULT_THEME = "ansi-dark"  # the terminal's own colours
 
 
-class MemtuiApp(App[int]):
+class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundWork,
+                Commands, CrashHandling, App[int]):
     """See the module docstring."""
 
     CSS_PATH = "memtui.tcss"
@@ -201,51 +212,6 @@ class MemtuiApp(App[int]):
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
-    def layer_choice(self, trace: MemoryTrace) -> dict[str, str]:
-        """The memory layer each device of a layered ``trace`` is shown with: the user's
-        choice while the capture still has it, else the default.  Reads only: the
-        follower calls it in its worker to build the view beside the trace."""
-        chosen = default_layers(trace)
-        for device, layer in dict(self.layers).items():
-            if device in chosen and layer in layers_of(trace, device):
-                chosen[device] = layer
-        return chosen
-
-    def _layered(self, trace: MemoryTrace, view: MemoryTrace | None = None) -> MemoryTrace:
-        """``trace`` as the chosen memory layer of each device shows it (layered sources;
-        others, or a view already, come back as they are); ``view``, built beside it in a
-        worker, is taken where it shows the layers chosen now."""
-        if not has_layers(trace) or "layers" in trace.meta.extra:
-            return trace
-        self.full_trace = trace
-        chosen = self.layer_choice(trace)
-        self.layers = chosen
-        if view is not None and view.meta.extra.get("layers") == chosen:
-            return view
-        return layer_view(trace, chosen)
-
-    def layer_label(self, device: str) -> str | None:
-        """The memory layer shown for ``device`` (None for a source without layers)."""
-        return self.layers.get(device) if self.full_trace is not None else None
-
-    def action_cycle_layer(self) -> None:
-        """Show the next memory layer of the cursor's device (msMemScope: PTA, HAL, ...)."""
-        if not self._has_cursor():
-            return
-        device = self.cursor.device
-        if self.full_trace is None:
-            self.notify("This capture has one memory layer.")
-            return
-        layers = layers_of(self.full_trace, device)
-        if len(layers) < 2:
-            self.notify(f"{device} has one memory layer: {', '.join(layers) or 'none'}.")
-            return
-        current = self.layers.get(device, layers[0])
-        self.layers[device] = layers[(layers.index(current) + 1) % len(layers)] \
-            if current in layers else layers[0]
-        self.replace_trace(layer_view(self.full_trace, self.layers))
-        self.notify(f"{device}: memory layer {self.layers[device]}", timeout=3)
-
     def _start(self, trace: MemoryTrace) -> None:
         trace = self._layered(trace)
         self.trace = trace
@@ -290,497 +256,9 @@ class MemtuiApp(App[int]):
         self.notify("Could not save the screenshot: no writable folder", severity="error")
         return None
 
-    # -- failed workers: one handler ----------------------------------------------------
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.report_worker(event)
-
-    def report_worker(self, event: Worker.StateChanged) -> None:
-        """Every worker that fails ends here (the app's own, and the screens' through
-        their ``on_worker_state_changed``: the message does not bubble): one clear message
-        in the UI (what failed and why, where the traceback went), and the screen that
-        started it is told (``worker_failed``) so that nothing waits for it."""
-        worker = event.worker
-        if event.state != WorkerState.ERROR:
-            return
-        error = worker.error
-        log = _write_crash_log(error) if isinstance(error, BaseException) else None
-        what = worker.description or worker.group or worker.name or "background work"
-        where = f"; details in {log}" if log else ""
-        self.notify(f"{what} failed: {type(error).__name__}: {error}{where}",
-                    title="error", severity="error", timeout=20)
-        failed = getattr(worker.node, "worker_failed", None)
-        if failed is not None:
-            failed(worker)
-
-    def worker_failed(self, worker: Worker) -> None:
-        """One of the app's own workers failed (``report_worker`` said why in a toast):
-        the findings say so on the Findings screen instead of waiting for ever."""
-        if worker.group == "findings":
-            self.findings_error = f"{type(worker.error).__name__}: {worker.error}"
-            self.findings = {}
-
-    # -- crashes --------------------------------------------------------------------------
-
-    def _handle_exception(self, error: Exception) -> None:
-        """Any unhandled exception: keep it and its traceback (in a file), then exit 1."""
-        if self.crash is None:
-            self.crash = error
-            self.crash_log = _write_crash_log(error)
-        super()._handle_exception(error)
-
-    def _fatal_error(self) -> None:
-        """Exit without printing Textual's full traceback: run_app says one line."""
-        self.bell()
-        self._close_messages_no_wait()
-
-    def mark_painted(self, name: str) -> None:
-        """Screens call this after their first paint (benchmarks read ``painted``); the
-        first paint starts the findings worker."""
-        self.painted.setdefault(name, time.perf_counter())
-        if not self._findings_started and self.trace is not None:
-            self._findings_started = True
-            self._find()
-            from memtui.tui.screens import linked
-
-            if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
-                self._warm_up(self.trace, self.cursor.device)
-
-    # -- the other screens' indexes (after the first paint, in a thread) ----------------------
-
-    @work(thread=True, exclusive=True, group="warm", description="indexing the screens",
-          exit_on_error=False)
-    def _warm_up(self, trace: MemoryTrace, device: str) -> None:
-        """Build what the Blocks, Pool and Stacks screens need for ``device`` before they are
-        visited (into the shared analysis cache: a screen asking meanwhile waits for the
-        build under way instead of starting its own), so a first visit does not index."""
-        from textual.worker import get_current_worker
-
-        from memtui.loading import keep_block_map
-
-        worker = get_current_worker()
-        for screen_class in SCREENS.values():
-            warm = getattr(screen_class, "warm", None)
-            if warm is None:
-                continue
-            if worker.is_cancelled or trace is not self.trace:  # quitting, or replaced
-                return
-            try:
-                warm(trace, device)
-            except Exception:  # noqa: BLE001 - the screen builds (and reports) it on a visit
-                continue
-        if self.follow is None and not worker.is_cancelled:
-            keep_block_map(trace, device)  # for the next open (unless it came from there)
-
-    # -- findings (after the first paint, in a thread) --------------------------------------
-
-    @work(thread=True, exclusive=True, group="findings", description="the findings",
-          exit_on_error=False)
-    def _find(self) -> None:
-        from memtui.analysis.findings import find_all
-
-        trace = self.trace
-        self.findings_error = None
-        found = find_all(trace)  # a finder bug: report_worker says so, worker_failed shows it
-        self.call_from_thread(self._findings_ready, trace, found)
-
-    def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
-        if trace is not self.trace:  # replaced meanwhile (--follow): its own worker runs
-            return
-        self.findings = found
-        high = any(f.severity == "high" for items in found.values() for f in items)
-        untouched = self.cursor == self._first_cursor and self.current_mode == "trend"
-        if high and self.findings_first and untouched:
-            self.switch_mode("findings")
-
-    # -- following a growing capture (--follow; tui/follow.py polls) -----------------------
-
-    def _start_following(self) -> None:
-        try:
-            self.follow.start()
-        except CaptureError as exc:
-            self._load_failed(str(exc))
-
-    def show_followed(self, trace: MemoryTrace, timelines: dict | None = None,
-                      view: MemoryTrace | None = None) -> None:
-        """A new trace from the follower (with the timelines, and for a layered source the
-        layer view, built beside it in its worker): the first one starts the app, later
-        ones replace the shown one in place (the cursor pinned to the end while it is
-        there)."""
-        if has_layers(trace):
-            layered = self._layered(trace, view)
-            if layered is not view:  # built here: the worker's timelines were of another
-                timelines = None
-            trace = layered
-        if self.trace is None or self.cursor is None:
-            self._timelines.update(timelines or {})
-            self._start(trace)
-            if self.cursor is not None:
-                self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
-            return
-        self.replace_trace(trace, timelines)
-
-    def follow_polled(self) -> None:
-        """A poll found nothing new: say why on the loading screen, refresh the badge."""
-        if isinstance(self.screen, LoadingScreen) and self.follow is not None:
-            waiting = self.follow.state.waiting or self.follow.state.problem or "waiting"
-            self.screen.set_progress(0.0, waiting)  # shown as plain text, never markup
-        for bar in self.screen.query("StatusBar"):
-            bar.refresh()
-
-    def at_end(self) -> bool:
-        """Whether the cursor is on the device's last event (following pins it there)."""
-        cursor = self.cursor
-        if cursor is None:
-            return False
-        timeline = self.timeline(cursor.device)
-        return timeline.event_of(cursor) >= timeline.positions - 1 or cursor.t > timeline.end
-
-    def follow_badge(self) -> tuple[str, str] | None:
-        """The status bar's follow part (None when not following)."""
-        if self.follow is None or self.cursor is None:
-            return None
-        return self.follow.badge(self.at_end())
-
-    def replace_trace(self, trace: MemoryTrace, timelines: dict | None = None) -> None:
-        """Show ``trace`` (the same capture, grown) in place of the current one.
-
-        The derived analyses are dropped and rebuilt from the new frames; each screen
-        redraws (``trace_replaced``).  A cursor on the last event moves to the new last
-        event, its view growing with the trace where it showed all of it."""
-        if has_layers(trace) and "layers" not in trace.meta.extra:
-            trace, timelines = self._layered(trace), None
-        old = self.cursor
-        old_layers = self.trace.meta.extra.get("layers") if self.trace is not None else None
-        old_timeline = self.timeline(old.device)
-        pinned = self.at_end()  # as the badge says: on the last event
-        whole = old.view[0] <= old_timeline.start and old.view[1] >= old_timeline.end
-        self.trace = trace
-        self._timelines = dict(timelines or {})
-        self._live.clear()
-        self._tops = None
-        if self._findings_started:
-            self._find()
-        device = old.device if old.device in trace.meta.device_names else initial_device(trace)
-        if device is None:
-            return
-        timeline = self.timeline(device)
-        for screen in self._screens_built():
-            replaced = getattr(screen, "trace_replaced", None)
-            if replaced is not None:
-                replaced()
-        if device != old.device:
-            self.move_cursor(device=device, t=timeline.end)
-        elif pinned:
-            view = (timeline.start, timeline.end) if whole else (
-                timeline.end - (old.view[1] - old.view[0]), timeline.end)
-            # the last event, not the last time: rows may come that are not later (a
-            # profiler CSV grouped by component), and the end pins the last one
-            self.move_cursor(event=timeline.positions - 1, view=view)
-        elif old_layers != trace.meta.extra.get("layers") or old.event is None:
-            # another layer: other events; the cursor goes to the same time
-            self.move_cursor(event=timeline.event_at(old.t))
-        else:  # the same events, grown: the cursor stays on its event
-            self.move_cursor(event=old.event)
-        for bar in self.screen.query("StatusBar"):
-            bar.refresh()
-
-    def _screens_built(self) -> list[Screen]:
-        """The mode screens made so far (each mode's stack; the current one first)."""
-        screens: list[Screen] = []
-        for stack in self._screen_stacks.values():
-            screens.extend(s for s in stack if s not in screens)
-        return screens
-
-    def action_reload(self) -> None:
-        """Read the followed file again from its start (after a truncation, a rotation)."""
-        if self.follow is not None:
-            self.follow.restart()
-
-    # -- cached analyses ------------------------------------------------------------------
-
-    def timeline(self, device: str) -> Timeline:
-        if device not in self._timelines:
-            self._timelines[device] = Timeline.build(self.trace, device)
-        return self._timelines[device]
-
-    def stack_tops(self) -> pl.DataFrame:
-        """stack_id -> ``top``, the label of the frame that names the stack under the
-        current ``top_rule``."""
-        if self._tops is None:
-            self._tops = stack_tops(self.trace, self.top_rule)
-        return self._tops
-
-    def watch_top_rule(self) -> None:
-        self._tops = None
-        self._live.clear()
-
-    def action_stack_top(self) -> None:
-        """Cycle the frame that names a stack: innermost user frame, outermost user frame,
-        innermost frame."""
-        rules = list(TOP_RULES)
-        self.top_rule = rules[(rules.index(self.top_rule) + 1) % len(rules)]
-        self.notify(f"Stacks are named by their {TOP_RULES[self.top_rule]} (T: change)")
-
-    def live_blocks(self, device: str) -> LiveBlocks:
-        if device not in self._live:
-            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops(),
-                                            block_positions(self.trace, device))
-        return self._live[device]
-
-    # -- the cursor -----------------------------------------------------------------------
-
-    def move_cursor(self, **changes) -> CursorState:
-        """Change the shared cursor (see CursorState's fields), kept valid: the time inside
-        the device's range and the view, the window in order.  A new device starts with its
-        whole range in view and no window or block.
-
-        ``event=K`` puts the cursor on the device's event at position K (its time follows);
-        ``t=T`` on the last event at or before T.  Without either the cursor stays on its
-        event."""
-        old = self.cursor
-        if old is None:
-            raise RuntimeError("no trace is loaded yet")
-        device = changes.get("device", old.device)
-        event = changes.pop("event", None)
-        if device != old.device:
-            timeline = self.timeline(device)
-            base = CursorState(device=device, t=old.t, view=(timeline.start, timeline.end))
-            changes = {k: v for k, v in changes.items() if k != "device"}
-            state = base.with_changes(**changes)
-        else:
-            state = old.with_changes(**changes)
-        timeline = self.timeline(state.device)
-        if event is not None:
-            event = timeline.clamp_event(event)
-            state = state.with_changes(t=timeline.time_of(event))
-        state = settle(state, (timeline.start, timeline.end))
-        if event is None:
-            moved = device != old.device or ("t" in changes and state.t != old.t) \
-                or old.event is None
-            event = timeline.event_at(state.t) if moved else old.event
-        self.cursor = state.with_changes(event=event)
-        return self.cursor
-
-    def filter_blocks(self, block_ids, label: str) -> None:
-        """Show the Tables screen's Block View with only ``block_ids`` (of the cursor's
-        device), saying ``label`` (the Stacks screen's chosen node)."""
-        self.block_filter = (self.cursor.device, block_ids, label)
-        if self.current_mode == "tables":
-            self.screen._take_block_filter()  # type: ignore[attr-defined]
-        else:
-            self.switch_mode("tables")
-
-    def show_stack(self, stack_id: int, frame_id: int | None = None) -> None:
-        """Show the Stacks screen with the node of ``stack_id`` (at frame ``frame_id``)
-        selected, on the cursor's device (taken by the screen once its tree is ready)."""
-        self.stack_request = (self.cursor.device, stack_id, frame_id)
-        if self.current_mode == "stacks":
-            if self.screen.select_stack(stack_id, frame_id):  # type: ignore[attr-defined]
-                self.stack_request = None
-        else:
-            self.switch_mode("stacks")
-
-    def zoom_view(self, factor: float, around: int | None = None) -> None:
-        cursor = self.cursor
-        timeline = self.timeline(cursor.device)
-        centre = cursor.t if around is None else around
-        view = zoom(cursor.view, centre, factor, (timeline.start, timeline.end))
-        t = cursor.t if view[0] <= cursor.t <= view[1] else centre
-        self.move_cursor(view=view, t=t)
-
-    # -- actions --------------------------------------------------------------------------
-
-    def _has_cursor(self, quiet: bool = False) -> bool:
-        """Whether the cursor keys apply now (``quiet``: say nothing when they do not)."""
-        return self.cursor is not None
-
     def action_show_screen(self, name: str) -> None:
         if self._has_cursor() and self.current_mode != name:
             self.switch_mode(name)
-
-    def action_step(self, count: int) -> None:
-        if self._has_cursor():
-            timeline = self.timeline(self.cursor.device)
-            self.move_cursor(event=timeline.event_of(self.cursor) + count)
-
-    def action_jump(self, share: float) -> None:
-        if self._has_cursor():
-            v0, v1 = self.cursor.view
-            delta = int(round((v1 - v0) * share)) or (1 if share > 0 else -1)
-            self.move_cursor(t=self.cursor.t + delta)
-
-    def action_peak(self) -> None:
-        if self._has_cursor():
-            self.move_cursor(event=self.timeline(self.cursor.device).peak_event)
-
-    def action_start(self) -> None:
-        if self._has_cursor():
-            self.move_cursor(event=0)
-
-    def action_end(self) -> None:
-        if self._has_cursor():
-            self.move_cursor(event=self.timeline(self.cursor.device).positions - 1)
-
-    def action_window_start(self) -> None:
-        if self._has_cursor():
-            cursor = self.cursor
-            end = cursor.window[1] if cursor.window else cursor.view[1]
-            self._set_window(cursor.t, max(end, cursor.t), "start")
-
-    def action_window_end(self) -> None:
-        if self._has_cursor():
-            cursor = self.cursor
-            begin = cursor.window[0] if cursor.window else cursor.view[0]
-            self._set_window(min(begin, cursor.t), cursor.t, "end")
-
-    def _set_window(self, t0: int, t1: int, edge: str) -> None:
-        """Select [t0, t1]; an empty one (both edges at one time) is refused with a toast
-        and the window stays as it was."""
-        if t1 <= t0:
-            other = "end" if edge == "start" else "start"
-            key = "[" if edge == "start" else "]"
-            self.notify(f"No empty window: its {other} is at this time too. Move the cursor, "
-                        f"then press {key} again (x clears the window).", title="window",
-                        severity="warning", timeout=5)
-            return
-        self.move_cursor(window=(t0, t1))
-
-    def action_clear_window(self) -> None:
-        if self._has_cursor():
-            self.move_cursor(window=None)
-
-    def action_zoom_in(self) -> None:
-        if not self._has_cursor():
-            return
-        cursor = self.cursor
-        if cursor.window is not None and cursor.window[1] > cursor.window[0] \
-                and cursor.window != cursor.view:
-            t = min(max(cursor.t, cursor.window[0]), cursor.window[1])
-            self.move_cursor(view=cursor.window, t=t)
-        else:
-            self.zoom_view(0.5)
-
-    def action_zoom_out(self) -> None:
-        if self._has_cursor():
-            self.zoom_view(2.0)
-
-    def action_device(self) -> None:
-        if not self._has_cursor():
-            return
-        names = self.trace.meta.device_names
-        if len(names) < 2:
-            self.notify(f"This capture has one device: {self.cursor.device}.")
-            return
-        choices = [(name, self._device_label(name)) for name in names]
-        self.push_screen(DeviceScreen(choices, self.cursor.device), self._device_picked)
-
-    def _device_label(self, name: str) -> str:
-        events = self.trace.device_events(name).height
-        blocks = self.trace.device_blocks(name).height
-        return f"{name}  {events:,} events, {blocks:,} blocks"
-
-    def _device_picked(self, name: str | None) -> None:
-        if name and name != self.cursor.device:
-            self.move_cursor(device=name)
-
-    def action_facts(self) -> None:
-        """The Capture facts view: source, devices, history kept, stacks, allocator
-        settings, warnings."""
-        from memtui.analysis.capture_facts import capture_facts
-
-        if self.trace is not None and not isinstance(self.screen, FactsScreen):
-            self.push_screen(FactsScreen(capture_facts(self.trace)))
-
-    def action_help(self) -> None:
-        if isinstance(self.screen, HelpScreen):
-            return
-        self.push_screen(HelpScreen(self.help_sections()))
-
-    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
-        """(title, [(keys, description)]) for the app and the current screen."""
-        screen = self.screen
-        sections = [("Everywhere", _binding_rows(self, self.BINDINGS))]
-        if self.follow is not None:
-            sections.append(("Following", [("G", "back to the end: LIVE again"),
-                                           ("R", "read the followed file again")]))
-        screen_rows = _binding_rows(self, getattr(screen, "BINDINGS", []))
-        focused = screen.focused
-        if focused is not None:
-            screen_rows += _binding_rows(self, getattr(focused, "BINDINGS", []))
-        if screen_rows:
-            title = SCREEN_TITLES.get(self.current_mode, "This screen")
-            sections.append((f"{title} screen", screen_rows))
-        sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
-        legend = getattr(screen, "legend_rows", None)
-        if legend is not None:
-            sections.append((LEGEND_TITLE, legend()))
-        return sections
-
-    def get_system_commands(self, screen: Screen):
-        for command in super().get_system_commands(screen):
-            if command.title not in ("Keys", "Screenshot"):  # ours below, once each
-                yield command
-        yield SystemCommand("Screenshot", "Save an SVG picture of the screen (the folder "
-                            "is $XDG_PICTURES_DIR, else the current one)",
-                            lambda: self.set_timer(0.1, self.deliver_screenshot))
-        if not self._has_cursor(quiet=True):
-            return
-        for key, name in SCREEN_KEYS.items():
-            yield SystemCommand(f"{SCREEN_TITLES[name]} screen ({key})",
-                                f"Show the {SCREEN_TITLES[name]} screen",
-                                lambda name=name: self.action_show_screen(name))
-        actions = [
-            ("Go to the peak", "app.peak", "Move the cursor to the allocated peak",
-             self.action_peak),
-            ("Go to the start", "app.start", "Move the cursor to the first event",
-             self.action_start),
-            ("Go to the end", "app.end", "Move the cursor to the last event", self.action_end),
-            ("Zoom in", "app.zoom_in", "Zoom to the window, or in around the cursor",
-             self.action_zoom_in),
-            ("Zoom out", "app.zoom_out", "Show twice as much time", self.action_zoom_out),
-            ("Clear the window", "app.clear_window", "Forget the selected window",
-             self.action_clear_window),
-            ("Switch device", "app.device", "Pick another device or rank", self.action_device),
-            ("Stack top rule", "app.stack_top", "Name stacks by their innermost user frame, "
-             "outermost user frame or innermost frame", self.action_stack_top),
-            ("Capture facts", "app.facts", "How the capture was recorded: devices, history "
-             "kept, call stacks, allocator settings, warnings", self.action_facts),
-            ("Keys", "app.help", "Show every key binding (and its id for keymap.toml)",
-             self.action_help),
-        ]
-        by_id = {b.id: b for b in self.BINDINGS if isinstance(b, Binding) and b.id}
-        for title, binding_id, help_text, callback in actions:
-            keys = key_display(self, by_id[binding_id]) if binding_id in by_id else ""
-            yield SystemCommand(f"{title} ({keys})" if keys else title, help_text, callback)
-        yield from self._screen_commands(screen)
-
-    def _screen_commands(self, screen: Screen):
-        """A palette entry for each key of the screen shown (its description and keys)."""
-        mode = SCREEN_TITLES.get(self.current_mode, "")
-        for binding in getattr(screen, "BINDINGS", []):
-            if not isinstance(binding, Binding) or not binding.description:
-                continue
-            yield SystemCommand(f"{mode}: {binding.description} ({key_display(self, binding)})",
-                                f"The {mode} screen's key", partial(screen.run_action,
-                                                                    binding.action))
-
-
-def _binding_rows(app: App, bindings) -> list[tuple[str, str, str]]:
-    """(keys as the user's keymap sets them, description, binding id) of ``bindings``."""
-    rows = []
-    for binding in bindings:
-        if not isinstance(binding, Binding) or not binding.description:
-            continue  # a binding without a description is an internal one: never raw names
-        rows.append((key_display(app, binding), binding.description, binding.id or ""))
-    return rows
-
-
-def key_display(app: App, binding: Binding) -> str:
-    """The keys of ``binding`` as shown (``↑, k``), the user's keymap applied."""
-    keys = getattr(app, "_keymap", {}).get(binding.id, binding.key) if binding.id else \
-        binding.key
-    return ", ".join(app.get_key_display(Binding(key, "")) for key in keys.split(","))
 
 
 def screenshot_folders(path: str | None = None) -> list[Path]:
@@ -790,46 +268,6 @@ def screenshot_folders(path: str | None = None) -> list[Path]:
 
     candidates = [path, os.environ.get("XDG_PICTURES_DIR"), os.getcwd(), tempfile.gettempdir()]
     return [Path(c).expanduser() for c in candidates if c and Path(c).expanduser().is_dir()]
-
-
-def initial_device(trace: MemoryTrace) -> str | None:
-    """The device to open on: the one with the most events, then the most blocks."""
-    names = trace.meta.device_names
-    if not names:
-        return None
-
-    def weight(name: str) -> tuple[int, int]:
-        return trace.device_events(name).height, trace.device_blocks(name).height
-
-    return max(names, key=weight)
-
-
-def _write_crash_log(error: BaseException) -> Path | None:
-    """The traceback of ``error`` in a temporary file (None where none can be written)."""
-    try:
-        handle, name = tempfile.mkstemp(prefix="memtui-crash-", suffix=".txt")
-        with os.fdopen(handle, "w", encoding="utf-8", errors="replace") as log:
-            log.write("".join(traceback.format_exception(error)))
-        return Path(name)
-    except OSError:
-        return None
-
-
-def crash_line(app: MemtuiApp) -> str:
-    """The one line said on stderr after a crash."""
-    error = app.crash
-    what = printable(f"{type(error).__name__}: {error}") if error is not None else "unknown"
-    where = f"; the traceback is in {app.crash_log}" if app.crash_log else ""
-    return f"memtui: internal error ({what[:200]}){where}"
-
-
-def exit_status(app: MemtuiApp) -> int:
-    """0 only for a clean quit: 2 for a capture that cannot be read, 1 for any crash."""
-    if app.load_error:
-        return EXIT_BAD_INPUT
-    if app.crash is not None or app.return_code not in (None, 0):
-        return EXIT_CRASH
-    return 0
 
 
 def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = None) -> int:
@@ -845,28 +283,6 @@ def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = No
     return run_to_exit(MemtuiApp(path, follow=follow, follow_rank=follow_rank))
 
 
-def run_to_exit(app: MemtuiApp) -> int:
-    """Run ``app`` and say how it ended: the one-line error of a capture that could not be
-    read, or of a crash, on stderr; the exit status (see :func:`exit_status`)."""
-    try:
-        app.run()
-    except Exception as error:  # raised outside Textual's own handling
-        app.crash = app.crash or error
-        app.crash_log = app.crash_log or _write_crash_log(error)
-    finally:
-        if app.follow is not None:
-            app.follow.stop()
-    status = exit_status(app)
-    if app.load_error:
-        print(f"memtui: {app.load_error}", file=sys.stderr)
-    elif status == EXIT_CRASH:
-        print(crash_line(app), file=sys.stderr)
-    if app.loading:  # quit while the loader thread reads: do not wait for it
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    return status
-
-
-__all__ = ["MemtuiApp", "exit_status", "initial_device", "run_app", "run_to_exit",
-           "textual_fixes"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "LEGEND_TITLE", "MemtuiApp", "crash_line",
+           "exit_status", "initial_device", "key_display", "run_app", "run_to_exit",
+           "screenshot_folders", "textual_fixes"]

@@ -313,7 +313,8 @@ class CompareApp(MemtuiApp):
     def select_difference(self, row: dict) -> None:
         """Diff's Enter: both runs' Stacks search the row's frame and both Block tables show
         only its blocks (alive where the row counts them); shows this run's Stacks (a
-        stack) or Tables (an owner or op)."""
+        stack) or Tables (an owner or op).  A row whose blocks are all in the other run
+        (``only in B`` while A is shown) shows the other run's, which hold its frame."""
         pair = self.comparison_for(self.cursor.device)
         if pair is None:
             return
@@ -322,23 +323,38 @@ class CompareApp(MemtuiApp):
                  else f"{row['kind']} {row['label']} at {row['at']}")
         self._run_filters = {"a": (pair.device_a, ids_a, label), "b": (pair.device_b, ids_b, label)}
         if row["kind"] == "stack" and row["label"] and not row["label"].startswith("("):
-            self._stack_search = {"a": row["label"], "b": row["label"]}
+            only = row.get("only_in")  # a frame one run never ran: search it there alone
+            self._stack_search = {side: row["label"] for side in SIDES
+                                  if only in (None, "", side)}
         else:
             self._stack_search = {}
-        self.block_filter = self._run_filters[self.side]
         self._moment = row["at"]
-        self._go_to_moment()
         if not (ids_a.size or ids_b.size):
+            self.block_filter = self._run_filters[self.side]
+            self._go_to_moment()
             self.notify("no block of either run is behind this row", severity="warning")
             return
         shown, other = (ids_a, ids_b) if self.side == "a" else (ids_b, ids_a)
-        if not shown.size:  # e.g. a row only in B while A is shown: say where its blocks are
-            self.notify(f"{self.side.upper()} has no block behind this row; tab shows "
-                        f"{self.other_side.upper()}'s {other.size:,}", timeout=5)
         target = "stacks" if self._stack_search else "tables"
+        if not shown.size:  # e.g. a row only in B while A is shown: B holds it
+            self.notify(f"showing {self.other_side.upper()}: {self.side.upper()} has no "
+                        "block behind this row", timeout=5)
+            self.run_worker(self._show_in_other_run(target), group="diff-choose",
+                            exclusive=True)
+            return
+        self.block_filter = self._run_filters[self.side]
+        self._go_to_moment()
         if self.current_mode == target == "tables":
             self.screen._take_block_filter()  # type: ignore[attr-defined]
         self.switch_mode(target)
+        self._after_show(target)
+
+    async def _show_in_other_run(self, target: str) -> None:
+        """Switch to the other run (its cursor at the chosen moment, its filter on) and
+        show its ``target`` screen."""
+        await self.action_switch_run()
+        self._go_to_moment()
+        await self.switch_mode(target)
         self._after_show(target)
 
     def _go_to_moment(self) -> None:

@@ -21,7 +21,6 @@ from textual.reactive import reactive
 
 from memtui.analysis.at_time import Timeline
 from memtui.analysis.ranks import RankRow
-from memtui.analysis.summary import format_bytes
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.rankload import RankResult, RankTable, stream_results
@@ -29,6 +28,7 @@ from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.modals import DeviceScreen, LoadingScreen
 from memtui.tui.screens.ranks import RanksScreen
+from memtui.units import format_bytes
 
 if TYPE_CHECKING:
     from memtui.sources.ranks import Discovery

@@ -27,8 +27,9 @@ def leaks(trace):
 
 @pytest.mark.parametrize("markers", [True, False], ids=["markers", "no-markers"])
 def test_leak_every_step(markers):
-    """10 steps each keeping 1 MiB from leaky_cache: 1 MiB per step, 9 steps of growth
-    seen at the step starts (the 10th step's block is alive only at the end)."""
+    """10 steps each keeping 1 MiB from leaky_cache: 1 MiB per step, 10 steps of growth
+    seen at the step starts and the end of the last step, which finished (its backward
+    and frees came): its block counts (issue 22, point 5)."""
     found = leaks(training_loop(10, markers=markers))
     assert len(found) == 1
     leak = found[0]
@@ -38,10 +39,10 @@ def test_leak_every_step(markers):
     assert leak.detail["bytes_per_step"] == MiB
     assert leak.detail["steps"] == 10
     assert leak.detail["first_step"] == 0
-    assert leak.detail["blocks"] == 9
-    assert leak.detail["total_bytes"] == 9 * MiB
+    assert leak.detail["blocks"] == 10
+    assert leak.detail["total_bytes"] == 10 * MiB
     assert leak.severity == "high"
-    assert len(leak.evidence.block_ids) == 9
+    assert len(leak.evidence.block_ids) == 10
     assert leak.evidence.stack[0].name == "leaky_cache"
     t0, t1 = leak.evidence.window  # from the start of the first step that grew to the last
     assert t0 <= leak.evidence.t < t1
@@ -197,7 +198,7 @@ def test_peak_of_reserved_by_stack():
     assert peak.detail["peak_reserved_bytes"] == 100 * MiB
     assert peak.detail["reserved_peak_by_stack"] == []
     assert peak.detail["by_stack"] == [{"label": "forward (forward.py:10)", "bytes": 60 * MiB,
-                                        "blocks": 5, "share": 1.0}]
+                                        "blocks": 5, "share": 1.0, "stack_id": 0}]
 
 
 def test_oom_by_full_device():
@@ -279,23 +280,109 @@ def test_inefficient_blocks_summarised():
 # -- fragmentation ----------------------------------------------------------------------------
 
 
-def test_fragmentation_most_unused_and_worst_gap_ratio():
-    """Five 12 MiB blocks (requested 11 MiB) leave four 10 MiB gaps in a 100 MiB segment
-    (1 - 10/40 = 75% fragmented); once all are freed, 100 MiB sit unused in one gap."""
+def test_fragmentation_split_and_gap_ratio():
+    """Five 12 MiB blocks at a 22 MiB stride in a 100 MiB segment, then all freed.  Most
+    unused: at the segment's alloc, 100 MiB in one wholly free segment (not fragmentation).
+    At the allocated peak (after the fifth alloc), 40 MiB free in four 10 MiB gaps of that
+    partly used segment: external fragmentation, under 64 MiB: info, no setting named (a
+    segment being filled, after the first alloc, does not count); its gap ratio
+    1 - 10/40 = 75%."""
     from memtui.analysis.findings.fragmentation import find_fragmentation
 
     b = _pool_with_gaps()
     for block in range(5):
         b.free(block)
     (frag,) = find_fragmentation(b.build(), DEVICE)
-    assert frag.bytes == 100 * MiB and frag.detail["unused_share"] == 1.0
-    assert frag.detail["largest_gap_bytes"] == 100 * MiB
-    assert frag.detail["fragmentation"] == 0.0
-    assert frag.detail["worst_fragmentation"] == 0.75
-    assert frag.detail["worst_largest_gap_bytes"] == 10 * MiB
-    assert frag.detail["worst_pool_free_bytes"] == 40 * MiB
-    assert frag.detail["worst_fragmentation_t"] == 5 * 1000  # after the fifth alloc
-    assert frag.severity == "low"  # all unused, but under 256 MiB
+    d = frag.detail
+    assert (d["max_unused_bytes"], d["unused_share"], d["max_unused_t"]) == (100 * MiB, 1.0, 0)
+    assert (d["wholly_free_bytes"], d["wholly_free_segments"]) == (100 * MiB, 1)
+    assert (d["external_fragmentation_bytes"], d["external_fragmentation_segments"],
+            d["external_largest_gap_bytes"], d["external_fragmentation_t"]) == (
+        40 * MiB, 1, 10 * MiB, 5000)
+    assert frag.bytes == 40 * MiB and frag.evidence.seq == 5
+    assert d["fragmentation"] == 0.75  # 1 - 10/40, in the partly used segment
+    assert (d["end_external_fragmentation_bytes"], d["end_wholly_free_bytes"],
+            d["end_fragmentation"]) == (0, 100 * MiB, 0.0)
+    assert frag.severity == "info"
+    assert d["advice"] is None and d["saving_bytes"] is None
+    assert d["predicted_saving_bytes"] is None
+
+
+def _strided_pool(settings: dict | None = None) -> TraceBuilder:
+    """A 1 GiB segment holding eight 64 MiB blocks at a 128 MiB stride: 512 MiB free in
+    eight 64 MiB gaps (50% of reserved)."""
+    b = TraceBuilder(settings=settings)
+    base = 0x20_0000_0000
+    b.segment(base, 1024 * MiB)
+    for i in range(8):
+        b.alloc("forward", 64 * MiB, addr=base + i * 128 * MiB)
+    return b
+
+
+def test_fragmentation_is_medium_when_a_setting_would_merge_the_gaps():
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    (frag,) = find_fragmentation(_strided_pool().build(), DEVICE)
+    assert frag.severity == "medium"
+    assert frag.bytes == 512 * MiB == frag.detail["saving_bytes"]
+    assert frag.title.startswith("512.0 MiB free inside 1 partly used segment (50% of 1.0 GiB "
+                                 "reserved; largest gap 64.0 MiB)")
+    assert frag.title.endswith("512.0 MiB in 1 partly used segment: PYTORCH_CUDA_ALLOC_CONF="
+                               "expandable_segments:True would let them merge")
+
+
+def test_fragmentation_is_low_when_the_setting_is_on_already():
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    on = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "expandable_segments": True}
+    (frag,) = find_fragmentation(_strided_pool(on).build(), DEVICE)
+    assert frag.severity == "low" and frag.detail["advice"] is None
+    assert frag.detail["external_fragmentation_bytes"] == 512 * MiB
+
+
+def test_wholly_free_segments_are_not_fragmentation():
+    """2 GiB cached in two wholly free segments: low at most, no setting named."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    b = TraceBuilder()
+    b.segment(0x20_0000_0000, 1024 * MiB)
+    b.segment(0x30_0000_0000, 1024 * MiB)
+    b.free(b.alloc("forward", 1024 * MiB, addr=0x20_0000_0000))
+    b.free(b.alloc("forward", 1024 * MiB, addr=0x30_0000_0000))
+    (frag,) = find_fragmentation(b.build(), DEVICE)
+    assert frag.severity == "low"
+    assert frag.title == ("2.0 GiB reserved but unused, all in 2 wholly free segments "
+                          "(cached: reusable, not fragmentation)")
+    assert frag.detail["external_fragmentation_bytes"] == 0
+    assert frag.detail["advice"] is None
+
+
+def test_no_fragmentation_finding_without_a_segment_layout():
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    assert find_fragmentation(training_loop(4), DEVICE) == []
+
+
+def test_fragmentation_that_explains_an_oom_is_medium():
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    b = _pool_with_gaps()
+    b.oom(20 * MiB, device_free=0)
+    (frag,) = find_fragmentation(b.build(), DEVICE)
+    assert frag.severity == "medium"
+    assert frag.title.endswith("; explains the out-of-memory error")
+    assert frag.detail["explains_oom_t"] == 6000
+
+
+def test_oom_advice_names_no_setting_for_a_few_cached_mib():
+    """The device is full with 5 MiB cached: no garbage_collection_threshold for them."""
+    b = TraceBuilder()
+    b.segment(0x20_0000_0000, 100 * MiB)
+    b.alloc("forward", 95 * MiB, addr=0x20_0000_0000)
+    b.oom(50 * MiB, device_free=10 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["cause_kind"] == "full"
+    assert "garbage_collection_threshold" not in oom.detail["advice"]
 
 
 # -- capture ----------------------------------------------------------------------------------
@@ -336,7 +423,15 @@ def test_json_shape():
     assert device["device"] == DEVICE
     for finding in device["findings"]:
         assert set(finding) == {"kind", "severity", "title", "bytes", "detail", "evidence"}
-        assert set(finding["evidence"]) == {"t", "seq", "block_ids", "stack", "owner"}
+        assert set(finding["evidence"]) == {"t", "event", "seq", "block_ids", "stack", "owner"}
+    # the event number is the position every screen shows (issue 23): that event has the
+    # evidence's seq and time
+    events = trace.device_events(DEVICE)
+    numbered = [f["evidence"] for f in device["findings"] if f["evidence"]["seq"] is not None]
+    assert numbered
+    for evidence in numbered:
+        row = events.row(evidence["event"], named=True)
+        assert (row["seq"], row["t"]) == (evidence["seq"], evidence["t"])
     leak = next(f for f in device["findings"] if f["kind"] == "leak")
     for key in ("function", "file", "line", "owner", "bytes_per_step", "steps", "blocks",
                 "total_bytes"):

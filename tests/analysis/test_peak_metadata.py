@@ -70,7 +70,8 @@ def test_peak_by_user_metadata(tmp_path):
             for row in peak.detail["by_metadata"]]
     assert rows == [{"label": "decoder", "bytes": 2048, "blocks": 1},
                     {"label": "encoder", "bytes": 2048, "blocks": 2},
-                    {"label": "[b]weights[/b]", "bytes": 512, "blocks": 1}]
+                    {"label": "[b]weights[/b]", "bytes": 512, "blocks": 1},
+                    {"label": "(no metadata)", "bytes": 512, "blocks": 1}]  # sums to the peak
     assert peak.detail["by_metadata"][0]["share"] == round(2048 / 5120, 4)
     assert "user_metadata" not in trace.events.columns  # carried by the blocks only
     shown = detail_text(peak, None).plain

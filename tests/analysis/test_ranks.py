@@ -100,3 +100,16 @@ def test_host_memory_is_compared_with_host_memory_only():
     assert not any(r.outlier for r in flag_outliers(rows))
     rows[0].peak_allocated = 8 * MiB  # rank 0's NPU
     assert [(r.rank, r.device) for r in flag_outliers(rows) if r.outlier] == [(0, "npu:0")]
+
+
+def test_a_rank_far_below_the_others_is_an_outlier_too():
+    """Issue 23 point 9: only the high side counted, so a rank at half the others' peak
+    passed unseen.  median 16 MiB, MAD 0 -> spread 1% (0.16 MiB): the limit below is
+    15.52 MiB; 8 MiB is beyond it, 15.6 MiB is not."""
+    rows = [row(16 * MiB, rank) for rank in range(4)] + [row(8 * MiB, 4)]
+    flagged = flag_outliers(rows)
+    assert [r.outlier for r in flagged] == [False] * 4 + [True]
+    assert flagged[4].why == ("peak allocated 8.0 MiB is 8.0 MiB below the median 16.0 MiB "
+                              "(limit 15.5 MiB: median - 3 MAD)")
+    rows[4] = row(int(15.6 * MiB), 4)
+    assert not any(r.outlier for r in flag_outliers(rows))

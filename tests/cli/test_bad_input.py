@@ -52,6 +52,46 @@ def test_not_a_pickle(tmp_path, capsys):
     _assert_one_line_error(*_run(capsys, path), path, "not a format memtui reads")
 
 
+def test_an_empty_folder_says_so(tmp_path, capsys):
+    """Issue 23 point 9: an empty folder got "not a format memtui reads"."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _assert_one_line_error(*_run(capsys, folder), folder, "no capture in this folder: it is "
+                           "empty")
+    (folder / "notes.txt").write_text("hello\n")
+    _assert_one_line_error(*_run(capsys, folder), folder, "no capture in this folder: nothing "
+                           "in it is a format memtui reads")
+
+
+def _sqlite_file(path):
+    """A SQLite database of 3 pages of 4096 bytes (the header's page count says 3)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA page_size = 4096")
+        db.execute("CREATE TABLE notes (text)")
+        db.execute("CREATE TABLE more (text)")
+    db.close()
+    data = path.read_bytes()
+    assert len(data) == 3 * 4096 and int.from_bytes(data[28:32], "big") == 3
+    return data
+
+
+def test_a_truncated_sqlite_file_says_truncated(tmp_path, capsys):
+    """Issue 23 point 9: a .db cut short got "not a format memtui reads"; it is a SQLite
+    file missing its end (5,000 of its 3 x 4,096 bytes), or even its 100-byte header."""
+    path = tmp_path / "capture.db"
+    data = _sqlite_file(path)
+    _assert_one_line_error(*_run(capsys, path), path, "a SQLite database without the "
+                           "msMemScope or Ascend profiler tables memtui reads")
+    path.write_bytes(data[:5000])
+    _assert_one_line_error(*_run(capsys, path), path,
+                           "SQLite file is truncated (5,000 of its 12,288 bytes)")
+    path.write_bytes(data[:60])
+    _assert_one_line_error(*_run(capsys, path), path,
+                           "SQLite file is truncated (60 bytes, less than its 100-byte header)")
+
+
 def test_garbage_after_pickle_header(tmp_path, capsys):
     path = tmp_path / "garbage.pickle"
     path.write_bytes(b"\x80\x04\xff\xfe\xfd" + os.urandom(64))

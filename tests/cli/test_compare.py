@@ -69,3 +69,25 @@ def test_two_paths_open_compare_mode(pair_files, monkeypatch):
     monkeypatch.setattr(compare_app, "run_compare", lambda a, b: seen.append((a, b)) or 0)
     assert main([str(pair_files["clean"]), str(pair_files["leak"])]) == 0
     assert seen == [(str(pair_files["clean"]), str(pair_files["leak"]))]
+
+
+def test_a_key_with_the_same_change_at_peak_and_end_is_said_once():
+    """Issue 23 point 9: a key whose bytes are the same at the peak and the end was printed
+    twice with one delta; now once, ``at end and peak``.  A key that changed differently
+    keeps its two lines."""
+    import polars as pl
+
+    from memtui.analysis.compare_text import _rows
+
+    frame = pl.DataFrame({"label": ["kept", "kept", "grew", "grew"],
+                          "at": ["end", "peak", "end", "peak"],
+                          "a_bytes": [0, 0, MiB, 2 * MiB], "b_bytes": [5 * MiB, 5 * MiB, 3 * MiB,
+                                                                       3 * MiB],
+                          "delta": [5 * MiB, 5 * MiB, 2 * MiB, MiB],
+                          "only_in": ["b", "b", None, None]})
+    lines = _rows("by stack", frame, "label", top=10)
+    kept = [line for line in lines if "kept" in line]
+    assert kept == ["        +5.0 MiB at end and peak (0 B -> 5.0 MiB)  kept  (only in B)"]
+    grew = [line for line in lines if "grew" in line]
+    assert [line.split(" (")[0].strip() for line in grew] == ["+2.0 MiB at end",
+                                                               "+1.0 MiB at peak"]

@@ -55,3 +55,27 @@ def test_findings_of_a_layered_capture_come_from_its_default_layer(capsys):
     layered = layer_view(load_trace(found[0]))
     assert out.strip() == format_findings(layered, find_all(layered)).strip()
     assert "largest free gap then 200.0 MiB" not in out
+
+
+def test_findings_stacks_prints_each_peak_group_with_its_full_stack(capsys):
+    """``--stacks``: each of the peak's stack groups, then every frame of its commonest
+    stack (innermost first, ``file:line:name``); the leak's evidence stack too."""
+    demo = REPO / "snapshots" / "demo_training.pickle"
+    assert main(["findings", str(demo), "--stacks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("        MLP.forward (model.py:150): 1.9 GiB (35%) in 12 blocks")
+    assert lines[at + 1:at + 5] == ["          /work/model.py:150:MLP.forward",
+                                    "          /work/model.py:172:Block.forward",
+                                    "          /work/train.py:180:train",
+                                    "          /work/train.py:212:<module>"]
+    leak = next(i for i, line in enumerate(lines) if line.startswith("    [high] leak:"))
+    assert lines[leak + 2:leak + 4] == ["        stack:",
+                                        "          /work/train.py:195:log_metrics"]
+    assert main(["findings", str(demo)]) == 0
+    assert "/work/model.py:150:MLP.forward" not in capsys.readouterr().out  # only on asking
+    assert main(["findings", str(demo), "--stacks", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    peak = next(f for f in data["devices"][0]["findings"] if f["kind"] == "peak")
+    first = peak["detail"]["by_stack"][0]
+    assert [f["name"] for f in first["stack"]] == ["MLP.forward", "Block.forward", "train",
+                                                  "<module>"]

@@ -261,7 +261,29 @@ def test_a_sigterm_still_dumps_and_the_status_says_so(tmp_path):
 
 def test_record_without_a_command_is_a_one_line_error(capsys):
     assert main(["record", "--out", "x"]) == 2
-    assert "no command to run" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no command to run" in err
+    # Issue 23 point 9: "memtui: memtui record: ..." said memtui twice.
+    assert err.startswith("memtui: record: no command to run") and err.count("memtui:") == 1
+    assert main(["record", "--keep", "0", "--", "python"]) == 2
+    assert capsys.readouterr().err.startswith("memtui: record: --max-entries and --keep")
+
+
+def test_record_says_torch_is_missing_not_that_it_was_never_imported(tmp_path):
+    """Issue 23 point 9: ``memtui record -- python -c "import torch"`` in a Python without
+    torch said "the script never imported torch"; it tried, and torch is not there."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("torch is installed here: the missing-torch path is not reachable")
+    result = run_record(tmp_path, "--out", str(tmp_path / "d"), "--", sys.executable, "-c",
+                        "import torch")
+    assert result.returncode == 1, result.stderr
+    assert "ModuleNotFoundError" in result.stderr  # the script's own error, as it was
+    assert f"torch is not installed in this Python ({sys.executable})" in result.stderr
+    assert "never imported" not in result.stderr
 
 
 def test_the_sitecustomize_keeps_the_users_own(tmp_path):

@@ -46,7 +46,7 @@ def test_defaults_bind_to_this_machine_only():
     assert (args.host, args.port) == ("127.0.0.1", serve.DEFAULT_PORT)
 
 
-async def _terminal_text(port: int, seconds: float = 30.0) -> str:
+async def _terminal_text(port: int, token: str, seconds: float = 30.0) -> str:
     """What the served app writes to a browser tab of 80x24 (textual-serve's websocket),
     until the Trend's legend (``peak``) shows or ``seconds`` pass."""
     import asyncio
@@ -56,7 +56,7 @@ async def _terminal_text(port: int, seconds: float = 30.0) -> str:
     text = ""
     end = time.monotonic() + seconds
     async with aiohttp.ClientSession() as session, session.ws_connect(
-            f"http://127.0.0.1:{port}/ws?width=80&height=24") as socket_:
+            f"http://127.0.0.1:{port}/ws/{token}?width=80&height=24") as socket_:
         while time.monotonic() < end and "peak" not in text:
             try:
                 message = await asyncio.wait_for(socket_.receive(), timeout=2)
@@ -67,7 +67,7 @@ async def _terminal_text(port: int, seconds: float = 30.0) -> str:
     return text
 
 
-async def _the_trend_draws_in_chromium(port: int, shots: Path) -> None:
+async def _the_trend_draws_in_chromium(port: int, token: str, shots: Path) -> None:
     """A real headless Chromium opens the page: textual-serve's terminal gets the app's
     frames and xterm.js draws them on its canvas; ``1`` typed into the page shows the
     Trend (its "Live at" pane) and the canvas holds a drawn, coloured frame."""
@@ -77,7 +77,7 @@ async def _the_trend_draws_in_chromium(port: int, shots: Path) -> None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium): the "
                     "page and the app's websocket frames were checked, not a real browser")
     async with Browser() as page:
-        await page.goto(f"http://127.0.0.1:{port}/")
+        await page.goto(f"http://127.0.0.1:{port}/?token={token}")
         first = await page.wait_for(lambda s: "-first-byte" in s.body and s.lit > 2000)
         assert "-first-byte" in first.body, "no byte of the app reached the browser"
         assert first.lit > 2000, f"the terminal canvas stayed blank ({first.lit} pixels)"
@@ -97,23 +97,38 @@ async def _the_trend_draws_in_chromium(port: int, shots: Path) -> None:
 async def test_the_page_is_served_on_localhost_and_the_trend_draws(tmp_path):
     pytest.importorskip("textual_serve", reason="the serve extra (textual-serve) is absent")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "memtui.cli", "serve", str(DEMO),
-                             "--port", str(port)], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc, address = start_serve(port)
+    token = address.split("token=")[1]
     try:
-        page = ""
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1) as reply:
-                    page = reply.read().decode()
-                    break
-            except OSError:
-                time.sleep(0.2)
+        page = fetch(address)
         assert "memtui demo_training.pickle" in page  # the title textual-serve puts in
         # a tab's terminal: the app runs and draws the Trend (its legend names the peak)
-        text = await _terminal_text(port)
+        text = await _terminal_text(port, token)
         assert "memtui" in text and "peak" in text
-        await _the_trend_draws_in_chromium(port, tmp_path)
+        await _the_trend_draws_in_chromium(port, token, tmp_path)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def start_serve(port: int, *extra: str) -> tuple[subprocess.Popen, str]:
+    """``memtui serve DEMO --port PORT`` and the address (with its token) it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "memtui.cli", "serve", str(DEMO),
+                             "--port", str(port), *extra], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    assert "/?token=" in line, line
+    address = line.split(" at ")[1].split(" (")[0]
+    for _ in range(100):  # until it answers
+        try:
+            fetch(address.replace(f"localhost:{port}", f"127.0.0.1:{port}"))
+            break
+        except OSError:
+            time.sleep(0.2)
+    return proc, address
+
+
+def fetch(address: str, headers: dict | None = None) -> str:
+    request = urllib.request.Request(address, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        return reply.read().decode()

@@ -13,13 +13,14 @@ import json
 import pytest
 
 from memtui.cli import main
+from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.conftest import REPO, shared_files
 from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapshot
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
-        "internal_fragmentation_bytes"]
+        "internal_fragmentation_bytes", "unattributed"]
 
 
 def state(capsys, *args) -> dict:
@@ -45,6 +46,16 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
         (0x1A00, 1536, None, "free")]
     assert [(b["addr"], b["state"]) for b in g["blocks"]] == [
         (0x10000, "free"), (0x10200, "allocated"), (0x10600, "free")]
+    # each block by the id every screen gives it (issue 23): the Tables' and findings'
+    trace = open_capture(path)
+    ids = dict(zip(trace.blocks["addr"].to_list(), trace.blocks["block_id"].to_list(),
+                   strict=False))
+    for block in a["blocks"] + g["blocks"]:
+        if block["state"] == "free":
+            assert block["block_id"] is None
+        else:
+            assert block["block_id"] in trace.blocks["block_id"].to_list()
+    assert a["blocks"][1]["block_id"] == ids[0x1400]
     assert (data["free_bytes"], data["largest_gap_bytes"], data["gaps"]) == (3072, 1536, 4)
     assert data["internal_fragmentation_bytes"] == 12
 
@@ -96,7 +107,8 @@ def test_first_peak_last_equal_memory_viz(path, capsys):
             continue
         for which in ("first", "peak", "last"):
             data = state(capsys, path, "--device", f"cuda:{device}", "--event", which)
-            segments, blocks, free, largest = _reference(raw, device, data["event"])
+            at = -1 if data["event"] is None else data["event"]  # None: before event 0
+            segments, blocks, free, largest = _reference(raw, device, at)
             assert {(s["addr"], s["size"]) for s in data["segments"]} == segments
             assert {(b["addr"], b["size"], b["state"] == "pending_free")
                     for s in data["segments"] for b in s["blocks"]

@@ -47,7 +47,7 @@ def test_the_page_of_one_capture(tmp_path, capsys):
     assert re.search(r"<td[^>]*>1.0 KiB</td><td[^>]*>25.0%</td><td[^>]*>1</td>"
                      r"<td[^>]*>alloc_b1 \(model.py:10\)</td>", page)
     assert re.search(r"<td[^>]*>1.5 KiB</td><td[^>]*>37.5%</td><td[^>]*>2</td>"
-                     r"<td[^>]*>\(no stack recorded\)</td>", page)
+                     r"<td[^>]*>alive before the capture</td>", page)
     assert "Capture facts" in page
 
 

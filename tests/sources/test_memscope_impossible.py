@@ -31,7 +31,7 @@ def test_a_malloc_of_negative_or_non_number_size_is_skipped_and_counted(tmp_path
     trace = open_capture(write_db(tmp_path / "memscope_dump_1.db", SCENARIO + bad))
     assert trace.blocks.height == 5  # not 7: neither bad MALLOC makes a block
     assert int(trace.blocks["size"].min()) > 0
-    assert any("2 memory rows with a negative, missing or non-number size skipped" in w
+    assert any("2 memory rows with a negative, missing or non-number size or total skipped" in w
                for w in trace.meta.warnings)
 
 
@@ -44,3 +44,32 @@ def test_a_csv_with_the_db_json_attr_is_read_as_json(tmp_path):
     assert int(trace.blocks["ghost"].sum()) == 1
     assert sorted(trace.blocks["size"].to_list()) == [256, 512, 1024, 2048, 4096]
     assert any("JSON Attr in a CSV" in w for w in trace.meta.warnings)
+
+
+def test_rows_whose_columns_are_shifted_are_skipped_not_devices(tmp_path):
+    """A timestamp where ``Device Id`` belongs (a CSV whose columns are shifted) made 130
+    devices named ``npu:1764753365728889760`` and a negative reserved figure."""
+    shifted = [mem(90 + i, "MALLOC", "PTA", 1500 + i, 90 + i, 0x9000 + i * 0x1000, 4096,
+                   dev=str(1764753365728889760 + i), total=-18874368, used=4096)
+               for i in range(5)]
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv_text(SCENARIO + shifted))
+    trace = open_capture(path)
+    assert trace.meta.device_names == open_capture(
+        write_text(tmp_path / "memscope_dump_2.csv", _csv_text(SCENARIO))).meta.device_names
+    assert not any("1764753365728889760" in name for name in trace.meta.device_names)
+    assert any("5 rows skipped whose Device Id is no device (1764753365728889760)" in w
+               for w in trace.meta.warnings)
+    from memtui.analysis.summary import summary
+
+    for device in summary(trace)["devices"]:
+        for key, value in device.items():
+            if key.endswith("_bytes") and isinstance(value, int):
+                assert value >= 0, (key, value)
+
+
+def test_a_negative_pool_total_is_skipped(tmp_path):
+    bad = [mem(90, "MALLOC", "PTA", 1500, 90, 0x9000, 4096, total=-18874368, used=4096)]
+    trace = open_capture(write_db(tmp_path / "memscope_dump_1.db", SCENARIO + bad))
+    assert trace.blocks.height == 5
+    reserved = trace.events["reserved"].drop_nulls()
+    assert reserved.is_empty() or int(reserved.min()) >= 0

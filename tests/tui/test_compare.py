@@ -108,35 +108,26 @@ async def test_diff_enter_selects_the_leak_in_both_runs(pair):
             await settle(pilot)
             if app.current_mode == "stacks" and "1 matches" in screen_text(app):
                 break
-        assert app.current_mode == "stacks"
-        # run A never ran log_metrics: its Stacks find nothing, its Block table is empty
+        # A never ran log_metrics: Enter shows B's Stacks, which hold it (issue 23)
+        assert app.side == "b" and app.current_mode == "stacks"
         assert app.cursor.t == app.timeline("cuda:0").end
-        await pilot.press("5")
+        stacks = app.screen
+        assert stacks.stack_tree.label(stacks.tree_view.selected) == "log_metrics  train.py:60"
+        assert "4.0 MiB" in screen_text(app)
+        await pilot.press("5")  # B's Block table: its four leaked blocks
         await settle(pilot)
         assert app.current_mode == "tables"
+        shot = screen_text(app)
+        assert "4 of" in shot and "log_metrics" in shot
+        await pilot.press("tab")  # run A: nothing behind the row
+        await settle(pilot)
+        assert app.side == "a" and app.current_mode == "tables"
         assert "0 of" in screen_text(app)
         await pilot.press("7")
         await settle(pilot)
         await pilot.press("tab")  # on the Diff: the status bar says B at once
         await settle(pilot)
         assert app.side == "b" and status_text(app).startswith(" B │")
-        await pilot.press("tab", "5")
-        await settle(pilot)
-        assert app.side == "a" and app.current_mode == "tables"
-        await pilot.press("tab")  # run B: its four leaked blocks
-        await settle(pilot)
-        assert app.side == "b" and app.current_mode == "tables"
-        shot = screen_text(app)
-        assert "4 of" in shot and "log_metrics" in shot
-        await pilot.press("4")
-        for _ in range(50):
-            await settle(pilot)
-            if "1 matches" in screen_text(app):
-                break
-        assert "log_metrics" in screen_text(app)
-        assert "4.0 MiB" in screen_text(app)
-        stacks = app.screen
-        assert stacks.stack_tree.label(stacks.tree_view.selected) == "log_metrics  train.py:60"
 
 
 def test_run_compare_on_a_missing_file(pair, tmp_path, capsys):
@@ -167,9 +158,9 @@ async def test_a_bad_second_file_ends_with_the_one_line_error(pair, tmp_path):
     assert app.load_error.startswith(str(bad) + ": ") and "\n" not in app.load_error
 
 
-async def test_diff_enter_on_a_row_of_the_other_run_says_to_press_tab(pair):
-    """A row only in B chosen while A is shown: A's tables are empty, so a note says that
-    tab shows B's blocks (a user saw "0 of 18 rows" and nothing else)."""
+async def test_diff_enter_on_a_row_of_the_other_run_shows_that_run(pair):
+    """A row only in B chosen while A is shown: A's Stacks do not hold its frame (a user
+    saw "0 of 18 rows" and nothing else), so B is shown, and a note says so."""
     app = CompareApp(open_capture(pair[0]), open_capture(pair[1]))
     notes = []
     app.notify = lambda message, **_: notes.append(message)  # type: ignore[method-assign]
@@ -177,10 +168,14 @@ async def test_diff_enter_on_a_row_of_the_other_run_says_to_press_tab(pair):
         await ready(pilot)
         await pilot.press("7")
         await settle(pilot)
-        await pilot.press("enter")  # the first row: the leak, at the end, only in B
-        await settle(pilot)
         assert app.side == "a"
-        assert "A has no block behind this row; tab shows B's 4" in notes
+        await pilot.press("enter")  # the first row: the leak, at the end, only in B
+        for _ in range(50):
+            await settle(pilot)
+            if app.current_mode == "stacks" and app.side == "b":
+                break
+        assert app.side == "b" and app.current_mode == "stacks"
+        assert "showing B: A has no block behind this row" in notes
 
 
 async def test_diff_rows_computed_slowly_still_get_the_focus(pair, monkeypatch):

@@ -271,16 +271,11 @@ async def test_stacks_user_frames_toggle_and_node_figures(demo, size):
         app.action_peak()
         await pilot.pause()
         screen = app.screen
-        all_frames = screen.stack_tree
-        await pilot.press("u")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        await pilot.pause()
-        tree = app.screen.stack_tree
-        assert tree is not all_frames and tree.user_only
-        assert "user frames only" in str(screen.query_one("#status-line").render())
+        tree = screen.stack_tree  # user frames by default (issue 23)
+        assert tree.user_only
+        assert "user frames (u: all)" in str(screen.query_one("#status-line").render())
         files = [tree.frame_file.get(int(tree.frame[n])) or "" for n in range(2, tree.size)
-                 if tree.depth[n] > 1]  # depth 1: a stack without user frames, its innermost
+                 if tree.depth[n] > 1]  # depth 1: a stack without user frames, its name
         assert all(f.endswith(".py") and "/torch/" not in f for f in files)
         text = screen_text(app)
         assert "share of all" in text
@@ -288,10 +283,16 @@ async def test_stacks_user_frames_toggle_and_node_figures(demo, size):
             assert "self  blocks  parent" in text
         detail = str(screen.query_one("#detail").render())
         assert "of all" in detail and "self" in detail
+        await pilot.press("u")  # every frame, one key away
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        assert not app.screen.stack_tree.user_only and app.screen.stack_tree is not tree
+        assert "all frames (u: user)" in str(screen.query_one("#status-line").render())
         await pilot.press("u")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert not app.screen.stack_tree.user_only
+        assert app.screen.stack_tree.user_only
 
 
 def accessed_toy_trace():
@@ -389,7 +390,7 @@ async def test_user_keymap_changes_keys_in_footer_help_and_palette(demo, tmp_pat
         await pilot.press("U")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert app.screen.user_only
+        assert not app.screen.user_only  # from the user frames it opens on to every frame
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Go to the peak (P)" in titles and "Stacks: User frames (U, ^u)" in titles
         rows = {row[2]: row[0] for _, section in app.help_sections() for row in section

@@ -195,3 +195,62 @@ async def test_state_column_follows_the_cursors_event_among_shared_timestamps():
         await settle(pilot)
         cells = blocks.model.cells(0, 3, app.cursor.t)
         assert [row[state] for row in cells] == ["alive", "alive", "alive"]
+
+
+async def test_the_stack_panel_names_the_event_by_its_number_and_the_stack_by_its_name():
+    """Issue 23: the Events panel said "Call stack of event 2" for row #0 (msMemScope:
+    the DB id); it says the row's event number, then the stack's name as every screen
+    gives it, and leaves the allocator's frames out."""
+    app = MemtuiApp(toy_trace())
+    async with app.run_test(size=SIZE) as pilot:
+        screen, events = await open_tables(pilot, "events")
+        await pilot.press("home")
+        await settle(pilot)
+        text = str(screen.query_one("#stack-text").render())
+        row = events.model.record(events.cursor_row)
+        assert row["event"] == 0 and f"Call stack of event {row['event']}" in text
+        await pilot.press("down")  # event 1: an alloc of block 0, stack malloc <- forward
+        await settle(pilot)
+        text = str(screen.query_one("#stack-text").render())
+        assert "Call stack of event 1" in text
+        assert f"named {FORWARD}" in text
+        assert "CUDACachingAllocator" not in text and "1 allocator" in text
+
+
+async def test_the_memscope_events_panel_says_the_rows_number():
+    from memtui.sources import open_capture
+    from tests.conftest import require_shared
+
+    trace = open_capture(require_shared("msmemscope") / "example__compare__leaks.csv")
+    app = MemtuiApp(trace)
+    async with app.run_test(size=SIZE) as pilot:
+        screen, events = await open_tables(pilot, "events")
+        await pilot.press("home")
+        await settle(pilot)
+        row = events.model.record(events.cursor_row)
+        assert row["event"] == 0 and row["source_id"] != 0  # its own id differs
+        text = str(screen.query_one("#stack-text").render())
+        assert text.startswith("Call stack of event 0 ")
+
+
+async def test_behind_memtui_serve_no_file_is_written_on_the_server(tmp_path, monkeypatch):
+    """``memtui serve`` sets MEMTUI_SERVED: copy goes to the clipboard only, the export to
+    the browser as a download; the page's visitor never writes into the server's folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMTUI_SERVED", "1")
+    app = MemtuiApp(toy_trace())
+    copied, delivered = [], []
+    app.copy_to_clipboard = copied.append
+    app.deliver_text = lambda stream, save_filename=None, **_: delivered.append(
+        (save_filename, stream.read()))
+    async with app.run_test(size=SIZE) as pilot:
+        await open_tables(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        app.screen.action_export()
+        await settle(pilot)
+        await pilot.pause(0.5)
+    assert list(tmp_path.iterdir()) == []
+    assert copied and copied[0].startswith("ID,Size")
+    assert delivered and delivered[0][0].startswith("memtui-blocks-")
+    assert delivered[0][1].startswith("ID,Size")

@@ -28,8 +28,10 @@ def test_owner_tree_by_layer_then_owner():
                            "size": [10, 20, 30, 40]})
     owners = owner_tree(toy_trace(), blocks)
     figures = owners.tree.figures(owners.codes, blocks["size"].to_numpy())
+    rest = set(owners.tree.remainder_node.values())  # named bytes in no block: none here
     by_label = {(owners.tree.label(n), int(owners.tree.depth[n])): int(figures.bytes[n])
-                for n in range(2, owners.tree.size)}
+                for n in range(2, owners.tree.size) if n not in rest}
+    assert not figures.bytes[list(rest)].any()
     assert by_label == {("PTA", 1): 60, ("HAL", 1): 40, ("weight", 2): 30,
                         ("optimizer_state", 2): 30, ("(no owner)", 2): 40}
     pta = next(n for n in range(owners.tree.size) if owners.tree.label(n) == "PTA")

@@ -12,23 +12,29 @@ numpy (no loop over events) and returns typed :class:`Finding` objects:
 * :mod:`.capture`: what the capture lacks (history, stacks, clock, rows).
 
 :func:`find_all` runs them all; :func:`findings_json` is the ``memtui findings --json``
-object; :func:`format_findings` its text form.
+object; :func:`format_findings` its text form.  With ``stacks`` both give the full call
+stack of each finding's evidence and of each of the peak's stack groups (``findings
+--stacks``, as pt-snap-cli's peak report prints them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from memtui.analysis.findings.capture import find_capture_limits, find_capture_wide
 from memtui.analysis.findings.fragmentation import find_fragmentation
+from memtui.analysis.findings.frames import evidence_stack
 from memtui.analysis.findings.inefficient import find_inefficient
 from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame, ranked
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
            find_capture_limits)
@@ -39,15 +45,39 @@ def device_findings(trace: MemoryTrace, device: str) -> list[Finding]:
     found: list[Finding] = []
     for finder in FINDERS:
         found.extend(finder(trace, device))
-    return ranked(found)
+    return ranked(with_event_numbers(trace, device, found))
 
 
-def find_all(trace: MemoryTrace) -> dict[str, list[Finding]]:
-    """Findings per device (every device of ``meta.devices``), most severe first."""
+def with_event_numbers(trace: MemoryTrace, device: str,
+                       found: list[Finding]) -> list[Finding]:
+    """``found`` with each evidence's ``event``: the position of its ``seq`` in the
+    device's events (the event number of the status bar and the Tables' ``#``)."""
+    wanted = {f.evidence.seq for f in found if f.evidence.seq is not None}
+    if not wanted:
+        return found
+    seq = trace.device_events(device)["seq"].to_numpy()
+    where = {value: int(hits[0]) for value in wanted
+             if (hits := np.flatnonzero(seq == value)).size}
+    return [dataclasses.replace(f, evidence=dataclasses.replace(
+        f.evidence, event=where.get(f.evidence.seq))) if f.evidence.seq is not None else f
+        for f in found]
+
+
+def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding]]:
+    """Findings per device (every device of ``meta.devices``), most severe first.
+
+    ``what_if``: OOM and fragmentation advice quotes a proven replay's prediction
+    (:mod:`memtui.analysis.replay.quote`, a replay per device: seconds); callers that only
+    count findings pass False."""
     result = {name: device_findings(trace, name) for name in trace.meta.device_names}
     for finding in find_capture_wide(trace):
         result[finding.device] = ranked(result[finding.device] + [finding])
-    return result
+    if not what_if:
+        return result
+    # the what-if hook (issue 26): a proven replay's prediction replaces the general advice
+    from memtui.analysis.replay.quote import quote_predictions
+
+    return quote_predictions(trace, result)
 
 
 def flat(findings: dict[str, list[Finding]]) -> list[Finding]:
@@ -61,21 +91,68 @@ def counts_by_kind(findings: dict[str, list[Finding]]) -> dict[str, int]:
     return {kind: counts.get(kind, 0) for kind in KINDS}
 
 
-def findings_json(trace: MemoryTrace,
-                  findings: dict[str, list[Finding]] | None = None) -> dict[str, Any]:
-    """The ``memtui findings --json`` object."""
+def full_stack(trace: MemoryTrace, stack_id: int | None) -> tuple[StackFrame, ...]:
+    """Every frame of ``stack_id``, innermost first."""
+    return evidence_stack(trace, stack_id, limit=1 << 30)
+
+
+def _with_stacks(trace: MemoryTrace, finding: Finding) -> dict[str, Any]:
+    """A finding's JSON with the full stack of its evidence and of each stack group."""
+    out = finding.to_json()
+    if finding.evidence.stack_id is not None:
+        out["evidence"]["stack"] = [f.to_json() for f in
+                                    full_stack(trace, finding.evidence.stack_id)]
+    for key in ("by_stack", "reserved_peak_by_stack"):
+        rows = out["detail"].get(key)
+        if rows:
+            out["detail"][key] = [{**row, "stack": [f.to_json() for f in full_stack(
+                trace, row.get("stack_id"))]} for row in rows]
+    return out
+
+
+def findings_json(trace: MemoryTrace, findings: dict[str, list[Finding]] | None = None,
+                  stacks: bool = False) -> dict[str, Any]:
+    """The ``memtui findings --json`` object (``stacks``: with full call stacks)."""
     findings = find_all(trace) if findings is None else findings
+    def one(f: Finding) -> dict[str, Any]:
+        return _with_stacks(trace, f) if stacks else f.to_json()
     return {
         "source": trace.meta.source,
         "path": trace.meta.path,
-        "devices": [{"device": name, "findings": [f.to_json() for f in found]}
+        "devices": [{"device": name, "findings": [one(f) for f in found]}
                     for name, found in findings.items()],
         "warnings": list(trace.meta.warnings),
     }
 
 
-def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]]) -> str:
-    """The human text of ``memtui findings``: every finding by severity, per device."""
+def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
+    """The full call stacks of a finding, for ``findings --stacks``: each of the peak's
+    stack groups (its commonest stack), else the evidence's stack."""
+    def frames(stack_id: int | None, indent: str) -> list[str]:
+        stack = full_stack(trace, stack_id)
+        if not stack:
+            return [f"{indent}(no stack recorded)"]
+        return [f"{indent}{f.filename or '?'}:{f.line if f.line is not None else '?'}:"
+                f"{f.name or '?'}" for f in stack]
+
+    groups = finding.detail.get("by_stack") or []
+    if finding.kind == "peak" and groups:
+        lines = []
+        for row in groups:
+            lines.append(f"        {row['label']}: {format_bytes(row['bytes'])} "
+                         f"({row['share']:.0%}) in {row['blocks']} blocks")
+            if "stack_id" in row:
+                lines += frames(row["stack_id"], "          ")
+        return lines
+    if finding.evidence.stack_id is not None:
+        return ["        stack:", *frames(finding.evidence.stack_id, "          ")]
+    return []
+
+
+def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
+                    stacks: bool = False) -> str:
+    """The human text of ``memtui findings``: every finding by severity, per device
+    (``stacks``: each followed by its full call stacks)."""
     lines = [f"{trace.meta.path}  ({trace.meta.source})"]
     for device, found in findings.items():
         lines.append(f"  {device}: {len(found)} findings")
@@ -90,10 +167,13 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]]) -> s
                 lines.append(f"        steps from {finding.detail['steps_from']}; "
                              f"{finding.detail['blocks']} blocks, "
                              f"{format_bytes(finding.detail['total_bytes'])} in all")
+            if stacks:
+                lines += _stack_lines(trace, finding)
     if not findings:
         lines.append("  no device has events or blocks")
     return "\n".join(lines)
 
 
 __all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
-           "device_findings", "find_all", "findings_json", "flat", "format_findings"]
+           "device_findings", "find_all", "findings_json", "flat", "format_findings", "full_stack",
+           "with_event_numbers"]

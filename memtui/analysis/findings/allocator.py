@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 MiB = 1 << 20
+#: Cached bytes worth a setting: no allocator setting is suggested for a few MiB.
+MIN_ADVICE_BYTES = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ def settings_of(trace: MemoryTrace) -> AllocatorSettings:
                              conf=conf)
 
 
+def _worth_a_setting(cached_free: int, requested: int | None) -> bool:
+    """Whether ``cached_free`` bytes are worth naming a setting for: at least
+    ``MIN_ADVICE_BYTES`` and, where the request is known, a quarter of it."""
+    return cached_free >= MIN_ADVICE_BYTES and (not requested or 4 * cached_free >= requested)
+
+
 def _parse_conf(conf: str) -> dict[str, str]:
     options = {}
     for part in conf.split(","):
@@ -100,7 +108,8 @@ def advice(settings: AllocatorSettings, cause: str, requested: int | None = None
     if cause == "full":
         text = ("the device is full: lower the peak (smaller batch, activation checkpointing, "
                 "freeing tensors earlier; see the peak finding)")
-        if cached_free > 0 and settings.garbage_collection_threshold is None:
+        if _worth_a_setting(cached_free, requested) \
+                and settings.garbage_collection_threshold is None:
             text += (f"; {format_bytes(cached_free)} sat cached but unused, which "
                      f"{env}=garbage_collection_threshold:0.8 lets the allocator give back")
         return text
@@ -110,4 +119,4 @@ def advice(settings: AllocatorSettings, cause: str, requested: int | None = None
     return "lower the peak or make the pool less fragmented"
 
 
-__all__ = ["AllocatorSettings", "advice", "settings_of"]
+__all__ = ["MIN_ADVICE_BYTES", "AllocatorSettings", "advice", "settings_of"]

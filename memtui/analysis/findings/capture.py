@@ -15,8 +15,8 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.findings.model import Evidence, Finding
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 
 def find_capture_limits(trace: MemoryTrace, device: str) -> list[Finding]:

@@ -11,8 +11,8 @@ import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK, stack_frames
 from memtui.analysis.findings.model import Evidence, Finding
-from memtui.analysis.summary import format_bytes
 from memtui.model import FLAG_NAMES, MemoryTrace
+from memtui.units import format_bytes
 
 TOP = 5
 

@@ -3,9 +3,10 @@
 The blocks of a device are grouped by memory pool, owner and the frame that names their
 call stack (:mod:`memtui.analysis.findings.frames`).  Each group's live bytes are taken
 at every step boundary (:mod:`memtui.analysis.findings.steps`) with one ``bincount``
-over all blocks, so a group's level ``L[k]`` is what it held when step ``k`` began.
-Blocks allocated in the last, possibly unfinished step are never counted: a capture that
-stopped mid-step leaves its activations alive, and they are not leaks.
+over all blocks, so a group's level ``L[k]`` is what it held when step ``k`` began, and,
+where the last step finished, at its end too.  Blocks allocated in a last step that did not
+finish are never counted: a capture that stopped mid-step leaves its activations alive, and
+they are not leaks.
 
 A group leaks when its level rises at three boundaries or more, falls back by at most a
 quarter of what it rose, and still grows in the second half of the steps (a warm-up
@@ -25,8 +26,8 @@ from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_fram
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.steps import Steps, find_steps
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 MIN_RISES = 3
 MIN_STEPS_FOR_LEAK = MIN_RISES + 1
@@ -63,14 +64,14 @@ def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> l
     blocks = _leak_blocks(trace, device, steps.axis)
     if blocks is None:
         return []
-    bounds = steps.bounds
+    bounds, times = steps.edges()
     n_bounds = bounds.size
     # boundary k sees a block when start < bounds[k] <= end: k in [k_first, k_end)
     k_first = np.searchsorted(bounds, blocks.start, side="right")
     k_end = np.searchsorted(bounds, blocks.end, side="right")
     k_end = np.where(blocks.end == INT64_MAX, n_bounds, k_end)
     seen = k_end > k_first
-    if not steps.by_markers and _churn_share(blocks, steps, k_first, k_end) < MIN_CHURN:
+    if not steps.by_markers and _churn_share(blocks, n_bounds, k_first, k_end) < MIN_CHURN:
         return []  # not a loop: the "steps" are layers of one pass, whose blocks all stay
     grows = seen & (k_first > 0) & (k_end == n_bounds)
     shrinks = seen & (k_first == 0) & (k_end < n_bounds)
@@ -85,7 +86,8 @@ def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> l
     levels = _levels(blocks, candidates, k_first, k_end, seen, n_bounds)
     findings = []
     for row, group in enumerate(candidates):
-        finding = _judge(trace, device, steps, blocks, int(group), levels[row], k_first, k_end)
+        finding = _judge(trace, device, steps, times, blocks, int(group), levels[row], k_first,
+                         k_end)
         if finding is not None:
             findings.append(finding)
     findings.sort(key=lambda f: -(f.detail["total_bytes"]))
@@ -129,12 +131,12 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
     )
 
 
-def _churn_share(blocks: _Blocks, steps: Steps, k_first: np.ndarray,
+def _churn_share(blocks: _Blocks, n_bounds: int, k_first: np.ndarray,
                  k_end: np.ndarray) -> float:
     """Share of the bytes allocated between the first and the last boundary that are
     freed by the boundary after next (a step boundary may fall inside the step, so a
     block may straddle one): near 1 in a training loop, low in one long pass."""
-    inside = (k_first > 0) & (k_first < steps.bounds.size)
+    inside = (k_first > 0) & (k_first < n_bounds)
     total = blocks.size[inside].sum()
     if total <= 0:
         return 0.0
@@ -157,8 +159,9 @@ def _levels(blocks: _Blocks, candidates: np.ndarray, k_first: np.ndarray,
     return np.cumsum(diff.reshape(candidates.size, width), axis=1)[:, :n_bounds]
 
 
-def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group: int,
-           level: np.ndarray, k_first: np.ndarray, k_end: np.ndarray) -> Finding | None:
+def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
+           blocks: _Blocks, group: int, level: np.ndarray, k_first: np.ndarray,
+           k_end: np.ndarray) -> Finding | None:
     """A leak finding for ``group`` with levels ``level`` at the boundaries, or None."""
     level = np.rint(level).astype(np.int64)
     diffs = np.diff(level)
@@ -178,7 +181,7 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
     total = int(level[-1] - level[first])
     confidence = _confidence(level[first:], rises.size, rise_total, fall_total,
                              steps.by_markers)
-    n_bounds = steps.bounds.size
+    n_bounds = times.size
     leaked = (blocks.group == group) & (k_first > first) & (k_first < n_bounds) \
         & (k_end == n_bounds)
     leaked_ids = blocks.block_id[leaked]
@@ -192,10 +195,9 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
     owner = info["owner"]
     who = f"{owner} in {where}" if owner and info["label"] else where
     severity = "high" if confidence >= HIGH_CONFIDENCE and total >= HIGH_BYTES else "medium"
-    steps_seen = steps.count
+    grown_over = n_bounds - 1 - first  # steps from the first that grew to the last seen
     title = (f"{who} leaks {format_bytes(int(round(per_step)))} per step "
-             f"since {steps.name(first)} ({format_bytes(total)} in {steps_seen - 1 - first} "
-             "steps)")
+             f"since {steps.name(first)} ({format_bytes(total)} in {grown_over} steps)")
     detail = {
         "function": info["name"],
         "file": info["filename"],
@@ -204,7 +206,7 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
         "owner": owner,
         "pool": info["pool"] or None,
         "bytes_per_step": int(round(per_step)),
-        "steps": steps_seen,
+        "steps": steps.count,
         "steps_grown": int(rises.size),
         "first_step": first,
         "first_step_name": steps.name(first),
@@ -220,7 +222,7 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, blocks: _Blocks, group
         and blocks.seq_alloc[first_block] >= 0 else None,
         block_ids=tuple(int(b) for b in leaked_ids[order]),
         stack=evidence_stack(trace, stack_id), owner=owner, stack_id=stack_id,
-        window=(int(steps.times[first]), int(steps.times[-1])),
+        window=(int(times[first]), int(times[-1])),
     )
     return Finding(kind="leak", severity=severity, title=title, device=device,
                    bytes=total, detail=detail, evidence=evidence)

@@ -30,7 +30,9 @@ class StackFrame:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Where a finding can be seen: a time (and the event ``seq`` there), blocks, a stack."""
+    """Where a finding can be seen: a time (and the event ``seq`` there, and its ``event``
+    number: its position in the device's events, the number every screen shows), blocks,
+    a stack."""
 
     t: int | None = None
     seq: int | None = None
@@ -39,10 +41,12 @@ class Evidence:
     owner: str | None = None
     stack_id: int | None = None
     window: tuple[int, int] | None = None  # a span worth selecting (the UI's window)
+    event: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "t": self.t,
+            "event": self.event,
             "seq": self.seq,
             "block_ids": list(self.block_ids[:JSON_BLOCK_IDS]),
             "stack": [frame.to_json() for frame in self.stack],
@@ -84,10 +88,46 @@ class Finding:
         }
 
 
+def finding_to_dict(finding: Finding) -> dict[str, Any]:
+    """Every field of ``finding`` as JSON-ready values (the reopen cache's form: unlike
+    :meth:`Finding.to_json` it keeps every block id, the stack id and the window)."""
+    evidence = finding.evidence
+    return {
+        "kind": finding.kind, "severity": finding.severity, "title": finding.title,
+        "device": finding.device, "bytes": finding.bytes, "detail": finding.detail,
+        "evidence": {
+            "t": evidence.t, "seq": evidence.seq, "event": evidence.event,
+            "block_ids": list(evidence.block_ids),
+            "stack": [frame.to_json() for frame in evidence.stack],
+            "owner": evidence.owner, "stack_id": evidence.stack_id,
+            "window": list(evidence.window) if evidence.window is not None else None,
+        },
+    }
+
+
+def finding_from_dict(data: dict[str, Any]) -> Finding:
+    """The :class:`Finding` :func:`finding_to_dict` wrote (KeyError, TypeError or
+    ValueError where ``data`` is not one)."""
+    evidence = data["evidence"]
+    window = evidence["window"]
+    return Finding(
+        kind=data["kind"], severity=data["severity"], title=data["title"],
+        device=data["device"], bytes=data["bytes"], detail=dict(data["detail"]),
+        evidence=Evidence(
+            t=evidence["t"], seq=evidence["seq"], event=evidence["event"],
+            block_ids=tuple(int(b) for b in evidence["block_ids"]),
+            stack=tuple(StackFrame(f["filename"], f["line"], f["name"])
+                        for f in evidence["stack"]),
+            owner=evidence["owner"], stack_id=evidence["stack_id"],
+            window=(int(window[0]), int(window[1])) if window is not None else None,
+        ),
+    )
+
+
 def ranked(findings: list[Finding]) -> list[Finding]:
     """``findings`` by severity, most severe first, then by bytes (largest first)."""
     return sorted(findings, key=lambda f: (f.rank, -(f.bytes or 0)))
 
 
 __all__ = ["JSON_BLOCK_IDS", "KINDS", "SEVERITIES", "Evidence", "Finding", "StackFrame",
-           "ranked"]
+           "finding_from_dict", "finding_to_dict", "ranked"]

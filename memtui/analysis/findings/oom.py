@@ -31,8 +31,8 @@ from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.pool import pool_at_seq
 from memtui.analysis.live import device_index
 from memtui.analysis.pool_state import PoolState, explain_oom, state_at, state_at_seq
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
+from memtui.units import format_bytes
 
 _DEVICE_FREE = re.compile(r"(\d+) free on the device")
 _REQ_SIZE = re.compile(r"req_?size\W{0,3}(\d+)", re.IGNORECASE)

@@ -6,15 +6,27 @@ Steps come, in this order, from
   msMemScope ``STEP`` / mstx marks and ranges (any marker whose name says "step"); of
   those, the name pattern (digits ignored) seen most often;
 * the recurring allocation pattern: a training loop allocates from the same call stacks
-  every iteration.  The stack (or, without stacks, the size) whose allocations are most
-  evenly spaced, at least 4 of them spread over most of the trace, and most often among
-  those, beats once per step (without markers, :mod:`.leak` also asks that the steps free
-  most of what they allocate, as a loop does);
+  every iteration, and frees what it allocates there within the iteration (activations,
+  gradients, temporaries).  A stack (or, without stacks, a size) *beats* at each of its
+  allocations that follows a long pause of that stack (the first of a burst: a backward
+  pass allocating 20 times from one stack beats once); the clock is the stack whose beats
+  are most evenly spaced, at least 4 of them spread over most of the trace, most often
+  among those, whose blocks are freed within two of its periods, which allocates as often
+  in nearly every one of its periods, and with which two other evenly recurring stacks
+  keep time (as often in nearly every period).  A stack whose
+  blocks accumulate (a leak that recurs every step, or every k-th step) is never the clock:
+  it would measure the leak by itself.  (Without markers :mod:`.leak` also asks that the
+  steps free most of what they allocate, as a loop does);
 * equal slices of the trace, where nothing recurs (said so, and trusted less).
 
-Boundaries are positions on the event axis (``seq``): a block is alive at boundary ``b``
-when ``seq_alloc < b <= seq_free`` (ghosts from the start, never-freed ones to the end).
-Where a source has no ``seq`` on its blocks, times are used the same way.
+The last step counts as finished (``last_finished``) when as many events follow its start
+as a step usually holds: a capture that stopped in it leaves it short.
+
+Boundaries are on the one time-ordered event axis (``seq``, model.py "One event axis"),
+so they rise with the steps: a block is alive at boundary ``b`` when
+``seq_alloc < b <= seq_free`` (ghosts from the start, never-freed ones to the end).  Where
+a source has no ``seq`` on its blocks (or a ``seq`` that does not follow time), times are
+used the same way.
 """
 
 from __future__ import annotations
@@ -33,6 +45,18 @@ MIN_STEPS = 4
 #: Largest coefficient of variation of the spacing of a stack's allocations that still
 #: counts as "once per step".
 REGULAR_CV = 0.25
+#: A stack's allocation *beats* where its pause since its previous allocation is at least
+#: this share of its long pauses (the median of those above its mean): the first of each
+#: burst, every allocation of a stack allocating once a step.
+BEAT_PAUSE = 0.5
+#: Share of the clock stack's blocks that must be freed within two of its periods.
+MIN_CLOCK_FREED = 0.9
+#: Clock candidates (best first) tried for other stacks keeping time with them, and how
+#: many must (a loop allocates from many stacks every step).
+MAX_CLOCK_TRIES = 16
+MIN_KEEPING_TIME = 2
+#: A last step holding at least this share of a usual step's events finished.
+FINISHED_SHARE = 0.9
 #: Share of the trace (in allocations) the recurring stack must span, times
 #: ``(count - 1) / count`` (a loop of n steps is beaten n times, from step 0 to step n-1):
 #: a rhythm of layers inside one forward or backward pass spans only that pass.
@@ -44,9 +68,11 @@ FALLBACK_SLICES = 16
 class Steps:
     """Step starts of one device on the axis ``axis`` (``"seq"`` or ``"t"``).
 
-    ``bounds[k]`` is where step ``k`` begins; the last step runs to the end of the trace
-    and may be cut short (the capture stopped in it).  ``times`` are the same boundaries
-    as times.  ``source`` says where they came from, ``by_markers`` whether markers said so.
+    ``bounds[k]`` is where step ``k`` begins (rising); the last step runs to the end of
+    the trace and may be cut short (the capture stopped in it): ``last_finished`` says it
+    was not, and ``end``/``end_time`` are then where it ends (just after the last event).
+    ``times`` are the same boundaries as times.  ``source`` says where they came from,
+    ``by_markers`` whether markers said so.
     """
 
     bounds: np.ndarray
@@ -57,6 +83,9 @@ class Steps:
     anchor_stack: int | None = None
     names: tuple[str, ...] = ()
     sliced: bool = False  # equal slices: nothing recurs
+    last_finished: bool = False
+    end: int = 0
+    end_time: int = 0
 
     def name(self, k: int) -> str:
         """What step ``k`` is called: its marker's name, or ``step k``."""
@@ -68,6 +97,13 @@ class Steps:
     def count(self) -> int:
         return int(self.bounds.size)
 
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, times) of the boundaries at which whole steps are measured: every
+        step start, and the end of the last step where it finished."""
+        if not self.last_finished:
+            return self.bounds, self.times
+        return np.append(self.bounds, self.end), np.append(self.times, self.end_time)
+
 
 def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
     """The step boundaries of ``device`` (None without events enough to have steps)."""
@@ -77,6 +113,7 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
     axis = "seq" if _blocks_have_seq(trace, device) else "t"
     t = events["t"].to_numpy().astype(np.int64)
     pos = events[axis].to_numpy().astype(np.int64)
+    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1]) + 1}
     marked = _marker_steps(trace, device)
     if marked is not None:
         starts, names, pattern = marked
@@ -87,13 +124,18 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
         if keep.sum() >= MIN_STEPS - 1:
             return Steps(bounds=pos[index[keep]], times=t[index[keep]], axis=axis,
                          source=f"markers ({pattern})", by_markers=True,
-                         names=tuple(n for n, k in zip(names, keep, strict=True) if k))
-    rhythm = _rhythm_steps(events)
+                         names=tuple(n for n, k in zip(names, keep, strict=True) if k),
+                         last_finished=_last_finished(index[keep], t.size), **end)
+    rhythm = rhythm_steps(events)
     if rhythm is not None:
         index, label, stack = rhythm
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
-                     anchor_stack=stack)
+                     anchor_stack=stack, last_finished=_last_finished(index, t.size), **end)
+    if axis == "t" and not (events["action"] == "alloc").any():
+        found = _block_rhythm_steps(trace, device)
+        if found is not None:
+            return found
     index = unique_sorted(np.linspace(0, t.size - 1, FALLBACK_SLICES + 1).astype(np.int64)[:-1])
     return Steps(bounds=pos[index], times=t[index], axis=axis,
                  source=f"{index.size} equal slices of the trace (no steps found)",
@@ -103,8 +145,9 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
 def _blocks_have_seq(trace: MemoryTrace, device: str) -> bool:
     blocks = trace.device_blocks(device)
     traced = blocks.filter(~pl.col("ghost").fill_null(False))
+    seq = trace.device_events(device)["seq"]
     return traced.height > 0 and traced["seq_alloc"].null_count() == 0 \
-        and trace.device_events(device)["seq"].null_count() == 0
+        and seq.null_count() == 0 and seq.is_sorted()
 
 
 def _marker_steps(trace: MemoryTrace,
@@ -138,40 +181,154 @@ def _marker_steps(trace: MemoryTrace,
     return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
 
 
-def _rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | None:
-    """Row indexes (into ``events``) of the allocations that beat once per step."""
-    allocs = events.select(
+def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
+    """Steps from the rhythm of the blocks' allocations, for a source whose events hold
+    no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
+    are memory_record levels).  Blocks recur by owner (the operator) and size, as stacks
+    do elsewhere; the blocks' allocations and frees are put in time order as events and
+    timed by :func:`rhythm_steps`, so only blocks freed again can beat the clock: a
+    loop's churn, never blocks that accumulate."""
+    blocks = trace.device_blocks(device).filter(
+        ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
+        & pl.col("t_free").is_not_null() & pl.col("size").is_not_null())
+    if blocks.is_empty():
+        return None
+    keyed = blocks.with_columns(
+        owner=pl.col("owner").fill_null(""),
+        stack_id=pl.struct(pl.col("owner").fill_null(""), "size").rank("dense")
+        .cast(pl.Int64))
+    columns = ("size", "owner", "stack_id", "block_id")
+    events = pl.concat([
+        keyed.select(*columns, t=pl.col("t_alloc"), action=pl.lit("alloc"), order=pl.lit(0)),
+        keyed.select(*columns, t=pl.col("t_free"), action=pl.lit("free"), order=pl.lit(1)),
+    ]).sort("t", "order", maintain_order=True)
+    rhythm = rhythm_steps(events)
+    if rhythm is None:
+        return None
+    index = rhythm[0]
+    owner, size = events["owner"][int(index[0])], events["size"][int(index[0])]
+    times = _fill_missed_beats(events["t"].to_numpy().astype(np.int64)[index])
+    return Steps(bounds=times, times=times, axis="t",
+                 source=f"the recurring allocations of {size}-byte {owner or ''} blocks"
+                 .replace("  ", " "), by_markers=False)
+
+
+def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
+    """``times`` with a beat put back in the middle of every gap about twice the median
+    one (1.6x to 2.4x): a step whose clock block came out another size (the allocator
+    kept a larger free block whole) still begins a step."""
+    if times.size < MIN_STEPS:
+        return times
+    gaps = np.diff(times)
+    median = float(np.median(gaps))
+    missed = np.flatnonzero((gaps >= 1.6 * median) & (gaps <= 2.4 * median))
+    if median <= 0 or missed.size == 0:
+        return times
+    return np.sort(np.concatenate([times, times[missed] + gaps[missed] // 2]))
+
+
+def _last_finished(index: np.ndarray, events: int) -> bool:
+    """Whether the step starting at event ``index[-1]`` holds as many events as a usual
+    step (the median of the others): the capture did not stop in it."""
+    if index.size < 2:
+        return False
+    usual = float(np.median(np.diff(index)))
+    return usual > 0 and events - int(index[-1]) >= FINISHED_SHARE * usual
+
+
+def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | None:
+    """Row indexes (into ``events``, rising) of the clock's beats, its label and stack (see
+    the module docstring), or None where no stack keeps time."""
+    rows = events.select(
         row=pl.int_range(0, pl.len(), dtype=pl.Int64), action=pl.col("action"),
-        stack_id=pl.col("stack_id"), size=pl.col("size"),
-    ).filter(pl.col("action") == "alloc")
+        stack_id=pl.col("stack_id"), size=pl.col("size"), block_id=pl.col("block_id"),
+    )
+    allocs = rows.filter(pl.col("action") == "alloc")
     if allocs.height < MIN_STEPS * 2:
         return None
     use_stack = allocs["stack_id"].null_count() <= allocs.height // 2
     key = "stack_id" if use_stack else "size"
+    freed = rows.filter((pl.col("action") == "free") & pl.col("block_id").is_not_null()) \
+        .group_by("block_id").agg(free_row=pl.col("row").min())
     allocs = allocs.filter(pl.col(key).is_not_null()).with_columns(
-        pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
+        pos=pl.int_range(0, pl.len(), dtype=pl.Int64),
+    ).join(freed, on="block_id", how="left", maintain_order="left")
     n = allocs.height
     if n < MIN_STEPS * 2:
         return None
+    pause = pl.col("pause")
+    long_pause = pause.filter(pause >= pause.mean()).median()
+    beats = allocs.sort(key, "pos").with_columns(
+        pause=pl.col("pos").diff().over(key)).with_columns(
+        beat=pause.is_null() | (pause >= BEAT_PAUSE * long_pause.over(key)))
     stats = (
-        allocs.sort(key, "pos")
+        beats.filter("beat")
         .with_columns(gap=pl.col("pos").diff().over(key))
         .group_by(key)
         .agg(count=pl.len(), mean=pl.col("gap").mean(), std=pl.col("gap").std(ddof=0),
-             first=pl.col("pos").min(), last=pl.col("pos").max())
+             first=pl.col("pos").min(), last=pl.col("pos").max(),
+             period_rows=(pl.col("row").max() - pl.col("row").min()) / (pl.len() - 1))
         .with_columns(cv=pl.col("std") / pl.col("mean"),
                       coverage=(pl.col("last") - pl.col("first")) / n)
         .filter((pl.col("count") >= MIN_STEPS) & (pl.col("cv") <= REGULAR_CV)
                 & (pl.col("coverage")
                    >= MIN_COVERAGE * (pl.col("count") - 1) / pl.col("count")))
-        .sort(["count", "cv", "first"], descending=[True, False, False])
     )
     if stats.is_empty():
         return None
-    value = stats[key][0]
-    rows = allocs.filter(pl.col(key) == value)["row"].to_numpy()
-    label = f"stack {value}" if use_stack else f"{value}-byte blocks"
-    return rows.astype(np.int64), label, int(value) if use_stack else None
+    regular = beats.join(stats.select(key), on=key, how="semi").sort(key, "row") \
+        .group_by(key, maintain_order=True).agg(
+            beats=pl.col("row").filter(pl.col("beat")), rows=pl.col("row"))
+    beat_rows = {value: np.asarray(b, dtype=np.int64) for value, b, _ in regular.iter_rows()}
+    all_rows = {value: np.asarray(r, dtype=np.int64) for value, _, r in regular.iter_rows()}
+    stats = stats.join(_freed_share(beats, stats, key, int(rows.height)), on=key,
+                       how="left").filter(pl.col("freed") >= MIN_CLOCK_FREED) \
+        .sort(["count", "cv", "first"], descending=[True, False, False])
+    for value in stats[key].head(MAX_CLOCK_TRIES).to_list():
+        index = beat_rows[value]
+        if _steady(index, all_rows[value]) and _corroborated(
+                index, [r for v, r in all_rows.items() if v != value]):
+            label = f"stack {value}" if use_stack else f"{value}-byte blocks"
+            return index, label, int(value) if use_stack else None
+    return None
+
+
+def _steady(clock: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether ``rows`` (a stack's allocations) fall the same number of times, at least
+    once, in (nearly) every period between the beats of ``clock``: a loop does the same
+    work every step; allocations at random do not."""
+    periods = clock.size - 1
+    if periods < 1:
+        return False
+    period_of = np.searchsorted(clock, rows, side="right") - 1
+    counts = np.bincount(period_of[(period_of >= 0) & (period_of < periods)],
+                         minlength=periods)
+    usual = np.bincount(counts).argmax()
+    return bool(usual > 0 and (counts == usual).mean() >= MIN_CLOCK_FREED)
+
+
+def _corroborated(clock: np.ndarray, others: list[np.ndarray]) -> bool:
+    """Whether other evenly recurring stacks (:data:`MIN_KEEPING_TIME`) are steady in the
+    periods of ``clock`` (:func:`_steady`): a loop's stacks keep time together; a stack
+    that recurs evenly by chance among unrelated allocations does so alone."""
+    keeping = 0
+    for rows in others:
+        keeping += _steady(clock, rows)
+        if keeping >= MIN_KEEPING_TIME:
+            return True
+    return False
+
+
+def _freed_share(allocs: pl.DataFrame, stats: pl.DataFrame, key: str,
+                 events: int) -> pl.DataFrame:
+    """Per candidate ``key``: the share of its blocks freed within two of its periods (in
+    events), among those allocated early enough for that to be seen."""
+    window = 2 * pl.col("period_rows")
+    judged = allocs.join(stats.select(key, "period_rows"), on=key, how="inner").filter(
+        pl.col("row") + window < events)
+    return judged.group_by(key).agg(freed=(
+        pl.col("free_row").is_not_null() & (pl.col("free_row") - pl.col("row") <= window)
+    ).mean())
 
 
 __all__ = ["Steps", "find_steps"]

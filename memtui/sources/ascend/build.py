@@ -17,6 +17,7 @@ import polars as pl
 
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform
 from memtui.sources.ascend import frames
+from memtui.sources.common.event_axis import time_ordered_axis
 from memtui.sources.common.lifetimes import pair_by_address
 
 SOURCE = "ascend_profiler"
@@ -106,6 +107,8 @@ def build_trace(path: Path, ranks: list[RankData], warnings: list[str]) -> Memor
     blocks = blocks.with_columns(block_id=pl.int_range(0, pl.len(), dtype=pl.Int64))
     events = _relink_block_ids(_concat(parts["events"], "events"), blocks)
     events = events.sort("t", "device", "seq", maintain_order=True)
+    # memory records and GE events are numbered table by table: one time-ordered axis
+    events, blocks = time_ordered_axis(events, blocks, per_device=True)
     curves = _concat(parts["curves"], "curves")
     hosts = {r.host for r in ranks if r.host}
     meta = TraceMeta(

@@ -3,7 +3,9 @@
 :func:`load_pickle` uses an unpickler whose ``find_class`` refuses every global, so a file
 whose opcodes would import or call something (``os.system``, ``builtins.eval``...) stops
 at that opcode with a :class:`CaptureError`; persistent ids and out-of-band buffers are
-refused too.  Protocols 2 to 5 are read.
+refused too.  Protocols 2 to 5 are read.  ``load_pickle(path, read_bytes)`` reports the
+bytes read so far while it unpickles (a watcher thread reads the file's offset: the C
+unpickler is never slowed by a Python reader).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -36,8 +39,15 @@ def looks_like_pickle(path: Path) -> bool:
     return len(head) == 2 and head[0] == PICKLE_PROTO and 2 <= head[1] <= 5
 
 
-def load_pickle(path: Path) -> Any:
-    """Unpickle ``path`` safely; any failure becomes a one-line :class:`CaptureError`."""
+#: ``read_bytes(done, size)``: the unpickler has read ``done`` of the file's ``size`` bytes.
+BytesRead = Callable[[int, int], None]
+#: Seconds between two reports of the bytes read.
+REPORT_EVERY = 0.1
+
+
+def load_pickle(path: Path, read_bytes: BytesRead | None = None) -> Any:
+    """Unpickle ``path`` safely; any failure becomes a one-line :class:`CaptureError`.
+    ``read_bytes`` hears how far it has read, every :data:`REPORT_EVERY` seconds."""
     try:
         fh = open_regular(path)
     except OSError as exc:
@@ -46,16 +56,20 @@ def load_pickle(path: Path) -> Any:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             raise CaptureError(path, "the file is empty")
-        with memory_bounded(size) as cap:
+        with memory_bounded(size) as cap, _watching(fh, size, read_bytes):
             return _RefusingUnpickler(fh).load()
     except CaptureError:
         raise
     except MemoryError:
-        if cap.limited:
-            raise CaptureError(path, f"unpickling it needs more than {cap.allowed:,} bytes, "
-                               f"far more than a pickle of {size:,} bytes can hold (a memo or "
-                               "container bomb?): refused") from None
-        raise CaptureError(path, "not enough memory to unpickle it") from None
+        short = memory_short_of(cap.allowed)
+        if short or not cap.limited:
+            raise CaptureError(path, f"not enough memory to read it: a snapshot of "
+                               f"{size / 2**20:,.0f} MiB takes up to about "
+                               f"{TYPICAL_PER_BYTE * size / 2**30:,.1f} GiB to unpickle"
+                               f"{short or ''}") from None
+        raise CaptureError(path, f"unpickling it needs more than {cap.allowed:,} bytes, "
+                           f"far more than a pickle of {size:,} bytes can hold (a memo or "
+                           "container bomb?): refused") from None
     except pickle.UnpicklingError as exc:
         message = str(exc)
         if "refused" in message:
@@ -69,8 +83,43 @@ def load_pickle(path: Path) -> Any:
         fh.close()
 
 
+class _watching:  # noqa: N801 - a context manager, named as one reads it
+    """While the block runs, a thread reports ``fh``'s offset in the file (what the
+    buffered reader has taken from the OS: at most a buffer ahead of the unpickler) to
+    ``read_bytes``; nothing without one."""
+
+    def __init__(self, fh, size: int, read_bytes: BytesRead | None) -> None:
+        self.fd, self.size, self.read_bytes = fh.fileno(), size, read_bytes
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _watching:
+        if self.read_bytes is not None:
+            self.thread = threading.Thread(target=self._watch, name="memtui-pickle-progress",
+                                           daemon=True)
+            self.thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self.done.wait(REPORT_EVERY):
+            try:
+                offset = os.lseek(self.fd, 0, os.SEEK_CUR)
+            except OSError:
+                return
+            try:
+                self.read_bytes(min(offset, self.size), self.size)
+            except Exception:  # noqa: BLE001 - a listener's failure never stops the load
+                return
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
+
+
 #: Unpickling real snapshots takes at most ~14x their size (measured on ../shared/data);
 #: a pickle is allowed this many times its size, plus a floor, before it is refused.
+TYPICAL_PER_BYTE = 14
 MEMORY_PER_BYTE = 64
 MEMORY_FLOOR = 32 << 20
 
@@ -134,10 +183,51 @@ def _others_at_work() -> bool:
 
 def _data_bytes() -> int:
     """The process's data segment now (``VmData``), or 0 where unknown."""
+    return _status_bytes(b"VmData:")
+
+
+def memory_short_of(wanted: int) -> str:
+    """Where this process may use less than ``wanted`` more bytes (an address-space limit,
+    ``ulimit -v``, or too little memory free on the machine): what says so, for the
+    error; else "".  A MemoryError under such a limit is a machine short of memory, not a
+    pickle that claims too much."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft < _address_space_bytes() + wanted:
+            return (f"; this process may use only {soft / 2**30:,.1f} GiB in all "
+                    "(ulimit -v)")
+    except (ImportError, OSError, ValueError):
+        pass
+    available = _available_bytes()
+    if available and available < wanted:
+        return f"; only {available / 2**30:,.1f} GiB of memory is free on this machine"
+    return ""
+
+
+def _address_space_bytes() -> int:
+    """The process's address space now (``VmSize``), or 0 where unknown."""
+    return _status_bytes(b"VmSize:")
+
+
+def _available_bytes() -> int:
+    """``MemAvailable`` of /proc/meminfo, or 0 where unknown."""
+    try:
+        with open("/proc/meminfo", "rb") as info:
+            for line in info:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _status_bytes(field: bytes) -> int:
     try:
         with open("/proc/self/status", "rb") as status:
             for line in status:
-                if line.startswith(b"VmData:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass

@@ -9,7 +9,10 @@ file of a result folder) and builds the MemoryTrace, all in polars/numpy:
   ghost block of its own; ACCESS rows belong to the block open at their time (or to the
   ghost the next FREE closes).  FREE rows without a device (2025 host frees) take the
   device of their pointer's MALLOC;
-* events are the MALLOC/FREE/ACCESS rows sorted by time; ``allocated`` counts the
+* events are the MALLOC/FREE/ACCESS rows sorted by time (then row), numbered in that
+  order (``seq``, :mod:`~memtui.sources.common.event_axis`: the writer's row order is not
+  time order), each with its place among the files' rows (``row``) and the DB's ``id``;
+  blocks' ``seq_alloc``/``seq_free`` name their events on that axis; ``allocated`` counts the
   framework pools (PTA, PTA_WORKSPACE, ATB, MINDSPORE) per device, starting from the
   ghosts, which lived before the trace; ``reserved`` is the sum of each pool's last
   reported ``total`` or, on a device whose pools report none, the live driver allocations
@@ -32,6 +35,7 @@ import numpy as np
 import polars as pl
 
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
+from memtui.sources.common.event_axis import time_ordered_axis
 from memtui.sources.memscope.read import ATTR_SIZE, RAW_COLUMNS, RawFile, device_column
 from memtui.sources.memscope.timeline import calls_of, markers_of
 
@@ -41,6 +45,10 @@ DRIVER_POOLS = ("HAL", "HOST_PINNED")
 SEGMENT_POOL = "HAL"
 _POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
 _ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
+#: The order of block ids: by allocation, blocks from before the capture by their free.
+#: (A time, then a row: the same order whether rows are numbered as written or in time
+#: order, as ``live`` numbers the blocks it pairs again.)
+BLOCK_ORDER = ["device", "t_alloc", "seq_alloc", "t_free", "seq_free"]
 
 Progress = Callable[[float, str], None] | None
 
@@ -63,6 +71,7 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
         _report(progress, 0.8, "levels")
         events, levels, curves = _events(memory, blocks)
         del memory
+        events, blocks = time_ordered_axis(events, blocks)
         _report(progress, 0.9, "markers and calls")
         calls = calls_of(trace, events, start, end, warnings)
         markers = marking.result()
@@ -264,8 +273,8 @@ def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
     is_access = (order["event"] == "ACCESS").fill_null(False).to_numpy()
     blocks = blocks.with_columns(**_access_times(
         order["t"].to_numpy()[is_access], blk_in_order[is_access], blocks.height)).sort(
-        "device", "t_alloc", "seq_alloc", "seq_free", nulls_last=False
-    ).with_columns(block_id=pl.int_range(pl.len(), dtype=pl.Int64))
+        BLOCK_ORDER, nulls_last=False).with_columns(
+        block_id=pl.int_range(pl.len(), dtype=pl.Int64))
     block_of_blk = np.empty(blocks.height, dtype=np.int64)
     block_of_blk[blocks["blk"].to_numpy()] = np.arange(blocks.height)
     block_id = np.empty(index.size, dtype=np.int64)

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from memtui.model import MemoryTrace, TraceMeta, conform
+from memtui.sources.common.event_axis import RAW_COLUMN, time_ordered_axis
 from memtui.sources.memscope import build as B
 from memtui.sources.memscope.timeline import _marker_kind, calls_of, markers_of
 
@@ -36,7 +37,7 @@ _WINDOW = 8192
 _EVENT_COLUMNS = ["t", "seq", "device", "action", "addr", "size", "stream", "pool", "block_id",
                   "stack_id", "owner", "allocated", "active", "reserved", "id", "event_type",
                   "name", "process", "thread", "attr", "c_stack_id"]
-_BLOCK_ORDER = ["device", "t_alloc", "seq_alloc", "seq_free"]
+_BLOCK_ORDER = B.BLOCK_ORDER
 
 
 class _Rebuild(Exception):
@@ -47,7 +48,7 @@ class _Rebuild(Exception):
 class _Model:
     """The model so far, with what extending it needs."""
 
-    events: pl.DataFrame  # _EVENT_COLUMNS + total, in (t, seq) order
+    events: pl.DataFrame  # _EVENT_COLUMNS + total + row, in (t, row) order, seq = 0..
     blocks: pl.DataFrame  # conformed, in block_id order
     alloc_curves: pl.DataFrame  # Allocated curve rows, in event order
     reserved_curves: pl.DataFrame
@@ -144,6 +145,7 @@ def _build(rows: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]) -> _Model:
     mem, blocks = _with_stack_ids(mem, texts), conform(_with_stack_ids(blocks, texts), "blocks")
     events = _event_rows(mem)
     events = events.sort("t", "seq") if not B._in_time_order(events) else events
+    events, blocks = time_ordered_axis(events, blocks)
     levels = _facts(events, blocks)
     events = _with_levels(events, blocks, levels, _Carry.empty())
     alloc, reserved = _curves(events, blocks, _Carry.empty())
@@ -191,6 +193,30 @@ def _pair(memory: pl.DataFrame, start: int | None,
 def _remap(ids: pl.Series, mapping: np.ndarray) -> pl.Series:
     values = ids.to_numpy()
     return pl.Series(mapping[values] if values.size else values, dtype=pl.Int64)
+
+
+def _remap_mixed(ids: pl.Series, fresh: pl.Series, old_to_new: np.ndarray,
+                 local_to_new: np.ndarray) -> pl.Series:
+    """Block ids of rows that are old ids (``fresh`` false) or local ids (true), merged."""
+    values = ids.to_numpy().copy()
+    is_fresh = fresh.to_numpy()
+    values[is_fresh] = local_to_new[values[is_fresh]]
+    values[~is_fresh] = old_to_new[values[~is_fresh]]
+    return pl.Series(values, dtype=pl.Int64)
+
+
+def _seqs_from(blocks: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """``blocks`` (in block_id order, ids 0..) with ``seq_alloc``/``seq_free`` taken from
+    ``events`` where they hold the block's alloc or free (each block has one of each at
+    most): a block's numbers follow its events when these are numbered again."""
+    if events.is_empty():
+        return blocks
+    columns = {}
+    for column, action in (("seq_alloc", "alloc"), ("seq_free", "free")):
+        rows = events.filter(pl.col("action") == action)
+        columns[column] = blocks[column].scatter(rows["block_id"].to_numpy(),
+                                                 rows["seq"]) if rows.height else blocks[column]
+    return blocks.with_columns(**columns)
 
 
 # -- stacks -------------------------------------------------------------------------------
@@ -300,7 +326,7 @@ def _with_levels(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFram
     if events.is_empty():
         return conform(events.with_columns(
             allocated=pl.lit(None, pl.Int64), active=pl.lit(None, pl.Int64),
-            reserved=pl.lit(None, pl.Int64)).select(*_EVENT_COLUMNS, "total"), "events")
+            reserved=pl.lit(None, pl.Int64)).select(*_EVENT_COLUMNS, "total", RAW_COLUMN), "events")
     block = events["block_id"]
     frame = events.select("device", "process", "pool", "action", "total").with_columns(
         block_size=blocks["size"].fill_null(0).gather(block),
@@ -355,7 +381,7 @@ def _with_levels(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFram
         size=pl.col("size").fill_null(levels_frame["size"]),
         allocated=levels_frame["allocated"], active=levels_frame["allocated"],
         reserved=levels_frame["reserved"],
-    ).select(*_EVENT_COLUMNS, "total").pipe(conform, "events")
+    ).select(*_EVENT_COLUMNS, "total", RAW_COLUMN).pipe(conform, "events")
 
 
 def _curves(events: pl.DataFrame, blocks: pl.DataFrame,
@@ -437,7 +463,7 @@ def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | 
     old = model.events
     at = old["t"].search_sorted(cut, "left")
     prefix, suffix_old = old.slice(0, at), old.slice(at)
-    is_touched = pl.col("seq").is_in(mem["seq"].implode())
+    is_touched = pl.col(RAW_COLUMN).is_in(mem["seq"].implode())
     gone_blocks = suffix_old.filter(is_touched)["block_id"].unique()
     suffix_old = suffix_old.filter(~is_touched)
     _check_ghosts(model.blocks.filter(pl.col("block_id").is_in(gone_blocks.implode())),
@@ -449,19 +475,27 @@ def _extend_memory(model: _Model, touched: pl.DataFrame, cut: int, start: int | 
     restack = _stack_mapping(model.texts, texts)
     mem = _with_stack_ids(mem, texts)
     new_blocks = conform(_with_stack_ids(new_blocks, texts), "blocks")
-    blocks, old_to_new, local_to_new = _merge_blocks(model.blocks, gone_blocks, new_blocks,
+    fresh = _event_rows(mem).with_columns(
+        allocated=pl.lit(None, pl.Int64), active=pl.lit(None, pl.Int64),
+        reserved=pl.lit(None, pl.Int64), **{RAW_COLUMN: pl.col("seq")}).select(
+        *_EVENT_COLUMNS, "total", RAW_COLUMN).pipe(conform, "events")
+    # The suffix in time order, numbered on from the prefix; the blocks of its events
+    # (old ones by their old ids, the touched ones by their local ids) take their numbers.
+    suffix = pl.concat([_restack(suffix_old, restack).with_columns(_fresh=pl.lit(False)),
+                        fresh.with_columns(_fresh=pl.lit(True))]).sort("t", RAW_COLUMN)
+    suffix = suffix.with_columns(seq=pl.int_range(at, at + pl.len(), dtype=pl.Int64))
+    is_fresh = pl.col("_fresh")
+    old_blocks = _seqs_from(model.blocks, suffix.filter(~is_fresh))
+    new_blocks = _seqs_from(new_blocks, suffix.filter(is_fresh))
+    blocks, old_to_new, local_to_new = _merge_blocks(old_blocks, gone_blocks, new_blocks,
                                                      restack)
     prefix = _restack(prefix, restack).with_columns(
         block_id=_remap(prefix["block_id"], old_to_new))
-    suffix_old = _restack(suffix_old, restack).with_columns(
-        block_id=_remap(suffix_old["block_id"], old_to_new))
-    fresh = _event_rows(mem).with_columns(
-        block_id=_remap(mem["block_id"], local_to_new),
-        allocated=pl.lit(None, pl.Int64), active=pl.lit(None, pl.Int64),
-        reserved=pl.lit(None, pl.Int64)).select(*_EVENT_COLUMNS, "total").pipe(
-        conform, "events")
-    suffix = pl.concat([suffix_old, fresh]).sort("t", "seq")
-    levels = _merge_facts(model.levels, _facts(fresh, blocks))
+    suffix = suffix.with_columns(
+        block_id=_remap_mixed(suffix["block_id"], suffix["_fresh"], old_to_new, local_to_new),
+    )
+    levels = _merge_facts(model.levels, _facts(suffix.filter(is_fresh), blocks))
+    suffix = suffix.drop("_fresh")
     carry = _carry(prefix, model, blocks)
     suffix = _with_levels(suffix, blocks, levels, carry)
     alloc_suffix, reserved_suffix = _curves(suffix, blocks, carry)

@@ -146,12 +146,16 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+#: The largest Device Id taken as a device (NPU ids are small; a timestamp is not one).
+MAX_DEVICE_ID = 4095
+
+
 def device_names(raw: pl.Series) -> dict[str, str | None]:
     """Raw ``Device Id`` values -> device names: ``npu:N``, ``host`` (cpu/host), or None."""
     names: dict[str, str | None] = {}
     for value in raw.drop_nulls().unique().to_list():
         text = value.strip()
-        if text.isdigit():
+        if text.isdigit() and int(text) <= MAX_DEVICE_ID:
             names[value] = f"npu:{int(text)}"
         elif text.lower() in ("cpu", "host"):
             names[value] = "host"
@@ -619,6 +623,8 @@ class _DumpRows:
         self.other: list[pl.DataFrame] = []
         self.unreadable = 0
         self.impossible = 0  # memory rows with a negative, missing or non-number size
+        self.no_device = 0  # rows whose Device Id is no device number (shifted columns)
+        self.no_device_example: str | None = None
         self.json_attr = 0  # CSV rows whose Attr has the DB's JSON form
 
     def add(self, rows: pl.DataFrame) -> None:
@@ -634,6 +640,7 @@ class _DumpRows:
             self.unreadable += rows.height - kept.height
         else:
             kept = rows
+        kept = self._drop_impossible_devices(kept)
         if kept.is_empty():
             return
         if self.scale is None:
@@ -652,6 +659,19 @@ class _DumpRows:
         self.other.append(kept.drop("py_stack", "c_stack").filter(~is_memory).with_columns(
             attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
+    def _drop_impossible_devices(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """Rows whose ``Device Id`` is a number no device has (a timestamp where the id
+        belongs: the columns of the row are shifted) dropped and counted."""
+        number = pl.col("dev").str.strip_chars().cast(pl.Int64, strict=False)
+        impossible = (number < 0) | (number > MAX_DEVICE_ID)
+        bad = rows.filter(impossible.fill_null(False))
+        if bad.is_empty():
+            return rows
+        self.no_device += bad.height
+        if self.no_device_example is None:
+            self.no_device_example = str(bad["dev"][0])[:24]
+        return rows.filter(~impossible.fill_null(False))
+
     def _parse_attr(self, memory: pl.DataFrame) -> pl.DataFrame:
         """Attr parsed in its grammar: a CSV row may carry the DB's JSON form."""
         if self.attr_json:
@@ -669,10 +689,14 @@ class _DumpRows:
         name = self.raw.path.name
         if self.impossible:
             self.raw.warnings.append(f"{name}: {self.impossible} memory rows with a negative, "
-                                     "missing or non-number size skipped")
+                                     "missing or non-number size or total skipped")
         if self.json_attr:
             self.raw.warnings.append(f"{name}: {self.json_attr} rows with the DB's JSON Attr "
                                      "in a CSV, read as JSON")
+        if self.no_device:
+            self.raw.warnings.append(
+                f"{name}: {self.no_device} rows skipped whose Device Id is no device "
+                f"({self.no_device_example}): their columns look shifted")
         if self.memory:
             self.raw.memory = pl.concat(self.memory, rechunk=False)
             self.raw.other = pl.concat(self.other, rechunk=False)
@@ -683,8 +707,10 @@ class _DumpRows:
 def drop_impossible_sizes(memory: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Memory rows without a usable size dropped: a MALLOC whose size is missing, not a
     number or negative (a FREE's size may be negative: 2025 msLeaks wrote frees so, and
-    ``parse_attr`` takes its magnitude)."""
-    bad = (pl.col("event") == "MALLOC") & (pl.col("size").is_null() | (pl.col("raw_size") < 0))
+    ``parse_attr`` takes its magnitude); a row whose pool ``total`` is negative is
+    dropped too (no pool reserves less than nothing: a byte figure is never negative)."""
+    bad = ((pl.col("event") == "MALLOC") & (pl.col("size").is_null() | (pl.col("raw_size") < 0))
+           | (pl.col("total") < 0).fill_null(False))
     count = int(memory.select(bad.sum()).item() or 0)
     if count:
         memory = memory.filter(~bad)

@@ -76,9 +76,10 @@ def load(path: Path, progress=None) -> MemoryTrace:
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
         data = read_columnar(path)
-        snapshot = _normalise(path, load_pickle(path) if data is None else data)
+        snapshot = _normalise(path, load_pickle(path, _bytes_read(progress, path.name))
+                              if data is None else data)
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
-        _report(progress, 0.6, "building the model")
+        _report(progress, UNPICKLE_SHARE, "building the model")
         try:
             trace = _SnapshotBuilder(path, snapshot, columns).build()
         except (KeyError, TypeError, AttributeError, IndexError, ValueError,
@@ -90,6 +91,26 @@ def load(path: Path, progress=None) -> MemoryTrace:
         del snapshot, columns
     _report(progress, 1.0, "done")
     return trace
+
+
+#: The share of the progress bar the unpickling fills (the model is built after it).
+UNPICKLE_SHARE = 0.6
+
+
+def _bytes_read(progress, name: str):
+    """A ``load_pickle`` listener that moves the progress bar over the unpickling, saying
+    the bytes read (``unpickling x.pickle: 120 of 296 MB``); None without a bar."""
+    if progress is None:
+        return None
+
+    def report(done: int, size: int) -> None:
+        _report(progress, UNPICKLE_SHARE * done / max(size, 1),
+                f"unpickling {name}: {_megabytes(done)} of {_megabytes(size)} MB read")
+    return report
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f}" if size < 10e6 else f"{size / 1e6:,.0f}"
 
 
 def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:
@@ -199,6 +220,9 @@ class _SnapshotBuilder:
         self._collect_entry_markers(device, columns.action, trace)
         self._collect_segment_pools(device, columns.action, trace)
         metadata = _entry_texts(trace)
+        pools = _entry_pools(trace)
+        if pools is not None:
+            metadata.append(pools)
         trace.clear()
         df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
@@ -385,7 +409,9 @@ class _SnapshotBuilder:
         )
         blocks, events = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
-        events = self._levels(events, info, blocks).drop(*ENTRY_TEXTS, strict=False)
+        blocks = _with_block_pools(blocks, events, final_segments)
+        events = self._levels(events, info, blocks).drop(*ENTRY_TEXTS, EVENT_POOL,
+                                                         strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -395,7 +421,9 @@ class _SnapshotBuilder:
                 "action": ACTION_DTYPE, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
                 "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
                 "device": pl.String})
-        t = pl.col("time_us") * 1000 if has_time else pl.col("seq")
+        # The trace's order is the allocator's (one lock): it is the event axis, and a
+        # clock that steps back (a thread's late reading) is held at its latest time.
+        t = (pl.col("time_us") * 1000).cum_max() if has_time else pl.col("seq")
         if raw["action"].null_count():  # unknown actions; else no filtered copy of every row
             raw = raw.filter(pl.col("action").is_not_null())
         return (
@@ -447,9 +475,18 @@ class _SnapshotBuilder:
         ).with_columns(
             known=pl.col("t_free").is_null() & pl.col("final_size").is_not_null(),
             trace_size=pl.col("size").fill_null(pl.col("free_size")),
+        ).with_columns(
+            # A block from before the trace freed (free_completed) without its
+            # free_requested in the trace was already pending when the trace began (as
+            # memory_viz undoes free_completed into a pending free).
+            requested_before=pl.col("seq_alloc").is_null() & pl.col("seq_free").is_not_null()
+            & pl.col("seq_free_requested").is_null(),
         ).select(
-            "addr", "lifetime", "seq_alloc", "seq_free", "t_free", "t_free_requested",
-            "seq_free_requested",
+            "addr", "lifetime", "seq_alloc", "seq_free", "t_free",
+            t_free_requested=pl.when("requested_before").then(pl.lit(start, pl.Int64))
+            .otherwise(pl.col("t_free_requested")),
+            seq_free_requested=pl.when("requested_before").then(pl.lit(-1, pl.Int64))
+            .otherwise(pl.col("seq_free_requested")),
             ghost=pl.col("seq_alloc").is_null(),
             t_alloc=pl.col("t_alloc").fill_null(start),
             size=pl.when(pl.col("known")).then(pl.col("final_size"))
@@ -627,6 +664,51 @@ def _entry_texts(trace: list[dict]) -> list[pl.Series]:
         if texts is not None:
             columns.append(pl.Series(key, texts, pl.String))
     return columns
+
+
+#: The pool an entry names (``segment_pool_id``, "owner,id"): an event column, dropped
+#: once the blocks have taken theirs.
+EVENT_POOL = "event_pool_id"
+
+
+def _entry_pools(trace: list[dict]) -> pl.Series | None:
+    """Each entry's ``segment_pool_id`` as text ("1,0"), None where no entry at either end
+    of the trace names one (older torch; one look at the first and last entries)."""
+    if not any("segment_pool_id" in entry for entry in trace[:1000] + trace[-1000:]):
+        return None
+    values = _trace_values(trace, "segment_pool_id")
+    pools = pl.Series(values, dtype=pl.List(pl.Int64), strict=False)
+    return pools.list.eval(pl.element().cast(pl.String)).list.join(",").alias(EVENT_POOL)
+
+
+def _with_block_pools(blocks: pl.DataFrame, events: pl.DataFrame,
+                      final_segments: pl.DataFrame) -> pl.DataFrame:
+    """``blocks`` with ``pool_id``, as PyTorch's memory viewer assigns it
+    (``process_alloc_data.js``): the pool the block's trace event names (its alloc; a
+    block whose alloc the trace lacks, its free), else that of the dumped segment holding
+    its address (None where none does)."""
+    pool_id = pl.lit(None, pl.String)
+    if EVENT_POOL in events.columns:
+        named = events.filter(pl.col(EVENT_POOL).is_not_null())
+        blocks = blocks.join(named.select(seq_alloc="seq", _alloc_pool=EVENT_POOL),
+                             on="seq_alloc", how="left", maintain_order="left").join(
+            named.select(seq_free="seq", _free_pool=EVENT_POOL),
+            on="seq_free", how="left", maintain_order="left")
+        pool_id = pl.when(pl.col("seq_alloc").is_not_null()).then(pl.col("_alloc_pool")) \
+            .otherwise(pl.col("_free_pool"))
+    blocks = blocks.with_columns(pool_id=pool_id).drop("_alloc_pool", "_free_pool",
+                                                       strict=False)
+    holders = final_segments.filter(pl.col("pool_id").is_not_null()).select(
+        _h_addr="addr", _h_end=pl.col("addr") + pl.col("size").cast(pl.UInt64),
+        _h_pool="pool_id").sort("_h_addr")
+    if holders.is_empty() or blocks.is_empty():
+        return blocks
+    order = blocks.with_row_index("_row").sort("addr")
+    found = order.join_asof(holders, left_on="addr", right_on="_h_addr",
+                            strategy="backward").with_columns(
+        _h_pool=pl.when(pl.col("addr") < pl.col("_h_end")).then(pl.col("_h_pool")))
+    held = found.sort("_row")["_h_pool"]
+    return blocks.with_columns(pool_id=pl.col("pool_id").fill_null(held))
 
 
 def _joined_lines(value) -> str | None:

@@ -5,6 +5,8 @@ walk the stack of blocks alive at the cursor; a click selects the band under the
 pointer, a drag selects a window, the wheel zooms, and dragging on the trend slider
 pans the view.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
 address (in any form, see :mod:`memtui.analysis.addresses`) here and in the pool map.
+The header names the bytes of the level at the cursor that no block explains (a profiler
+folder's memory alive before the capture): the map cannot draw them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
+from memtui.analysis.attribution import remainder_at, remainder_text
 from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.analysis.pool_state import event_in_life, event_seq
@@ -48,9 +51,9 @@ class BlocksScreen(LinkedScreen):
     """The block-lifetime map (see the module docstring)."""
 
     NAME = "blocks"
-    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    SEARCH_PLACEHOLDER = "block 5083, address 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
-    BlocksScreen #status-line { height: 1; color: $text-muted; }
+    BlocksScreen #status-line { height: auto; max-height: 2; color: $text-muted; }
     BlocksScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
     BlocksScreen TrendSlider { height: 3; }
     """
@@ -132,7 +135,11 @@ class BlocksScreen(LinkedScreen):
         drawn = f"{raster.drawn.size:,}/{raster.candidates:,}" if raster else "-"
         origin = self.index.t_start
         what = "Segments" if self.segments_mode else "Blocks"
-        text = (f"[b]{what}[/b] {paint.plain(cursor.device)}  "
+        rest = [] if self.segments_mode else remainder_at(
+            trace, cursor.device, self.app.timeline(cursor.device).event_of(cursor))
+        # bytes of the level at the cursor that no band can draw: said first, never a gap
+        unseen = f"[b]+ {paint.plain(remainder_text(rest))}[/b] not drawn  " if rest else ""
+        text = (f"[b]{what}[/b] {paint.plain(cursor.device)}  {unseen}"
                 f"{paint.format_time(trace, t0, origin, 3)}"
                 f" .. {paint.format_time(trace, t1, origin, 3)}"
                 f" ({paint.format_span(trace, t0, t1)})  detail {drawn} (+/-)")
@@ -142,7 +149,7 @@ class BlocksScreen(LinkedScreen):
                 at = int(np.argmax(peak.values))
                 text += (f"  △ peak reserved {paint.short_bytes(int(peak.values[at]))} at "
                          f"{paint.format_time(trace, int(peak.t[at]), origin, 3)} (s: blocks)")
-        elif self.size.width >= 120:
+        elif self.size.width >= 120 and not rest:
             text += "  " + legend()
         self.query_one("#status-line", Static).update(text)
 

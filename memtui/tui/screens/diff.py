@@ -3,7 +3,8 @@
 A header with both files, the alignment and the peak / end figures of the cursor's device
 pair; then every attributed delta (by stack, owner and op, at each run's peak and at its
 end, :func:`memtui.analysis.compare.diff_rows`), largest change first, keys seen in one
-run only marked so.  Enter on a row asks the app to select it
+run only marked so; under the table the highlighted row's "where" in full (a narrow
+pane cuts the column).  Enter on a row asks the app to select it
 (``app.select_difference``): both runs' Stacks screens search its frame and both Block
 tables show only its blocks.
 """
@@ -18,8 +19,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from memtui.analysis.compare import diff_rows
 from memtui.analysis.compare_text import signed_bytes
-from memtui.analysis.summary import format_bytes
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 MAX_ROWS = 5000
 _ONLY = {"a": "A", "b": "B"}  # the "only" column: the run the key appears in alone
@@ -32,6 +33,7 @@ class DiffScreen(Screen):
     DEFAULT_CSS = """
     DiffScreen #diff-header { height: auto; max-height: 4; padding: 0 1; }
     DiffScreen #diff-table { height: 1fr; }
+    DiffScreen #diff-row { height: auto; max-height: 2; padding: 0 1; background: $panel; }
     """
 
     def __init__(self) -> None:
@@ -43,6 +45,7 @@ class DiffScreen(Screen):
         yield Static(id="diff-header")
         table = DataTable(id="diff-table", cursor_type="row", zebra_stripes=False)
         yield table
+        yield Static(id="diff-row")
         yield StatusBar()
         yield Footer(compact=True)
 
@@ -110,6 +113,7 @@ class DiffScreen(Screen):
                           Text(format_bytes(row["a_bytes"]), justify="right"),
                           Text(format_bytes(row["b_bytes"]), justify="right"), row["kind"],
                           only, where, key=str(index))
+        self._show_row()
 
     def on_worker_state_changed(self, event) -> None:
         """Failed workers go to the app's one handler (``report_worker``)."""
@@ -157,6 +161,21 @@ class DiffScreen(Screen):
         row = self.selected_row()
         if row is not None:
             self.app.select_difference(row)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_row()
+
+    def _show_row(self) -> None:
+        """The highlighted row's "where" in full, with its figures."""
+        row = self.selected_row()
+        pane = self.query_one("#diff-row", Static)
+        if row is None:
+            pane.update("")
+            return
+        only = f", only in {_ONLY[row['only_in']]}" if row["only_in"] in _ONLY else ""
+        pane.update(Text.assemble(("▸ ", "bold"), (row["label"] or "", "bold"),
+                                  f"  {signed_bytes(row['delta'])} at {row['at']} "
+                                  f"by {row['kind']}{only}"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
@@ -25,10 +24,11 @@ from textual.widgets.option_list import Option
 
 from memtui.analysis.findings.frames import stack_frames
 from memtui.analysis.findings.model import Finding, ranked
-from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
+from memtui.tui.answer import evidence_changes
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
@@ -54,10 +54,16 @@ LABELS = {
     "end_pool_free_bytes": "free in the pool at the end", "end_segments": "segments at the end",
     "internal_fragmentation_bytes": "lost inside blocks (rounding)",
     "max_unused_bytes": "most reserved but unused", "max_unused_t": "most unused at",
-    "unused_share": "unused share", "worst_fragmentation": "worst fragmentation",
-    "worst_fragmentation_t": "worst fragmentation at",
-    "worst_largest_gap_bytes": "largest free gap then",
-    "worst_pool_free_bytes": "free in the pool then", "ghost_bytes": "ghost bytes",
+    "unused_share": "unused share", "wholly_free_bytes": "in wholly free segments (cached)",
+    "wholly_free_segments": "wholly free segments",
+    "external_fragmentation_bytes": "free inside partly used segments",
+    "external_fragmentation_segments": "partly used segments",
+    "external_largest_gap_bytes": "their largest gap", "external_fragmentation_t": "then at",
+    "external_reserved_bytes": "reserved then", "external_share": "share of reserved",
+    "end_external_fragmentation_bytes": "free inside partly used segments at the end",
+    "end_wholly_free_bytes": "in wholly free segments at the end",
+    "saving_bytes": "would save at most", "predicted_saving_bytes": "predicted saving",
+    "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
 }
@@ -72,7 +78,8 @@ def figure_label(key: str) -> str:
 
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
-         "allocator_settings_known", "frame_is_user_code", "problem", *_LISTS}
+         "allocator_settings_known", "frame_is_user_code", "problem", "grouped_by",
+         "unattributed", *_LISTS}  # the by_* lists hold the unattributed rows already
 
 
 class FindingsScreen(Screen):
@@ -196,24 +203,13 @@ class FindingsScreen(Screen):
             return
         app: Any = self.app
         evidence = finding.evidence
-        changes: dict[str, Any] = {}
-        if finding.device != app.cursor.device:
-            changes["device"] = finding.device
-        if evidence.t is not None:
-            changes["t"] = evidence.t
-        if evidence.block_ids:
-            changes["block_id"] = evidence.block_ids[0]
-        if evidence.window is not None:
-            changes["window"] = evidence.window
-        position = _event_position(app.trace, finding.device, evidence.seq)
-        if position is not None:
-            exact = {k: v for k, v in changes.items() if k != "t"}
-            try:  # the cursor on the very event (several can share a timestamp)
-                app.move_cursor(event=position, **exact)
-                changes = {}
-            except TypeError:  # a cursor that addresses times only
-                pass
-        if changes:
+        changes = evidence_changes(app.trace, finding, app.cursor)
+        try:  # the cursor on the very event (several can share a timestamp)
+            app.move_cursor(**changes)
+        except TypeError:  # a cursor that addresses times only
+            changes.pop("event", None)
+            if evidence.t is not None:
+                changes["t"] = evidence.t
             app.move_cursor(**changes)
         target = DESTINATION[finding.kind]
         if target == "tables" and evidence.block_ids:
@@ -233,14 +229,6 @@ def _naming_frame(trace, stack_id: int) -> int | None:
     """The frame that names ``stack_id`` in the findings (its innermost user frame)."""
     row = stack_frames(trace).filter(pl.col("stack_id") == stack_id)
     return int(row["frame_id"][0]) if row.height and row["frame_id"][0] is not None else None
-
-
-def _event_position(trace, device: str, seq: int | None) -> int | None:
-    """Position (0-based, in the device's event order) of the event ``seq``."""
-    if seq is None:
-        return None
-    hits = np.flatnonzero(trace.device_events(device)["seq"].to_numpy() == seq)
-    return int(hits[0]) if hits.size else None
 
 
 def detail_text(finding: Finding, when: str | None,
@@ -270,10 +258,15 @@ def detail_text(finding: Finding, when: str | None,
                and not isinstance(value, list | dict | bool)]
     if figures:
         text.append(", ".join(figures) + "\n", "dim")
-    for key in _LISTS:
+    lists = _LISTS
+    if finding.detail.get("grouped_by") == "operator":  # profiler: operators first
+        lists = ("by_owner", *[k for k in _LISTS if k != "by_owner"])
+    for key in lists:
         rows = finding.detail.get(key) or []
         if rows:
-            text.append(key.replace("_", " ") + ":\n", "bold")
+            name = "by operator" if key == "by_owner" and lists[0] == key else \
+                key.replace("_", " ")
+            text.append(name + ":\n", "bold")
             for row in rows[:5]:
                 share = f"{row['share']:>4.0%}" if "share" in row else ""
                 text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "

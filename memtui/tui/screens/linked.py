@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+import polars as pl
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -22,15 +23,16 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.addresses import AddressBook
-from memtui.analysis.live import DeviceIndex
+from memtui.analysis.callstack import stack_tops
+from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.stack_tree import format_stack
-from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar
+from memtui.units import format_bytes
 
 #: Above this many blocks the analysis objects are built in a thread.
 BACKGROUND_BLOCKS = 200_000
@@ -301,7 +303,7 @@ def block_details(screen, cursor: CursorState) -> str:
                 "or press / to find an address.[/]")
     blocks = index.blocks.row(row, named=True)
     origin = index.t_start
-    name = screen.book.block_name(row)
+    name = f"block {int(index.block_id[row])}"  # the one name of a block, as Tables say it
     marks = []
     if index.ghost[row]:
         marks.append("[b]ghost[/b]")
@@ -317,7 +319,8 @@ def block_details(screen, cursor: CursorState) -> str:
         when += f", freed {paint.format_time(trace, blocks['t_free'], origin)}"
     owner = blocks.get("owner") or "-"
     lines = [
-        f"[b]{paint.plain(name)}[/b]  {format_bytes(int(index.size[row]))} "
+        f"[b]{paint.plain(name)}[/b] at {int(index.addr[row]):#x}  "
+        f"{format_bytes(int(index.size[row]))} "
         f"(requested {int(requested):,} B)  stream {_or_dash(blocks['stream'])}  "
         f"{paint.plain(blocks['pool'])}"
         + ("  " + ", ".join(marks) if marks else ""),
@@ -331,6 +334,9 @@ def block_details(screen, cursor: CursorState) -> str:
                if line.strip()]
     if forward:  # on the first lines too: a small pane shows no more than four
         noted.append(f"forward pass [b]{paint.plain(_innermost(forward))}[/b]")
+    named = stack_name(screen, blocks["stack_id"])
+    if named:
+        noted.insert(0, f"stack [b]{paint.plain(named)}[/b]")
     if noted:
         lines.append("  ".join(noted))
     stack = format_stack(trace, blocks["stack_id"], limit=8 if forward else 12)
@@ -339,6 +345,25 @@ def block_details(screen, cursor: CursorState) -> str:
         lines.append("[b]forward pass[/b] (the forward op behind this block):")
         lines += ["  " + paint.plain(line.strip()) for line in forward[-6:]]
     return "\n".join(lines)
+
+
+def stack_name(screen, stack_id: int | None) -> str | None:
+    """The name every screen gives ``stack_id`` (the app's stack top rule where it has
+    one: :func:`memtui.analysis.callstack.stack_top_frames`)."""
+    if stack_id is None:
+        return None
+    tops_of = getattr(screen.app, "stack_tops", None) if _has_app(screen) else None
+    tops = tops_of() if tops_of is not None else cached(
+        screen.trace, ("stack_tops", "user"), lambda: stack_tops(screen.trace))
+    hit = tops.filter(pl.col("stack_id") == stack_id)["top"]
+    return hit[0] if hit.len() else None
+
+
+def _has_app(screen) -> bool:
+    try:
+        return screen.app is not None
+    except Exception:  # noqa: BLE001 - a screen not mounted (tests) has no app
+        return False
 
 
 _TRACEBACK_LINE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<name>.+)')

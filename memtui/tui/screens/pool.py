@@ -4,7 +4,9 @@
 it; a click selects the block (or segment) under the pointer.  ``/`` finds an address
 here and in the block map.  ``w`` switches the bars between full width and one scale
 for all segments.  ``o`` moves the cursor to the next out-of-memory event, where the
-header says why the request failed and the largest usable free gaps are green.
+header says why the request failed and the largest usable free gaps are green.  The
+header's allocated is the status bar's level; where blocks do not explain all of it (a
+profiler folder's memory alive before the profile) the rest is named there.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from memtui.analysis.addresses import AddressBook
+from memtui.analysis.attribution import remainder_rows, remainder_text
 from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.analysis.pool_state import (
     OomExplanation,
     PoolState,
     explain_oom,
+    fragmentation,
     oom_events,
     state_at_event,
 )
-from memtui.analysis.summary import format_bytes
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (
@@ -35,6 +38,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
+from memtui.units import format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -44,13 +48,28 @@ def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
     return index, book, event_blocks(trace, device)
 
 
+#: The header's long words, and what they become below 80 columns (the figures stay).
+SHORT_WORDS = (("reserved ", "resv "), ("allocated ", "alloc "), ("fragmentation ", "frag "),
+               ("segments ", "segs "), ("pending ", "pend "))
+
+
+def narrow_header(text: str, width: int) -> str:
+    """The Pool header for a pane ``width`` columns wide: below 80 its long words
+    abbreviated (it wraps too: no figure is ever dropped, issue 23)."""
+    if width >= 80:
+        return text
+    for word, short in SHORT_WORDS:
+        text = text.replace(word, short)
+    return text
+
+
 class PoolScreen(LinkedScreen):
     """The pool map (see the module docstring)."""
 
     NAME = "pool"
-    SEARCH_PLACEHOLDER = "address: 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
+    SEARCH_PLACEHOLDER = "block 5083, address 0x7f06..., 139665..., b7f064c000000_0, s7f06..._1"
     DEFAULT_CSS = """
-    PoolScreen #status-line { height: 2; }
+    PoolScreen #status-line { height: auto; min-height: 2; max-height: 4; }
     PoolScreen #oom { height: auto; display: none; background: $error 30%; padding: 0 1; }
     PoolScreen #oom.-shown { display: block; }
     PoolScreen #detail { height: 7; border-top: solid $primary-darken-2; padding: 0 1; }
@@ -139,15 +158,27 @@ class PoolScreen(LinkedScreen):
         when = paint.format_time(trace, cursor.t, self.index.t_start)
         # reserved as the status bar says it (a pool's own total where it reports one)
         timeline = self.app.timeline(cursor.device)
-        reported = timeline.levels_at_event(timeline.event_of(cursor)).reserved
-        reserved = state.reserved if reported is None else reported
+        levels = timeline.levels_at_event(timeline.event_of(cursor))
+        reserved = state.reserved if levels.reserved is None else levels.reserved
+        # allocated as the status bar says it; the bytes no block explains named
+        held = state.allocated + state.pending
+        rest = remainder_text(remainder_rows(trace, cursor.device, levels.allocated, held))
         line1 = (f"[b]Pool[/b] {paint.plain(cursor.device)} at {when}  "
                  f"{state.seg_id.size} segments  "
                  f"reserved {format_bytes(reserved)}  allocated "
-                 f"{format_bytes(state.allocated)}")
+                 f"{format_bytes(state.allocated if not rest else levels.allocated)}")
+        # fragmentation counts the gaps of partly used segments only: a wholly free
+        # cached segment is reusable (said apart, where the line has room for it)
+        unused = state.unused
+        external = fragmentation(unused.external_largest_gap, unused.external)
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
                  f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "
-                 f"fragmentation {state.total_fragmentation:.0%}")
+                 f"fragmentation {external:.0%}")
+        if unused.wholly_free_segments:
+            cached = (f"  {format_bytes(unused.wholly_free)} in "
+                      f"{unused.wholly_free_segments} wholly free segments")
+            if len(line2) + len(cached) <= self.size.width - 2:
+                line2 += cached
         if state.internal_fragmentation:
             line2 += f"  rounding {format_bytes(state.internal_fragmentation)}"
         if state.orphans:
@@ -156,7 +187,12 @@ class PoolScreen(LinkedScreen):
             line2 += f"  [b red]{self.ooms.height} OOM[/] (o)"
         if not self.trace.meta.device(cursor.device).has_segments:
             line2 = "[dim]this capture records no pool segments: only blocks[/]"
-        self.query_one("#status-line", Static).update(f"{line1}\n{line2}")
+            if rest:
+                line2 = "[dim]no pool segments:[/] "
+        if rest:
+            line2 += f"  [b]{format_bytes(held)} in blocks + {paint.plain(rest)}[/b]"
+        self.query_one("#status-line", Static).update(
+            narrow_header(f"{line1}\n{line2}", self.size.width))
 
     def on_resize(self) -> None:
         self.query_one("#detail").styles.height = 5 if self.size.height < 30 else 7

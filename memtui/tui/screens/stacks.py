@@ -5,11 +5,15 @@ The tree counts the blocks live at the cursor (``m`` switches to the peak of all
 then to the blocks allocated during the window, or the view without one).  ``up``/
 ``down`` (``k``/``j``) move, ``enter``/``space`` open and close, ``/`` searches frames
 (``n``/``N``: next and previous match), ``f`` filters the Block table to the chosen
-node's blocks, ``u`` shows only the user's own Python frames (no interpreter,
-torch-internal or C++ frames).  Each node says its bytes, share of all, and from 100
-columns its self bytes, blocks and share of its parent.  ``v`` shows the call flame
-instead, ``e`` picks its thread (``t`` stays the app's memory layer), and
-``pageup``/``pagedown`` scroll its depth.
+node's blocks; the tree opens on the user's own Python frames (no interpreter,
+torch-internal, library or C++ frames; a stack without one is named as every screen names
+it: the autograd node of a backward allocation) and ``u`` shows every frame.  The root is
+the level (the status bar's): the bytes no block explains hang under it as their own nodes
+("alive before the capture", "in no operator").  Profiler captures open by operator
+(``O``: by owner layer).  Each node
+says its bytes, share of all, and from 100 columns its self bytes, blocks and share of
+its parent.  ``v`` shows the call flame instead, ``e`` picks its thread (``t`` stays the
+app's memory layer), and ``pageup``/``pagedown`` scroll its depth.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
+from memtui.analysis.attribution import Remainder, groups_by_operator, remainder_rows
 from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.owner_tree import OwnerTree, owner_tree
 from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
-from memtui.analysis.summary import format_bytes
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -33,6 +37,7 @@ from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
 from memtui.tui.widgets.stack_tree import StackTreeView, heading
+from memtui.units import format_bytes
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
@@ -59,7 +64,7 @@ class StacksScreen(LinkedScreen):
     NAME = "stacks"
     SEARCH_PLACEHOLDER = "frame name or file"
     DEFAULT_CSS = """
-    StacksScreen #status-line { height: 1; }
+    StacksScreen #status-line { height: auto; max-height: 2; }
     StacksScreen #tree-heading { height: 1; color: $text-muted; text-style: bold; }
     StacksScreen.-flame #tree-heading { display: none; }
     StacksScreen #detail { height: 5; border-top: solid $primary-darken-2; padding: 0 1; }
@@ -87,8 +92,9 @@ class StacksScreen(LinkedScreen):
     def __init__(self) -> None:
         super().__init__()
         self.mode = "cursor"
-        self.user_only = False  # u: only the user's own Python frames
+        self.user_only = True  # the user's own Python frames; u: every frame
         self.by_owner = False  # O: bytes by memory layer and owner instead of call stack
+        self.by_owner_chosen: bool | None = None  # set once O is pressed
         self.owners: OwnerTree | None = None
         self.index: DeviceIndex | None = None
         self.match_list: list[int] = []
@@ -97,6 +103,7 @@ class StacksScreen(LinkedScreen):
         self.thread_at = 0
         self.flame: CallFlame | None = None
         self.rows_counted = np.zeros(0, dtype=np.int64)
+        self.rest: list[Remainder] = []  # the counted level's bytes in no block
         self.taken_at: int | None = None
 
     def compose(self) -> ComposeResult:
@@ -104,9 +111,11 @@ class StacksScreen(LinkedScreen):
 
     @staticmethod
     def warm(trace: MemoryTrace, device: str) -> None:
-        stack_analyses(trace, device)
+        stack_analyses(trace, device, user_only=True)  # the tree it opens on
 
     def prepare(self, device: str) -> None:
+        if self.by_owner_chosen is None:  # profiler captures: by operator unless asked
+            self.by_owner = groups_by_operator(self.trace)
         self.index, self.stack_tree, self.thread_names, self.flame = stack_analyses(
             self.trace, device, self.user_only)
         self.owners = None
@@ -181,9 +190,11 @@ class StacksScreen(LinkedScreen):
         if not self._ready:
             return False
         self.search(label.split(" (")[0])
-        wanted = label.replace(" (", "  ", 1).removesuffix(")")
+        # a frame reads ``name  file:line`` in the tree; a name that is no frame (an
+        # autograd node, a forward line) reads as the findings and the diff say it
+        wanted = {label, label.replace(" (", "  ", 1).removesuffix(")")}
         for index, node in enumerate(self.match_list):
-            if self.stack_tree.label(node) == wanted:
+            if self.stack_tree.label(node) in wanted:
                 self.match_at = index - 1
                 self.action_match(1)
                 return True
@@ -205,7 +216,24 @@ class StacksScreen(LinkedScreen):
         self.rows_counted = rows
         ix = self.index
         paths = self.owners.codes[rows] if self.owners is not None else ix.stack_id[rows]
-        self.tree_view.show(self.stack_tree.figures(paths, ix.size[rows]))
+        sizes = ix.size[rows]
+        rest = self.rest = self._rest(cursor, int(sizes.sum()))
+        self.tree_view.show(self.stack_tree.figures(paths, sizes, rest))
+
+    def _rest(self, cursor: CursorState, counted: int) -> list[Remainder]:
+        """The named bytes of the level (at the cursor's event, or the peak) that the
+        counted blocks do not explain: the tree's root is then the status bar's level."""
+        timeline_of = getattr(self.app, "timeline", None)
+        if self.mode == "window" or timeline_of is None:
+            return []
+        timeline = timeline_of(self.device)
+        if self.mode == "peak":
+            level = timeline.peak
+        elif cursor.event is not None:
+            level = timeline.levels_at_event(cursor.event).allocated
+        else:
+            level = timeline.levels_at(cursor.t).allocated
+        return remainder_rows(self.trace, self.device, level, counted)
 
     def _header(self, cursor: CursorState) -> None:
         trace, origin = self.trace, self.index.t_start
@@ -220,10 +248,14 @@ class StacksScreen(LinkedScreen):
         text = (f"[b]Stacks[/b] {paint.plain(cursor.device)}  {total} "
                 f"{MODE_NAMES[self.mode]} {when}"
                 f" in {self.rows_counted.size:,} blocks (m)")
+        unexplained = sum(r.bytes for r in self.rest)
+        if unexplained:
+            text += f", {format_bytes(unexplained)} of it in no block"
         if self.owners is not None:
             text += "  [b]by owner layer[/b] (O: by call stack)"
         else:
-            text += "  [b]user frames only[/b] (u)" if self.user_only else "  all frames (u)"
+            text += ("  [b]user frames[/b] (u: all)" if self.user_only
+                     else "  [b]all frames[/b] (u: user)")
         if self.match_list:
             text += f"  [b]{len(self.match_list)} matches[/b]"
         if self.has_class("-flame") and self.flame is not None:
@@ -330,11 +362,11 @@ class StacksScreen(LinkedScreen):
         """Bytes by memory layer and owner (Insight's disassembly), or by call stack."""
         if not self._ready:
             return
-        self.by_owner = not self.by_owner
+        self.by_owner = self.by_owner_chosen = not self.by_owner
         self._start(self.cursor.device)
 
     def action_user_frames(self) -> None:
-        """Show only the user's own Python frames, or every frame again."""
+        """Show every frame, or only the user's own Python frames again."""
         if not self._ready:
             return
         self.user_only = not self.user_only

@@ -10,7 +10,9 @@ row's full call stack.
 
 Keys: ``tab`` Blocks/Events, ``s`` sort by the highlighted column (again: reverse),
 ``f`` filter (``size>=1M size<1G t>1.5s t<3s addr=0x.. text``), ``/`` search and ``n`` next,
-``w`` scope (all / window / alive at the cursor), ``c`` copy the rows on screen as CSV,
+``w`` scope (all / window / alive at the cursor: the header sums their bytes and names
+the level's bytes no row shows, such as a profiler's memory alive before the capture),
+``c`` copy the rows on screen as CSV,
 ``C`` save every shown row to a CSV file, ``i`` only the blocks flagged inefficient
 (Insight's "Filter inefficient memory blocks"), ``I`` edit its three thresholds (early
 allocation, late deallocation, temporary idleness: a time and/or a share of the block's
@@ -40,6 +42,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.at_time import block_positions
+from memtui.analysis.attribution import remainder_rows, remainder_text
 from memtui.analysis.callstack import stack_lines
 from memtui.analysis.inefficient import (
     DEFAULT_THRESHOLDS,
@@ -51,6 +54,7 @@ from memtui.analysis.inefficient import (
 from memtui.analysis.table_views import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
+from memtui.units import format_bytes
 
 SCOPES = {"blocks": ("all", "window", "cursor"), "events": ("all", "window")}
 SCOPE_NAMES = {"all": "all", "window": "in the window", "cursor": "alive at the cursor"}
@@ -319,10 +323,33 @@ class TablesScreen(Screen):
                 text.append(f" · stack {self.only_label} (F: all)")
             if self.scope[kind] == "cursor" and self._scoped_at.get(kind) is not None:
                 when = format_time(self._scoped_at[kind], model.start, model.unit)
-                text.append(f" · alive at {when} (the cursor)")
+                text.append(f" · alive at {when}")
+                if kind != "blocks" or not self._alive_sum(text, model):
+                    text.append(" (the cursor)")
             elif self.scope[kind] != "all":
                 text.append(f" · {SCOPE_NAMES[self.scope[kind]]}")
-        self.query_one("#tables-header", Static).update(text)
+        header = self.query_one("#tables-header", Static)
+        header.styles.height = text.plain.count("\n") + 1
+        header.update(text)
+
+    def _alive_sum(self, text: Text, model: TableModel) -> bool:
+        """The bytes of the blocks alive at the cursor and, where they are not all of the
+        status bar's level, the rest named on a second line (no row shows it): "5.8 GiB in
+        these rows + 4.2 GiB alive before the capture = 10.0 GiB"; False where the rows are
+        not all the blocks alive."""
+        cursor = self.app.cursor
+        if self.filters["blocks"] or model.only is not None or "size" not in model.frame.columns \
+                or self._scoped_at.get("blocks") != cursor.t:
+            return False
+        held = int(model.frame["size"].gather(model.rows).fill_null(0).sum())
+        timeline = self.app.timeline(cursor.device)
+        level = timeline.levels_at_event(timeline.event_of(cursor)).allocated
+        rest = remainder_rows(self.app.trace, cursor.device, level, held)
+        text.append(f": {format_bytes(held)}")
+        if rest:  # on a line of its own: the whole sum shows in a narrow pane too
+            text.append(f"\n{format_bytes(held)} in these rows + {remainder_text(rest)} = "
+                        f"{format_bytes(level)}", style="bold")
+        return True
 
     def on_virtual_table_highlighted(self, message: VirtualTable.Highlighted) -> None:
         if message.table is not self.table:
@@ -339,22 +366,15 @@ class TablesScreen(Screen):
         stack_id = record.get("stack_id")
         text = Text()
         what = f"block {record['block_id']}" if self.view_kind == "blocks" else (
-            f"event {record.get('seq')}")
+            f"event {record.get('event')}")  # the event number every screen shows
         text.append(f"Call stack of {what}", style="bold")
         text.append(" (innermost first)\n", style="dim")
-        lines = stack_lines(self.app.trace, stack_id)
-        if not lines:
-            text.append("no call stack recorded", style="italic")
-        for label, omitted in lines:
-            text.append(("  " if omitted else "• ") + label + "\n",
-                        style="dim" if omitted else "")
+        _append_stack(text, self.app.trace, stack_id, model.top_of(stack_id))
         c_stack = record.get("c_stack_id")
         if c_stack is not None and c_stack != stack_id:  # msMemScope: the C stack too
             text.append("\nC call stack", style="bold")
             text.append(" (innermost first)\n", style="dim")
-            for label, omitted in stack_lines(self.app.trace, c_stack):
-                text.append(("  " if omitted else "• ") + label + "\n",
-                            style="dim" if omitted else "")
+            _append_stack(text, self.app.trace, c_stack, None)
         pane.update(text)
 
     # -- rows to the cursor ---------------------------------------------------------------
@@ -573,7 +593,7 @@ class TablesScreen(Screen):
         first, count = self.table.visible_range()
         text = model.csv(first, count)
         self.app.copy_to_clipboard(text)
-        path = _write_csv(text, self.view_kind)
+        path = None if _served() else _write_csv(text, self.view_kind)
         where = f" and saved them to {path}" if path else ""
         self.notify(f"Copied {count:,} rows as CSV to the clipboard (if the terminal "
                     f"allows OSC 52){where}.", timeout=8)
@@ -584,10 +604,20 @@ class TablesScreen(Screen):
             self.notify(f"Saving {model.rows.size:,} rows…")
             self._run_export(model, self.view_kind)
 
+    def _deliver_to_browser(self, text: str, kind: str) -> None:
+        """``memtui serve``: the CSV goes to the browser as a download, never to a file
+        on the server (the page's visitor must not write there)."""
+        import io
+
+        self.app.deliver_text(io.StringIO(text), save_filename=_csv_name(kind))
+
     @work(thread=True, group="export", description="saving the CSV",
           exit_on_error=False)
     def _run_export(self, model: TableModel, kind: str) -> None:
         text = model.export().write_csv(float_precision=9)
+        if _served():
+            self.app.call_from_thread(self._deliver_to_browser, text, kind)
+            return
         path = _write_csv(text, kind)
         message = f"Saved {model.rows.size:,} rows to {path}" if path else "Could not save"
         self.app.call_from_thread(self.notify, message, timeout=8)
@@ -598,9 +628,18 @@ def column_default_desc(kind: str) -> bool:
     return kind in ("bytes", "span")
 
 
+def _served() -> bool:
+    """Whether this app runs behind ``memtui serve`` (memtui.serve_web.SERVED_ENV)."""
+    return os.environ.get("MEMTUI_SERVED") == "1"
+
+
+def _csv_name(kind: str) -> str:
+    return f"memtui-{kind}-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+
+
 def _write_csv(text: str, kind: str) -> Path | None:
     """Write CSV text to ``memtui-KIND-TIME.csv`` here, or in the temp folder."""
-    name = f"memtui-{kind}-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+    name = _csv_name(kind)
     for folder in (Path.cwd(), Path(tempfile.gettempdir())):
         if os.access(folder, os.W_OK):
             path = folder / name
@@ -610,3 +649,22 @@ def _write_csv(text: str, kind: str) -> Path | None:
             except OSError:
                 continue
     return None
+
+
+def _append_stack(text: Text, trace, stack_id: int | None, name: str | None) -> None:
+    """A stack for the panel: the name every screen gives it, then its frames without
+    the unwinder's and allocator's internals (their count said instead)."""
+    lines = stack_lines(trace, stack_id)
+    if not lines:
+        text.append("no call stack recorded", style="italic")
+        return
+    if name:
+        text.append("named ", style="dim")
+        text.append(name + "\n", style="bold")
+    hidden = sum(1 for _, internal in lines if internal)
+    for label, internal in lines:
+        if not internal:
+            text.append("• " + label + "\n")
+    if hidden:
+        text.append(f"({hidden} allocator, unwinder and interpreter frames hidden)\n",
+                    style="dim")

@@ -2,9 +2,17 @@
 
 Top: a legend with each curve's value at the cursor and the peak.  Middle: the
 :class:`~memtui.tui.widgets.curve.TrendPlot`.  Bottom: the live bytes at the cursor by call
-stack top or by owner (``o`` toggles), computed in a worker so that moving the cursor
-never waits for it.  For profiler data ``b`` cycles Group By (Overall / Stream /
-Component) as in MindStudio Insight's Memory tab.
+stack top or by owner (``o`` toggles; profiler captures by operator first), summing to
+the level at the cursor: the largest groups, the others as one row, then the bytes no
+block explains ("alive before the capture", "in no operator"), each a row, every share of
+the level.  Computed in a worker so that moving the cursor never waits for it.  For
+profiler data ``b`` cycles Group By (Overall / Stream / Component) as in MindStudio
+Insight's Memory tab.  A click on the curve selects the largest block alive there and shows
+its size, owner and call stack under the live table (memory_viz shows the block under the
+mouse).  ``w`` cycles the what-if settings
+(:data:`memtui.analysis.replay.settings.WHAT_IF_CHOICES`): the reserved curve a proven
+replay predicts under the setting is drawn over the recorded one (the replay runs in a
+worker; a capture whose replay is not proven says why instead).
 """
 
 from __future__ import annotations
@@ -18,11 +26,14 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from memtui.analysis.attribution import REMAINDER_LABELS, groups_by_operator, remainder_rows
 from memtui.analysis.block_map import PeakFinder
 from memtui.analysis.callstack import TOP_RULES
 from memtui.analysis.downsample import value_at
+from memtui.analysis.levels import Level
 from memtui.analysis.series import Series, group_bys, trend_series
-from memtui.analysis.summary import format_bytes
+from memtui.analysis.stack_tree import format_stack
+from memtui.analysis.summary import device_start
 from memtui.analysis.table_views import format_time
 from memtui.errors import printable
 from memtui.tui.widgets import paint
@@ -30,8 +41,13 @@ from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
+from memtui.units import format_bytes
 
 LIVE_ROWS = 12
+#: The what-if settings as a narrow legend names them.
+_SHORT_SETTING = {"expandable_segments:True": "expandable", "max_split_size_mb:512": "split<512M",
+                  "roundup_power2_divisions:4": "pow2/4", "garbage_collection_threshold:0.8":
+                  "gc 0.8"}
 _GLYPHS = ("█", "⠶")  # fill, line: shapes in the legend matching the plot
 
 
@@ -47,23 +63,37 @@ class TrendScreen(Screen):
         Binding("ctrl+right", "edge(1, 1)", "View end later", show=False, id="trend.edge_1_1"),
         Binding("o", "toggle_live_by", "Stacks/owners", show=True, id="trend.toggle_live_by"),
         Binding("b", "group_by", "Group by", show=False, id="trend.group_by"),
+        Binding("w", "what_if", "What if", show=False, id="trend.what_if"),
     ]
+
+    DEFAULT_CSS = """
+    TrendScreen #trend-block { display: none; height: auto; max-height: 5; padding: 0 1;
+                               border-top: solid $primary-darken-2; }
+    TrendScreen #trend-block.-shown { display: block; }
+    """
 
     def __init__(self) -> None:
         super().__init__()
+        self.clicked: tuple[int, int] | None = None  # (t, block) of the last click
         self.group_by = "overall"
         self.live_by = "stack"
+        self._live_by_chosen = False  # o pressed: the user's choice, kept
         self._series: list[Series] = []
         self._series_key: tuple | None = None
         self._live_wanted: tuple | None = None
         self._live_running = False
         self._first_paint = True
+        self._what_if = -1  # index into WHAT_IF_CHOICES; -1: no overlay
+        #: (device, setting) -> (the predicted reserved curve or None, a legend note)
+        self._what_ifs: dict[tuple[str, str], tuple[Series | None, str]] = {}
+        self._proofs: dict[str, tuple] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="trend-legend")
         yield TrendPlot(id="trend-plot")
         yield Static(id="live-title")
         yield Static(id="live-table")
+        yield Static(id="trend-block")
         yield StatusBar()
         yield Footer(compact=True)
 
@@ -77,6 +107,8 @@ class TrendScreen(Screen):
         self.watch(self.app, "cursor", self._cursor_moved, init=False)
         self.watch(self.app, "top_rule", self._top_rule_changed, init=False)
         self.query_one(TrendPlot).focus()
+        if not self._live_by_chosen and groups_by_operator(self.app.trace):
+            self.live_by = "owner"  # profiler captures: by operator unless asked
         self._first_paint = True  # the live table waits until the curves are on screen
         self._cursor_changed(self.app.cursor)
         self.call_after_refresh(self._painted)
@@ -118,7 +150,8 @@ class TrendScreen(Screen):
         peak = (timeline.peak_t, timeline.peak) if timeline.peak > 0 else None
         if self._series and self._series[0].role != "allocated":
             peak = None
-        plot.set_series(self._series, peak, markers, reserved_peak(timeline))
+        plot.set_series(self._series + self._overlay(device), peak, markers,
+                        reserved_peak(timeline))
         self._mount_slider(timeline)
 
     def _cursor_moved(self, cursor) -> None:
@@ -136,15 +169,27 @@ class TrendScreen(Screen):
         for slider in self.query(TrendSlider):
             slider.show(cursor)
         self._update_legend(cursor)
+        self._show_clicked_block(cursor)
         if self.app.screen is self and not self._first_paint:
             self._update_live(cursor.device, cursor.t)
+
+    def _show_clicked_block(self, cursor) -> None:
+        """Under the live table, the block a click on the curve selected (the largest alive
+        there, as memory_viz shows the block under the mouse): its size, owner and stack;
+        hidden once the cursor leaves that time or that block."""
+        pane = self.query_one("#trend-block", Static)
+        if self.clicked is None or self.clicked != (cursor.t, cursor.block_id):
+            pane.remove_class("-shown")
+            return
+        pane.update(clicked_block_text(self.app.trace, cursor.device, cursor.block_id))
+        pane.add_class("-shown")
 
     def _update_legend(self, cursor) -> None:
         timeline = self.app.timeline(cursor.device)
         unit = self.app.trace.meta.time_unit
         narrow = self.size.width < 90
         plot = self.query_one(TrendPlot)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()  # wraps onto a second line in a narrow pane: no figure dropped
         line = 0
         levels = timeline.levels_at_event(timeline.event_of(cursor))
         exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
@@ -163,6 +208,14 @@ class TrendScreen(Screen):
             text.append(glyph + " ", style=plot.get_component_rich_style(component))
             label = series.short if narrow else series.label
             text.append(f"{label} {short_bytes(value) if narrow else format_bytes(value)}  ")
+        setting = self._what_if_setting()
+        if setting is not None:  # the what-if overlay: the next line colour
+            overlay, note = self._what_ifs.get((cursor.device, setting), (None, "replaying..."))
+            if overlay is not None:
+                text.append(_GLYPHS[1] + " ", style=plot.get_component_rich_style(
+                    f"trendplot--line-{min(line, 5)}"))
+            name = _SHORT_SETTING.get(setting, setting) if narrow else setting
+            text.append(f"if {name}: {printable(note)}  ", style="italic")
         groups = len(group_bys(self.app.trace, cursor.device)) > 1
         if groups:
             text.append(f"[b] {self.group_by}  " if narrow else f"[b] group: {self.group_by}  ")
@@ -219,11 +272,15 @@ class TrendScreen(Screen):
             live = self.app.live_blocks(device)
             top = live.top(t, by=by, limit=LIVE_ROWS, event=event)
             total, count = live.total(t, event), int(live.mask(t, event).sum())
+            timeline = self.app.timeline(device)
+            level = timeline.levels_at_event(event).allocated if event is not None \
+                else timeline.levels_at(t).allocated
+            top = (top, remainder_rows(self.app.trace, device, level, total))
         except Exception:
             self.app.call_from_thread(self._live_done, None)
             raise
         self.app.call_from_thread(self._live_done,
-                                  (device, t, by, rule, top, total, count, event))
+                                  (device, t, by, rule, top, total, count, event, level))
 
     def _live_done(self, result) -> None:
         self._live_running = False
@@ -234,17 +291,26 @@ class TrendScreen(Screen):
                 self._live_running = True
                 self._compute_live(*self._live_wanted)
 
-    def _show_live(self, device, t, by, rule, top, total, count, event=None) -> None:
+    def _show_live(self, device, t, by, rule, top, total, count, event=None,
+                   level=None) -> None:
         cursor = self.app.cursor
         if cursor is None or (cursor.device, cursor.t, self.app.top_rule) != (device, t, rule):
             return
+        self._live_shown = (device, t, by, rule, top, total, count, event, level)
         timeline = self.app.timeline(device)
         when = format_time(t, timeline.start, self.app.trace.meta.time_unit)
-        what = TOP_RULES[rule] if by == "stack" else "owner"
+        owner = "operator" if groups_by_operator(self.app.trace) else "owner"
+        what = TOP_RULES[rule] if by == "stack" else owner
+        level = total if level is None else level
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(f"Live at {when}", style="bold")
-        title.append(f": {count:,} blocks, {format_bytes(total)}, by {what} ")
-        title.append("(o: by " + ("owner" if by == "stack" else "stack") + ", T: which frame)",
+        title.append(f": {format_bytes(level)}")
+        if level != total:  # the bytes no block explains are rows of their own
+            title.append(f" ({format_bytes(total)} in {count:,} blocks)")
+        else:
+            title.append(f" in {count:,} blocks")
+        title.append(f", by {what} ")
+        title.append("(o: by " + (owner if by == "stack" else "stack") + ", T: which frame)",
                      style="dim")
         self.query_one("#live-title", Static).update(title)
         table = Table(box=None, expand=True, show_edge=False, pad_edge=False,
@@ -253,11 +319,25 @@ class TrendScreen(Screen):
         table.add_column("%", justify="right", no_wrap=True, width=5)
         table.add_column("Blocks", justify="right", no_wrap=True, width=7)
         table.add_column(what.capitalize(), no_wrap=True, overflow="ellipsis", ratio=1)
-        for row in top.iter_rows(named=True):
-            share = 100 * row["bytes"] / total if total else 0
-            table.add_row(format_bytes(row["bytes"]), f"{share:.0f}", f"{row['blocks']:,}",
-                          Text(printable(str(row["where"]))))  # a name from the file
+        groups, rest = top
+        height = self.query_one("#live-table", Static).size.height
+        fit = height - 1 if height > 1 else LIVE_ROWS  # rows under the header
+        shown = max(fit - len(rest) - 1, 1)  # the other groups and the rest always show
+        top = live_rows(groups.head(shown), total, count, rest)
+        for row in top.iter_rows(named=True):  # shares of the level: one denominator
+            share = 100 * row["bytes"] / level if level else 0
+            named = row["where"] in REMAINDER_LABELS or row["blocks"] < 0
+            blocks = "" if row["blocks"] == 0 and named else f"{abs(row['blocks']):,}"
+            table.add_row(format_bytes(row["bytes"]), f"{share:.0f}", blocks,
+                          Text(printable(str(row["where"])),  # a name from the file
+                               style="italic" if named else ""))
         self.query_one("#live-table", Static).update(table)
+
+    def on_resize(self) -> None:
+        """Fit the live table to its new height (its rows still sum to the level)."""
+        shown = getattr(self, "_live_shown", None)
+        if shown is not None:
+            self.call_after_refresh(self._show_live, *shown)
 
     def legend_rows(self) -> list[tuple[str, str]]:
         """(Rich markup sample, meaning) of the plot's marks, for the help."""
@@ -347,6 +427,7 @@ class TrendScreen(Screen):
     # -- actions --------------------------------------------------------------------------
 
     def action_toggle_live_by(self) -> None:
+        self._live_by_chosen = True
         self.live_by = "owner" if self.live_by == "stack" else "stack"
         cursor = self.app.cursor
         self._update_live(cursor.device, cursor.t)
@@ -360,6 +441,69 @@ class TrendScreen(Screen):
         self._series_key = None
         self._cursor_changed(self.app.cursor)
 
+    # -- what if ----------------------------------------------------------------------------
+
+    def _what_if_setting(self) -> str | None:
+        from memtui.analysis.replay.settings import WHAT_IF_CHOICES
+
+        return WHAT_IF_CHOICES[self._what_if] if self._what_if >= 0 else None
+
+    def _overlay(self, device: str) -> list[Series]:
+        setting = self._what_if_setting()
+        overlay = self._what_ifs.get((device, setting), (None, ""))[0] if setting else None
+        return [overlay] if overlay is not None else []
+
+    def action_what_if(self) -> None:
+        """The next what-if setting (after the last: none), replayed in a worker."""
+        from memtui.analysis.replay.settings import WHAT_IF_CHOICES
+
+        cursor = self.app.cursor
+        if cursor is None:
+            return
+        self._what_if = self._what_if + 1 if self._what_if + 1 < len(WHAT_IF_CHOICES) else -1
+        setting = self._what_if_setting()
+        if setting is not None and (cursor.device, setting) not in self._what_ifs:
+            self._replay(cursor.device, setting)
+        self._series_key = None
+        self._cursor_changed(cursor)
+
+    @work(thread=True, group="whatif", description="the what-if replay", exit_on_error=False)
+    def _replay(self, device: str, setting: str) -> None:
+        from memtui.analysis.replay.predict import predict
+        from memtui.analysis.replay.proof import prove
+        from memtui.analysis.replay.settings import apply_changes, from_capture
+
+        trace = self.app.trace
+        if trace.meta.source != "torch_snapshot":
+            result: tuple[Series | None, str] = (None, "only PyTorch snapshots replay")
+        else:
+            if device not in self._proofs:
+                self._proofs[device] = prove(trace, device)
+            settings = apply_changes(from_capture(trace.meta.extra.get("allocator_settings")),
+                                     [setting])
+            p = predict(trace, device, settings, self._proofs[device])
+            if p.proof.refused:
+                result = (None, "no replay: " + p.proof.refused.split(":")[0].split(" (")[0])
+            elif p.refused or p.curve is None or p.predicted is None or p.recorded is None:
+                result = (None, f"not proven, {p.proof.address_share:.0%} of allocs at their "
+                                "address (memtui whatif says why)")
+            else:
+                events = self._proofs[device][1].events  # the proof's run: same events
+                level = Level(events["t"].to_numpy().astype("int64"), p.curve.astype("int64"))
+                note = (f"peak {short_bytes(p.recorded.reserved_peak)}"
+                        f"→{short_bytes(p.predicted.reserved_peak)}"
+                        + (f", {p.predicted.ooms} OOM" if p.predicted.ooms else ""))
+                result = (Series(f"reserved if {setting}", "if", level), note)
+        self.app.call_from_thread(self._replayed, device, setting, result)
+
+    def _replayed(self, device: str, setting: str,
+                  result: tuple[Series | None, str]) -> None:
+        self._what_ifs[(device, setting)] = result
+        cursor = self.app.cursor
+        if self.is_attached and cursor is not None and cursor.device == device:
+            self._series_key = None
+            self._cursor_changed(cursor)
+
     def on_trend_plot_cursor_request(self, message: TrendPlot.CursorRequest) -> None:
         app = self.app
         cursor = app.cursor
@@ -368,7 +512,52 @@ class TrendScreen(Screen):
         elif message.window is not None:
             app.move_cursor(window=message.window)
         elif message.t is not None:
-            app.move_cursor(t=message.t, view=cursor.view)
+            device = cursor.device
+            timeline = app.timeline(device)
+            event = timeline.event_at(message.t)
+            block = app.live_blocks(device).largest(timeline.time_of(event), event) \
+                if not app.trace.blocks.is_empty() else None
+            self.clicked = None
+            moved = app.move_cursor(t=message.t, view=cursor.view, block_id=block)
+            if block is not None and moved is not None:
+                self.clicked = (moved.t, block)
+                self._show_clicked_block(moved)
+
+
+def clicked_block_text(trace, device: str, block_id: int) -> Text:
+    """The clicked block in two to five lines: size, owner, lifetime, then its stack
+    (innermost first, as memory_viz prints it)."""
+    blocks = trace.device_blocks(device).filter(pl.col("block_id") == block_id)
+    if blocks.is_empty():
+        return Text("")
+    row = blocks.row(0, named=True)
+    origin = device_start(trace, device)
+    unit = trace.meta.time_unit
+    born = "before the capture" if row["ghost"] else format_time(row["t_alloc"], origin, unit)
+    gone = format_time(row["t_free"], origin, unit) if row["t_free"] is not None else "never"
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("Largest block here", style="bold")
+    text.append(f": block {block_id}, {format_bytes(int(row['size'] or 0))}")
+    if row["owner"]:
+        text.append(f", {printable(row['owner'])}")
+    text.append(f", allocated {born}, freed {gone}\n")
+    stack = format_stack(trace, row["stack_id"], limit=4)
+    text.append("\n".join("  " + printable(line) for line in stack), style="dim")
+    return text
+
+
+def live_rows(top: pl.DataFrame, total: int, count: int, rest) -> pl.DataFrame:
+    """The live table's rows summing to the level: the largest groups (``top``), the other
+    groups as one row, then the named bytes no block explains (``rest``; no blocks)."""
+    shown, blocks = int(top["bytes"].sum() or 0), int(top["blocks"].sum() or 0)
+    extra = []
+    if total - shown or count - blocks:
+        extra.append({"where": "(other groups)", "bytes": total - shown,
+                      "blocks": -(count - blocks)})  # negative: a summed row, in italics
+    extra += [{"where": r.label, "bytes": r.bytes, "blocks": 0} for r in rest]
+    if not extra:
+        return top
+    return pl.concat([top, pl.DataFrame(extra, schema=top.schema)])
 
 
 MARKER_NAMES = {"step": "step", "mstx": "mark", "annotation": "annotation", "oom": "OOM",

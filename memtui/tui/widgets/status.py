@@ -14,8 +14,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from memtui.analysis.summary import format_bytes
 from memtui.analysis.table_views import format_span, format_time
+from memtui.units import format_bytes
 
 
 def short_bytes(n: int | None) -> str:
@@ -88,6 +88,10 @@ class StatusBar(Widget):
         layer = app.layer_label(cursor.device) if hasattr(app, "layer_label") else None
         where = f"{cursor.device} {layer}" if layer else cursor.device  # msMemScope layer
         parts = [(where, where), (when, when_short), (alloc, alloc_short)]
+        note = getattr(app, "cursor_note", None)  # where the app opened it: the answer
+        said = note.part(cursor) if note is not None else None
+        if said is not None:
+            parts.insert(2, said)
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
             parts.insert(0, (prefix(), prefix()))

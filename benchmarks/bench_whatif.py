@@ -1,0 +1,135 @@
+"""What-if benchmark: the replay's agreement with every real snapshot that carries a full
+trace, and its speed, each against the open time of the same capture in the same run.
+
+Part 1, for each snapshot of ../shared/data/torch_snapshots and tests/data (the H100
+captures) with alloc events: the open
+(``load_trace``, reopen cache off: the baseline), the proof (a replay under the recorded
+settings, compared with the recording) and a prediction (``expandable_segments:True``),
+with the proof's three agreements: allocs at the recorded address, recorded segment
+events reproduced, reserved curve.  Goal (issue 26): >= 99% of allocs at their address and
+every recorded segment event reproduced.
+
+Part 2, speed at scale: a training-like capture of about ``--events`` trace entries written
+through the replayed allocator itself (tests/helpers/replay_snapshots.py, so the proof
+holds and the whole replay runs), timed the same way; the replay is one Python step per
+event (a sequential simulation), so its figure is events per second.
+
+    python benchmarks/bench_whatif.py                     # real captures + 1M events
+    python benchmarks/bench_whatif.py --events 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SNAPSHOTS = REPO.parent / "shared" / "data" / "torch_snapshots"
+H100 = REPO / "tests" / "data"  # recorded by memtui record on an H100
+MIB = 1 << 20
+
+
+def measure(path: Path) -> dict | None:
+    from memtui.analysis.replay.predict import predict
+    from memtui.analysis.replay.proof import prove
+    from memtui.analysis.replay.settings import apply_changes, from_capture
+    from memtui.loading import load_trace
+
+    start = time.perf_counter()
+    trace = load_trace(path, use_cache=False)
+    opened = time.perf_counter()
+    device = max(trace.meta.device_names, key=lambda d: trace.device_events(d).height)
+    proof, run = prove(trace, device)
+    if proof.refused:
+        return None
+    proved = time.perf_counter()
+    changed = apply_changes(from_capture(trace.meta.extra.get("allocator_settings")),
+                            ["expandable_segments:True"])
+    prediction = predict(trace, device, changed, (proof, run))
+    predicted = time.perf_counter()
+    return {"events": trace.device_events(device).height, "open_s": opened - start,
+            "proof_s": proved - opened, "predict_s": predicted - proved, "proof": proof,
+            "saving": prediction.saving}
+
+
+def training_ops(n_events: int, seed: int = 0) -> list[tuple]:
+    """A training loop's requests: parameters kept, then steps of activations allocated
+    and freed (some frees completing late, as after record_stream), an empty_cache now and
+    then.  About 3 trace entries per alloc/free pair."""
+    rng = random.Random(seed)
+    ops: list[tuple] = [("alloc", rng.choice((64, 96, 128)) * MIB, 0) for _ in range(24)]
+    while len(ops) * 1.6 < n_events:
+        live = 24
+        for _ in range(rng.randint(40, 80)):
+            size = rng.choice((rng.randint(1, 1 << 20), rng.randint(1 << 20, 64 << 20)))
+            ops.append(("alloc", size, 0))
+            live += 1
+        while live > 24:
+            ops.append((rng.choice(("free", "free", "free_late")), live - 1))
+            live -= 1
+        if rng.random() < 0.02:
+            ops.append(("empty_cache",))
+    return ops
+
+
+def print_real() -> None:
+    files = sorted(SNAPSHOTS.glob("*.p*")) if SNAPSHOTS.is_dir() else []
+    if not files:
+        print(f"(no real snapshots at {SNAPSHOTS})")
+    files += sorted(H100.glob("*.pickle"))
+    print("real captures: proof under the recorded settings (times vs the open, same run)")
+    print(f"{'capture':<44}{'events':>8}{'allocs@addr':>14}{'segments':>12}{'reserved':>10}"
+          f"{'open s':>8}{'proof':>8}{'predict':>9}")
+    for path in files:
+        result = measure(path)
+        if result is None:
+            print(f"{path.name:<44}  no alloc events: nothing to replay")
+            continue
+        p = result["proof"]
+        print(f"{path.name:<44}{result['events']:>8}"
+              f"{p.allocs_at_address:>7}/{p.allocs:<6}"
+              f"{p.segments_reproduced:>5}/{p.segments_recorded:<6}"
+              f"{p.reserved_share:>9.1%}"
+              f"{result['open_s']:>8.2f}{result['proof_s'] / result['open_s']:>7.1f}x"
+              f"{result['predict_s'] / result['open_s']:>8.1f}x"
+              + ("" if p.holds else f"  NOT PROVEN: {p.why_not()}"))
+
+
+def print_scale(n_events: int) -> None:
+    from tests.helpers.replay_snapshots import write_ops
+
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        path = write_ops(Path(folder) / "training.pickle", training_ops(n_events))
+        written = time.perf_counter() - start
+        result = measure(path)
+    assert result is not None
+    p = result["proof"]
+    rate = result["events"] / result["proof_s"]
+    print(f"\nscale: {result['events']} events written through the replay in {written:.1f} s")
+    print(f"  open {result['open_s']:.2f} s (baseline); proof {result['proof_s']:.2f} s "
+          f"({result['proof_s'] / result['open_s']:.1f}x the open, {rate:,.0f} events/s); "
+          f"prediction {result['predict_s']:.2f} s")
+    print(f"  agreement: {p.address_share:.2%} allocs at address, "
+          f"{p.segments_reproduced}/{p.segments_recorded} segment events, "
+          f"reserved {p.reserved_share:.2%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--no-real", action="store_true")
+    args = parser.parse_args()
+    if not args.no_real:
+        print_real()
+    print_scale(args.events)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The what-if hook of the findings: an OOM or fragmentation finding whose advice names an
+allocator setting quotes what a proven replay predicts that setting does on this capture
+(the reserved peak before and after, the OOM avoided or not), instead of the general hint.
+
+Only where the replay is proven on that device (:mod:`.proof`), and only on devices of at
+most :data:`QUOTE_MAX_EVENTS` events: a replay is one Python step per event, and the
+findings must stay a fraction of the open time (``memtui whatif`` has no such limit).
+The general advice is kept beside the quote (``detail["general_advice"]``); a device whose
+proof fails says why in ``detail["replay"]``.  A fragmentation finding that gives no advice
+of its own gets the prediction for ``expandable_segments:True`` (where it is off) as its
+advice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from memtui.analysis.findings.model import Finding
+from memtui.analysis.replay.predict import Prediction, predict
+from memtui.analysis.replay.proof import can_replay, prove
+from memtui.analysis.replay.settings import (
+    SettingError,
+    Settings,
+    apply_changes,
+    from_capture,
+)
+from memtui.analysis.replay.text import predicted_saving_text
+from memtui.model import MemoryTrace
+
+#: Devices with more events than this get no quote inside the findings.
+QUOTE_MAX_EVENTS = 300_000
+_SETTING = re.compile(r"(expandable_segments:True|max_split_size_mb:\d+|"
+                      r"garbage_collection_threshold:[0-9.]+|roundup_power2_divisions:\d+)")
+
+
+_ENV = re.compile(r"set (\w+_ALLOC_CONF)=")
+
+
+def recommended_setting(finding: Finding) -> str | None:
+    """The first allocator setting the finding's advice names (``KEY:VALUE``)."""
+    match = _SETTING.search(str(finding.detail.get("advice") or ""))
+    return match.group(1) if match else None
+
+
+def setting_for(finding: Finding, recorded: Settings) -> str | None:
+    """The setting to predict for ``finding``: the one its advice names; for a
+    fragmentation finding without advice, expandable segments where they are off (the
+    remedy PyTorch's own OOM message names)."""
+    named = recommended_setting(finding)
+    if named is None and finding.kind == "fragmentation" and not finding.detail.get("advice") \
+            and not recorded.expandable_segments:
+        return "expandable_segments:True"
+    return named
+
+
+def quote_predictions(trace: MemoryTrace,
+                      findings: dict[str, list[Finding]]) -> dict[str, list[Finding]]:
+    """``findings`` with each OOM / fragmentation finding's advice replaced by the proven
+    replay's prediction of the setting it recommends (see the module docstring)."""
+    out = {}
+    recorded = from_capture(trace.meta.extra.get("allocator_settings"))
+    for device, found in findings.items():
+        wanted = [f for f in found if f.kind in ("oom", "fragmentation")
+                  and f.severity in ("high", "medium") and setting_for(f, recorded)]
+        if not wanted or not _replayable(trace, device):
+            out[device] = found
+            continue
+        proof_and_run = prove(trace, device)
+        cache: dict[str, Prediction] = {}
+        out[device] = [_quoted(trace, device, f, proof_and_run, cache) if f in wanted else f
+                       for f in found]
+    return out
+
+
+def _replayable(trace: MemoryTrace, device: str) -> bool:
+    return (trace.meta.source == "torch_snapshot" and not can_replay(trace, device)
+            and trace.device_events(device).height <= QUOTE_MAX_EVENTS)
+
+
+def _quoted(trace: MemoryTrace, device: str, finding: Finding, proof_and_run,
+            cache: dict[str, Prediction]) -> Finding:
+    setting = setting_for(finding, from_capture(trace.meta.extra.get("allocator_settings")))
+    assert setting is not None
+    proof = proof_and_run[0]
+    if not proof.holds:
+        return replace(finding, detail={**finding.detail,
+                                        "replay": f"not proven: {proof.why_not()}"})
+    if setting not in cache:
+        try:
+            settings = apply_changes(from_capture(trace.meta.extra.get("allocator_settings")),
+                                     [setting])
+        except SettingError:
+            return finding
+        cache[setting] = predict(trace, device, settings, proof_and_run)
+    quote = predicted_saving_text(cache[setting])
+    if quote is None:
+        return finding
+    prediction = cache[setting]
+    env = _ENV.search(str(finding.detail.get("advice") or ""))
+    env_name = env.group(1) if env else "PYTORCH_CUDA_ALLOC_CONF"
+    helps = (prediction.saving or 0) > 0 or any(c.change == "avoided"
+                                                for c in prediction.oom_changes)
+    advice = (f"set {env_name}={setting}: {quote}" if helps
+              else f"{setting} would not help here: {quote}")
+    return replace(finding, detail={
+        **finding.detail,
+        "advice": advice,
+        **({"general_advice": finding.detail["advice"]} if finding.detail.get("advice")
+           else {}),
+        "predicted_reserved_peak_bytes": prediction.predicted.reserved_peak
+        if prediction.predicted else None,
+        "predicted_saving_bytes": prediction.saving,
+    })

@@ -1,0 +1,112 @@
+"""``memtui whatif``'s text: the proof per device, then each prediction beside the
+recorded run, then what the replay cannot know."""
+
+from __future__ import annotations
+
+from memtui.analysis.replay.predict import Prediction, RunFigures
+from memtui.analysis.replay.proof import ADDRESS_GOAL, Proof
+from memtui.errors import printable
+from memtui.units import format_bytes as fb
+
+
+def format_proof(proof: Proof) -> str:
+    head = f"{printable(proof.device)}  proof: replayed under the recorded settings " \
+           f"({proof.settings.describe()})"
+    if proof.refused:
+        return f"{head}\n  no replay: {printable(proof.refused)}"
+    recorded = ", ".join(f"{a} {proof.segment_reproduced.get(a, 0)}/{n}"
+                         for a, n in sorted(proof.segment_events.items())) or "none recorded"
+    lines = [
+        head,
+        f"  allocs at the recorded address  {proof.allocs_at_address} / {proof.allocs}"
+        f"  {proof.address_share:.1%}  (goal {ADDRESS_GOAL:.0%})",
+        f"  segment events reproduced       {proof.segments_reproduced} / "
+        f"{proof.segments_recorded}  ({recorded})"
+        + (f"; {proof.replay_extra_segment_events} made by the replay only"
+           if proof.replay_extra_segment_events else ""),
+        f"  reserved curve                  {proof.reserved_agree} / {proof.level_events}"
+        f" events agree  (largest error {fb(proof.reserved_max_error)})",
+    ]
+    if proof.first_departure is None:
+        lines.append("  first departure                 none: the replay is the recording")
+    else:
+        lines.append(f"  first departure                 {printable(proof.departure_reason)}")
+    if proof.orphans:
+        lines.append(f"  {proof.orphans} blocks alive at the start lie in no segment")
+    verdict = "proven: predictions below" if proof.holds else \
+        f"NOT proven ({printable(proof.why_not())}): no prediction is made"
+    lines.append(f"  => {verdict}")
+    return "\n".join(lines)
+
+
+def _row(name: str, recorded: str, predicted: str, change: str = "") -> str:
+    return f"  {name:<26}{recorded:>18}{predicted:>18}  {change}".rstrip()
+
+
+def _delta(before: int, after: int) -> str:
+    if before == after:
+        return "same"
+    sign = "+" if after > before else "-"
+    share = f" ({(after - before) / before:+.1%})" if before else ""
+    return f"{sign}{fb(abs(after - before))}{share}"
+
+
+def _frag(f: RunFigures) -> str:
+    return f"{f.fragmentation_at_peak:.1%}"
+
+
+def format_prediction(prediction: Prediction) -> str:
+    p = prediction
+    head = f"{printable(p.device)}  what if {p.settings.describe()}"
+    if p.refused:
+        return f"{head}\n  refused: {printable(p.refused)}"
+    capacity = (f"capacity {fb(p.settings.capacity)} ({printable(p.capacity_source)})"
+                if p.settings.capacity is not None else "capacity unknown")
+    r, n = p.recorded, p.predicted
+    assert r is not None and n is not None
+    lines = [
+        f"{head}  [{capacity}]",
+        _row("", "recorded", "predicted", "change"),
+        _row("reserved peak", fb(r.reserved_peak), fb(n.reserved_peak),
+             _delta(r.reserved_peak, n.reserved_peak)),
+        _row("reserved at end", fb(r.reserved_at_end), fb(n.reserved_at_end),
+             _delta(r.reserved_at_end, n.reserved_at_end)),
+        _row("cudaMalloc calls", str(r.cuda_malloc), str(n.cuda_malloc),
+             f"{n.cuda_malloc - r.cuda_malloc:+d}"),
+        _row("cudaFree calls", str(r.cuda_free), str(n.cuda_free),
+             f"{n.cuda_free - r.cuda_free:+d}"),
+        _row("fragmentation at peak", _frag(r), _frag(n)),
+        _row("  cached free at peak", fb(r.free_at_peak), fb(n.free_at_peak)),
+        _row("  largest free block", fb(r.largest_free_at_peak), fb(n.largest_free_at_peak)),
+        _row("OOMs", str(r.ooms), str(n.ooms)),
+    ]
+    for change in p.oom_changes[:5]:
+        lines.append(f"  OOM {change.change} at event {change.event}: "
+                     f"{fb(change.requested)} asked")
+    if len(p.oom_changes) > 5:
+        lines.append(f"  ... {len(p.oom_changes) - 5} more OOM changes (--json lists all)")
+    lines.append("  cannot know:")
+    lines += [f"    - {limit}" for limit in p.limits]
+    return "\n".join(lines)
+
+
+def predicted_saving_text(prediction: Prediction) -> str | None:
+    """The proven replay's predicted effect, for a finding (the setting is said before)."""
+    p = prediction
+    if p.refused or p.recorded is None or p.predicted is None:
+        return None
+    r, n = p.recorded, p.predicted
+    text = (f"a replay of this capture, proven on it ({p.proof.address_share:.0%} of allocs "
+            f"at their recorded address), predicts the reserved peak goes from "
+            f"{fb(r.reserved_peak)} to {fb(n.reserved_peak)}")
+    avoided = sum(1 for c in p.oom_changes if c.change == "avoided")
+    still = sum(1 for c in p.oom_changes if c.change == "still happens")
+    caused = sum(1 for c in p.oom_changes if c.change == "caused")
+    if avoided:
+        verb = "is" if avoided == 1 else "are"
+        text += f" and {avoided} of the {avoided + still} recorded OOMs {verb} avoided"
+    elif still:
+        text += ", but the recorded OOM still happens"
+    if caused:
+        text += f"; it would cause {caused} OOM{'s' if caused > 1 else ''}"
+    return text

@@ -1,0 +1,180 @@
+"""The browser mode's web server (``memtui serve``): textual-serve, guarded.
+
+``textual-serve`` runs one ``memtui PATH`` process pair per browser tab and relays its
+screen over a websocket.  As it comes, any web page the user happens to open could
+connect to that websocket (browsers let pages open websockets to any address, sending
+their own ``Origin``), read the screen (device names, stack frames) and type keys; every
+connection starts new processes and may ask for any screen size.  :class:`GuardedServer`
+keeps textual-serve's page and relay and adds:
+
+* a secret token per run, printed with the address (as Jupyter does): the page wants it
+  in its query (``/?token=...``), the websocket in its path (``/ws/TOKEN``);
+* the websocket's ``Origin``, where the browser sends one, must be the address the page
+  was served from;
+* at most :data:`MAX_CLIENTS` connections at once, screens of at most
+  :data:`MAX_COLUMNS` x :data:`MAX_ROWS` cells (asked for at the start or in a resize);
+* the page's websocket address is the one the browser came from (``--host 0.0.0.0`` or
+  ``::1`` gave ``ws://0.0.0.0:...`` or an invalid URL), and the page loads no font from
+  another site (the browser's monospace font is used);
+* the served app gets :data:`SERVED_ENV`: it writes no file on the server (a CSV export
+  becomes a browser download).
+
+Needs the ``serve`` extra (textual-serve, which brings aiohttp): imported by the serve
+command only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+import secrets
+from typing import Any
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import WSMsgType, web
+from textual_serve.app_service import AppService
+from textual_serve.server import Server
+
+log = logging.getLogger("memtui.serve")
+
+#: Connections served at once (each is a process pair running the UI).
+MAX_CLIENTS = 4
+#: The largest screen a browser may ask for.
+MAX_COLUMNS, MAX_ROWS = 400, 200
+#: Set in the served app's environment: it writes no file on the server.
+SERVED_ENV = "MEMTUI_SERVED"
+_FONT_LINK = re.compile(r"<link[^>]*fonts\.(?:googleapis|gstatic)\.com[^>]*>\s*", re.I)
+_FONT_NAME = re.compile(r'"Roboto Mono",\s*')
+
+
+def clamp_size(width: Any, height: Any) -> tuple[int, int]:
+    """A screen size a browser asked for, within 1..MAX_COLUMNS x 1..MAX_ROWS (80x24 for
+    what is not a number)."""
+    def number(value: Any, default: int, most: int) -> int:
+        try:
+            return min(max(int(value), 1), most)
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+    return number(width, 80, MAX_COLUMNS), number(height, 24, MAX_ROWS)
+
+
+def same_origin(origin: str | None, request: web.Request) -> bool:
+    """Whether a websocket's ``Origin`` is the page's own (none: not a browser page)."""
+    if origin is None:
+        return True
+    return origin.rstrip("/") in (f"http://{request.host}", f"https://{request.host}")
+
+
+class GuardedServer(Server):
+    """textual-serve's server with a token, an Origin check and caps (module docstring)."""
+
+    def __init__(self, command: str, *, host: str, port: int, title: str,
+                 token: str | None = None, max_clients: int = MAX_CLIENTS) -> None:
+        super().__init__(command, host=host, port=port, title=title)
+        self.token = token or secrets.token_urlsafe(24)
+        self.max_clients = max_clients
+        self.clients = 0
+
+    def _token_ok(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    async def _make_app(self) -> web.Application:
+        app = web.Application()
+        aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
+        app.add_routes([
+            web.get("/", self.guarded_index, name="index"),
+            web.get("/ws/{token}", self.guarded_websocket, name="websocket"),
+            web.get("/download/{key}", self.handle_download, name="download"),
+            web.static("/static", self.statics_path, show_index=False, name="static"),
+        ])
+        app.on_startup.append(self.on_startup)
+        return app
+
+    async def on_startup(self, app: web.Application) -> None:
+        """(textual-serve prints a logo and its own address here; memtui printed its.)"""
+
+    async def guarded_index(self, request: web.Request) -> web.Response:
+        if not self._token_ok(request.query.get("token")):
+            return web.Response(status=403, text="memtui serve: open the address memtui "
+                                                 "printed: it carries this run's token\n")
+        scheme = "wss" if request.secure else "ws"
+        context = {
+            "font_size": clamp_size(request.query.get("fontsize", 16), 24)[0],
+            "app_websocket_url": f"{scheme}://{request.host}/ws/{self.token}",
+            "config": {"static": {"url": "/static/"}},
+            "application": {"name": self.title},
+        }
+        page = aiohttp_jinja2.render_string("app_index.html", request, context)
+        page = _FONT_NAME.sub("", _FONT_LINK.sub("", page))
+        return web.Response(text=page, content_type="text/html",
+                            headers={"Referrer-Policy": "no-referrer"})
+
+    async def guarded_websocket(self, request: web.Request) -> web.StreamResponse:
+        if not self._token_ok(request.match_info.get("token")):
+            return web.Response(status=403, text="wrong token\n")
+        if not same_origin(request.headers.get("Origin"), request):
+            return web.Response(status=403, text="another site's page may not connect\n")
+        if self.clients >= self.max_clients:
+            return web.Response(status=503, text=f"at most {self.max_clients} connections "
+                                                 "at once\n")
+        self.clients += 1
+        try:
+            return await self._relay(request)
+        finally:
+            self.clients -= 1
+
+    async def _relay(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's relay between the browser and the app, sizes kept in bounds."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+        width, height = clamp_size(request.query.get("width"), request.query.get("height"))
+        service: AppService | None = None
+        try:
+            await websocket.prepare(request)
+            service = AppService(self.command, write_bytes=websocket.send_bytes,
+                                 write_str=websocket.send_str, close=websocket.close,
+                                 download_manager=self.download_manager, debug=False)
+            service._build_environment = _served_environment(service._build_environment)
+            await service.start(width, height)
+            await self._messages(websocket, service)
+        except asyncio.CancelledError:
+            await websocket.close()
+        except Exception as error:  # noqa: BLE001 - one tab's trouble never stops the server
+            log.warning("connection ended: %s", error)
+        finally:
+            if service is not None:
+                await service.stop()
+        return websocket
+
+    async def _messages(self, websocket: web.WebSocketResponse, service: AppService) -> None:
+        async for message in websocket:
+            if message.type != WSMsgType.TEXT:
+                continue
+            try:
+                kind, data = message.json()
+            except (ValueError, TypeError):
+                continue
+            if kind == "stdin" and isinstance(data, str):
+                await service.send_bytes(data.encode("utf-8"))
+            elif kind == "resize" and isinstance(data, dict):
+                await service.set_terminal_size(*clamp_size(data.get("width"),
+                                                            data.get("height")))
+            elif kind == "ping":
+                await websocket.send_json(["pong", data])
+            elif kind == "blur":
+                await service.blur()
+            elif kind == "focus":
+                await service.focus()
+
+
+def _served_environment(build):
+    """textual-serve's environment for the app, plus :data:`SERVED_ENV`."""
+    def environment(width: int = 80, height: int = 24) -> dict[str, str]:
+        env = build(width=width, height=height)
+        env[SERVED_ENV] = "1"
+        return env
+
+    return environment

@@ -1,0 +1,51 @@
+"""The analyses every screen shares, built once per trace and kept by the app: the
+timeline of each device, the label of each call stack (under the ``T`` rule) and the
+blocks alive at a time.
+
+:class:`CachedAnalyses` is a part of :class:`~memtui.tui.app.MemtuiApp` (a mixin): it
+reads ``self.trace`` and ``self.top_rule`` and keeps ``self._timelines``, ``self._live``
+and ``self._tops`` (set up by the app, cleared when the trace is replaced).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
+from memtui.analysis.callstack import TOP_RULES, stack_tops
+
+
+class CachedAnalyses:
+    """See the module docstring."""
+
+    def timeline(self, device: str) -> Timeline:
+        if device not in self._timelines:
+            self._timelines[device] = Timeline.build(self.trace, device)
+        return self._timelines[device]
+
+    def stack_tops(self) -> pl.DataFrame:
+        """stack_id -> ``top``, the label of the frame that names the stack under the
+        current ``top_rule``."""
+        if self._tops is None:
+            self._tops = stack_tops(self.trace, self.top_rule)
+        return self._tops
+
+    def watch_top_rule(self) -> None:
+        self._tops = None
+        self._live.clear()
+
+    def action_stack_top(self) -> None:
+        """Cycle the frame that names a stack: innermost user frame, outermost user frame,
+        innermost frame."""
+        rules = list(TOP_RULES)
+        self.top_rule = rules[(rules.index(self.top_rule) + 1) % len(rules)]
+        self.notify(f"Stacks are named by their {TOP_RULES[self.top_rule]} (T: change)")
+
+    def live_blocks(self, device: str) -> LiveBlocks:
+        if device not in self._live:
+            self._live[device] = LiveBlocks(self.trace.device_blocks(device), self.stack_tops(),
+                                            block_positions(self.trace, device))
+        return self._live[device]
+
+
+__all__ = ["CachedAnalyses"]
