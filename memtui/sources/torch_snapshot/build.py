@@ -76,9 +76,9 @@ def load(path: Path, progress=None) -> MemoryTrace:
     # again (more than half the unpickling time) for no cycle to find.
     with collector_paused():
         _report(progress, 0.0, f"unpickling {path.name}")
-        read_bytes = _bytes_read(progress, path.name)
-        data = read_columnar(path, read_bytes)
-        snapshot = _normalise(path, load_pickle(path, read_bytes) if data is None else data)
+        listener = _bytes_read(progress, path.name)
+        data = read_columnar(path, listener)
+        snapshot = _normalise(path, load_pickle(path, listener) if data is None else data)
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
         _report(progress, UNPICKLE_SHARE, "building the model")
         try:
