@@ -41,6 +41,9 @@ from pathlib import Path
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 
+#: A newer dump that still does not load this long after its last change is broken, not
+#: being written.
+SETTLED_S = 3.0
 #: File names a dump writer uses while a dump is incomplete.
 _PARTIAL_SUFFIXES = (".tmp", ".part", ".partial", ".temp", ".swp", "-journal", "-wal", "-shm")
 
@@ -51,13 +54,19 @@ class FollowUpdate:
 
     ``trace``: the capture with what is new (None when nothing changed); ``new_rows``: rows
     (or events) read this time; ``waiting``: why there is nothing to show yet; ``problem``:
-    the file was truncated, replaced or deleted (reading has stopped, the last trace stays).
+    the file was truncated, replaced or deleted (reading has stopped, the last trace stays);
+    ``stale``: the capture has moved on but what is new cannot be read (the newest dump
+    does not load, every dump is gone, the folder cannot be read): the trace shown is
+    older than the capture; ``notice``: something the user should hear once (rows read
+    before were rewritten: the trace was read again from the start).
     """
 
     trace: MemoryTrace | None = None
     new_rows: int = 0
     waiting: str | None = None
     problem: str | None = None
+    stale: str | None = None
+    notice: str | None = None
 
 
 @dataclass
@@ -160,6 +169,8 @@ class MemscopeDbFollower(Follower):
         self._file: _FileId | None = None
 
     def _poll(self) -> FollowUpdate:
+        from memtui.sources.memscope.tail import RowsRewritten
+
         now = _FileId.of(self.path)
         if now is None:
             raise _Stop("was deleted")
@@ -168,8 +179,17 @@ class MemscopeDbFollower(Follower):
         self._file = now
         # No stat shortcut: a WAL reused after a checkpoint keeps its size, and mtimes
         # can be coarse; asking SQLite for the largest rowid costs well under a ms.
+        notice = None
         try:
-            new = self.tail.read_new()
+            try:
+                new = self.tail.read_new()
+            except RowsRewritten as rewritten:
+                notice = (f"{self.path.name}: rows of {rewritten} read before were written "
+                          f"again under the same ids at {time.strftime('%H:%M:%S')}: read "
+                          "again from the start")
+                self._reset()
+                self._file = now
+                new = self.tail.read_new()
         except CaptureError as exc:
             if "truncated" in exc.problem or "deleted" in exc.problem:
                 raise _Stop(exc.problem) from None
@@ -178,8 +198,8 @@ class MemscopeDbFollower(Follower):
             return FollowUpdate(waiting=None if self.tail.rows else self._waiting())
         trace = self.tail.trace()
         if trace is None:
-            return FollowUpdate(new_rows=new, waiting=self._waiting())
-        return FollowUpdate(trace=trace, new_rows=new)
+            return FollowUpdate(new_rows=new, waiting=self._waiting(), notice=notice)
+        return FollowUpdate(trace=trace, new_rows=new, notice=notice)
 
     def _waiting(self) -> str:
         return f"waiting for the first memory rows in {self.path.name}"
@@ -364,8 +384,9 @@ class SnapshotFollower(Follower):
 
     def _reset(self) -> None:
         self.shown: _Shown | None = None
-        self._failed: dict[Path, _FileId] = {}  # dumps that did not load, as they were
-        self._listing: tuple | None = None
+        self._failed: dict[Path, tuple[_FileId, str]] = {}  # dumps that did not load: as
+        self._listing: tuple | None = None                    # they were, and why
+        self._unreadable: str | None = None  # why the folder cannot be listed
 
     def candidates(self) -> list[tuple[_FileId, Path]]:
         """Complete-looking dumps, newest first (by modification time, then name)."""
@@ -387,8 +408,10 @@ class SnapshotFollower(Follower):
                         continue
                     entries.append((_FileId(st.st_ino, st.st_size, st.st_mtime_ns),
                                     Path(entry.path)))
-        except OSError:
+        except OSError as exc:
+            self._unreadable = f"{self.path.name} cannot be read ({exc.strerror or exc})"
             return []
+        self._unreadable = None
         entries.sort(key=lambda item: (item[0].mtime_ns, item[1].name), reverse=True)
         chosen = set(self.ranks.pick([path for _, path in entries]))
         return [entry for entry in entries if entry[1] in chosen]
@@ -399,7 +422,7 @@ class SnapshotFollower(Follower):
         candidates = self.candidates()
         listing = tuple((str(p), f.mtime_ns, f.size) for f, p in candidates[:8])
         if listing == self._listing:
-            return FollowUpdate(waiting=self._waiting())
+            return FollowUpdate(waiting=self._waiting(), stale=self._stale(candidates))
         self._listing = listing
         from memtui.sources import torch_snapshot
 
@@ -407,20 +430,37 @@ class SnapshotFollower(Follower):
             if self.shown is not None and (self.shown.file.mtime_ns, self.shown.path.name) >= (
                     file.mtime_ns, path.name):
                 break  # nothing newer than what is shown
-            if self._failed.get(path) == file or file.size == 0:
+            if self._failed.get(path, (None,))[0] == file or file.size == 0:
                 continue
             if not torch_snapshot.sniff(path):
                 continue
             try:
                 trace = torch_snapshot.load(path, None)
-            except CaptureError:
-                self._failed[path] = file  # still being written, or not a dump: later
+            except CaptureError as exc:  # still being written, or not a dump: later
+                self._failed[path] = (file, exc.problem)
                 self._listing = None
                 continue
             self.shown = _Shown(path, file)
             events = trace.events.height
             return FollowUpdate(trace=trace, new_rows=events)
-        return FollowUpdate(waiting=self._waiting())
+        return FollowUpdate(waiting=self._waiting(), stale=self._stale(candidates))
+
+    def _stale(self, candidates: list[tuple[_FileId, Path]]) -> str | None:
+        """Why the dump shown is no longer the capture's newest, where that is so: the
+        folder cannot be read, every dump is gone, or a newer dump has not loaded though
+        its writer left it alone for :data:`SETTLED_S` seconds."""
+        if self.shown is None:
+            return None
+        if self._unreadable is not None:
+            return self._unreadable
+        if not candidates:
+            return f"no dump left in {self.path.name}"
+        file, path = candidates[0]
+        failed = self._failed.get(path)
+        if path != self.shown.path and failed is not None and failed[0] == file and \
+                time.time() - file.mtime_ns / 1e9 >= SETTLED_S:
+            return f"no readable dump: {path.name} does not load ({failed[1]})"
+        return None
 
     def _waiting(self) -> str | None:
         if self.shown is not None:

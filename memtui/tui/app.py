@@ -46,7 +46,7 @@ from textual.reactive import reactive
 from memtui.analysis.at_time import LiveBlocks, Timeline
 from memtui.analysis.layers import layer_view  # noqa: F401 - patched here by tests/tui/test_follow.py
 from memtui.errors import CaptureError, printable
-from memtui.loading import check_input
+from memtui.loading import check_input, require_a_device
 from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
 from memtui.tui.answer import CursorNote, peak_note
@@ -64,7 +64,7 @@ from memtui.tui.exits import (
     run_to_exit,
 )
 from memtui.tui.follow import FollowController, Following
-from memtui.tui.keymap import load_keymap
+from memtui.tui.keymap import keep_quit_and_help, keymap_path, load_keymap
 from memtui.tui.layer_choice import LayerChoice
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, screen_modes
 from memtui.tui.screens.modals import LoadingScreen
@@ -122,6 +122,8 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         super().__init__()
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
         self.keymap_file = keymap_file
+        #: the binding ids the user's keymap names (empty without one)
+        self.keymap_ids: set[str] = set()
         if isinstance(source, MemoryTrace):
             trace = source
         elif source is not None:
@@ -178,8 +180,14 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
     def on_mount(self) -> None:
         keymap, problem = load_keymap(self.keymap_file)
         if keymap:
+            own = {b.id: b.key for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+            keymap, taking = keep_quit_and_help(keymap, own)
+            if taking:
+                where = self.keymap_file or keymap_path()
+                problem = "; ".join(p for p in (problem, f"{where}: {taking}") if p)
             self.set_keymap(keymap)
-        if problem:
+            self.keymap_ids = set(keymap)  # checked after the first paint (background)
+        if problem:  # said once, at the start
             self.notify(problem, title="keymap", severity="warning", timeout=10)
         if self.trace is not None:
             self._start(self.trace)
@@ -234,8 +242,11 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         trace = self._layered(trace)
         self.trace = trace
         device = initial_device(trace)
-        if device is None:
-            self._load_failed(f"{trace.meta.path}: no device has events, blocks or levels")
+        if device is None:  # a capture of nothing: the rule of every command (loading)
+            try:
+                require_a_device(trace)
+            except CaptureError as exc:
+                self._load_failed(str(exc))
             return
         timeline = self.timeline(device)
         self.cursor = CursorState(device=device, t=timeline.start,

@@ -30,11 +30,13 @@ class BackgroundWork:
             self.findings = {}
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``); the
-        first paint starts the findings worker."""
+        first paint starts the findings worker (and the check of the keymap's ids)."""
         self.painted.setdefault(name, time.perf_counter())
         if not self._findings_started and self.trace is not None:
             self._findings_started = True
             self._find()
+            if self.keymap_ids:
+                self._check_keymap_ids(frozenset(self.keymap_ids))
             from memtui.tui.screens import linked
 
             if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
@@ -66,6 +68,21 @@ class BackgroundWork:
         if self.follow is None and not worker.is_cancelled:
             keep_block_map(trace, device)  # for the next open (unless it came from there)
 
+    # -- the keymap's ids (after the first paint, in a thread) -----------------------------
+
+    @work(thread=True, exclusive=True, group="keymap", description="checking the keymap",
+          exit_on_error=False)
+    def _check_keymap_ids(self, ids: frozenset[str]) -> None:
+        """Say once which ids of the user's keymap no binding has (knowing every id imports
+        every screen, hence here and not before the first paint)."""
+        from memtui.tui.keymap import binding_defaults, keymap_path, unknown_ids
+
+        problem = unknown_ids(dict.fromkeys(ids, ""), set(binding_defaults(type(self))))
+        if problem:
+            where = self.keymap_file or keymap_path()
+            self.call_from_thread(self.notify, f"{where}: {problem}", title="keymap",
+                                  severity="warning", timeout=10)
+
     # -- findings (after the first paint, in a thread) --------------------------------------
 
     @work(thread=True, exclusive=True, group="findings", description="the findings",
@@ -86,8 +103,10 @@ class BackgroundWork:
             return
         self.findings = found
         high = any(f.severity == "high" for items in found.values() for f in items)
+        # untouched: not moved, no key pressed, and nothing opened over the Trend (the
+        # help, say: a switch would hide it, and its keys would go to the Findings screen)
         untouched = (self.cursor == self._first_cursor and self.current_mode == "trend"
-                     and not self.user_acted)
+                     and len(self.screen_stack) == 1 and not self.user_acted)
         if untouched and self.open_at_answer:
             self._go_to_answer(found)
         if high and self.findings_first and untouched:

@@ -52,6 +52,8 @@ class FollowState:
     rows: int = 0  # rows (or events) read since the start
     waiting: str | None = None
     problem: str | None = None
+    stale: str | None = None  # the capture moved on, what is new cannot be read
+    restarted: bool = False  # R read from the start; nothing new shown since
     last_update: float | None = None  # time.monotonic() of the last new data
     scope: str | None = None  # the rank followed of several ("rank 0 of 4")
 
@@ -103,6 +105,8 @@ class FollowController:
         self._restart_wanted = False
         self.follower.restart()
         self.state.problem = None
+        self.state.stale = None
+        self.state.restarted = self.state.updates > 0  # an older view stays shown
         self.interval = self.min_interval
         if self._timer is not None:
             self._timer.stop()
@@ -169,6 +173,14 @@ class FollowController:
         state.polls += 1
         state.waiting = update.waiting
         self._say_scope()
+        if update.notice:
+            self.app.notify(escape(update.notice), title="follow", severity="warning",
+                            timeout=10)
+        if update.stale != state.stale:
+            state.stale = update.stale
+            if update.stale:
+                self.app.notify(f"{escape(update.stale)}: the last good view stays",
+                                title="follow", severity="warning", timeout=10)
         if update.problem != state.problem:
             state.problem = update.problem
             if update.problem:
@@ -176,6 +188,7 @@ class FollowController:
                                 "it again from the start", title="follow", severity="warning",
                                 timeout=10)
         if update.trace is not None:
+            state.restarted = False
             state.updates += 1
             state.rows += update.new_rows
             state.last_update = time.monotonic()
@@ -210,6 +223,9 @@ class FollowController:
             word = next((w for w in ("truncated", "deleted", "replaced") if w in problem),
                         "stopped")
             return f"⚠ {problem}", f"⚠ {word}"
+        stale = self.state.stale or (self.state.waiting if self.state.restarted else None)
+        if stale:  # the view shown is older than the capture: never "LIVE" over it
+            return f"⚠ {stale} (the last good view stays)", "⚠ stale"
         scope = self.state.scope
         full, short = (f" · {scope}", " " + scope.split(" of ")[0].replace("rank ", "r")) \
             if scope else ("", "")

@@ -28,7 +28,7 @@ from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.modals import DeviceScreen, LoadingScreen
 from memtui.tui.screens.ranks import RanksScreen
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 if TYPE_CHECKING:
     from memtui.sources.ranks import Discovery
@@ -67,7 +67,7 @@ class RanksApp(MemtuiApp):
 
     def on_mount(self, event: events.Mount) -> None:
         event.prevent_default()  # not MemtuiApp's: it would load one path
-        self.sub_title = f"{len(self.discovery.captures)} ranks"
+        self.sub_title = counted(len(self.discovery.captures), "rank")
         self.switch_mode(RANKS)
         self._stream()
 

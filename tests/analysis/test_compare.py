@@ -215,12 +215,14 @@ def test_diff_rows_and_the_blocks_behind_a_row(pair_files):
     assert ids_a.size == 4 and ids_b.size == 4  # every forward activation, either run
 
 
-def test_without_markers_the_recurring_pattern_gives_the_steps(pair_files):
-    a = open_capture(pair_files["clean"])
-    b = open_capture(pair_files["long"])
+def test_without_markers_the_recurring_pattern_gives_the_steps(tmp_path):
+    # the loop's other stacks (backward, loss, step) keep time with forward's allocation,
+    # which beats once per step: 4 steps in A, 6 in B
+    a = open_capture(write_loop(tmp_path / "a.pickle", temporaries=MiB // 4))
+    b = open_capture(write_loop(tmp_path / "b.pickle", steps=6, start_us=5_000_000,
+                                temporaries=MiB // 4))
     a.markers, b.markers = a.markers.clear(), b.markers.clear()
     d = compare(a, b).devices[0]
-    # forward's allocation beats once per step: 4 steps in A, 6 in B
     assert d.alignment.mode == "step"
     assert steps_of(a, "cuda:0").height == 4 and steps_of(b, "cuda:0").height == 6
     assert [s["delta"] for s in d.steps] == [0, 0, 0, 0]

@@ -21,6 +21,10 @@ BACKWARD = [{"filename": "/home/u/model.py", "line": 20, "name": "backward"},
             {"filename": "/home/u/train.py", "line": 51, "name": "train"}]
 LEAK = [{"filename": "/home/u/train.py", "line": 60, "name": "log_metrics"},
         {"filename": "/home/u/train.py", "line": 52, "name": "train"}]
+LOSS = [{"filename": "/home/u/model.py", "line": 30, "name": "loss"},
+        {"filename": "/home/u/train.py", "line": 53, "name": "train"}]
+STEP = [{"filename": "/home/u/optim.py", "line": 40, "name": "step"},
+        {"filename": "/home/u/train.py", "line": 54, "name": "train"}]
 
 
 def _entry(action: str, addr: int, size: int, t_us: int, frames: list) -> dict:
@@ -29,8 +33,11 @@ def _entry(action: str, addr: int, size: int, t_us: int, frames: list) -> dict:
 
 
 def loop_snapshot(steps: int = 4, forward: int = 4 * MiB, backward: int = 2 * MiB,
-                  leak: int = 0, start_us: int = 1_000_000, step_us: int = 1000) -> dict:
-    """The snapshot dict (see the module docstring)."""
+                  leak: int = 0, start_us: int = 1_000_000, step_us: int = 1000,
+                  temporaries: int = 0) -> dict:
+    """The snapshot dict (see the module docstring); ``temporaries`` bytes are also
+    allocated and freed by ``loss`` and by the optimizer's ``step`` in every step, as a
+    real loop's other stacks keep time with its forward."""
     trace, notes, alive = [], [], []
     addr = SEG
     for k in range(steps):
@@ -45,6 +52,11 @@ def loop_snapshot(steps: int = 4, forward: int = 4 * MiB, backward: int = 2 * Mi
                   _entry("free_completed", bwd, backward, t + 31, BACKWARD),
                   _entry("free_requested", fwd, forward, t + 40, FORWARD),
                   _entry("free_completed", fwd, forward, t + 41, FORWARD)]
+        for frames, at in ((LOSS, t + 42), (STEP, t + 45)) if temporaries else ():
+            trace += [_entry("alloc", addr, temporaries, at, frames),
+                      _entry("free_requested", addr, temporaries, at + 1, frames),
+                      _entry("free_completed", addr, temporaries, at + 1, frames)]
+            addr += temporaries
         if leak:
             trace.append(_entry("alloc", addr, leak, t + 50, LEAK))
             alive.append((addr, leak))

@@ -261,3 +261,40 @@ async def test_a_folder_of_dumps_never_shows_a_partial_one(tmp_path):
         assert app.timeline(app.cursor.device).peak == 5 << 20
         assert "● LIVE" in status_text(app)
     assert shown and not [p for p in shown if "partial" in p]
+
+
+async def test_after_r_on_a_csv_truncated_to_its_header_the_badge_is_not_live(tmp_path):
+    path = tmp_path / "memscope_dump_2.csv"
+    path.write_text(HEADER + "".join(csv_line(r) for r in BURSTS[0]))
+    app = MemtuiApp(path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert "LIVE" in status_text(app)
+        path.write_text(HEADER)
+        await polls(pilot, 2)
+        assert "truncated" in status_text(app)
+        await pilot.press("R")
+        await polls(pilot, 3)
+        text = status_text(app)
+        assert "LIVE" not in text and "⚠" in text, text
+
+
+async def test_a_dump_that_never_loads_is_said_on_the_badge(tmp_path):
+    import os
+    import time
+
+    first = tmp_path / "snapshot_1.pickle"
+    write_atomically(first, pickle.dumps(grown_snapshot(2), protocol=4))
+    old = time.time_ns() - 100 * 10**9
+    os.utime(first, ns=(old, old))
+    app = MemtuiApp(tmp_path, follow=True, poll=POLL)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await polls(pilot, 1)
+        assert "LIVE" in status_text(app)
+        broken = tmp_path / "snapshot_2.pickle"
+        broken.write_bytes(pickle.dumps(grown_snapshot(5), protocol=4)[:-40])
+        settled = time.time_ns() - 50 * 10**9
+        os.utime(broken, ns=(settled, settled))
+        await polls(pilot, 3)
+        text = status_text(app)
+        assert "LIVE" not in text and "⚠" in text, text

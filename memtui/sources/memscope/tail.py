@@ -39,12 +39,21 @@ CHUNK_ROWS = 8192
 
 @dataclass
 class _Table:
-    """One table's reading position: its column mapping, last rowid, rows read."""
+    """One table's reading position: its column mapping, last rowid, rows read, and what
+    tells rows already read from rows written again under the same ids: the table's
+    schema, and the content of its first row and of the last row read."""
 
     name: str
     mapping: dict[str, str]
     last_rowid: int = 0
     rows: int = 0
+    schema: str | None = None
+    marks: tuple[tuple[int, int], ...] = ()  # (rowid, hash of the row) already read
+
+
+class RowsRewritten(Exception):
+    """Rows already read were deleted and written again (row ids reused, a table
+    recreated): what was read no longer is the table; read it again from the start."""
 
 
 @dataclass
@@ -153,6 +162,7 @@ class DbTail(_Parts):
         top = con.execute(f'SELECT max(rowid) FROM "{table.name}"').fetchone()[0] or 0
         if top < table.last_rowid:
             raise CaptureError(self.path, f"was truncated (table {table.name} lost rows)")
+        _check_unchanged(con, table)
         query = read._ChunkQuery(con, table.name, table.mapping, int_columns, typed=False)
         try:
             start = self._next_rowid(con, table.name, table.last_rowid, top)
@@ -168,6 +178,7 @@ class DbTail(_Parts):
         finally:
             query.close()
         table.last_rowid = top
+        _mark(con, table)
 
     @staticmethod
     def _next_rowid(con: sqlite3.Connection, name: str, after: int, top: int) -> int | None:
@@ -205,6 +216,40 @@ class DbTail(_Parts):
         raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
         self.trace_parts.append(read._with_order(read._trace_times(part), raw))
         return table.rows - before
+
+
+def _row_hash(con: sqlite3.Connection, table: str, rowid: int) -> int | None:
+    row = con.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()
+    return None if row is None else hash(row)
+
+
+def _schema(con: sqlite3.Connection, table: str) -> str | None:
+    row = con.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (table,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _mark(con: sqlite3.Connection, table: _Table) -> None:
+    """Remember the schema and the first and last rows read (two indexed reads)."""
+    if not table.rows:
+        return
+    first = con.execute(f'SELECT min(rowid) FROM "{table.name}"').fetchone()[0]
+    table.schema = _schema(con, table.name)
+    table.marks = tuple((rowid, _row_hash(con, table.name, rowid))
+                        for rowid in dict.fromkeys((first, table.last_rowid))
+                        if rowid is not None)
+
+
+def _check_unchanged(con: sqlite3.Connection, table: _Table) -> None:
+    """:class:`RowsRewritten` where the rows read are no longer there as they were read:
+    the schema changed, or the first or last row read is gone or holds other values
+    (rows deleted and inserted again reuse their ids: reading on past the last id would
+    mix the old rows with the new)."""
+    if not table.marks:
+        return
+    if _schema(con, table.name) != table.schema or any(
+            _row_hash(con, table.name, rowid) != seen for rowid, seen in table.marks):
+        raise RowsRewritten(table.name)
 
 
 @dataclass
