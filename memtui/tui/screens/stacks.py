@@ -37,7 +37,7 @@ from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
 from memtui.tui.widgets.stack_tree import StackTreeView, heading
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
@@ -250,7 +250,7 @@ class StacksScreen(LinkedScreen):
             when = paint.format_time(trace, self.taken_at, origin)
         text = (f"[b]Stacks[/b] {paint.plain(cursor.device)}  {total} "
                 f"{MODE_NAMES[self.mode]} {when}"
-                f" in {self.rows_counted.size:,} blocks (m)")
+                f" in {counted(self.rows_counted.size, 'block')} (m)")
         unexplained = sum(r.bytes for r in self.rest)
         if unexplained:
             text += f", {format_bytes(unexplained)} of it in no block"
@@ -260,7 +260,7 @@ class StacksScreen(LinkedScreen):
             text += ("  [b]user frames[/b] (u: all)" if self.user_only
                      else "  [b]all frames[/b] (u: user)")
         if self.match_list:
-            text += f"  [b]{len(self.match_list)} matches[/b]"
+            text += f"  [b]{counted(len(self.match_list), 'match')}[/b]"
         if self.has_class("-flame") and self.flame is not None:
             text = (f"[b]Call flame[/b] thread {paint.plain(self.flame.thread)} "
                     f"({len(self.thread_names)} threads, e: next)  depth from "
@@ -287,7 +287,7 @@ class StacksScreen(LinkedScreen):
                      "its parent") if parent >= 0 else ""
         detail.update(
             f"[b]{format_bytes(int(figures.bytes[node]))}[/b] ({share:.1%} of all{of_parent})"
-            f" in {int(figures.blocks[node]):,} blocks, self "
+            f" in {counted(int(figures.blocks[node]), 'block')}, self "
             f"{format_bytes(int(figures.self_bytes[node]))}   f: filter the Block table\n"
             + "\n".join("  " * min(k, 8) + paint.plain(p) for k, p in enumerate(path[-4:])))
 
