@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memtui.sources.common import safe_pickle
 from memtui.sources.torch_snapshot import columnar
 from tests.conftest import shared_files
 from tests.helpers.both_readers import load_with, no_data_limit_under_asan, outcome, reader  # noqa: F401
@@ -266,3 +267,25 @@ def test_repeated_key_is_read(tmp_path):
     path = tmp_path / "h.pickle"
     path.write_bytes(_entry_with_repeated_key())
     assert pickle.loads(path.read_bytes())["device_traces"][0][0]["size"] == 2
+
+
+def test_progress_while_reading(tmp_path, monkeypatch):
+    """The compiled reader tells the listener the bytes read, up to the whole file; a
+    listener that fails does not stop the read (as with the Python reader)."""
+    monkeypatch.setattr(safe_pickle, "REPORT_EVERY", 0.0)
+    trace = [_entry(0x10 * i) for i in range(1, 200_000)]
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace]}, protocol=4))
+    size = path.stat().st_size
+    seen = []
+    with reader("compiled"):
+        assert columnar.read_columnar(path, lambda done, total: seen.append((done, total)))
+    assert len(seen) > 1 and seen == sorted(seen)
+    assert seen[-1] == (size, size) and {total for _, total in seen} == {size}
+
+    def broken(done, total):
+        raise RuntimeError("listener broke")
+
+    with reader("compiled"):
+        data = columnar.read_columnar(path, broken)
+    assert len(data["device_traces"][0]) == len(trace)

@@ -195,6 +195,8 @@ typedef struct {
     size_t stack_table_cap;
     PtrSet guarded;
     const char *reason;
+    PyObject *progress;    /* progress(bytes read, size) after each chunk, or NULL */
+    int raised;            /* progress raised: its exception is the result */
 } VM;
 
 static int bail(VM *vm, const char *why) {
@@ -204,8 +206,15 @@ static int bail(VM *vm, const char *why) {
 
 /* -- input -- */
 
-static int need(VM *vm, Py_ssize_t n) {
+static int need_slow(VM *vm, Py_ssize_t n);
+
+/* Are ``n`` more bytes of input there?  Read more where not (bail past the file's end). */
+static inline int need(VM *vm, Py_ssize_t n) {
     if (vm->end - vm->pos >= n) return 0;
+    return need_slow(vm, n);
+}
+
+static int need_slow(VM *vm, Py_ssize_t n) {
     if (n < 0 || (int64_t)n > (int64_t)(vm->end - vm->pos) + vm->file_left)
         return bail(vm, "truncated");
     if (vm->pos) {
@@ -231,6 +240,13 @@ static int need(VM *vm, Py_ssize_t n) {
         if (got <= 0) return bail(vm, "read failed");
         vm->end += got;
         vm->file_left -= got;
+        if (vm->progress) {
+            PyObject *r = PyObject_CallFunction(vm->progress, "LL",
+                                                (long long)(vm->file_size - vm->file_left),
+                                                (long long)vm->file_size);
+            if (!r) { vm->raised = 1; return bail(vm, "the progress listener raised"); }
+            Py_DECREF(r);
+        }
     }
     return 0;
 }
@@ -243,8 +259,16 @@ static inline uint64_t le_u(const unsigned char *p, int n) {
 
 /* -- stack -- */
 
-static int push(VM *vm, Val v) {
-    if (vm->sp == vm->stack_cap) {
+static int grow_stack(VM *vm, Val v);
+
+static inline int push(VM *vm, Val v) {
+    if (vm->sp == vm->stack_cap) return grow_stack(vm, v);
+    vm->stack[vm->sp++] = v;
+    return 0;
+}
+
+static int grow_stack(VM *vm, Val v) {
+    {
         Py_ssize_t cap = vm->stack_cap ? vm->stack_cap * 2 : 256;
         if ((int64_t)cap > vm->file_size + 256) { /* each item costs an opcode */
             if (v.tag == T_OBJ) Py_XDECREF(v.o);
@@ -1036,18 +1060,21 @@ static int finish_traces(VM *vm, PyObject *container) {
 }
 
 PyDoc_STRVAR(read_doc,
-"read(fd, size) -> (snapshot, None) or (None, reason)\n\n"
+"read(fd, size, progress=None) -> (snapshot, None) or (None, reason)\n\n"
 "Read the pickle at the open file descriptor ``fd`` (``size`` bytes, read from its current\n"
 "position).  ``snapshot`` is what pickle.load would give, but each list of\n"
-"``device_traces`` is a RawColumns; ``reason`` says why the file is left to the Python reader.");
+"``device_traces`` is a RawColumns; ``reason`` says why the file is left to the Python reader.\n"
+"``progress(bytes_read, size)`` is called after each chunk read; what it raises is raised.");
 
 static PyObject *reader_read(PyObject *module, PyObject *args) {
     (void)module;
     int fd;
     long long size;
-    if (!PyArg_ParseTuple(args, "iL:read", &fd, &size)) return NULL;
+    PyObject *progress = Py_None;
+    if (!PyArg_ParseTuple(args, "iL|O:read", &fd, &size, &progress)) return NULL;
     VM vm;
     memset(&vm, 0, sizeof vm);
+    vm.progress = progress == Py_None ? NULL : progress;
     vm.fd = fd;
     vm.file_left = vm.file_size = size < 0 ? 0 : size;
     vm.cap = 1 << 20;
@@ -1063,6 +1090,14 @@ static PyObject *reader_read(PyObject *module, PyObject *args) {
         bail(&vm, "out of memory");
     } else {
         result = run(&vm);
+        if (vm.raised) {  /* the listener's exception (a cancel) goes to the caller */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            Py_XDECREF(result);
+            vm_free(&vm);
+            PyErr_Restore(type, value, tb);
+            return NULL;
+        }
         if (PyErr_Occurred()) {  /* a failure not already turned into a reason */
             PyErr_Clear();
             bail(&vm, "error");

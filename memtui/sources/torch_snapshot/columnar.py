@@ -18,13 +18,17 @@ them for a list).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from memtui.sources.common import safe_pickle
 from memtui.sources.common.files import open_regular
 from memtui.sources.common.safe_pickle import memory_bounded
 from memtui.sources.torch_snapshot.reader_choice import (
@@ -36,7 +40,7 @@ from memtui.sources.torch_snapshot.reader_choice import (
 )
 
 if TYPE_CHECKING:
-    from memtui.sources.torch_snapshot.validate import TraceColumns
+    from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
 __all__ = ["PURE_PYTHON_ENV", "ColumnTrace", "compiled_available", "compiled_enabled",
            "read_columnar", "reader_in_use"]
@@ -45,9 +49,11 @@ __all__ = ["PURE_PYTHON_ENV", "ColumnTrace", "compiled_available", "compiled_ena
 last_fallback: str | None = None
 
 
-def read_columnar(path: Path) -> Any | None:
+def read_columnar(path: Path, listener: Callable[[int, int], None] | None = None
+                  ) -> Any | None:
     """The snapshot at ``path`` with its traces as :class:`ColumnTrace`, or None where the
-    Python reader must read it (module docstring)."""
+    Python reader must read it (module docstring).  ``listener(bytes_read, size)`` hears
+    how far it has read, as the Python reader's does (:func:`_hearing`)."""
     global last_fallback
     if not compiled_enabled():
         last_fallback = "compiled reader off"
@@ -64,7 +70,7 @@ def read_columnar(path: Path) -> Any | None:
             return None
         try:
             with memory_bounded(size):
-                data, reason = _reader.read(fh.fileno(), size)
+                data, reason = _reader.read(fh.fileno(), size, _hearing(listener))
         except MemoryError:
             data, reason = None, "memory bound"
     finally:
@@ -77,6 +83,24 @@ def read_columnar(path: Path) -> Any | None:
         data["device_traces"] = [ColumnTrace(t) if isinstance(t, _reader.RawColumns) else t
                                  for t in traces]
     return data
+
+
+def _hearing(listener: Callable[[int, int], None] | None) -> Callable[[int, int], None] | None:
+    """``listener`` as the Python reader calls it: every ``REPORT_EVERY`` seconds at most
+    (the reader calls after each chunk), the end always; a listener's failure never stops
+    the load."""
+    if listener is None:
+        return None
+    last = [-1e9]
+
+    def hear(done: int, size: int) -> None:
+        now = time.monotonic()
+        if done < size and now - last[0] < safe_pickle.REPORT_EVERY:
+            return
+        last[0] = now
+        with contextlib.suppress(Exception):  # as safe_pickle's watcher: the load goes on
+            listener(done, size)
+    return hear
 
 
 #: Typed fields in the order of their 2-bit states (``_reader.c``'s ``FIELD_NAMES``).
@@ -134,7 +158,7 @@ class ColumnTrace:
     def columns(self) -> TraceColumns:
         """The checked columns (every entry was checked while read: a bad one sends the
         file to the Python reader), stacks as codes into the distinct frame lists."""
-        from memtui.sources.torch_snapshot.validate import TraceColumns
+        from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
         return TraceColumns(
             action=self._action_series(),

@@ -28,7 +28,7 @@ from memtui.analysis.table_views import format_time
 from memtui.errors import printable
 from memtui.tui.answer import evidence_changes
 from memtui.tui.widgets.status import StatusBar
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
@@ -278,7 +278,7 @@ def detail_text(finding: Finding, when: str | None,
     if when is not None:
         parts.append(f"at {when}")
     if evidence.block_ids:
-        parts.append(f"{len(evidence.block_ids)} blocks")
+        parts.append(counted(len(evidence.block_ids), "block"))
     if evidence.owner:
         parts.append(f"owner {evidence.owner}")
     text.append("evidence: ", "bold")
