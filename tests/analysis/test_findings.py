@@ -329,7 +329,7 @@ def test_fragmentation_is_medium_when_a_setting_would_merge_the_gaps():
                                  "reserved; largest gap 64.0 MiB)")
     assert frag.title.endswith("; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so "
                                "that the 512.0 MiB free in 1 partly used segment can merge "
-                               "(it saves at most 512.0 MiB)")
+                               "and be given back")
 
 
 def test_fragmentation_is_low_when_the_setting_is_on_already():

@@ -62,8 +62,9 @@ def test_megabytes_read_as_a_person_reads_them():
 
 
 def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
-    """The compiled reader reads the file descriptor itself (GIL released): the same
-    watcher reports its offset.  A stand-in reads the file in four slow chunks."""
+    """The compiled reader reads the file descriptor itself and calls back with its
+    offset after each chunk (``_reader.read(fd, size, hear)``).  A stand-in reads the
+    file in four slow chunks, calling back as the C reader does."""
     import os
     import time
 
@@ -74,10 +75,13 @@ def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
 
     class SlowReader:
         @staticmethod
-        def read(fd: int, total: int):
+        def read(fd: int, total: int, hear=None):
+            done = 0
             for _ in range(4):
-                os.read(fd, total // 4 + 1)
+                done += len(os.read(fd, total // 4 + 1))
                 time.sleep(0.05)
+                if hear is not None:
+                    hear(done, total)
             return None, "left to Python"
 
     monkeypatch.setattr(safe_pickle, "REPORT_EVERY", 0.01)

@@ -20,9 +20,10 @@ actionable: it explains an out-of-memory error (an OOM finding's cause is
 fragmentation), or external fragmentation is at least ``MEDIUM_BYTES`` and
 ``MEDIUM_SHARE`` of reserved, and the allocator setting that merges split segments
 (``expandable_segments``) is not on yet: the finding then names the setting and the
-bytes it could save at most (``saving_bytes``; ``predicted_saving_bytes`` is left for a
-replay of the allocator to fill).  Advice is given only above ``MIN_ADVICE_BYTES``;
-wholly free segments make a ``low`` finding at most.
+bytes it acts on (``saving_bytes``: the free bytes of the partly used segments, an
+estimate, not a bound: the allocator's other choices change too; a proven replay of the
+allocator fills ``predicted_saving_bytes`` and its own figure).  Advice is given only
+above ``MIN_ADVICE_BYTES``; wholly free segments make a ``low`` finding at most.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def _oom_explained(trace: MemoryTrace, device: str) -> Finding | None:
 
 def _judge(worst: _Moment, most_unused: _Moment, settings: AllocatorSettings,
            oom: Finding | None) -> tuple[str, str | None, int | None]:
-    """(severity, what to do, the bytes it could save at most)."""
+    """(severity, what to do, the bytes it acts on)."""
     external, reserved = worst.split.external, worst.state.reserved
     share = external / reserved if reserved else 0.0
     action = _action(worst.split, settings) if external >= MIN_ADVICE_BYTES else None
@@ -147,8 +148,8 @@ def _action(split: UnusedSplit, settings: AllocatorSettings) -> str | None:
         return None  # the setting that merges split segments is on already
     free = format_bytes(split.external)
     return (f"set {settings.env}=expandable_segments:True so that the {free} free in "
-            f"{_segments(split.external_segments, 'partly used')} can merge (it saves at "
-            f"most {free})")
+            f"{_segments(split.external_segments, 'partly used')} can merge and be given "
+            "back")
 
 
 def _segments(count: int, kind: str) -> str:

@@ -63,7 +63,7 @@ LABELS = {
     "external_reserved_bytes": "reserved then", "external_share": "share of reserved",
     "end_external_fragmentation_bytes": "free inside partly used segments at the end",
     "end_wholly_free_bytes": "in wholly free segments at the end",
-    "saving_bytes": "would save at most", "predicted_saving_bytes": "predicted saving",
+    "saving_bytes": "acts on", "predicted_saving_bytes": "predicted saving",
     "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
