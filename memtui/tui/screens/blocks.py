@@ -15,6 +15,7 @@ import dataclasses
 
 import numpy as np
 import polars as pl
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widget import Widget
@@ -149,8 +150,10 @@ class BlocksScreen(LinkedScreen):
                 at = int(np.argmax(peak.values))
                 text += (f"  △ peak reserved {paint.short_bytes(int(peak.values[at]))} at "
                          f"{paint.format_time(trace, int(peak.t[at]), origin, 3)} (s: blocks)")
-        elif self.size.width >= 120 and not rest:
-            text += "  " + legend()
+        elif self.size.width >= 120 and not rest:  # the legend where it fits whole (? has it)
+            key = "  " + legend()
+            if Text.from_markup(text + key).cell_len <= self.size.width:
+                text += key
         self.query_one("#status-line", Static).update(text)
 
     def on_resize(self) -> None:
