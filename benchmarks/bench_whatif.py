@@ -101,6 +101,38 @@ def print_real() -> None:
               + ("" if p.holds else f"  NOT PROVEN: {p.why_not()}"))
 
 
+def print_validation() -> None:
+    """Predictions from the default run of train.py 8 (tests/data/cuda_train_leak) against
+    the same program recorded on the H100 with the setting."""
+    import polars as pl
+
+    from memtui.analysis.replay.predict import predict
+    from memtui.analysis.replay.settings import Settings, apply_changes, from_capture
+    from memtui.loading import load_trace
+    from memtui.units import format_bytes
+
+    default = H100 / "cuda_train_leak.pickle"
+    if not default.is_file():
+        return
+    print("\npredicted from the default run vs recorded with the setting (H100, train.py 8)")
+    levels = ("alloc", "free_requested", "free")
+    base = load_trace(default, use_cache=False)
+    ours = base.device_events("cuda:0").sort("seq")
+    at_level = ours["action"].cast(str).is_in(levels).to_numpy()
+    for name in ("cuda_train_expandable.pickle", "cuda_train_settings.pickle"):
+        actual = load_trace(H100 / name, use_cache=False)
+        setting = from_capture(actual.meta.extra["allocator_settings"]).describe()
+        p = predict(base, "cuda:0", apply_changes(Settings(), [setting]))
+        theirs = actual.device_events("cuda:0").sort("seq")
+        recorded = theirs.filter(pl.col("action").cast(str).is_in(levels))["reserved"]
+        curve = p.curve[at_level]
+        agree = (curve == recorded.to_numpy()).mean() if curve.size == recorded.len() else 0.0
+        segments = theirs.filter(pl.col("action").cast(str).str.starts_with("segment")).height
+        print(f"  {setting}\n    peak {format_bytes(p.predicted.reserved_peak)} predicted, "
+              f"{format_bytes(int(recorded.max()))} recorded; reserved after every alloc/free "
+              f"{agree:.1%} equal; cudaMalloc/maps {p.predicted.cuda_malloc} vs {segments}")
+
+
 def print_scale(n_events: int) -> None:
     from tests.helpers.replay_snapshots import write_ops
 
@@ -128,6 +160,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.no_real:
         print_real()
+        print_validation()
     print_scale(args.events)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
+from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
 from memtui.sources.common.files import check_input
@@ -42,6 +43,9 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     uses it unless ``--no-cache`` turned it off for the process (``MEMTUI_NO_CACHE``).
     ``store_in_background`` writes a new cache entry in a thread and returns at once
     (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits).
+
+    A capture of nothing (no device has events, blocks or levels) is a CaptureError: the
+    one rule of every command and the UI (:func:`require_a_device`).
     """
     check_input(Path(path))  # before the cache looks at it: loops, FIFOs, permissions
     if use_cache is None:
@@ -59,7 +63,21 @@ def load_trace(path: str | Path, progress: Progress | None = None,
 
         for device, (allocated, reserved) in levels.items():
             seed_levels(prepared, device, allocated, reserved)
+    require_a_device(prepared)
     return prepared
+
+
+#: What a capture of nothing is told, by every command and by the UI.
+NO_DEVICE = "no device has events, blocks or levels"
+
+
+def require_a_device(trace: MemoryTrace) -> None:
+    """Raise the one-line CaptureError of a capture with nothing to show (no device has
+    events, blocks or levels; its first warning says why, where it has one): ``summary``
+    and the UI alike end with exit status 2 on it."""
+    if not trace.meta.device_names:
+        why = f" ({trace.meta.warnings[0]})" if trace.meta.warnings else ""
+        raise CaptureError(trace.meta.path, f"{NO_DEVICE}{why}")
 
 
 def prepare_trace(trace: MemoryTrace,

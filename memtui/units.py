@@ -1,5 +1,6 @@
-"""How sizes are written for people: one helper every layer shares (sources, analysis and
-the UI import it; it imports nothing of memtui, so it closes no import circle)."""
+"""How sizes and counts are written for people: helpers every layer shares (sources,
+analysis and the UI import them; this imports nothing of memtui, so it closes no import
+circle)."""
 
 from __future__ import annotations
 
@@ -16,4 +17,18 @@ def format_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-__all__ = ["format_bytes"]
+def counted(count: int, noun: str) -> str:
+    """``count`` with ``noun`` in the right number: ``1 block``, ``0 blocks``, ``1,234
+    events``, ``2 matches``, ``3 entries`` (English's regular plurals)."""
+    if count == 1:
+        return f"{count:,} {noun}"
+    if noun.endswith(("s", "x", "ch", "sh")):
+        plural = noun + "es"
+    elif noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        plural = noun[:-1] + "ies"
+    else:
+        plural = noun + "s"
+    return f"{count:,} {plural}"
+
+
+__all__ = ["counted", "format_bytes"]

@@ -147,10 +147,20 @@ def import_graph(package=PACKAGE) -> dict[str, set[str]]:
                 if node.level:
                     anchor = package_of.split(".")[: len(package_of.split(".")) - node.level + 1]
                     base = ".".join(anchor + ([node.module] if node.module else []))
-                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                targets |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths
+                            or _compiled(package, f"{base}.{alias.name}") else base
                             for alias in node.names}
         graph[name] = {t for t in targets if t in paths and t != name}
     return graph
+
+
+def _compiled(package, module: str) -> bool:
+    """Whether ``module`` is a compiled extension of the package (``_reader.c`` built into
+    ``_reader*.so``): a module of its own, importing nothing of memtui."""
+    folder = package.parent.joinpath(*module.split(".")[:-1])
+    stem = module.rpartition(".")[2]
+    return any(folder.glob(f"{stem}.c")) or any(folder.glob(f"{stem}.*.so")) or \
+        any(folder.glob(f"{stem}.*.pyd"))
 
 
 def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -202,9 +212,12 @@ def test_the_circle_check_can_fail(tmp_path):
         "def later():\n    from .app import MemtuiApp\n    from memtui import units\n")
     (package / "units.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memtui.tui import app\n")
+    (package / "tui" / "_fast.c").write_text("/* a compiled module */\n")
+    (package / "tui" / "cursor.py").write_text("from memtui.tui import _fast\n")
     graph = import_graph(package)
     assert graph["memtui.tui.follow"] == {"memtui.tui.app", "memtui.units"}
     assert graph["memtui.units"] == set()  # read by type checkers only
+    assert graph["memtui.tui.cursor"] == set()  # the compiled module, not the package
     assert import_circles(graph) == [["memtui.tui.app", "memtui.tui.follow"]]
 
 

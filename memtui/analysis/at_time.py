@@ -3,9 +3,9 @@
 :class:`Timeline` holds, per device, the sorted event times (the steps the cursor moves
 by), the allocated / active / reserved levels and their peak, so that the levels at any
 time are one binary search away.  :class:`LiveBlocks` answers which blocks are alive at a
-time (``t_alloc <= t < t_free``, ghosts from the start) and sums them by call stack or
-owner.  Both are built once per device and then answer in ``O(log N)`` or one vectorised
-pass over the blocks; nothing here imports textual.
+time (``t_alloc <= t < t_free``, ghosts from the start) and sums them by call stack (ghosts
+as "alive before the capture") or owner.  Both are built once per device and then answer
+in ``O(log N)`` or one vectorised pass over the blocks; nothing here imports textual.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 PROFILER_ACTIVATED = "Operators Activated"
+#: The name of the bytes alive before the capture began (ghosts, and in
+#: memtui.analysis.attribution the start level no block explains).
+BEFORE_CAPTURE = "alive before the capture"
 _NEVER = np.iinfo(np.int64).max
 
 
@@ -252,6 +255,10 @@ class LiveBlocks:
                     labels = frame["top"].fill_null("(no stack)")
                 else:
                     labels = pl.Series(["(no stack)"] * frame.height, dtype=pl.String)
+                ghost = self.blocks["ghost"].fill_null(False) if "ghost" in self.blocks.columns \
+                    else pl.Series([False] * frame.height)
+                labels = pl.select(pl.when(ghost).then(pl.lit(BEFORE_CAPTURE))
+                                   .otherwise(labels)).to_series()
             codes = (labels.rank("dense") - 1).to_numpy().astype(np.int64)
             names = labels.unique().sort().to_numpy()
             self._keys[by] = (codes, names)

@@ -31,11 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.at_time import Timeline, block_positions
+from memtui.analysis.at_time import BEFORE_CAPTURE, Timeline, block_positions
 from memtui.analysis.live import cached
 from memtui.model import MemoryTrace
 
-BEFORE_CAPTURE = "alive before the capture"
 IN_NO_OPERATOR = "in no operator"
 IN_NO_BLOCK = "in no block"
 BLOCKS_AHEAD = "counted by blocks before the level"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.compare import Comparison, DeviceComparison
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 
 def signed_bytes(n: int | None) -> str:
@@ -91,7 +91,7 @@ def format_device(d: DeviceComparison, top: int = 10) -> list[str]:
     if d.new_blocks.height:
         total = int(d.new_blocks["bytes"].sum())
         lines.append(f"  alive at B's end without a counterpart in A: "
-                     f"{int(d.new_blocks['count'].sum())} blocks, {format_bytes(total)}")
+                     f"{counted(int(d.new_blocks['count'].sum()), 'block')}, {format_bytes(total)}")
         for row in d.new_blocks.head(top).iter_rows(named=True):
             lines.append(f"    {row['count']:>6} x {format_bytes(row['size']):>10}  {row['label']}")
     return lines

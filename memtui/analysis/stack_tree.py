@@ -8,7 +8,8 @@ as flat ``(stack, node)`` pairs, so the bytes of every node for any set of block
 one "(no stack recorded)" node.  The bytes of a level that no block explains (alive before
 the capture, in no operator: :mod:`memtui.analysis.attribution`) hang under the root as
 nodes of their own (``figures(..., rest=...)``), so the root is the level and every share
-has it as denominator.
+has it as denominator; ghost blocks (alive before the capture began) are counted there too
+when the caller marks them (``BEFORE_STACK``), as the peak finding names them.
 
 Three figures a screen asks for (:func:`block_rows_for`): the blocks live at a time
 (the cursor, or the peak of allocated), or the blocks allocated during a window.
@@ -23,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis import callstack
-from memtui.analysis.attribution import REMAINDER_LABELS, Remainder
+from memtui.analysis.attribution import BEFORE_CAPTURE, REMAINDER_LABELS, Remainder
 from memtui.analysis.levels import allocated_level
 from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.pool_state import block_rows_at_event
@@ -44,6 +45,8 @@ OMIT_FILENAMES = (
 ROOT = 0
 NO_STACK_FRAME = -2  # frame id of the "(no stack recorded)" node
 REMAINDER_FRAME = -3  # frame ids -3, -4, ...: the remainder rows, in REMAINDER_LABELS' order
+#: The stack id :meth:`StackTree.figures` counts under "alive before the capture" (ghosts).
+BEFORE_STACK = -2
 MODES = ("cursor", "peak", "window")
 
 
@@ -223,10 +226,12 @@ class StackTree:
 
     def figures(self, stack_ids: np.ndarray, sizes: np.ndarray,
                 rest: list[Remainder] | tuple = ()) -> TreeFigures:
-        """Bytes and block counts per node for blocks with these stacks (-1: none), and the
-        named bytes of the level no block explains (``rest``), each on its own node."""
+        """Bytes and block counts per node for blocks with these stacks (-1: none;
+        ``BEFORE_STACK``: a ghost, counted under "alive before the capture"), and the named
+        bytes of the level no block explains (``rest``), each on its own node."""
         stack_ids = np.asarray(stack_ids, dtype=np.int64)
         sizes = np.asarray(sizes, dtype=np.float64)
+        before = stack_ids == BEFORE_STACK
         known = (stack_ids >= 0) & (stack_ids < self.n_stacks)
         per_stack = np.bincount(stack_ids[known], weights=sizes[known], minlength=self.n_stacks)
         count_stack = np.bincount(stack_ids[known], minlength=self.n_stacks).astype(np.float64)
@@ -234,8 +239,14 @@ class StackTree:
         node_bytes = np.bincount(self.pair_node, weights=weights, minlength=self.size)
         node_blocks = np.bincount(self.pair_node, weights=count_stack[self.pair_stack],
                                   minlength=self.size)
-        unknown_bytes = float(sizes[~known].sum())
-        unknown_count = float((~known).sum())
+        unknown_bytes = float(sizes[~known & ~before].sum())
+        unknown_count = float((~known & ~before).sum())
+        if before.any():
+            node = self.remainder_node[BEFORE_CAPTURE]
+            node_bytes[ROOT] += float(sizes[before].sum())
+            node_bytes[node] += float(sizes[before].sum())
+            node_blocks[ROOT] += float(before.sum())
+            node_blocks[node] += float(before.sum())
         node_bytes[ROOT] += unknown_bytes
         node_bytes[1] += unknown_bytes
         for row in rest:
@@ -305,15 +316,19 @@ class StackTree:
         """Stack ids whose path passes through ``node`` (every stack for the root)."""
         return unique_sorted(self.pair_stack[self.pair_node == node])
 
-    def block_rows_under(self, node: int, index: DeviceIndex, rows: np.ndarray) -> np.ndarray:
-        """Those of ``rows`` (of ``index``) whose stack passes through ``node``."""
+    def block_rows_under(self, node: int, index: DeviceIndex, rows: np.ndarray,
+                         ghosts_apart: bool = False) -> np.ndarray:
+        """Those of ``rows`` (of ``index``) whose stack passes through ``node``
+        (``ghosts_apart``: the ghosts were counted under "alive before the capture")."""
         if node == ROOT:
             return rows
         stack = index.stack_id[rows]
         if node == 1:
-            return rows[(stack < 0) | (stack >= self.n_stacks)]
-        if self.frame[node] <= REMAINDER_FRAME:  # bytes of the level, in no block
-            return rows[:0]
+            unknown = (stack < 0) | (stack >= self.n_stacks)
+            return rows[unknown & ~index.ghost[rows]] if ghosts_apart else rows[unknown]
+        if self.frame[node] <= REMAINDER_FRAME:  # ghosts, and bytes of the level in no block
+            wanted = ghosts_apart and node == self.remainder_node[BEFORE_CAPTURE]
+            return rows[index.ghost[rows]] if wanted else rows[:0]
         return rows[np.isin(stack, self.stacks_under(node))]
 
 

@@ -17,7 +17,7 @@ import polars as pl
 from memtui.analysis.levels import Level, allocated_level, reserved_level, seed_levels
 from memtui.errors import printable
 from memtui.model import MemoryTrace
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 
 def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
@@ -173,9 +173,9 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
         when = ""
         if at is not None:
             when = f" at +{(at - device_start(trace, d['device'])) / 1e9:.6f} s"
-        segments = "" if d["segments"] is None else f", {d['segments']} segments"
+        segments = "" if d["segments"] is None else f", {counted(d['segments'], 'segment')}"
         lines.append(
-            f"  {d['device']}: {d['events']} events, {d['blocks']} blocks "
+            f"  {d['device']}: {counted(d['events'], 'event')}, {counted(d['blocks'], 'block')} "
             f"({d['ghost_blocks']} ghost){segments}"
         )
         lines.append(

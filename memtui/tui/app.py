@@ -45,9 +45,10 @@ from textual.reactive import reactive
 from memtui.analysis.at_time import LiveBlocks, Timeline
 from memtui.analysis.layers import layer_view  # noqa: F401 - patched here by tests/tui/test_follow.py
 from memtui.errors import CaptureError, printable
-from memtui.loading import check_input
+from memtui.loading import check_input, require_a_device
 from memtui.model import MemoryTrace
 from memtui.tui import textual_fixes
+from memtui.tui.answer import CursorNote, peak_note
 from memtui.tui.background import BackgroundWork
 from memtui.tui.cached_analyses import CachedAnalyses
 from memtui.tui.commands import LEGEND_TITLE, Commands, key_display
@@ -62,7 +63,7 @@ from memtui.tui.exits import (
     run_to_exit,
 )
 from memtui.tui.follow import FollowController, Following
-from memtui.tui.keymap import load_keymap
+from memtui.tui.keymap import keep_quit_and_help, keymap_path, load_keymap
 from memtui.tui.layer_choice import LayerChoice
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES, screen_modes
 from memtui.tui.screens.modals import LoadingScreen
@@ -115,10 +116,13 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                  trace: MemoryTrace | None = None, trace_path: str | Path | None = None,
                  follow: bool = False, poll: tuple[float, float] | None = None,
                  follow_rank: int | None = None,
-                 findings_first: bool | None = None, keymap_file: Path | None = None) -> None:
+                 findings_first: bool | None = None, keymap_file: Path | None = None,
+                 open_at_answer: bool | None = None) -> None:
         super().__init__()
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
         self.keymap_file = keymap_file
+        #: the binding ids the user's keymap names (empty without one)
+        self.keymap_ids: set[str] = set()
         if isinstance(source, MemoryTrace):
             trace = source
         elif source is not None:
@@ -143,6 +147,13 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         #: Why finding failed (shown on the Findings screen), None while nothing failed.
         self.findings_error: str | None = None
         self._first_cursor: CursorState | None = None
+        # Open with the cursor at the answer (tui/answer.py: the peak, then the top finding's
+        # evidence), and say so on the status bar: by default for a capture opened from a
+        # path and not followed (a test's trace opens at its first event).
+        self.open_at_answer = (trace is None and not follow if open_at_answer is None
+                               else open_at_answer)
+        #: what the status bar says of the cursor while it stays where the app put it
+        self.cursor_note: CursorNote | None = None
         # Layered sources (msMemScope): the whole capture, and the layer shown per device;
         # ``trace`` is then the chosen layers' view of it (analysis.layers.layer_view).
         self.full_trace: MemoryTrace | None = None
@@ -160,8 +171,14 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
     def on_mount(self) -> None:
         keymap, problem = load_keymap(self.keymap_file)
         if keymap:
+            own = {b.id: b.key for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+            keymap, taking = keep_quit_and_help(keymap, own)
+            if taking:
+                where = self.keymap_file or keymap_path()
+                problem = "; ".join(p for p in (problem, f"{where}: {taking}") if p)
             self.set_keymap(keymap)
-        if problem:
+            self.keymap_ids = set(keymap)  # checked after the first paint (background)
+        if problem:  # said once, at the start
             self.notify(problem, title="keymap", severity="warning", timeout=10)
         if self.trace is not None:
             self._start(self.trace)
@@ -216,13 +233,19 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         trace = self._layered(trace)
         self.trace = trace
         device = initial_device(trace)
-        if device is None:
-            self._load_failed(f"{trace.meta.path}: no device has events, blocks or levels")
+        if device is None:  # a capture of nothing: the rule of every command (loading)
+            try:
+                require_a_device(trace)
+            except CaptureError as exc:
+                self._load_failed(str(exc))
             return
         timeline = self.timeline(device)
         self.cursor = CursorState(device=device, t=timeline.start,
                                   view=(timeline.start, max(timeline.end, timeline.start + 1)),
                                   event=0)
+        if self.open_at_answer and timeline.positions:  # the peak until the findings are in
+            self.move_cursor(event=timeline.peak_event)
+            self.cursor_note = peak_note(self.cursor)
         self._first_cursor = self.cursor
         self.sub_title = printable(Path(trace.meta.path).name)
         for warning in trace.meta.warnings[:3]:

@@ -15,6 +15,7 @@ from textual import work
 from textual.worker import Worker
 
 from memtui.model import MemoryTrace
+from memtui.tui.answer import evidence_changes, finding_note, top_finding
 from memtui.tui.screens import SCREENS
 
 
@@ -29,11 +30,13 @@ class BackgroundWork:
             self.findings = {}
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``); the
-        first paint starts the findings worker."""
+        first paint starts the findings worker (and the check of the keymap's ids)."""
         self.painted.setdefault(name, time.perf_counter())
         if not self._findings_started and self.trace is not None:
             self._findings_started = True
             self._find()
+            if self.keymap_ids:
+                self._check_keymap_ids(frozenset(self.keymap_ids))
             from memtui.tui.screens import linked
 
             if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
@@ -65,16 +68,34 @@ class BackgroundWork:
         if self.follow is None and not worker.is_cancelled:
             keep_block_map(trace, device)  # for the next open (unless it came from there)
 
+    # -- the keymap's ids (after the first paint, in a thread) -----------------------------
+
+    @work(thread=True, exclusive=True, group="keymap", description="checking the keymap",
+          exit_on_error=False)
+    def _check_keymap_ids(self, ids: frozenset[str]) -> None:
+        """Say once which ids of the user's keymap no binding has (knowing every id imports
+        every screen, hence here and not before the first paint)."""
+        from memtui.tui.keymap import binding_defaults, keymap_path, unknown_ids
+
+        problem = unknown_ids(dict.fromkeys(ids, ""), set(binding_defaults(type(self))))
+        if problem:
+            where = self.keymap_file or keymap_path()
+            self.call_from_thread(self.notify, f"{where}: {problem}", title="keymap",
+                                  severity="warning", timeout=10)
+
     # -- findings (after the first paint, in a thread) --------------------------------------
 
     @work(thread=True, exclusive=True, group="findings", description="the findings",
           exit_on_error=False)
     def _find(self) -> None:
         from memtui.analysis.findings import find_all
+        from memtui.loading import findings_of
 
         trace = self.trace
         self.findings_error = None
-        found = find_all(trace)  # a finder bug: report_worker says so, worker_failed shows it
+        # a finder bug: report_worker says so, worker_failed shows it.  A capture opened
+        # again takes the findings kept beside its cache entry (none while followed).
+        found = find_all(trace) if self.follow is not None else findings_of(trace)
         self.call_from_thread(self._findings_ready, trace, found)
 
     def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
@@ -82,9 +103,27 @@ class BackgroundWork:
             return
         self.findings = found
         high = any(f.severity == "high" for items in found.values() for f in items)
-        untouched = self.cursor == self._first_cursor and self.current_mode == "trend"
+        # untouched: not moved, and nothing opened over the Trend (the help, say: a
+        # switch would hide it, and its keys would go to the Findings screen)
+        untouched = self.cursor == self._first_cursor and self.current_mode == "trend" \
+            and len(self.screen_stack) == 1
+        if untouched and self.open_at_answer:
+            self._go_to_answer(found)
         if high and self.findings_first and untouched:
             self.switch_mode("findings")
+
+    def _go_to_answer(self, found: dict) -> None:
+        """The cursor, still where the capture opened, to the top finding's evidence
+        (tui/answer.py); the status bar says so."""
+        top = top_finding(found, self.cursor.device)
+        if top is None:
+            return
+        try:
+            self.move_cursor(**evidence_changes(self.trace, top, self.cursor))
+        except (KeyError, ValueError):  # evidence outside the device's events
+            return
+        self._first_cursor = self.cursor
+        self.cursor_note = finding_note(top, self.cursor)
 
 
 __all__ = ["BackgroundWork"]

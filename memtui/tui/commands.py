@@ -31,6 +31,16 @@ class Commands:
         if self.trace is not None and not isinstance(self.screen, FactsScreen):
             self.push_screen(FactsScreen(capture_facts(self.trace)))
 
+    def action_help_quit(self) -> None:
+        """ctrl+c (Textual's binding): say which keys quit, in plain words (Textual's own
+        toast is Rich markup, which the app's plain-text toasts would show raw)."""
+        keys = sorted((key for key, active in self.active_bindings.items()
+                       if active.binding.action in ("quit", "app.quit")),
+                      key=lambda key: key.startswith("ctrl+"))  # q before ^q
+        if keys:
+            shown = " or ".join(self.get_key_display(Binding(key, "")) for key in keys)
+            self.notify(f"Press {shown} to quit the app", title="Do you want to quit?")
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
@@ -88,6 +98,10 @@ class Commands:
             ("Keys", "app.help", "Show every key binding (and its id for keymap.toml)",
              self.action_help),
         ]
+        if self.current_mode != "tables":
+            actions.append(("Export a table as CSV", "", "Show the Tables screen: C there "
+                            "saves every shown row to a CSV file, c copies the rows on screen",
+                            partial(self.action_show_screen, "tables")))
         by_id = {b.id: b for b in self.BINDINGS if isinstance(b, Binding) and b.id}
         for title, binding_id, help_text, callback in actions:
             keys = key_display(self, by_id[binding_id]) if binding_id in by_id else ""
@@ -100,9 +114,11 @@ class Commands:
         for binding in getattr(screen, "BINDINGS", []):
             if not isinstance(binding, Binding) or not binding.description:
                 continue
-            yield SystemCommand(f"{mode}: {binding.description} ({key_display(self, binding)})",
-                                f"The {mode} screen's key", partial(screen.run_action,
-                                                                    binding.action))
+            keys = key_display(self, binding)
+            said = getattr(screen, "PALETTE_HELP", {}).get(binding.id) or \
+                f"{binding.description}: the {mode} screen's {keys}"
+            yield SystemCommand(f"{mode}: {binding.description} ({keys})", said,
+                                partial(screen.run_action, binding.action))
 
 
 def _binding_rows(app: App, bindings) -> list[tuple[str, str, str]]:

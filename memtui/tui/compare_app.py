@@ -78,7 +78,8 @@ class CompareApp(MemtuiApp):
 
     def __init__(self, a: str | Path | MemoryTrace, b: str | Path | MemoryTrace) -> None:
         given = isinstance(a, MemoryTrace) and isinstance(b, MemoryTrace)
-        super().__init__(a if given else None, trace_path=None if given else a)
+        super().__init__(a if given else None, trace_path=None if given else a,
+                         open_at_answer=False)  # the two runs align on their own axis
         self.paths = (Path(str(a)) if not given else None, Path(str(b)) if not given else None)
         self.traces: list[MemoryTrace] = [a, b] if given else []  # type: ignore[list-item]
         self.comparison: Comparison | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState, settle, zoom
 from memtui.tui.screens.modals import DeviceScreen
+from memtui.units import counted
 
 
 class CursorMoves:
@@ -161,7 +162,7 @@ class CursorMoves:
     def _device_label(self, name: str) -> str:
         events = self.trace.device_events(name).height
         blocks = self.trace.device_blocks(name).height
-        return f"{name}  {events:,} events, {blocks:,} blocks"
+        return f"{name}  {counted(events, 'event')}, {counted(blocks, 'block')}"
 
     def _device_picked(self, name: str | None) -> None:
         if name and name != self.cursor.device:

@@ -28,7 +28,7 @@ from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import SCREENS
 from memtui.tui.screens.modals import DeviceScreen, LoadingScreen
 from memtui.tui.screens.ranks import RanksScreen
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 if TYPE_CHECKING:
     from memtui.sources.ranks import Discovery
@@ -50,7 +50,7 @@ class RanksApp(MemtuiApp):
     def __init__(self, discovery: Discovery, *, cluster: str | None = None,
                  workers: int | None = None, how: str = "pool",
                  connect_timeout: float = 5.0) -> None:
-        super().__init__()
+        super().__init__(open_at_answer=False)  # it opens on the Ranks table
         self.discovery = discovery
         self.cluster = cluster
         self.connect_timeout = connect_timeout
@@ -67,7 +67,7 @@ class RanksApp(MemtuiApp):
 
     def on_mount(self, event: events.Mount) -> None:
         event.prevent_default()  # not MemtuiApp's: it would load one path
-        self.sub_title = f"{len(self.discovery.captures)} ranks"
+        self.sub_title = counted(len(self.discovery.captures), "rank")
         self.switch_mode(RANKS)
         self._stream()
 

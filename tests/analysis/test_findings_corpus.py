@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import pickle
 
+import pytest
+
+from benchmarks.bench_findings_corpus import goals_met, score_corpus, table, totals
 from benchmarks.findings_corpus import (
     Case,
     LeakPlan,
@@ -118,3 +121,13 @@ def test_a_missed_beat_of_the_block_clock_is_put_back():
     assert _fill_missed_beats(times).tolist() == [0, 10, 20, 30, 40, 50, 60, 95]
     regular = np.array([0, 10, 20, 30], dtype=np.int64)
     assert _fill_missed_beats(regular).tolist() == [0, 10, 20, 30]
+@pytest.fixture(scope="module")
+def fast_results(tmp_path_factory):
+    return score_corpus(tmp_path_factory.mktemp("corpus"), "fast")
+
+
+def test_the_fast_slice_keeps_the_goals(fast_results):
+    every = totals(fast_results)
+    assert every["leak"].tp >= 4 and every["oom"].tp == 2, table(fast_results)
+    assert goals_met(fast_results) == [], table(fast_results) + "\n" + "\n".join(
+        f"{r.case}: {m}" for r in fast_results for m in r.misses)

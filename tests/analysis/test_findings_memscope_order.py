@@ -105,3 +105,4 @@ def test_peak_names_every_block_alive_at_the_peak(written):
         pl.col("seq_free") > framework["seq"][at])))
     assert peak["blocks_alive"] == counts.height + ghosts.height
     assert sum(row["bytes"] for row in peak["by_owner"]) == peak["peak_allocated_bytes"]
+    assert sum(row["bytes"] for row in peak["by_stack"]) == peak["peak_allocated_bytes"]

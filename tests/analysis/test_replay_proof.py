@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,13 @@ from hypothesis import strategies as st
 from memtui.analysis.replay.predict import predict
 from memtui.analysis.replay.proof import compare, prove
 from memtui.analysis.replay.run import replay_device
-from memtui.analysis.replay.settings import MIB, Settings, apply_changes, parse_size
+from memtui.analysis.replay.settings import (
+    MIB,
+    Settings,
+    apply_changes,
+    from_capture,
+    parse_size,
+)
 from memtui.loading import load_trace
 from tests.conftest import require_shared
 from tests.helpers.replay_snapshots import BASE, run_ops, write_ops
@@ -257,3 +264,34 @@ def test_a_broken_trace_is_refused_or_departs_never_raises(ops, data):
         assert proof.holds or prediction.refused
         if not proof.holds:
             assert proof.why_not()
+
+
+# -- a prediction checked against the same program recorded with the setting ------------------
+
+LEVEL_ACTIONS = ("alloc", "free_requested", "free")
+
+
+@pytest.mark.parametrize("recorded_with", ["cuda_train_expandable.pickle",
+                                           "cuda_train_settings.pickle"])
+def test_prediction_matches_the_run_recorded_with_the_setting(recorded_with):
+    # train.py 8 was recorded on the H100 three times: with the defaults (cuda_train_leak),
+    # with expandable_segments:True and with max_split_size_mb:64,
+    # garbage_collection_threshold:0.6,roundup_power2_divisions:4.  Predicted from the
+    # default run, the reserved curve after every alloc and free, and every cudaMalloc /
+    # page map (action and size, in order), are the ones recorded with the setting.
+    default = load_trace(H100 / "cuda_train_leak.pickle", use_cache=False)
+    actual = load_trace(H100 / recorded_with, use_cache=False)
+    setting = from_capture(actual.meta.extra["allocator_settings"])
+    p = predict(default, "cuda:0", apply_changes(Settings(), [setting.describe()]))
+    assert p.predicted is not None, p.refused
+    ours = default.device_events("cuda:0").sort("seq")
+    level = ours["action"].cast(str).is_in(LEVEL_ACTIONS).to_numpy()
+    theirs = actual.device_events("cuda:0").sort("seq")
+    recorded_level = theirs.filter(pl.col("action").cast(str).is_in(LEVEL_ACTIONS))
+    assert p.curve[level].tolist() == recorded_level["reserved"].to_list()
+    recorded_segments = theirs.filter(pl.col("action").cast(str).str.starts_with("segment"))
+    predicted_run = replay_device(default, "cuda:0", p.settings, replay_retries=False)
+    assert list(zip(predicted_run.segments.action, predicted_run.segments.size, strict=True)) \
+        == recorded_segments.select(pl.col("action").cast(str), "size").rows()
+    assert p.predicted.cuda_malloc == recorded_segments.height
+    assert p.predicted.reserved_peak == max(recorded_level["reserved"].to_list())

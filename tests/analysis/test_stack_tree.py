@@ -217,3 +217,28 @@ def test_live_at_the_peak_counts_by_event_not_by_time():
     assert t == 20
     assert int(index.size[rows].sum()) == 110
     assert int(index.size[index.blocks_at(20)].sum()) == 100  # what time alone says
+
+
+def test_ghosts_marked_go_under_alive_before_the_capture(hand):
+    """At the start the ghosts g1 and g2 (1536 B, no stack) are alive: marked with
+    BEFORE_STACK they hang under "alive before the capture", the rest of the tree as
+    before; the f-filter of that node gives them, of "(no stack recorded)" none."""
+    from memtui.analysis.stack_tree import BEFORE_STACK
+
+    trace, tree, index = hand
+    rows, _ = block_rows_for(trace, index, "cursor", us(1))
+    ghost = index.ghost[rows]
+    assert index.size[rows][ghost].sum() == 1536
+    marked = np.where(ghost, BEFORE_STACK, index.stack_id[rows])
+    figures = tree.figures(marked, index.size[rows])
+    plain = tree.figures(index.stack_id[rows], index.size[rows])
+    assert figures.total == plain.total  # the same bytes, named otherwise
+    got = _tree(tree, figures)
+    assert got["alive before the capture"] == (1536, {})
+    assert "(no stack recorded)" not in got or got["(no stack recorded)"][0] == (
+        plain.bytes[1] - 1536)
+    node = tree.remainder_node["alive before the capture"]
+    assert figures.blocks[node] == int(ghost.sum())
+    under = tree.block_rows_under(node, index, rows, ghosts_apart=True)
+    assert sorted(under.tolist()) == sorted(rows[ghost].tolist())
+    assert not index.ghost[tree.block_rows_under(1, index, rows, ghosts_apart=True)].any()

@@ -126,10 +126,12 @@ def test_period_agrees_with_msmemscope_step_rows(tmp_path):
     assert found is None or found[0].size == marked.count
 
 
-@pytest.mark.parametrize("name", ["cuda_train_leak.pickle", "cuda_train_settings.pickle",
-                                  "cuda_train_expandable.pickle"])
-def test_period_agrees_with_the_markers_of_a_real_loop(name):
-    """memtui record's 8-step AdamW loops (tests/data): Optimizer.step markers, 8 beats."""
-    trace = open_capture(REPO / "tests" / "data" / name)
+@pytest.mark.parametrize("name,count", [
+    ("tests/data/cuda_train_leak.pickle", 8), ("tests/data/cuda_train_settings.pickle", 8),
+    ("tests/data/cuda_train_expandable.pickle", 8), ("snapshots/demo_training.pickle", 187)])
+def test_period_agrees_with_the_markers_of_a_real_loop(name, count):
+    """memtui record's 8-step AdamW loops (tests/data; Optimizer.step markers) and the
+    demo (ProfilerStep#N): the clock found without the markers beats as often."""
+    trace = open_capture(REPO / name)
     marked, beats = _marker_and_rhythm(trace, "cuda:0")
-    assert beats.size == marked.count == 8
+    assert beats.size == marked.count == count

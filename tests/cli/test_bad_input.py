@@ -139,3 +139,25 @@ def test_installed_command_exits_2_without_traceback(tmp_path):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+async def test_a_capture_of_nothing_is_one_rule_for_summary_and_the_ui(tmp_path, capsys):
+    """Issue 23 point 9: ``summary`` on an empty snapshot exited 0 ("no device has events
+    or segments") while the UI exited 2.  One rule now: the same line, exit status 2."""
+    from memtui.tui.app import MemtuiApp
+    from memtui.tui.exits import exit_status
+
+    path = tmp_path / "nothing.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4))
+    said = f"memtui: {path}: no device has events, blocks or levels"
+    for command in (["summary"], ["summary", "--json"], ["findings"]):
+        assert main([*command, str(path)]) == 2, command
+        captured = capsys.readouterr()
+        assert (captured.out, captured.err) == ("", said + "\n"), command
+    app = MemtuiApp(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(200):
+            if app.load_error:
+                break
+            await pilot.pause(0.02)
+    assert exit_status(app) == 2 and f"memtui: {app.load_error}" == said

@@ -147,3 +147,32 @@ def test_validate_refuses_an_axis_that_is_not_time_order():
     wrong = trace.blocks.with_columns(seq_alloc=pl.lit(7, pl.Int64))
     with pytest.raises(ModelError, match="name no event"):
         validate(type(trace)(meta=trace.meta, events=trace.events, blocks=wrong))
+
+
+@pytest.mark.parametrize("numbers", [[5, 3, 9], [10**15, 5, 10**12]], ids=["dense", "sparse"])
+def test_axis_translates_block_numbers(numbers):
+    """Events already in time order carrying their own numbers: seq becomes 0, 1, 2; a
+    block's number of an event becomes that event's place; -1 (before the trace) stays;
+    a number naming no event becomes null."""
+    from memtui.sources.common.event_axis import time_ordered_axis
+
+    events = pl.DataFrame({"t": [1, 2, 3], "seq": numbers, "device": ["d"] * 3})
+    blocks = pl.DataFrame({"device": ["d"] * 4,
+                           "seq_alloc": [numbers[1], None, -1, 7],
+                           "seq_free": [numbers[2], numbers[0], None, None]})
+    events, blocks = time_ordered_axis(events, blocks)
+    assert events["seq"].to_list() == [0, 1, 2]
+    assert events["row"].to_list() == numbers
+    assert blocks["seq_alloc"].to_list() == [1, None, -1, None]
+    assert blocks["seq_free"].to_list() == [2, 0, None, None]
+
+
+def test_axis_per_device_numbers_collide():
+    """Two ranks' files both number their rows from 0: a block finds its own device's."""
+    from memtui.sources.common.event_axis import time_ordered_axis
+
+    events = pl.DataFrame({"t": [1, 2, 3, 4], "seq": [0, 0, 1, 1],
+                           "device": ["a", "b", "b", "a"]})
+    blocks = pl.DataFrame({"device": ["a", "b"], "seq_alloc": [0, 0], "seq_free": [1, 1]})
+    events, blocks = time_ordered_axis(events, blocks, per_device=True)
+    assert blocks.rows() == [("a", 0, 3), ("b", 1, 2)]

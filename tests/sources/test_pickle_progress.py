@@ -59,3 +59,30 @@ def test_the_snapshot_loader_says_the_megabytes_read(tmp_path, monkeypatch):
 def test_megabytes_read_as_a_person_reads_them():
     assert build._megabytes(296_000_000) == "296"
     assert build._megabytes(3_267_984) == "3.3"
+
+
+def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
+    """The compiled reader reads the file descriptor itself (GIL released): the same
+    watcher reports its offset.  A stand-in reads the file in four slow chunks."""
+    import os
+    import time
+
+    from memtui.sources.torch_snapshot import columnar
+
+    path, _ = _big_pickle(tmp_path / "big.pickle", 20_000)
+    size = path.stat().st_size
+
+    class SlowReader:
+        @staticmethod
+        def read(fd: int, total: int):
+            for _ in range(4):
+                os.read(fd, total // 4 + 1)
+                time.sleep(0.05)
+            return None, "left to Python"
+
+    monkeypatch.setattr(safe_pickle, "REPORT_EVERY", 0.01)
+    monkeypatch.setattr(columnar, "compiled_enabled", lambda: True)
+    monkeypatch.setattr(columnar, "_reader", SlowReader)
+    seen: list[int] = []
+    assert columnar.read_columnar(path, lambda done, total: seen.append(done)) is None
+    assert seen and max(seen) == size and min(seen) < size

@@ -307,7 +307,7 @@ def test_devices_without_trace_or_segments_are_not_listed(tmp_path):
 def test_human_summary(tmp_path, capsys):
     assert main(["summary", str(write(tmp_path, basic_snapshot()))]) == 0
     out = capsys.readouterr().out
-    assert "cuda:0: 4 events, 2 blocks (0 ghost), 1 segments" in out
+    assert "cuda:0: 4 events, 2 blocks (0 ghost), 1 segment" in out
     assert "peak allocated 3.0 MiB at +0.000100 s" in out
 
 

@@ -54,12 +54,13 @@ def opened_on(key: str):
 
 @pytest.mark.parametrize("key", list(KEY_FIGURES), ids=lambda k: f"screen{k}")
 def test_each_screen_at_60x20(snap_compare, demo, key):
-    assert snap_compare(MemtuiApp(demo), terminal_size=NARROW, run_before=opened_on(key))
+    assert snap_compare(MemtuiApp(demo, open_at_answer=True), terminal_size=NARROW,
+                        run_before=opened_on(key))
 
 
 @pytest.mark.parametrize("key", list(KEY_FIGURES), ids=lambda k: f"screen{k}")
 async def test_each_screen_keeps_its_key_figures_at_60x20(demo, key):
-    app = MemtuiApp(demo)
+    app = MemtuiApp(demo, open_at_answer=True)
     async with app.run_test(size=NARROW) as pilot:
         await opened_on(key)(pilot)
         text = screen_text(app)

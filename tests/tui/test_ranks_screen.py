@@ -52,7 +52,7 @@ async def test_ranks_screen(tmp_path: Path):
         assert isinstance(screen, RanksScreen) and app.current_mode == "ranks"
         title = text_of(screen, "#ranks-title")
         assert "9/9 ranks" in title and "8 rows" in title and "2 outliers" in title
-        assert "1 warnings" in title
+        assert title.endswith("1 warning")  # not "1 warnings" (issue 23 point 9)
         assert any("rank8.pickle" in w for w in app.rank_table.warnings)
         table = screen.query_one(DataTable)
         assert first_column(table, "rank") == [str(r) for r in range(8)]

@@ -522,3 +522,133 @@ async def test_an_empty_window_is_refused_with_a_toast(demo, size):
         await pilot.press("right", "right_square_bracket")
         await pilot.pause()
         assert app.cursor.window[0] == t < app.cursor.window[1] == app.cursor.t
+
+
+def test_a_keymap_never_takes_the_key_of_quit_or_help():
+    """Issue 23 point 9: ``"app.peak" = "q"`` left no Quit key.  An entry taking a key of
+    Quit or Help (as the keymap leaves them: ``?`` is ``question_mark``) is dropped and said;
+    Quit moved elsewhere frees ``q``."""
+    from memtui.tui.keymap import keep_quit_and_help, unknown_ids
+
+    defaults = {"app.quit": "q", "app.help": "question_mark", "app.peak": "p"}
+    kept, problem = keep_quit_and_help({"app.peak": "q", "app.zoom_in": "?,z"}, defaults)
+    assert kept == {}
+    assert problem == ("ignored app.peak = 'q': app.quit keeps its key; "
+                       "ignored app.zoom_in = '?,z': app.help keeps its key")
+    moved = {"app.peak": "q", "app.quit": "ctrl+x"}
+    assert keep_quit_and_help(moved, defaults) == (moved, None)
+    assert unknown_ids({"app.peak": "P", "app.pek": "x"}, set(defaults)) == (
+        "ignored app.pek: no binding has that id (? lists them)")
+    assert unknown_ids({"app.peak": "P"}, set(defaults)) is None
+
+
+async def test_a_keymap_with_a_typo_or_a_stolen_quit_key_is_said_once(demo, tmp_path):
+    """Issue 23 point 9: an unknown binding id was silently ignored and ``"app.peak" = "q"``
+    took Quit's key.  Both are said once at the start; q still quits, P still peaks."""
+    from memtui.tui.app import MemtuiApp
+
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('"app.peak" = "q"\n"app.zoom_in" = "Z,+"\n"stacks.usr_frames" = "U"\n')
+    app = MemtuiApp(demo, keymap_file=keymap)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        said = [n.message for n in app._notifications if n.title == "keymap"]
+        assert said == [f"{keymap}: ignored app.peak = 'q': app.quit keeps its key",
+                        f"{keymap}: ignored stacks.usr_frames: no binding has that id "
+                        "(? lists them)"]
+        assert app.active_bindings["q"].binding.action == "quit"
+        assert app.active_bindings["plus"].binding.action == "zoom_in"  # the rest applies
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_ctrl_c_says_how_to_quit_in_plain_words(demo):
+    """Issue 23 point 9: ctrl+c showed the literal ``Press [b]ctrl+q[/b] to quit the app``
+    (Textual's markup, shown raw by the app's plain-text toasts)."""
+    from memtui.tui.app import MemtuiApp
+
+    app = MemtuiApp(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["Press q or ^q to quit the app"]
+
+
+async def test_the_help_opened_at_once_stays_and_scrolls_with_pagedown(monkeypatch):
+    """Issue 23 point 9: ``?`` pressed before the findings arrived was hidden by the switch
+    to the Findings screen (which then took PageDown): the help stays, and scrolls."""
+    import threading
+
+    from memtui.analysis import findings
+    from memtui.tui.app import MemtuiApp
+    from memtui.tui.screens.modals import HelpScreen
+    from tests.conftest import REPO
+
+    found = threading.Event()
+    original = findings.find_all
+
+    def held(trace):  # the findings wait until the help is open
+        found.wait(30)
+        return original(trace)
+
+    monkeypatch.setattr(findings, "find_all", held)
+    app = MemtuiApp(REPO / "snapshots" / "demo_training.pickle")  # findings_first: a path
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(500):
+            if app.cursor is not None:
+                break
+            await pilot.pause(0.02)
+        await pilot.press("question_mark")
+        assert app.findings is None  # the help came first
+        found.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.findings and isinstance(app.screen, HelpScreen)
+        box = app.screen.query_one("#help-box")
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert box.scroll_y > 0
+    app = MemtuiApp(REPO / "snapshots" / "demo_training.pickle")
+    async with app.run_test(size=(80, 24)) as pilot:  # nothing over the Trend: it switches
+        await app.workers.wait_for_complete()
+        for _ in range(100):
+            if app.current_mode == "findings":
+                break
+            await pilot.pause(0.05)
+        assert app.current_mode == "findings"
+
+
+async def test_the_palette_says_what_each_tables_key_does_and_finds_export(demo):
+    """Issue 23 point 9: every palette entry of the Tables screen read "The Tables
+    screen's key", and "export" found nothing though the CSV export exists."""
+    from textual.command import CommandPalette
+
+    from memtui.tui.app import MemtuiApp
+
+    app = MemtuiApp(demo, findings_first=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        found = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert "Export a table as CSV" in found  # from any screen
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        commands = [c for c in app.get_system_commands(app.screen)
+                    if c.title.startswith("Tables: ")]
+        helps = [c.help for c in commands]
+        assert len(commands) >= 10 and len(set(helps)) == len(helps)
+        assert not any("screen's key" in h for h in helps)
+        assert {c.title: c.help for c in commands}["Tables: Export CSV (C)"].startswith(
+            "Save every shown row to a CSV file")
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"export")
+        await pilot.pause(0.5)
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        shown = [str(option.prompt) for option in palette.query_one("CommandList").options]
+        assert any("Export CSV (C)" in prompt for prompt in shown), shown

@@ -34,7 +34,7 @@ from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame,
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
 from memtui.model import MemoryTrace
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
            find_capture_limits)
@@ -155,7 +155,7 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
     (``stacks``: each followed by its full call stacks)."""
     lines = [f"{trace.meta.path}  ({trace.meta.source})"]
     for device, found in findings.items():
-        lines.append(f"  {device}: {len(found)} findings")
+        lines.append(f"  {device}: {counted(len(found), 'finding')}")
         for finding in found:
             lines.append(f"    [{finding.severity}] {finding.kind}: {finding.title}")
             for key in ("cause", "advice"):
@@ -165,7 +165,7 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
                 lines.append(f"        conflict: {conflict}")
             if finding.kind == "leak":
                 lines.append(f"        steps from {finding.detail['steps_from']}; "
-                             f"{finding.detail['blocks']} blocks, "
+                             f"{counted(finding.detail['blocks'], 'block')}, "
                              f"{format_bytes(finding.detail['total_bytes'])} in all")
             if stacks:
                 lines += _stack_lines(trace, finding)

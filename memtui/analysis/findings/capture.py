@@ -16,7 +16,7 @@ import polars as pl
 
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.model import MemoryTrace
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 
 def find_capture_limits(trace: MemoryTrace, device: str) -> list[Finding]:
@@ -73,8 +73,8 @@ def _history(trace: MemoryTrace, device: str) -> list[Finding]:
     if trace.meta.source == "torch_snapshot" and n_events <= 1:
         return [Finding(
             kind="capture", severity="medium", device=device,
-            title=(f"no allocation history ({n_events} event): only the state at the dump; "
-                   "record with _record_memory_history(enabled='all') for a timeline"),
+            title=(f"no allocation history ({counted(n_events, 'event')}): only the state at "
+                   "the dump; record with _record_memory_history(enabled='all') for a timeline"),
             detail={**detail, "problem": "state_only"})]
     if freed_ghosts.is_empty():
         return []
@@ -84,9 +84,9 @@ def _history(trace: MemoryTrace, device: str) -> list[Finding]:
     if trace.meta.source == "torch_snapshot" and _is_round(n_events):
         return [Finding(
             kind="capture", severity="medium", device=device,
-            title=(f"the history ring buffer was full ({n_events} events, max_entries): the "
-                   f"start is missing, {freed_ghosts.height} blocks are freed without their "
-                   "alloc"),
+            title=(f"the history ring buffer was full ({counted(n_events, 'event')}, "
+                   f"max_entries): the start is missing, {counted(freed_ghosts.height, 'block')} "
+                   "freed without their alloc"),
             detail={**detail, "problem": "ring_buffer_full", "max_entries": n_events},
             evidence=evidence)]
     return [Finding(

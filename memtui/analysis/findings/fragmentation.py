@@ -145,9 +145,10 @@ def _action(split: UnusedSplit, settings: AllocatorSettings) -> str | None:
     """What the user can set against ``split``'s external fragmentation, or None."""
     if settings.expandable_segments:
         return None  # the setting that merges split segments is on already
-    return (f"{format_bytes(split.external)} in "
-            f"{_segments(split.external_segments, 'partly used')}: "
-            f"{settings.env}=expandable_segments:True would let them merge")
+    free = format_bytes(split.external)
+    return (f"set {settings.env}=expandable_segments:True so that the {free} free in "
+            f"{_segments(split.external_segments, 'partly used')} can merge (it saves at "
+            f"most {free})")
 
 
 def _segments(count: int, kind: str) -> str:

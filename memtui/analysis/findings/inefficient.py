@@ -12,7 +12,7 @@ import polars as pl
 from memtui.analysis.findings.frames import NO_STACK, stack_frames
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.model import FLAG_NAMES, MemoryTrace
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 TOP = 5
 
@@ -40,7 +40,7 @@ def find_inefficient(trace: MemoryTrace, device: str) -> list[Finding]:
         words = kind.replace("_", " ")
         findings.append(Finding(
             kind="inefficient", severity="low", device=device, bytes=total,
-            title=(f"{flagged.height} blocks ({format_bytes(total)}) show {words}"
+            title=(f"{counted(flagged.height, 'block')} ({format_bytes(total)}) show {words}"
                    + (f", most from {by_stack[0]['label']}" if by_stack else "")),
             detail={"flag": kind, "blocks": flagged.height, "total_bytes": total,
                     "by_stack": by_stack,

@@ -10,9 +10,9 @@ they are not leaks.
 
 A group leaks when its level rises at three boundaries or more, falls back by at most a
 quarter of what it rose, and still grows in the second half of the steps (a warm-up
-that stops is not a leak).  Bytes per step is the growth between the step after the
-first rise and the step after the last, divided by the steps between: exact for a leak
-every step and for one every k-th step alike.
+that stops is not a leak).  Bytes per step is the growth over the rises, from before the
+first to after the last, divided by their number times their period: exact for a leak
+every step and for one every k-th step alike, and the mean where block sizes vary.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class _Blocks:
     start: np.ndarray  # seq (or t) of the alloc; INT64_MIN for ghosts
     end: np.ndarray  # seq (or t) of the free; INT64_MAX where never freed
     size: np.ndarray
+    requested: np.ndarray | None  # requested sizes, where the source knows them
     t_alloc: np.ndarray
     seq_alloc: np.ndarray
     stack_id: np.ndarray
@@ -124,6 +125,9 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
     return _Blocks(
         block_id=keyed["block_id"].to_numpy(), start=start, end=end,
         size=keyed["size"].fill_null(0).to_numpy().astype(np.int64),
+        requested=None if keyed["requested_size"].null_count() == keyed.height else
+        keyed["requested_size"].fill_null(keyed["size"]).fill_null(0).to_numpy()
+        .astype(np.int64),
         t_alloc=keyed["t_alloc"].fill_null(0).to_numpy().astype(np.int64),
         seq_alloc=keyed["seq_alloc"].fill_null(-1).to_numpy().astype(np.int64),
         stack_id=keyed["stack_id"].fill_null(-1).to_numpy().astype(np.int64),
@@ -174,10 +178,8 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
         return None
     if level[-1] - level[mid] < MIN_LATE_SHARE * net:
         return None
-    first, last = int(rises[0]), int(rises[-1])
-    span = last - first
-    growth = int(level[last + 1] - level[first + 1])
-    per_step = growth / span if span > 0 else float(diffs[first])
+    first = int(rises[0])
+    per_step = _per_step(level, rises)
     total = int(level[-1] - level[first])
     confidence = _confidence(level[first:], rises.size, rise_total, fall_total,
                              steps.by_markers)
@@ -206,6 +208,7 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
         "owner": owner,
         "pool": info["pool"] or None,
         "bytes_per_step": int(round(per_step)),
+        "requested_bytes_per_step": _requested_per_step(blocks, leaked, per_step),
         "steps": steps.count,
         "steps_grown": int(rises.size),
         "first_step": first,
@@ -226,6 +229,29 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
     )
     return Finding(kind="leak", severity=severity, title=title, device=device,
                    bytes=total, detail=detail, evidence=evidence)
+
+
+def _requested_per_step(blocks: _Blocks, leaked: np.ndarray, per_step: float) -> int | None:
+    """Bytes per step as the code asked them (the allocator may hold more: a free block
+    handed out whole), where the source knows requested sizes."""
+    held = int(blocks.size[leaked].sum())
+    if blocks.requested is None or held <= 0:
+        return None
+    return int(round(per_step * int(blocks.requested[leaked].sum()) / held))
+
+
+def _per_step(level: np.ndarray, rises: np.ndarray) -> float:
+    """Bytes per step: the growth over all ``rises`` (from before the first to after the
+    last) over their number times their period (the steps from the first rise to the
+    last, over the rises between): the mean of what each rise kept, spread over its
+    period.  Exact for a leak every step and every k-th step alike, and for blocks whose
+    sizes vary (the allocator may hand out a larger block than asked)."""
+    first, last = int(rises[0]), int(rises[-1])
+    growth = float(level[last + 1] - level[first])
+    if rises.size < 2 or last == first:
+        return growth / rises.size
+    period = (last - first) / (rises.size - 1)
+    return growth / (rises.size * period)
 
 
 def _confidence(level: np.ndarray, rises: int, rise_total: int, fall_total: int,

@@ -13,7 +13,8 @@ Steps come, in this order, from
   are most evenly spaced, at least 4 of them spread over most of the trace, most often
   among those, whose blocks are freed within two of its periods, which allocates as often
   in nearly every one of its periods, and with which two other evenly recurring stacks
-  keep time (as often in nearly every period).  A stack whose
+  keep time (as often in nearly every period), or one where the two make up most of the
+  allocations.  A stack whose
   blocks accumulate (a leak that recurs every step, or every k-th step) is never the clock:
   it would measure the leak by itself.  (Without markers :mod:`.leak` also asks that the
   steps free most of what they allocate, as a loop does);
@@ -55,6 +56,9 @@ MIN_CLOCK_FREED = 0.9
 #: many must (a loop allocates from many stacks every step).
 MAX_CLOCK_TRIES = 16
 MIN_KEEPING_TIME = 2
+#: ... or the steady stacks make up this share of the allocations in the clock's span (a
+#: small loop of two stacks).
+MIN_STEADY_SHARE = 0.5
 #: A last step holding at least this share of a usual step's events finished.
 FINISHED_SHARE = 0.9
 #: Share of the trace (in allocations) the recurring stack must span, times
@@ -70,7 +74,8 @@ class Steps:
 
     ``bounds[k]`` is where step ``k`` begins (rising); the last step runs to the end of
     the trace and may be cut short (the capture stopped in it): ``last_finished`` says it
-    was not, and ``end``/``end_time`` are then where it ends (just after the last event).
+    was not, and ``end`` is then where it ends (just after the last event; ``end_time``
+    the time of the last event).
     ``times`` are the same boundaries as times.  ``source`` says where they came from,
     ``by_markers`` whether markers said so.
     """
@@ -113,7 +118,7 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
     axis = "seq" if _blocks_have_seq(trace, device) else "t"
     t = events["t"].to_numpy().astype(np.int64)
     pos = events[axis].to_numpy().astype(np.int64)
-    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1]) + 1}
+    end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1])}
     marked = _marker_steps(trace, device)
     if marked is not None:
         starts, names, pattern = marked
@@ -126,9 +131,11 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                          source=f"markers ({pattern})", by_markers=True,
                          names=tuple(n for n, k in zip(names, keep, strict=True) if k),
                          last_finished=_last_finished(index[keep], t.size), **end)
-    rhythm = rhythm_steps(events)
+    rows = _allocator_rows(events)
+    rhythm = rhythm_steps(events[rows])
     if rhythm is not None:
         index, label, stack = rhythm
+        index = rows[index]
         return Steps(bounds=pos[index], times=t[index], axis=axis,
                      source=f"the recurring allocations of {label}", by_markers=False,
                      anchor_stack=stack, last_finished=_last_finished(index, t.size), **end)
@@ -181,36 +188,53 @@ def _marker_steps(trace: MemoryTrace,
     return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
 
 
+def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
+    """Rows of ``events`` the step clock reads: all, but an msMemScope device's HAL rows
+    where other pools lie above it (HAL allocations are the driver segments under those
+    pools' blocks, as a snapshot's segment_alloc is: a burst of new segments in the first
+    step would otherwise read as a pause of a stack, and beat once more)."""
+    every = np.arange(events.height, dtype=np.int64)
+    if "pool" not in events.columns:
+        return every
+    pools = events["pool"].drop_nulls().unique().to_list()
+    if len(pools) < 2 or "HAL" not in pools:
+        return every
+    return np.flatnonzero((events["pool"].fill_null("") != "HAL").to_numpy())
+
+
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
     """Steps from the rhythm of the blocks' allocations, for a source whose events hold
     no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
-    are memory_record levels).  Blocks recur by owner (the operator) and size, as stacks
-    do elsewhere; the blocks' allocations and frees are put in time order as events and
-    timed by :func:`rhythm_steps`, so only blocks freed again can beat the clock: a
-    loop's churn, never blocks that accumulate."""
+    are memory_record levels).  The blocks' allocations and frees, in time order, are read
+    as events (:func:`rhythm_steps`: only a stack whose blocks are freed again is a
+    clock), blocks recurring by owner (the operator) and size as stacks do elsewhere."""
     blocks = trace.device_blocks(device).filter(
         ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
-        & pl.col("t_free").is_not_null() & pl.col("size").is_not_null())
+        & pl.col("size").is_not_null())
     if blocks.is_empty():
         return None
-    keyed = blocks.with_columns(
-        owner=pl.col("owner").fill_null(""),
+    keyed = blocks.select(
+        "block_id", "size", "t_alloc", "t_free", owner=pl.col("owner").fill_null(""),
         stack_id=pl.struct(pl.col("owner").fill_null(""), "size").rank("dense")
         .cast(pl.Int64))
-    columns = ("size", "owner", "stack_id", "block_id")
-    events = pl.concat([
-        keyed.select(*columns, t=pl.col("t_alloc"), action=pl.lit("alloc"), order=pl.lit(0)),
-        keyed.select(*columns, t=pl.col("t_free"), action=pl.lit("free"), order=pl.lit(1)),
-    ]).sort("t", "order", maintain_order=True)
+    parts = [keyed.select("block_id", "size", "stack_id", "owner", t=pl.col("t_alloc"),
+                          action=pl.lit("alloc"), order=pl.lit(1)),
+             keyed.filter(pl.col("t_free").is_not_null()).select(
+                 "block_id", "size", "stack_id", "owner", t=pl.col("t_free"),
+                 action=pl.lit("free"), order=pl.lit(0))]
+    events = pl.concat(parts).sort("t", "order", "block_id")
     rhythm = rhythm_steps(events)
     if rhythm is None:
         return None
     index = rhythm[0]
-    owner, size = events["owner"][int(index[0])], events["size"][int(index[0])]
-    times = _fill_missed_beats(events["t"].to_numpy().astype(np.int64)[index])
+    clock = events.row(int(index[0]), named=True)
+    t = events["t"].to_numpy().astype(np.int64)
+    times = _fill_missed_beats(t[index])
+    label = f"{clock['size']}-byte {clock['owner']} blocks".replace("  ", " ")
     return Steps(bounds=times, times=times, axis="t",
-                 source=f"the recurring allocations of {size}-byte {owner or ''} blocks"
-                 .replace("  ", " "), by_markers=False)
+                 source=f"the recurring allocations of {label}", by_markers=False,
+                 last_finished=_last_finished(np.searchsorted(t, times), t.size),
+                 end=int(t[-1]) + 1, end_time=int(t[-1]))
 
 
 def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
@@ -276,7 +300,9 @@ def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | N
     )
     if stats.is_empty():
         return None
-    regular = beats.join(stats.select(key), on=key, how="semi").sort(key, "row") \
+    alloc_rows = allocs["row"].to_numpy()  # rising
+    # (beats are in (key, pos) order, and pos follows row: each list comes out rising)
+    regular = beats.join(stats.select(key), on=key, how="semi", maintain_order="left") \
         .group_by(key, maintain_order=True).agg(
             beats=pl.col("row").filter(pl.col("beat")), rows=pl.col("row"))
     beat_rows = {value: np.asarray(b, dtype=np.int64) for value, b, _ in regular.iter_rows()}
@@ -287,7 +313,8 @@ def rhythm_steps(events: pl.DataFrame) -> tuple[np.ndarray, str, int | None] | N
     for value in stats[key].head(MAX_CLOCK_TRIES).to_list():
         index = beat_rows[value]
         if _steady(index, all_rows[value]) and _corroborated(
-                index, [r for v, r in all_rows.items() if v != value]):
+                index, all_rows[value], [r for v, r in all_rows.items() if v != value],
+                alloc_rows):
             label = f"stack {value}" if use_stack else f"{value}-byte blocks"
             return index, label, int(value) if use_stack else None
     return None
@@ -307,16 +334,24 @@ def _steady(clock: np.ndarray, rows: np.ndarray) -> bool:
     return bool(usual > 0 and (counts == usual).mean() >= MIN_CLOCK_FREED)
 
 
-def _corroborated(clock: np.ndarray, others: list[np.ndarray]) -> bool:
-    """Whether other evenly recurring stacks (:data:`MIN_KEEPING_TIME`) are steady in the
-    periods of ``clock`` (:func:`_steady`): a loop's stacks keep time together; a stack
-    that recurs evenly by chance among unrelated allocations does so alone."""
-    keeping = 0
+def _corroborated(clock: np.ndarray, own: np.ndarray, others: list[np.ndarray],
+                  alloc_rows: np.ndarray) -> bool:
+    """Whether other evenly recurring stacks are steady in the periods of ``clock``
+    (:func:`_steady`): :data:`MIN_KEEPING_TIME` of them, or fewer that with the clock's
+    own make up :data:`MIN_STEADY_SHARE` of the allocations in its span.  A loop's stacks
+    keep time together; a stack that recurs evenly by chance among unrelated allocations
+    does so alone."""
+    def in_span(rows: np.ndarray) -> int:
+        return int(np.searchsorted(rows, clock[-1]) - np.searchsorted(rows, clock[0]))
+
+    keeping, steady = 0, in_span(own)
     for rows in others:
-        keeping += _steady(clock, rows)
-        if keeping >= MIN_KEEPING_TIME:
-            return True
-    return False
+        if _steady(clock, rows):
+            keeping += 1
+            steady += in_span(rows)
+            if keeping >= MIN_KEEPING_TIME:
+                return True
+    return keeping > 0 and steady >= MIN_STEADY_SHARE * in_span(alloc_rows)
 
 
 def _freed_share(allocs: pl.DataFrame, stats: pl.DataFrame, key: str,

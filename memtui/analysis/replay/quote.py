@@ -1,6 +1,7 @@
-"""The what-if hook of the findings: an OOM or fragmentation finding whose advice names an
-allocator setting quotes what a proven replay predicts that setting does on this capture
-(the reserved peak before and after, the OOM avoided or not), instead of the general hint.
+"""The what-if hook of the findings: an OOM or fragmentation finding (not ``info``) whose
+advice names an allocator setting quotes what a proven replay predicts that setting does
+on this capture (the reserved peak before and after, the OOM avoided or not), instead of
+the general hint, and fills ``predicted_saving_bytes`` (the reserved peak's saving).
 
 Only where the replay is proven on that device (:mod:`.proof`), and only on devices of at
 most :data:`QUOTE_MAX_EVENTS` events: a replay is one Python step per event, and the
@@ -62,7 +63,7 @@ def quote_predictions(trace: MemoryTrace,
     recorded = from_capture(trace.meta.extra.get("allocator_settings"))
     for device, found in findings.items():
         wanted = [f for f in found if f.kind in ("oom", "fragmentation")
-                  and f.severity in ("high", "medium") and setting_for(f, recorded)]
+                  and f.severity != "info" and setting_for(f, recorded)]
         if not wanted or not _replayable(trace, device):
             out[device] = found
             continue

@@ -93,10 +93,6 @@ class ReplayRun:
     pool_before: Callable[[int], CachingAllocator] | None = None
 
     @property
-    def reserved_peak(self) -> int:
-        return int(max(self.start_reserved, self.reserved.max(initial=0)))
-
-    @property
     def reserved_at_end(self) -> int:
         return int(self.reserved[-1]) if self.reserved.size else self.start_reserved
 

@@ -10,10 +10,10 @@ from memtui.units import format_bytes as fb
 
 
 def format_proof(proof: Proof) -> str:
+    if proof.refused:
+        return f"{printable(proof.device)}  no replay: {printable(proof.refused)}"
     head = f"{printable(proof.device)}  proof: replayed under the recorded settings " \
            f"({proof.settings.describe()})"
-    if proof.refused:
-        return f"{head}\n  no replay: {printable(proof.refused)}"
     recorded = ", ".join(f"{a} {proof.segment_reproduced.get(a, 0)}/{n}"
                          for a, n in sorted(proof.segment_events.items())) or "none recorded"
     lines = [
@@ -25,7 +25,7 @@ def format_proof(proof: Proof) -> str:
         + (f"; {proof.replay_extra_segment_events} made by the replay only"
            if proof.replay_extra_segment_events else ""),
         f"  reserved curve                  {proof.reserved_agree} / {proof.level_events}"
-        f" events agree  (largest error {fb(proof.reserved_max_error)})",
+        f" allocs and frees agree  (largest error {fb(proof.reserved_max_error)})",
     ]
     if proof.first_departure is None:
         lines.append("  first departure                 none: the replay is the recording")
@@ -33,7 +33,7 @@ def format_proof(proof: Proof) -> str:
         lines.append(f"  first departure                 {printable(proof.departure_reason)}")
     if proof.orphans:
         lines.append(f"  {proof.orphans} blocks alive at the start lie in no segment")
-    verdict = "proven: predictions below" if proof.holds else \
+    verdict = "proven: a prediction (--set) can be made" if proof.holds else \
         f"NOT proven ({printable(proof.why_not())}): no prediction is made"
     lines.append(f"  => {verdict}")
     return "\n".join(lines)

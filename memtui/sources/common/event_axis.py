@@ -21,17 +21,6 @@ RAW_COLUMN = "row"
 SEQ_COLUMNS = ("seq_alloc", "seq_free", "seq_free_requested")
 
 
-def follows_frame_per_device(events: pl.DataFrame) -> bool:
-    """Whether ``seq`` rises strictly along the frame within every device (the axis holds)."""
-    if events.height < 2:
-        return events["seq"].null_count() == 0
-    if events["seq"].null_count():
-        return False
-    step = pl.col("seq").diff()
-    rising = step.over("device") if events["device"].n_unique() > 1 else step
-    return bool(events.select((rising.fill_null(1) > 0).all()).item())
-
-
 def time_ordered_axis(events: pl.DataFrame, *others: pl.DataFrame, raw: str = RAW_COLUMN,
                       per_device: bool = False) -> tuple[pl.DataFrame, ...]:
     """``events`` (already in time order) numbered 0.. in frame order, their old ``seq``
@@ -108,4 +97,4 @@ def _translator(old: np.ndarray):
     return translate
 
 
-__all__ = ["RAW_COLUMN", "SEQ_COLUMNS", "follows_frame_per_device", "time_ordered_axis"]
+__all__ = ["RAW_COLUMN", "SEQ_COLUMNS", "time_ordered_axis"]

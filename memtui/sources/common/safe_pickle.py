@@ -4,8 +4,8 @@
 whose opcodes would import or call something (``os.system``, ``builtins.eval``...) stops
 at that opcode with a :class:`CaptureError`; persistent ids and out-of-band buffers are
 refused too.  Protocols 2 to 5 are read.  ``load_pickle(path, read_bytes)`` reports the
-bytes read so far while it unpickles (a watcher thread reads the file's offset: the C
-unpickler is never slowed by a Python reader).
+bytes read so far while it unpickles (:class:`watching_reads`: a thread reads the file's
+offset, so the C unpickler, or the compiled reader, is never slowed by a Python reader).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def load_pickle(path: Path, read_bytes: BytesRead | None = None) -> Any:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             raise CaptureError(path, "the file is empty")
-        with memory_bounded(size) as cap, _watching(fh, size, read_bytes):
+        with memory_bounded(size) as cap, watching_reads(fh, size, read_bytes):
             return _RefusingUnpickler(fh).load()
     except CaptureError:
         raise
@@ -83,7 +83,7 @@ def load_pickle(path: Path, read_bytes: BytesRead | None = None) -> Any:
         fh.close()
 
 
-class _watching:  # noqa: N801 - a context manager, named as one reads it
+class watching_reads:  # noqa: N801 - a context manager, named as one reads it
     """While the block runs, a thread reports ``fh``'s offset in the file (what the
     buffered reader has taken from the OS: at most a buffer ahead of the unpickler) to
     ``read_bytes``; nothing without one."""
@@ -93,7 +93,7 @@ class _watching:  # noqa: N801 - a context manager, named as one reads it
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def __enter__(self) -> _watching:
+    def __enter__(self) -> watching_reads:
         if self.read_bytes is not None:
             self.thread = threading.Thread(target=self._watch, name="memtui-pickle-progress",
                                            daemon=True)

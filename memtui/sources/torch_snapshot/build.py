@@ -45,6 +45,7 @@ from memtui.sources.torch_snapshot.validate import (
     text_values,
     trace_columns,
 )
+from memtui.units import counted
 
 NAME = "PyTorch memory snapshot"
 SOURCE = "torch_snapshot"
@@ -444,7 +445,7 @@ class _SnapshotBuilder:
         broken = int(lifetimes["extra_closes"].sum() or 0)
         if broken:
             self.warnings.append(
-                f"{device}: {broken} frees of an address already freed were ignored")
+                f"{device}: {counted(broken, 'free')} of an address already freed ignored")
         traced = lifetimes.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
@@ -501,9 +502,9 @@ class _SnapshotBuilder:
         self.lacking_bytes = int(lacking["size"].sum() or 0)
         if missing:
             self.warnings.append(
-                f"{device}: the dump and the trace disagree: {missing} blocks allocated in "
-                "the trace and never freed are not in the final state (counted alive to "
-                "the end)")
+                f"{device}: the dump and the trace disagree: {counted(missing, 'block')} "
+                "allocated in the trace and never freed are not in the final state (counted "
+                "alive to the end)")
         blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
             "t_alloc", "seq_alloc", nulls_last=False
         ).with_columns(

@@ -40,7 +40,7 @@ from memtui.sources.torch_snapshot.reader_choice import (
 )
 
 if TYPE_CHECKING:
-    from memtui.sources.torch_snapshot.validate import TraceColumns
+    from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
 __all__ = ["PURE_PYTHON_ENV", "ColumnTrace", "compiled_available", "compiled_enabled",
            "read_columnar", "reader_in_use"]
@@ -158,7 +158,7 @@ class ColumnTrace:
     def columns(self) -> TraceColumns:
         """The checked columns (every entry was checked while read: a bad one sends the
         file to the Python reader), stacks as codes into the distinct frame lists."""
-        from memtui.sources.torch_snapshot.validate import TraceColumns
+        from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
         return TraceColumns(
             action=self._action_series(),

@@ -20,17 +20,16 @@ value is filtered entry by entry, and its columns taken again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import polars as pl
 
 from memtui.errors import CaptureError
 from memtui.sources.torch_snapshot.columnar import ColumnTrace
+from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
 #: A trace entry or block takes at least this many bytes of pickle when it is not a shared
 #: reference (a dict of 4+ keys, each memoised key 2 bytes, each value 2+): real files
@@ -53,37 +52,6 @@ _ENTRY_INTS = {
 _INT_DTYPES = {"addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64, "time_us": pl.Int64}
 _SHORT_TEXT = 1000
 _NONE = type(None)
-
-
-@dataclass
-class TraceColumns:
-    """One trace's entries as checked columns, in entry order.
-
-    ``action`` is the action text as written; ``addr``, ``size``, ``stream`` and
-    ``time_us`` the integers (null where an entry has none); ``frames`` each entry's
-    ``frames`` list object itself (or None): stacks are interned by object identity.
-    From the compiled reader ``frames`` is empty and each entry's stack is
-    ``frame_lists[frame_codes[i]]`` instead (-1: none), a list of frame lists where
-    those holding the same frame objects are one; ``action`` is Categorical and each
-    entry's action is also ``action_names[action_codes[i]]``.
-    """
-
-    action: pl.Series
-    addr: pl.Series
-    size: pl.Series
-    stream: pl.Series
-    time_us: pl.Series
-    frames: list
-    frame_codes: np.ndarray | None = None
-    frame_lists: list | None = None
-    action_codes: np.ndarray | None = None
-    action_names: list[str] | None = None
-
-    def frame(self) -> pl.DataFrame:
-        """The columns but ``frames`` as one frame (``action, addr, size, stream,
-        time_us``), each column contiguous (they come in pieces)."""
-        return pl.DataFrame([self.action, self.addr, self.size, self.stream, self.time_us]
-                            ).rechunk()
 
 
 class CheckedSnapshot(NamedTuple):

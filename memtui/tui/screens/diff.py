@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Footer, Static
 from memtui.analysis.compare import diff_rows
 from memtui.analysis.compare_text import signed_bytes
 from memtui.tui.widgets.status import StatusBar
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 MAX_ROWS = 5000
 _ONLY = {"a": "A", "b": "B"}  # the "only" column: the run the key appears in alone
@@ -146,7 +146,7 @@ class DiffScreen(Screen):
             text.append(f"{name} {format_bytes(a)} -> {format_bytes(b)} ")
             text.append(f"({signed_bytes(delta)})  ", style="bold")
         if pair.new_blocks.height:
-            text.append(f"new at B's end: {int(pair.new_blocks['count'].sum()):,} blocks "
+            text.append(f"new at B's end: {counted(int(pair.new_blocks['count'].sum()), 'block')} "
                         f"{format_bytes(int(pair.new_blocks['bytes'].sum()))}")
         self.query_one("#diff-header", Static).update(text)
 

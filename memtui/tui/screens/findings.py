@@ -28,7 +28,7 @@ from memtui.analysis.table_views import format_time
 from memtui.errors import printable
 from memtui.tui.answer import evidence_changes
 from memtui.tui.widgets.status import StatusBar
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
@@ -47,7 +47,8 @@ LABELS = {
     "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
     "peak_t": "peak at", "peak_reserved_t": "reserved peak at",
     "reserved_at_allocated_peak_bytes": "reserved at the allocated peak",
-    "blocks_alive": "blocks alive", "bytes_per_step": "per step", "total_bytes": "in all",
+    "blocks_alive": "blocks alive", "bytes_per_step": "per step",
+    "requested_bytes_per_step": "asked per step", "total_bytes": "in all",
     "steps_grown": "steps grown", "steps_from": "from step", "first_step": "first step",
     "first_step_name": "first step named", "end_fragmentation": "fragmentation at the end",
     "end_largest_gap_bytes": "largest free gap at the end",
@@ -277,7 +278,7 @@ def detail_text(finding: Finding, when: str | None,
     if when is not None:
         parts.append(f"at {when}")
     if evidence.block_ids:
-        parts.append(f"{len(evidence.block_ids)} blocks")
+        parts.append(counted(len(evidence.block_ids), "block"))
     if evidence.owner:
         parts.append(f"owner {evidence.owner}")
     text.append("evidence: ", "bold")
@@ -299,7 +300,7 @@ def sparkline(values: list[int], width: int) -> str:
 
 
 def _value(key: str, value: Any, time_text: Callable[[int], str | None] | None) -> str:
-    if (key.endswith("_bytes") or key == "bytes_per_step") and isinstance(value, int):
+    if (key.endswith("_bytes") or key.endswith("bytes_per_step")) and isinstance(value, int):
         return format_bytes(value)
     if (key.endswith("_t") or key.startswith("t_")) and isinstance(value, int) and time_text:
         return time_text(value) or str(value)

@@ -38,7 +38,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -238,7 +238,7 @@ class PoolScreen(LinkedScreen):
 
     def _segment_figures(self, state: PoolState, i: int) -> str:
         return (f"allocated {format_bytes(int(state.seg_allocated[i]))} in "
-                f"{int(state.seg_blocks[i])} blocks, pending free "
+                f"{counted(int(state.seg_blocks[i]), 'block')}, pending free "
                 f"{format_bytes(int(state.seg_pending[i]))}, free "
                 f"{format_bytes(int(state.seg_free[i]))} in "
                 f"{state.gaps_of_segment(i).size} gaps, largest gap "

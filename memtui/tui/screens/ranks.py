@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from memtui.analysis.ranks import RankRow, format_peak_time, sparkline
 from memtui.tui.widgets.status import short_bytes
+from memtui.units import counted
 
 #: Sparkline width: narrow terminals (under WIDE columns) get the short one.
 SPARK_WIDTH = (10, 24)
@@ -169,7 +170,7 @@ class RanksScreen(Screen):
             return
         outliers = sum(row.outlier for row in self._shown)
         parts = [("Ranks", "bold"), f"  {table.done}/{table.expected} ranks",
-                 f"  {len(self._shown)} rows"]
+                 f"  {counted(len(self._shown), 'row')}"]
         stopped = getattr(self.app, "stream_error", None)
         if stopped:
             parts.append((f"  stopped: {stopped}", "bold red"))
@@ -178,7 +179,7 @@ class RanksScreen(Screen):
         if outliers:
             parts.append((f"  ! {outliers} outlier{'s' if outliers > 1 else ''}", "bold"))
         if table.warnings:
-            parts.append(f"  {len(table.warnings)} warnings")
+            parts.append(f"  {counted(len(table.warnings), 'warning')}")
         self.query_one("#ranks-title", Static).update(Text.assemble(*parts))
 
     def _show_detail(self) -> None:

@@ -29,7 +29,7 @@ from memtui.analysis.attribution import Remainder, groups_by_operator, remainder
 from memtui.analysis.call_flame import CallFlame, threads
 from memtui.analysis.live import DeviceIndex, cached, device_index
 from memtui.analysis.owner_tree import OwnerTree, owner_tree
-from memtui.analysis.stack_tree import MODES, ROOT, StackTree, block_rows_for
+from memtui.analysis.stack_tree import BEFORE_STACK, MODES, ROOT, StackTree, block_rows_for
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -37,7 +37,7 @@ from memtui.tui.screens.linked import LinkedScreen
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.call_flame import CallFlameView
 from memtui.tui.widgets.stack_tree import StackTreeView, heading
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 MODE_NAMES = {"cursor": "live at the cursor", "peak": "live at the peak",
               "window": "allocated in the window"}
@@ -215,7 +215,10 @@ class StacksScreen(LinkedScreen):
                                              window, event=cursor.event)
         self.rows_counted = rows
         ix = self.index
-        paths = self.owners.codes[rows] if self.owners is not None else ix.stack_id[rows]
+        if self.owners is not None:
+            paths = self.owners.codes[rows]
+        else:  # ghosts under "alive before the capture", as the peak finding names them
+            paths = np.where(ix.ghost[rows], BEFORE_STACK, ix.stack_id[rows])
         sizes = ix.size[rows]
         rest = self.rest = self._rest(cursor, int(sizes.sum()))
         self.tree_view.show(self.stack_tree.figures(paths, sizes, rest))
@@ -247,7 +250,7 @@ class StacksScreen(LinkedScreen):
             when = paint.format_time(trace, self.taken_at, origin)
         text = (f"[b]Stacks[/b] {paint.plain(cursor.device)}  {total} "
                 f"{MODE_NAMES[self.mode]} {when}"
-                f" in {self.rows_counted.size:,} blocks (m)")
+                f" in {counted(self.rows_counted.size, 'block')} (m)")
         unexplained = sum(r.bytes for r in self.rest)
         if unexplained:
             text += f", {format_bytes(unexplained)} of it in no block"
@@ -257,7 +260,7 @@ class StacksScreen(LinkedScreen):
             text += ("  [b]user frames[/b] (u: all)" if self.user_only
                      else "  [b]all frames[/b] (u: user)")
         if self.match_list:
-            text += f"  [b]{len(self.match_list)} matches[/b]"
+            text += f"  [b]{counted(len(self.match_list), 'match')}[/b]"
         if self.has_class("-flame") and self.flame is not None:
             text = (f"[b]Call flame[/b] thread {paint.plain(self.flame.thread)} "
                     f"({len(self.thread_names)} threads, e: next)  depth from "
@@ -284,7 +287,7 @@ class StacksScreen(LinkedScreen):
                      "its parent") if parent >= 0 else ""
         detail.update(
             f"[b]{format_bytes(int(figures.bytes[node]))}[/b] ({share:.1%} of all{of_parent})"
-            f" in {int(figures.blocks[node]):,} blocks, self "
+            f" in {counted(int(figures.blocks[node]), 'block')}, self "
             f"{format_bytes(int(figures.self_bytes[node]))}   f: filter the Block table\n"
             + "\n".join("  " * min(k, 8) + paint.plain(p) for k, p in enumerate(path[-4:])))
 
@@ -349,7 +352,8 @@ class StacksScreen(LinkedScreen):
         if self.owners is not None:
             rows = self.owners.block_rows_under(node, self.rows_counted)
         else:
-            rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted)
+            rows = self.stack_tree.block_rows_under(node, self.index, self.rows_counted,
+                                                    ghosts_apart=True)
         block_ids = self.index.block_id[rows]
         label = "all blocks" if node == ROOT else self.stack_tree.label(node)
         apply = getattr(self.app, "filter_blocks", None)

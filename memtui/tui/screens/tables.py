@@ -31,6 +31,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from rich.text import Text
@@ -54,7 +55,7 @@ from memtui.analysis.inefficient import (
 from memtui.analysis.table_views import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 SCOPES = {"blocks": ("all", "window", "cursor"), "events": ("all", "window")}
 SCOPE_NAMES = {"all": "all", "window": "in the window", "cursor": "alive at the cursor"}
@@ -74,9 +75,24 @@ class TablesScreen(Screen):
         Binding("i", "inefficient", "Inefficient", id="tables.inefficient"),
         Binding("I", "thresholds", "Thresholds", show=False, id="tables.thresholds"),
         Binding("c", "copy", "Copy CSV", id="tables.copy"),
-        Binding("C", "export", "Save CSV", show=False, id="tables.export"),
+        Binding("C", "export", "Export CSV", show=False, id="tables.export"),
         Binding("escape", "close_input", "Close", show=False, id="tables.close_input"),
     ]
+    #: What each key does, said by its entry in the command palette (ctrl+p).
+    PALETTE_HELP: ClassVar[dict[str, str]] = {
+        "tables.switch_view": "Show the Block View or the Event View",
+        "tables.sort": "Sort by the column under the cursor (again: the other way)",
+        "tables.filter": "Show only the rows matching a filter: size>=1M t>1.5s addr=0x... text",
+        "tables.search": "Find rows holding a text (n: the next one)",
+        "tables.next_match": "Go to the next row holding the searched text",
+        "tables.scope": "All rows, those in the window, or the blocks alive at the cursor",
+        "tables.clear_only": "Show the blocks of every stack again (after Stacks' f)",
+        "tables.inefficient": "Only the blocks flagged inefficient, or all of them",
+        "tables.thresholds": "Edit the thresholds of the inefficient flags",
+        "tables.copy": "Copy the rows on screen as CSV to the clipboard (and a file)",
+        "tables.export": "Save every shown row to a CSV file (here, else the temp folder)",
+        "tables.close_input": "Close the filter or search line",
+    }
 
     def __init__(self) -> None:
         super().__init__()
@@ -311,7 +327,7 @@ class TablesScreen(Screen):
             text.append(" ")
         text.append("(tab)  ", style="dim")
         if model is not None:
-            text.append(f"{model.rows.size:,} of {model.total:,} rows")
+            text.append(f"{model.rows.size:,} of {counted(model.total, 'row')}")
             if model.sort_key is not None:
                 title = model.column(model.sort_key).title
                 text.append(f" · sort {title} {'▼' if model.descending else '▲'}")
@@ -595,7 +611,7 @@ class TablesScreen(Screen):
         self.app.copy_to_clipboard(text)
         path = None if _served() else _write_csv(text, self.view_kind)
         where = f" and saved them to {path}" if path else ""
-        self.notify(f"Copied {count:,} rows as CSV to the clipboard (if the terminal "
+        self.notify(f"Copied {counted(count, 'row')} as CSV to the clipboard (if the terminal "
                     f"allows OSC 52){where}.", timeout=8)
 
     def action_export(self) -> None:
@@ -619,7 +635,8 @@ class TablesScreen(Screen):
             self.app.call_from_thread(self._deliver_to_browser, text, kind)
             return
         path = _write_csv(text, kind)
-        message = f"Saved {model.rows.size:,} rows to {path}" if path else "Could not save"
+        message = f"Saved {counted(model.rows.size, 'row')} to {path}" if path else \
+            "Could not save"
         self.app.call_from_thread(self.notify, message, timeout=8)
 
 

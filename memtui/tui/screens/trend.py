@@ -41,7 +41,7 @@ from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
-from memtui.units import format_bytes
+from memtui.units import counted, format_bytes
 
 LIVE_ROWS = 12
 #: The what-if settings as a narrow legend names them.
@@ -306,9 +306,9 @@ class TrendScreen(Screen):
         title.append(f"Live at {when}", style="bold")
         title.append(f": {format_bytes(level)}")
         if level != total:  # the bytes no block explains are rows of their own
-            title.append(f" ({format_bytes(total)} in {count:,} blocks)")
+            title.append(f" ({format_bytes(total)} in {counted(count, 'block')})")
         else:
-            title.append(f" in {count:,} blocks")
+            title.append(f" in {counted(count, 'block')}")
         title.append(f", by {what} ")
         title.append("(o: by " + (owner if by == "stack" else "stack") + ", T: which frame)",
                      style="dim")
