@@ -62,8 +62,10 @@ def test_megabytes_read_as_a_person_reads_them():
 
 
 def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
-    """The compiled reader reads the file descriptor itself (GIL released): the same
-    watcher reports its offset.  A stand-in reads the file in four slow chunks."""
+    """The compiled reader reads the file descriptor itself (GIL released) and calls the
+    listener after each chunk (rate-limited as the watcher is; tests/sources/
+    test_snapshot_readers.py runs the real one).  A stand-in reads the file in four slow
+    chunks and calls it as _reader.c does."""
     import os
     import time
 
@@ -74,10 +76,13 @@ def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
 
     class SlowReader:
         @staticmethod
-        def read(fd: int, total: int):
+        def read(fd: int, total: int, progress=None):
+            done = 0
             for _ in range(4):
-                os.read(fd, total // 4 + 1)
+                done += len(os.read(fd, total // 4 + 1))
                 time.sleep(0.05)
+                if progress is not None:
+                    progress(done, total)
             return None, "left to Python"
 
     monkeypatch.setattr(safe_pickle, "REPORT_EVERY", 0.01)
