@@ -75,9 +75,16 @@ def basic_snapshot():
     }
 
 
+#: The figures these tests pin (the level statistics and what was alive before the
+#: capture: tests/analysis/test_attribution.py; findings: tests/test_findings.py).
+FIGURES = ("device", "events", "segments", "blocks", "ghost_blocks", "peak_allocated_bytes",
+           "peak_time_ns", "allocated_at_end_bytes", "reserved_at_end_bytes",
+           "peak_reserved_bytes")
+
+
 def summarise(path):
-    """The summary's devices, without their findings counts (tests/test_findings.py)."""
-    return [{k: v for k, v in d.items() if k != "findings"}
+    """The summary's devices: their :data:`FIGURES`."""
+    return [{k: d[k] for k in FIGURES if k in d}
             for d in summary(open_capture(path))["devices"]]
 
 
@@ -295,6 +302,11 @@ def test_bare_segment_list(tmp_path, capsys):
         "device": "cuda:1", "events": 0, "segments": 1, "blocks": 1, "ghost_blocks": 1,
         "peak_allocated_bytes": MiB, "peak_time_ns": None, "allocated_at_end_bytes": MiB,
         "reserved_at_end_bytes": 2 * MiB, "peak_reserved_bytes": 2 * MiB,
+        # the one block, alive all along and never freed: before the capture (static)
+        "average_allocated_bytes": MiB, "min_allocated_bytes": MiB,
+        "allocated_in_all_bytes": 0, "allocations": 0, "median_block_bytes": None,
+        "before_capture": {"bytes": MiB, "static_bytes": MiB, "static_blocks": 1,
+                           "freed_bytes": 0, "freed_blocks": 0, "no_block_bytes": 0},
     }]
 
 
