@@ -87,3 +87,49 @@ async def test_diff_keeps_its_figures_at_60x20(pair):
         for figure in (r"peak \d[^\n]*-> \d", r"end \d[^\n]*-> \d", r"\+4\.0 MiB",
                        r"log_metrics \(train\.py:60\)"):
             assert re.search(figure, text), (figure, text)
+
+
+@pytest.fixture
+def ranks_here(tmp_path, monkeypatch):
+    """The eight hand-made ranks of tests/helpers/rank_folders.py, named relative to the
+    test's folder (the paths on the screen are then the same on every run)."""
+    from tests.helpers.rank_folders import write_ranks
+
+    monkeypatch.chdir(tmp_path)
+    write_ranks(tmp_path / "run")
+    from pathlib import Path
+
+    from memtui.sources.ranks import discover_ranks
+
+    return discover_ranks([Path("run")])
+
+
+async def ranks_streamed(pilot):
+    for _ in range(500):
+        if pilot.app.rank_table.done == 8:
+            break
+        await pilot.pause(0.02)
+    await settle(pilot)
+
+
+def test_ranks_at_60x20(snap_compare, ranks_here):
+    from memtui.tui.ranks_app import RanksApp
+
+    assert snap_compare(RanksApp(ranks_here, how="serial"), terminal_size=NARROW,
+                        run_before=ranks_streamed)
+
+
+async def test_ranks_keeps_its_key_figures_at_60x20(ranks_here):
+    from memtui.tui.ranks_app import RanksApp
+
+    app = RanksApp(ranks_here, how="serial")
+    async with app.run_test(size=NARROW) as pilot:
+        await ranks_streamed(pilot)
+        text = screen_text(app)
+    # the title's counts, every rank's peak, reserved and end, and the flagged outliers:
+    # rank 5 peaks at 40 MiB, rank 6 keeps 16 MiB to the end (hand-made, see the helper)
+    assert re.search(r"8/8 ranks\s+8 rows\s+! 2 outliers", text), text
+    rows = [line for line in text.splitlines() if re.search(r"cuda:\d", line)]
+    assert len(rows) >= 8, text
+    assert re.search(r"!\s+5\s+cuda:5\s+40\.0M\s+64\.0M\s+0B", text), text
+    assert re.search(r"!\s+6\s+cuda:6\s+16\.0M\s+64\.0M\s+16\.0M", text), text
