@@ -35,8 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from memtui.api import open as open_capture
     from memtui.commands.paths import capture_path
+    from memtui.errors import CaptureError
+    from memtui.loading import NO_DEVICE
 
-    state = open_capture(capture_path(args.path)).state(
-        args.event, device=args.device, time=args.time, layer=args.layer)
+    try:
+        state = open_capture(capture_path(args.path)).state(
+            args.event, device=args.device, time=args.time, layer=args.layer)
+    except CaptureError as exc:
+        if not exc.problem.startswith(NO_DEVICE) or args.device is not None:
+            raise
+        # A capture with no memory data at all (a profiler_info_N.json whose folder holds
+        # none): the allocator state there is empty, and that is the answer, with why.
+        from memtui.analysis.state import empty_state
+
+        print(json.dumps(empty_state()) if args.json else exc.problem)
+        return 0
     print(json.dumps(state.to_dict()) if args.json else state.text())
     return 0
