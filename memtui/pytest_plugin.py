@@ -27,7 +27,6 @@ nor polars: they load when a marked test runs.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -79,13 +78,11 @@ class TorchRecorder:
 
 def torch_recorder(folder: Path) -> TorchRecorder:
     """The real recorder, or a skip saying why there is nothing to record."""
-    try:
-        import torch  # noqa: F401  (find_backend looks at the loaded modules)
-    except ImportError:
-        pytest.skip("accelerator_memory: torch is not installed")
-    with contextlib.suppress(ImportError):
-        import torch_npu  # noqa: F401  (Ascend, where it is installed)
-    from memtui.record.recorder import find_backend
+    from memtui.record.recorder import find_backend, load_torch
+
+    missing = load_torch()  # (memtui.record is the only code that imports torch)
+    if missing:
+        pytest.skip(f"accelerator_memory: {missing}")
 
     backend, why = find_backend()
     if backend is None:

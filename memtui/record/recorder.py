@@ -116,6 +116,19 @@ def no_torch_reason() -> str:
     return "the script never imported torch"
 
 
+def load_torch() -> str | None:
+    """Import torch (and torch_npu, where installed) for a recording started from
+    memtui's own process (the pytest plugin); None, or why there is no torch.  The one
+    place outside the recorded script that imports torch: the viewer never does."""
+    try:
+        import torch  # noqa: F401  (find_backend looks at the loaded modules)
+    except ImportError:
+        return "torch is not installed"
+    with contextlib.suppress(ImportError):
+        import torch_npu  # noqa: F401  (Ascend, where it is installed)
+    return None
+
+
 def find_backend() -> tuple[TorchBackend | None, str]:
     """The accelerator this process's torch can record, or None and why not.
 
