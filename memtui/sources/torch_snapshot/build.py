@@ -441,7 +441,8 @@ class _SnapshotBuilder:
         the ``block_id`` of their block.
         """
         ops = events.filter(pl.col("action").is_in(["alloc", "free_requested", "free"]))
-        lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"])
+        lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"],
+                                         order="first")
         broken = int(lifetimes["extra_closes"].sum() or 0)
         if broken:
             self.warnings.append(
@@ -505,9 +506,15 @@ class _SnapshotBuilder:
                 f"{device}: the dump and the trace disagree: {counted(missing, 'block')} "
                 "allocated in the trace and never freed are not in the final state (counted "
                 "alive to the end)")
-        blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
-            "t_alloc", "seq_alloc", nulls_last=False
-        ).with_columns(
+        # Ghosts tie (the start, no alloc): the traced ones by address, then the dump's in
+        # its order.
+        blocks = pl.concat([
+            traced.with_columns(_dumped=pl.lit(False), _tie=pl.col("addr")),
+            final_ghosts.with_columns(_dumped=pl.lit(True),
+                                      _tie=pl.int_range(0, pl.len(), dtype=pl.UInt64)),
+        ], how="diagonal_relaxed").sort(
+            "t_alloc", "seq_alloc", "_dumped", "_tie", nulls_last=False
+        ).drop("_dumped", "_tie").with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
         ids = blocks.filter(pl.col("lifetime").is_not_null())
@@ -687,29 +694,47 @@ def _with_block_pools(blocks: pl.DataFrame, events: pl.DataFrame,
     """``blocks`` with ``pool_id``, as PyTorch's memory viewer assigns it
     (``process_alloc_data.js``): the pool the block's trace event names (its alloc; a
     block whose alloc the trace lacks, its free), else that of the dumped segment holding
-    its address (None where none does)."""
+    its address (None where none does).  Gathers by row, no joins: ``events`` are in seq
+    order, and the holders few and sorted."""
     pool_id = pl.lit(None, pl.String)
     if EVENT_POOL in events.columns:
-        named = events.filter(pl.col(EVENT_POOL).is_not_null())
-        blocks = blocks.join(named.select(seq_alloc="seq", _alloc_pool=EVENT_POOL),
-                             on="seq_alloc", how="left", maintain_order="left").join(
-            named.select(seq_free="seq", _free_pool=EVENT_POOL),
-            on="seq_free", how="left", maintain_order="left")
-        pool_id = pl.when(pl.col("seq_alloc").is_not_null()).then(pl.col("_alloc_pool")) \
-            .otherwise(pl.col("_free_pool"))
-    blocks = blocks.with_columns(pool_id=pool_id).drop("_alloc_pool", "_free_pool",
-                                                       strict=False)
+        pools, seq = events[EVENT_POOL], events["seq"]
+        pool_id = pl.when(pl.col("seq_alloc").is_not_null()).then(
+            _gather_rows(pools, _rows_of_seq(seq, blocks["seq_alloc"]))
+        ).otherwise(_gather_rows(pools, _rows_of_seq(seq, blocks["seq_free"])))
+    blocks = blocks.with_columns(pool_id=pool_id)
     holders = final_segments.filter(pl.col("pool_id").is_not_null()).select(
-        _h_addr="addr", _h_end=pl.col("addr") + pl.col("size").cast(pl.UInt64),
-        _h_pool="pool_id").sort("_h_addr")
+        "addr", end=pl.col("addr") + pl.col("size").cast(pl.UInt64), pool="pool_id",
+    ).sort("addr", maintain_order=True)
     if holders.is_empty() or blocks.is_empty():
         return blocks
-    order = blocks.with_row_index("_row").sort("addr")
-    found = order.join_asof(holders, left_on="addr", right_on="_h_addr",
-                            strategy="backward").with_columns(
-        _h_pool=pl.when(pl.col("addr") < pl.col("_h_end")).then(pl.col("_h_pool")))
-    held = found.sort("_row")["_h_pool"]
+    starts = holders["addr"].to_numpy()
+    addr = blocks["addr"].fill_null(0).to_numpy()
+    holder = np.searchsorted(starts, addr, side="right") - 1  # the last start <= addr
+    inside = (holder >= 0) & blocks["addr"].is_not_null().to_numpy()
+    inside &= addr < holders["end"].to_numpy()[np.maximum(holder, 0)]
+    held = _gather_rows(holders["pool"], np.where(inside, holder, -1))
     return blocks.with_columns(pool_id=pl.col("pool_id").fill_null(held))
+
+
+def _rows_of_seq(seq: pl.Series, wanted: pl.Series) -> np.ndarray:
+    """The rows of ``seq`` (ascending) holding each ``wanted`` value, -1 where null or
+    absent."""
+    values = seq.to_numpy()
+    keys = wanted.fill_null(-1).to_numpy()
+    rows = np.searchsorted(values, keys) if values.size else np.zeros(keys.size, np.int64)
+    rows = np.minimum(rows, max(values.size - 1, 0))
+    found = (keys >= 0) & (values[rows] == keys) if values.size else keys < -1
+    return np.where(found, rows, -1)
+
+
+def _gather_rows(column: pl.Series, rows: np.ndarray) -> pl.Series:
+    """``column`` at ``rows``, null where a row is -1."""
+    index = pl.Series(np.maximum(rows, 0), dtype=pl.Int64)
+    taken = column.gather(index) if column.len() else pl.Series(
+        column.name, [None] * rows.size, column.dtype)
+    return taken.to_frame().select(
+        pl.when(pl.Series(rows >= 0)).then(pl.col(column.name))).to_series()
 
 
 def _joined_lines(value) -> str | None:
