@@ -108,3 +108,17 @@ def test_pure_python_switch_turns_the_compiled_pass_off(monkeypatch):
     assert not lifetimes.compiled_pairing()
     monkeypatch.setenv("MEMTUI_PURE_PYTHON", "0")
     assert lifetimes.compiled_pairing()
+
+
+@needs_compiled
+def test_version_says_how_lifetimes_are_paired(monkeypatch, capsys):
+    from memtui.cli import main
+
+    monkeypatch.delenv("MEMTUI_PURE_PYTHON", raising=False)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert "lifetime pairing: compiled (C)" in capsys.readouterr().out
+    monkeypatch.setenv("MEMTUI_PURE_PYTHON", "1")
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert "lifetime pairing: numpy (MEMTUI_PURE_PYTHON is set)" in capsys.readouterr().out
