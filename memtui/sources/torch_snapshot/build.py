@@ -27,6 +27,7 @@ import polars as pl
 from memtui.errors import CaptureError
 from memtui.model import (
     ACTION_DTYPE,
+    ACTIONS,
     DeviceInfo,
     MemoryTrace,
     TraceMeta,
@@ -506,15 +507,7 @@ class _SnapshotBuilder:
                 f"{device}: the dump and the trace disagree: {counted(missing, 'block')} "
                 "allocated in the trace and never freed are not in the final state (counted "
                 "alive to the end)")
-        # Ghosts tie (the start, no alloc): the traced ones by address, then the dump's in
-        # its order.
-        blocks = pl.concat([
-            traced.with_columns(_dumped=pl.lit(False), _tie=pl.col("addr")),
-            final_ghosts.with_columns(_dumped=pl.lit(True),
-                                      _tie=pl.int_range(0, pl.len(), dtype=pl.UInt64)),
-        ], how="diagonal_relaxed").sort(
-            "t_alloc", "seq_alloc", "_dumped", "_tie", nulls_last=False
-        ).drop("_dumped", "_tie").with_columns(
+        blocks = _in_alloc_order(traced, final_ghosts).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
         ids = blocks.filter(pl.col("lifetime").is_not_null())
@@ -588,34 +581,30 @@ class _SnapshotBuilder:
         Sets the device's start levels, and adds the blocks the dump lacks to
         ``allocated_at_end``.
         """
-        action = pl.col("action")
         sizes = blocks["size"].to_numpy()  # block_id is the row within the device here
         ids = events["block_id"].fill_null(-1).to_numpy()
-        block_size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0, 0)
-        size = pl.when(pl.col("block_id").is_not_null()).then(
-            pl.Series(block_size, dtype=pl.Int64)).otherwise(pl.col("size"))
-        alloc_delta = (
-            pl.when(action == "alloc").then(size)
-            .when(action == "free").then(-size).otherwise(0)
-        )
-        seg_delta = (
-            pl.when(action.is_in(["segment_alloc", "segment_map"])).then(pl.col("size"))
-            .when(action.is_in(["segment_free", "segment_unmap"])).then(-pl.col("size"))
-            .otherwise(0)
-        )
-        events = events.with_columns(  # events are in seq order here
-            allocated=alloc_delta.cum_sum(), reserved=seg_delta.cum_sum())
-        total_alloc = int(events["allocated"][-1]) if events.height else 0
-        total_seg = int(events["reserved"][-1]) if events.height else 0
+        size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0,
+                        events["size"].fill_null(0).to_numpy())
+        code = events["action"].to_physical().to_numpy()
+        sign = np.zeros(len(ACTIONS), dtype=np.int64)  # per action code: +1, -1 or 0
+        sign[[ACTIONS.index("alloc")]] = 1
+        sign[[ACTIONS.index("free")]] = -1
+        alloc_delta = sign[code] * size
+        sign[:] = 0
+        sign[[ACTIONS.index("segment_alloc"), ACTIONS.index("segment_map")]] = 1
+        sign[[ACTIONS.index("segment_free"), ACTIONS.index("segment_unmap")]] = -1
+        seg_delta = sign[code] * events["size"].fill_null(0).to_numpy()
+        allocated, reserved = np.cumsum(alloc_delta), np.cumsum(seg_delta)  # in seq order
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
-        info.start_allocated = active_end - total_alloc
-        info.start_reserved = (info.reserved_at_end or 0) - total_seg
+        info.start_allocated = active_end - int(allocated[-1] if allocated.size else 0)
+        info.start_reserved = (info.reserved_at_end or 0) - int(
+            reserved[-1] if reserved.size else 0)
+        allocated = pl.Series(allocated + info.start_allocated, dtype=pl.Int64)
         return events.with_columns(
-            allocated=pl.col("allocated") + info.start_allocated,
-            reserved=pl.col("reserved") + info.start_reserved,
-        ).with_columns(active=pl.col("allocated"))
+            allocated=allocated, reserved=pl.Series(reserved + info.start_reserved,
+                                                    dtype=pl.Int64), active=allocated)
 
     def _markers(self, has_time: bool) -> pl.DataFrame:
         rows = [
@@ -687,6 +676,28 @@ def _entry_pools(trace: list[dict]) -> pl.Series | None:
     values = _trace_values(trace, "segment_pool_id")
     pools = pl.Series(values, dtype=pl.List(pl.Int64), strict=False)
     return pools.list.eval(pl.element().cast(pl.String)).list.join(",").alias(EVENT_POOL)
+
+
+def _in_alloc_order(traced: pl.DataFrame, final_ghosts: pl.DataFrame) -> pl.DataFrame:
+    """The blocks by (``t_alloc``, ``seq_alloc``), ghosts first: they tie (the start, no
+    alloc), the traced ones by address, then the dump's in its order.
+
+    ``traced`` comes in lifetime order (by first event), so its allocated blocks are
+    already in alloc order: only the ghosts are sorted, unless that order does not hold
+    (then everything is)."""
+    ghost = traced["seq_alloc"].is_null()
+    opened = traced.filter(~ghost)
+    seq, t = opened["seq_alloc"].to_numpy(), opened["t_alloc"].to_numpy()
+    if np.all(seq[1:] > seq[:-1]) and np.all(t[1:] >= t[:-1]):
+        return pl.concat([traced.filter(ghost).sort("addr", maintain_order=True),
+                          final_ghosts, opened], how="diagonal_relaxed")
+    return pl.concat([
+        traced.with_columns(_dumped=pl.lit(False), _tie=pl.col("addr")),
+        final_ghosts.with_columns(_dumped=pl.lit(True),
+                                  _tie=pl.int_range(0, pl.len(), dtype=pl.UInt64)),
+    ], how="diagonal_relaxed").sort(
+        "t_alloc", "seq_alloc", "_dumped", "_tie", nulls_last=False, maintain_order=True
+    ).drop("_dumped", "_tie")
 
 
 def _with_block_pools(blocks: pl.DataFrame, events: pl.DataFrame,
