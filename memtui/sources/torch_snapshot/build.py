@@ -264,12 +264,15 @@ class _SnapshotBuilder:
         they first appear, as the identities would be."""
         if columns.frame_codes is None:
             return self.interner.stack_ids(columns.frames)
-        codes = pl.Series(columns.frame_codes)
-        firsts = codes.filter(codes >= 0).unique(maintain_order=True)
+        codes = np.asarray(columns.frame_codes)
+        firsts = pl.Series(codes[codes >= 0]).unique(maintain_order=True).to_numpy()
         lists = columns.frame_lists
-        ids = self.interner.stack_ids([lists[code] for code in firsts.to_list()])
-        return codes.replace_strict(firsts, ids, default=None, return_dtype=pl.Int32
-                                    ).alias("stack_id")
+        ids = self.interner.stack_ids([lists[code] for code in firsts.tolist()])
+        id_of_code = np.full(len(lists) + 1, -1, dtype=np.int64)  # code -1 (no frames): -1
+        id_of_code[firsts] = ids.fill_null(-1).to_numpy()
+        stack_id = pl.Series("stack_id", id_of_code[codes], dtype=pl.Int32)
+        return stack_id.to_frame().select(
+            pl.when(stack_id >= 0).then(stack_id)).to_series()
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
