@@ -26,11 +26,6 @@
  *     so every buffer is bounded by the file's size;
  *   - the caller runs it inside the same ``RLIMIT_DATA`` bound as the Python path.
  * The file is read in chunks with the GIL released while reading (as pickle.load does).
- *
- * Most of a snapshot's bytes are trace entries of plain pairs (a memoised key, a small int or
- * a memo reference): ``entry_pairs`` reads such an entry whole, from its MARK to its SETITEMS,
- * without the stack and the opcode dispatch, and leaves any other entry to the generic loop
- * from the MARK on, so both give the same row.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -827,109 +822,6 @@ static int empty_dict(VM *vm) {
     return push_obj(vm, PyDict_New());
 }
 
-/* -- the entries' fast path -- */
-
-#define FAST_PAIRS 16
-#define FAST_LOOKAHEAD 512
-
-/* One plain value of an entry at ``q`` (before ``end``): a memo reference (BINGET,
- * LONG_BINGET: ``v->slot`` set, ``v->o`` left NULL until the pair is applied), None or a small
- * integer.  Returns the bytes it takes, 0 where the value is anything else. */
-static Py_ssize_t plain_value(VM *vm, const unsigned char *q, const unsigned char *end, Val *v) {
-    switch (q[0]) {
-    case 'h': case 'j': {
-        int wide = q[0] == 'j';
-        if (end - q < (wide ? 5 : 2)) return 0;
-        Py_ssize_t idx = wide ? (Py_ssize_t)le_u(q + 1, 4) : (Py_ssize_t)q[1];
-        if (idx < 0 || idx >= vm->memo_len || !vm->memo[idx]) return 0;
-        *v = (Val){NULL, 0, idx, T_OBJ};
-        return wide ? 5 : 2;
-    }
-    case 'N':
-        *v = (Val){Py_None, 0, -1, T_OBJ};
-        return 1;
-    case 'K':
-        if (end - q < 2) return 0;
-        *v = (Val){NULL, q[1], -1, T_INT};
-        return 2;
-    case 'M':
-        if (end - q < 3) return 0;
-        *v = (Val){NULL, (int64_t)le_u(q + 1, 2), -1, T_INT};
-        return 3;
-    case 'J':
-        if (end - q < 5) return 0;
-        *v = (Val){NULL, (int32_t)(uint32_t)le_u(q + 1, 4), -1, T_INT};
-        return 5;
-    case 0x8a: {
-        if (end - q < 2) return 0;
-        int n = q[1];
-        if (n < 1 || n > 8 || end - q < 2 + n) return 0;  /* 0 and 9 bytes: the generic loop */
-        uint64_t u = le_u(q + 2, n);
-        if (n < 8 && (q[1 + n] & 0x80)) u |= ~(uint64_t)0 << (8 * n);
-        *v = (Val){NULL, (int64_t)u, -1, T_INT};
-        return 2 + n;
-    }
-    default:
-        return 0;
-    }
-}
-
-/* A plain value as the stack would hold it: a memo reference resolved now (a new reference,
- * as memo_get pushes it; 0 where memo_get would bail), None and ints as they are. */
-static int take_plain(VM *vm, Val *v) {
-    if (v->slot < 0) {
-        if (v->tag == T_OBJ) Py_INCREF(v->o);
-        return 1;
-    }
-    PyObject *o = vm->memo[v->slot];
-    if (!o || o == vm->entry || is_ct(o) || o == vm->container) return 0;
-    v->o = Py_NewRef(o);
-    return 1;
-}
-
-/* Right after the MARK that opens a trace entry's SETITEMS: where everything up to the
- * SETITEMS is plain pairs (a memoised key, a ``plain_value``; at most FAST_PAIRS, all in the
- * buffer), applies them straight to the entry's row and takes the SETITEMS and its mark, as
- * the generic loop would, without the stack and the opcode dispatch (most of a snapshot's
- * bytes).  Anything else (a value built of several opcodes, a memo put, a key not memoised)
- * leaves the whole entry to the generic loop, which reads it from the MARK on.  -1: bail. */
-static int entry_pairs(VM *vm) {
-    Py_ssize_t have = vm->end - vm->pos;
-    if (have < FAST_LOOKAHEAD && have + vm->file_left >= FAST_LOOKAHEAD &&
-        need(vm, FAST_LOOKAHEAD))
-        return -1;
-    const unsigned char *start = (const unsigned char *)vm->buf + vm->pos;
-    const unsigned char *end = (const unsigned char *)vm->buf + vm->end;
-    const unsigned char *q = start;
-    Val pairs[2 * FAST_PAIRS];
-    int n = 0;
-    while (q < end && *q != 'u') {
-        if (n == 2 * FAST_PAIRS) return 0;
-        Py_ssize_t k = plain_value(vm, q, end, &pairs[n]);
-        if (!k || pairs[n].slot < 0) return 0;  /* keys are memoised strings */
-        Py_ssize_t w = plain_value(vm, q + k, end, &pairs[n + 1]);
-        if (!w) return 0;
-        q += k + w;
-        n += 2;
-    }
-    if (q >= end) return 0;
-    vm->pos += (q - start) + 1;  /* the pairs and the SETITEMS */
-    vm->nmarks--;
-    for (int i = 0; i < n; i += 2) {
-        Val *key = &pairs[i], *value = &pairs[i + 1];
-        if (!take_plain(vm, key)) return bail(vm, "memo get of nothing");
-        if (!take_plain(vm, value)) {
-            val_clear(key);
-            return bail(vm, "a trace entry or trace list referenced twice");
-        }
-        int rc = entry_item(vm, key, value);
-        val_clear(key);
-        val_clear(value);
-        if (rc) return -1;
-    }
-    return 0;
-}
-
 /* -- the loop -- */
 
 static PyObject *run(VM *vm) {
@@ -973,9 +865,6 @@ static PyObject *run(VM *vm) {
                 vm->marks_cap = cap;
             }
             vm->marks[vm->nmarks++] = vm->sp;
-            if (vm->sp && vm->stack[vm->sp - 1].tag == T_OBJ &&
-                vm->stack[vm->sp - 1].o == vm->entry && vm->cur && vm->cur->pending)
-                rc = entry_pairs(vm);
             break;
         case '}': rc = empty_dict(vm); break;
         case ']': rc = empty_list(vm); break;
