@@ -276,6 +276,6 @@ def event_blocks(trace: MemoryTrace, device: str) -> EventBlocks:
     def build() -> EventBlocks:
         events = trace.device_events(device).select(
             "t", pl.col("block_id").forward_fill().fill_null(-1))
-        return EventBlocks(t=events["t"].to_numpy().astype(np.int64),
-                           block_id=events["block_id"].to_numpy().astype(np.int64))
+        return EventBlocks(t=events["t"].to_numpy().astype(np.int64, copy=False),
+                           block_id=events["block_id"].to_numpy().astype(np.int64, copy=False))
     return cached(trace, ("event_blocks", device), build)

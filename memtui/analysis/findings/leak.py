@@ -115,25 +115,25 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
         names, on="stack_id", how="left", maintain_order="left").select(
         "group", "pool", "owner", "frame_id", "label", "filename", "line", "name", "user")
     ghost = keyed["ghost"].fill_null(False).to_numpy()
-    start = keyed[start_col].fill_null(INT64_MIN).to_numpy().astype(np.int64)
+    start = keyed[start_col].fill_null(INT64_MIN).to_numpy().astype(np.int64, copy=False)
     start = np.where(ghost, INT64_MIN, start)
-    end = keyed[end_col].fill_null(INT64_MAX).to_numpy().astype(np.int64)
+    end = keyed[end_col].fill_null(INT64_MAX).to_numpy().astype(np.int64, copy=False)
     return _Blocks(
         block_id=keyed["block_id"].to_numpy(), start=start, end=end,
-        size=keyed["size"].fill_null(0).to_numpy().astype(np.int64),
+        size=keyed["size"].fill_null(0).to_numpy().astype(np.int64, copy=False),
         requested=None if keyed["requested_size"].null_count() == keyed.height else
         keyed["requested_size"].fill_null(keyed["size"]).fill_null(0).to_numpy()
-        .astype(np.int64),
-        t_alloc=keyed["t_alloc"].fill_null(0).to_numpy().astype(np.int64),
-        seq_alloc=keyed["seq_alloc"].fill_null(-1).to_numpy().astype(np.int64),
-        stack_id=keyed["stack_id"].fill_null(-1).to_numpy().astype(np.int64),
+        .astype(np.int64, copy=False),
+        t_alloc=keyed["t_alloc"].fill_null(0).to_numpy().astype(np.int64, copy=False),
+        seq_alloc=keyed["seq_alloc"].fill_null(-1).to_numpy().astype(np.int64, copy=False),
+        stack_id=keyed["stack_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False),
         group=group, groups=info,
     )
 
 
 def _frame_of_stack(stack_id: pl.Series, names: pl.DataFrame) -> np.ndarray:
     """The naming frame of each block's stack (-1 where none), by array lookup."""
-    ids = stack_id.fill_null(-1).to_numpy().astype(np.int64)
+    ids = stack_id.fill_null(-1).to_numpy().astype(np.int64, copy=False)
     known = names.filter(pl.col("stack_id").is_not_null() & pl.col("frame_id").is_not_null())
     size = max(int(ids.max(initial=-1)), int(known["stack_id"].max() or 0)) + 2
     frame_of = np.full(size, -1, dtype=np.int64)  # index stack_id + 1: -1 (none) at 0
