@@ -122,3 +122,17 @@ def test_version_says_how_lifetimes_are_paired(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert "lifetime pairing: numpy (MEMTUI_PURE_PYTHON is set)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_first_row_is_the_earliest_event_of_a_lifetime(compiled):
+    if compiled and lifetimes._pairing is None:
+        pytest.skip("the compiled pairing is not built")
+    # addr 1: a ghost whose request comes before its free; addr 3: only an oom (other);
+    # addr 2: an alloc, then its free
+    ops = ops_frame([(1, "free_requested"), (3, "oom"), (2, "alloc"), (1, "free"),
+                     (2, "free")])
+    kind = lifetimes._kinds(ops["action"], OPEN, CLOSE, REQUEST)
+    runs = lifetimes.find_runs(ops["addr"], kind, compiled=compiled)
+    assert runs.lifetime.tolist() == [0, 1, 2, 0, 2]
+    assert runs.first_row().tolist() == [0, 1, 2]

@@ -60,20 +60,17 @@ class Runs:
     closes: np.ndarray
 
     def first_row(self) -> np.ndarray:
-        """Each lifetime's first event (an open starts its lifetime; else a close or a
-        request does)."""
-        first = np.full(len(self.open_row), -1, dtype=np.int64)
-        seen = np.zeros(len(self.open_row), dtype=bool)
+        """Each lifetime's first event: the earliest of its open, first close and first
+        request, or (a lifetime of other events only) its first event of any kind."""
+        none = np.iinfo(np.int64).max
+        first = np.full(len(self.open_row), none, dtype=np.int64)
         for rows in (self.open_row, self.close_row, self.request_row):
-            take = ~seen & (rows >= 0)
-            first[take] = rows[take]
-            seen |= take
-        if len(self.lifetime):  # lifetimes of other events only: their first row, in full
-            missing = np.flatnonzero(~seen)
-            if missing.size:
-                starts = np.full(len(first), len(self.lifetime), dtype=np.int64)
-                np.minimum.at(starts, self.lifetime, np.arange(len(self.lifetime)))
-                first[missing] = starts[missing]
+            np.minimum(first, np.where(rows >= 0, rows, none), out=first)
+        missing = np.flatnonzero(first == none)
+        if missing.size:
+            starts = np.full(len(first), none, dtype=np.int64)
+            np.minimum.at(starts, self.lifetime, np.arange(len(self.lifetime)))
+            first[missing] = starts[missing]
         return first
 
 
