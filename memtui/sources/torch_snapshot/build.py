@@ -589,15 +589,8 @@ class _SnapshotBuilder:
         size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0,
                         events["size"].fill_null(0).to_numpy())
         code = events["action"].to_physical().to_numpy()
-        sign = np.zeros(len(ACTIONS), dtype=np.int64)  # per action code: +1, -1 or 0
-        sign[[ACTIONS.index("alloc")]] = 1
-        sign[[ACTIONS.index("free")]] = -1
-        alloc_delta = sign[code] * size
-        sign[:] = 0
-        sign[[ACTIONS.index("segment_alloc"), ACTIONS.index("segment_map")]] = 1
-        sign[[ACTIONS.index("segment_free"), ACTIONS.index("segment_unmap")]] = -1
-        seg_delta = sign[code] * events["size"].fill_null(0).to_numpy()
-        allocated, reserved = np.cumsum(alloc_delta), np.cumsum(seg_delta)  # in seq order
+        allocated = np.cumsum(_ALLOC_SIGN[code] * size)  # events are in seq order here
+        reserved = np.cumsum(_SEGMENT_SIGN[code] * events["size"].fill_null(0).to_numpy())
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
@@ -637,6 +630,19 @@ class _SnapshotBuilder:
             rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
                          "name": name} for t in ts)
         return rows
+
+
+def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
+    """Per action code (``ACTION_DTYPE``'s order): +1 for ``up``, -1 for ``down``, else 0."""
+    sign = np.zeros(len(ACTIONS), dtype=np.int64)
+    sign[[ACTIONS.index(action) for action in up]] = 1
+    sign[[ACTIONS.index(action) for action in down]] = -1
+    return sign
+
+
+#: How each action moves the allocated and the reserved level.
+_ALLOC_SIGN = _action_signs(("alloc",), ("free",))
+_SEGMENT_SIGN = _action_signs(("segment_alloc", "segment_map"), ("segment_free", "segment_unmap"))
 
 
 #: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
