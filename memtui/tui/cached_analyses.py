@@ -3,8 +3,9 @@ timeline of each device, the label of each call stack (under the ``T`` rule) and
 blocks alive at a time.
 
 :class:`CachedAnalyses` is a part of :class:`~memtui.tui.app.MemtuiApp` (a mixin): it
-reads ``self.trace`` and ``self.top_rule`` and keeps ``self._timelines``, ``self._live``
-and ``self._tops`` (set up by the app, cleared when the trace is replaced).
+reads ``self.trace`` and ``self.top_rule`` and keeps ``self._timelines``, ``self._live``,
+``self._tops`` (set up by the app, cleared when the trace is replaced) and ``self._top_names``
+(the names of ``self._tops`` as a dict, made again whenever ``self._tops`` is another frame).
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ class CachedAnalyses:
         if self._tops is None:
             self._tops = stack_tops(self.trace, self.top_rule)
         return self._tops
+
+    def stack_top_names(self) -> dict[int, str]:
+        """:meth:`stack_tops` as a dict (a key's lookup, never a query that could wait
+        behind a background analysis on polars' threads)."""
+        tops = self.stack_tops()
+        names = getattr(self, "_top_names", None)
+        if names is None or names[0] is not tops:
+            names = self._top_names = (tops, dict(zip(tops["stack_id"].to_list(),
+                                                      tops["top"].to_list(), strict=True)))
+        return names[1]
 
     def watch_top_rule(self) -> None:
         self._tops = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 
-import polars as pl
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -352,11 +351,15 @@ def stack_name(screen, stack_id: int | None) -> str | None:
     one: :func:`memtui.analysis.callstack.stack_top_frames`)."""
     if stack_id is None:
         return None
-    tops_of = getattr(screen.app, "stack_tops", None) if _has_app(screen) else None
-    tops = tops_of() if tops_of is not None else cached(
-        screen.trace, ("stack_tops", "user"), lambda: stack_tops(screen.trace))
-    hit = tops.filter(pl.col("stack_id") == stack_id)["top"]
-    return hit[0] if hit.len() else None
+    names_of = getattr(screen.app, "stack_top_names", None) if _has_app(screen) else None
+    names = names_of() if names_of is not None else cached(
+        screen.trace, ("stack_top_names", "user"), lambda: _top_names(screen.trace))
+    return names.get(int(stack_id))
+
+
+def _top_names(trace) -> dict[int, str]:
+    tops = stack_tops(trace)
+    return dict(zip(tops["stack_id"].to_list(), tops["top"].to_list(), strict=True))
 
 
 def _has_app(screen) -> bool:
