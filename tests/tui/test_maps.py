@@ -4,7 +4,8 @@ They run in MemtuiApp (opened on a MemoryTrace, the screen shown with its key af
 cursor goes to the end: tests/helpers/map_pilot.py), on the hand trace
 (tests/helpers/hand_snapshot.py, whose
 states are worked out by hand), the demo capture, and every real capture in
-../shared/data that a source reads.
+../shared/data that a source reads (in the short profile, CI's, one representative capture
+of each kind: tests/helpers/run_profile.py; ``MEMTUI_TEST_PROFILE=long`` for all).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from memtui.model import conform
 from memtui.sources import open_capture
 from tests.helpers.hand_snapshot import DATA, us, write_hand_snapshot
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+from tests.helpers.run_profile import real_captures
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
 SIZES = [(80, 24), (120, 40)]
@@ -380,12 +382,13 @@ async def test_moving_the_cursor_anywhere_moves_it_everywhere(demo):
 
 # -- every real capture --------------------------------------------------------------------
 
-REAL = sorted(p for folder in ("torch_snapshots", "msmemscope", "profiler")
-              if (DATA / folder).is_dir()
-              for p in (DATA / folder).iterdir()
-              if p.suffix in (".pickle", ".pkl", ".db", ".csv", ".dat"))
+REAL = real_captures(p for folder in ("torch_snapshots", "msmemscope", "profiler")
+                     if (DATA / folder).is_dir()
+                     for p in (DATA / folder).iterdir()
+                     if p.suffix in (".pickle", ".pkl", ".db", ".csv", ".dat"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 async def test_every_real_capture_opens_on_the_three_screens(path):
     try:
