@@ -1,4 +1,7 @@
-"""The rough edges a new user hit (issue 17), each pinned at 80x24 and 120x40 with Pilot."""
+"""The rough edges a new user hit (issue 17), each pinned at 80x24 and 120x40 with Pilot.
+
+The grids of screens and sizes run pairwise in the short profile (CI): each screen at one
+size, every size met; ``MEMTUI_TEST_PROFILE=long`` runs every combination."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import pytest
 
 from memtui.sources import open_capture
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+from tests.helpers.run_profile import pairwise
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
 SIZES = [(80, 24), (120, 40)]
@@ -18,8 +22,10 @@ def demo():
     return open_capture(DEMO)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("name", ["blocks", "pool", "stacks"])
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "size"), [
+    pytest.param(name, size, id=f"{name}-{size[0]}x{size[1]}")
+    for name, size in pairwise(["blocks", "pool", "stacks"], SIZES)])
 async def test_search_box_shows_what_is_typed(demo, size, name):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -146,8 +152,10 @@ async def test_screenshot_falls_back_to_the_current_folder(demo, tmp_path, monke
         assert Path(saved).parent == tmp_path
 
 
-@pytest.mark.parametrize("width", [60, 80])
-@pytest.mark.parametrize("name", ["trend", "blocks", "tables"])
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "width"), [
+    pytest.param(name, width, id=f"{name}-{width}")
+    for name, width in pairwise(["trend", "blocks", "tables"], [60, 80])])
 async def test_footer_keys_never_run_into_the_palette_label(demo, width, name):
     app = maps_app(demo)
     async with app.run_test(size=(width, 24)) as pilot:
