@@ -65,3 +65,11 @@ def pairwise(first: Sequence, second: Sequence) -> list[tuple]:
     count = max(len(first), len(second))
     return [(first[i % len(first)], second[i % len(second)]) for i in range(count)]
 
+
+
+def sizes(every: Sequence[tuple[int, int]], short: tuple[int, int]) -> list[tuple[int, int]]:
+    """Terminal sizes for a test pinned at several: ``every`` one in the long profile, the
+    one named ``short`` in the short profile (each test names the size that matters most
+    to it, so that the short profile still meets every size across the file)."""
+    assert short in every, (short, every)
+    return list(every) if LONG else [short]

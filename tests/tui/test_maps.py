@@ -25,7 +25,7 @@ from memtui.model import conform
 from memtui.sources import open_capture
 from tests.helpers.hand_snapshot import DATA, us, write_hand_snapshot
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
-from tests.helpers.run_profile import real_captures
+from tests.helpers.run_profile import real_captures, sizes
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
 SIZES = [(80, 24), (120, 40)]
@@ -48,7 +48,8 @@ def block_id_at(trace, address: int) -> int:
 
 # -- Blocks --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_blocks_map_fills_the_screen_and_follows_the_cursor(demo, size):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -190,7 +191,8 @@ async def test_search_for_nothing_says_so(hand):
 
 # -- Pool ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_pool_shows_the_state_at_the_cursor(hand, size):
     app = maps_app(hand)
     async with app.run_test(size=size) as pilot:
@@ -264,7 +266,8 @@ async def test_clicking_the_pool_map_selects_a_block(hand):
 
 # -- Stacks --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_stack_tree_follows_the_cursor_and_modes(hand, size):
     app = maps_app(hand)
     async with app.run_test(size=size) as pilot:
@@ -515,7 +518,8 @@ async def test_the_pool_draws_an_expandable_segment_as_one(tmp_path):
         assert app.screen.selected_segment == 0
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_slice_detail_shows_metadata_compile_region_and_forward_frames(tmp_path, size):
     """Issue 17: the Slice Detail of a block shows its alloc entry's user_metadata,
     compile_context and forward frames (torch 2.11 keys)."""
