@@ -1,11 +1,13 @@
 """How much of the long tests a run does: the short profile (the default, what CI runs) or
-the long one (``MEMTUI_TEST_PROFILE=long``, README "Testing").
+the long one (``MEMTUI_TEST_PROFILE=long``, README "Set up").
 
 Every test runs in both profiles; the short one shrinks the long cases (marked ``slow``):
 the real-capture sweeps of the UI open one representative capture of each kind of file
 (:func:`real_captures`) instead of every capture, parameter grids are covered pairwise
 (:func:`pairwise`: every value of each parameter at least once, not every combination),
-and generated sizes, monkey steps and hypothesis examples are smaller (:func:`by_profile`).
+a test pinned at several terminal sizes runs at the one it names (:func:`sizes`), and
+generated sizes and monkey steps are smaller (:func:`by_profile`); the fuzzing follows
+``MEMTUI_TEST_PROFILE`` unless ``MEMTUI_FUZZ_PROFILE`` says otherwise (tests/fuzz/harness.py).
 The long profile runs every combination at full size.
 """
 
@@ -23,12 +25,13 @@ PROFILE = os.environ.get("MEMTUI_TEST_PROFILE", "short")
 LONG = PROFILE == "long"
 
 #: The real captures of ../shared/data the short profile opens in the UI: one of each kind
-#: a source tells apart (snapshot with a long trace, with two devices, a list-form pickle;
-#: msMemScope CSV, SQLite and the .dat mirror with three devices; msprof and PyTorch
-#: profiler databases, the profiler CSVs of every table).  A name that is gone is left out.
+#: a source tells apart (a snapshot with a long trace, a list-form pickle with no events;
+#: msMemScope CSV, SQLite of the host alone, the .dat mirror with three devices; msprof and
+#: PyTorch profiler databases; profiler CSVs of memory records and of operators with
+#: nothing to draw).  A name that is gone is left out.  Every capture is still read in the
+#: short profile by the sweeps below the UI (tests/sources, tests/analysis, tests/cli).
 REPRESENTATIVE = (
     "t26_cs336_kk_ctx512_fullstep.pickle",
-    "t22_layoutediting_dump_snapshot_413b2eb.pickle",
     "t22_layoutediting_memory_snapshot_list_413b2eb.pkl",
     "test__smoke__testfile__csvfile__memscope_dump_20250428113810.csv",
     "msinsight__host_pinned__memscope_dump_20260527062213.db",
@@ -37,7 +40,6 @@ REPRESENTATIVE = (
     "pt_db_l0_rank0__ascend_pytorch_profiler_0.db",
     "pt_st_l2_rank0__memory_record.csv",
     "pt_text_l1_rank0__operator_memory.csv",
-    "test_rank_1__static_op_mem.csv",
 )
 
 
