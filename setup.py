@@ -1,9 +1,10 @@
-"""Build script: only the optional compiled snapshot reader (pyproject.toml has the rest).
+"""Build script: only the optional compiled extensions (pyproject.toml has the rest).
 
 ``memtui.sources.torch_snapshot._reader`` (C, CPython API only) reads PyTorch snapshot pickles
-straight into columns.  It is optional, as msgpack's and PyYAML's extensions are: where no C
-compiler is found or the build fails, ``pip install`` goes on without it and memtui uses the safe
-Python reader, which gives identical results.  ``MEMTUI_BUILD_EXT=0`` skips the build;
+straight into columns, and ``memtui.sources.common._pairing`` pairs a big trace's allocs and frees
+into lifetimes in one pass.  They are optional, as msgpack's and PyYAML's extensions are: where
+no C compiler is found or a build fails, ``pip install`` goes on without them and memtui uses the
+safe Python reader and the numpy pairing, which give identical results.  ``MEMTUI_BUILD_EXT=0`` skips the build;
 ``MEMTUI_BUILD_EXT=1`` makes a failed build an error (CI).
 """
 
@@ -35,18 +36,20 @@ class OptionalBuildExt(build_ext):
     def _skipped(exc: Exception) -> None:
         if os.environ.get("MEMTUI_BUILD_EXT") == "1":
             raise exc
-        print(f"memtui: the compiled snapshot reader was not built ({exc}); the Python "
-              "reader is used instead (same results, slower on big snapshots)", file=sys.stderr)
+        print(f"memtui: a compiled extension was not built ({exc}); its Python path is used "
+              "instead (same results, slower on big snapshots)", file=sys.stderr)
 
 
 def extensions() -> list[Extension]:
     if os.environ.get("MEMTUI_BUILD_EXT") == "0":
         return []
     return [Extension(
-        "memtui.sources.torch_snapshot._reader",
-        sources=["memtui/sources/torch_snapshot/_reader.c"],
+        name, sources=[source],
         extra_compile_args=["-O2"] if os.name != "nt" else [],
         optional=os.environ.get("MEMTUI_BUILD_EXT") != "1",
+    ) for name, source in (
+        ("memtui.sources.torch_snapshot._reader", "memtui/sources/torch_snapshot/_reader.c"),
+        ("memtui.sources.common._pairing", "memtui/sources/common/_pairing.c"),
     )]
 
 

@@ -112,6 +112,9 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep generated inputs in this folder")
     parser.add_argument("--no-python", action="store_true", help="skip the Python reader")
     parser.add_argument("--no-paint", action="store_true", help="skip the TUI's first paint")
+    parser.add_argument("--keys", type=int, default=0, metavar="PRESSES",
+                        help="also time PRESSES key presses per key on the Blocks, Pool and "
+                             "Stacks screens (bench_ui.py's measure, in this process)")
     args = parser.parse_args()
     pycache = tempfile.TemporaryDirectory()
     from benchmarks.bench_ui import bytecode_like_an_install
@@ -131,8 +134,41 @@ def main() -> None:
         for n_events in args.events:
             print_row(bench(n_events, args.repeat, folder, not args.no_python,
                             not args.no_paint))
+        for n_events in args.events if args.keys else ():
+            print_keys(n_events, _snapshot(n_events, folder), args.keys)
     print("goals: summary <= 0.50x pickle.load; paint <= 0.60x; summary peak <= 2.5xF; "
-          "s/M about constant from 1M to 20M (linear)")
+          "s/M about constant from 1M to 20M (linear); Blocks, Pool and Stacks keys "
+          "< 50 ms median")
+
+
+#: The screens whose keys issue 25 times on the biggest snapshot.
+KEY_SCREENS = ("Blocks", "Pool", "Stacks")
+
+
+def print_keys(n_events: int, path: Path, presses: int) -> None:
+    """The slowest key median of each of :data:`KEY_SCREENS` (key to painted frame, the
+    app headless at 120x40 with this run's own cache), and each key's median and p95."""
+    import asyncio
+
+    from benchmarks.bench_ui import run_app
+
+    with tempfile.TemporaryDirectory() as cache_home:
+        os.environ["XDG_CACHE_HOME"] = cache_home
+        results = asyncio.run(run_app(path, (120, 40), presses))
+    print(f"keys at {n_events:,} events (first paint in process "
+          f"{results['first_paint']:.1f} s): median / p95 ms, key to painted frame")
+    for screen in KEY_SCREENS:
+        rows = {key[1]: sorted(v * 1000 for v in values) for key, values in results.items()
+                if isinstance(key, tuple) and key[0] == screen and not key[1].endswith("*")}
+        if not rows:
+            print(f"  {screen:8s} (no keys timed)")
+            continue
+        slowest = max(rows, key=lambda name: statistics.median(rows[name]))
+        median = statistics.median(rows[slowest])
+        print(f"  {screen:8s} slowest median {median:6.1f} ms ({slowest}) "
+              f"{'ok' if median < 50 else 'OVER'}; " + ", ".join(
+                  f"{name} {statistics.median(ms):.1f}/{ms[int(0.95 * (len(ms) - 1))]:.1f}"
+                  for name, ms in rows.items()))
 
 
 if __name__ == "__main__":

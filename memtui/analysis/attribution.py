@@ -140,7 +140,7 @@ def _block_bytes_per_position(trace: MemoryTrace, device: str, positions: int) -
     pos = block_positions(trace, device)
     sizes = blocks.select("block_id", "size").join(pos, on="block_id", how="left",
                                                    maintain_order="left")
-    size = sizes["size"].fill_null(0).to_numpy().astype(np.int64)
+    size = sizes["size"].fill_null(0).to_numpy().astype(np.int64, copy=False)
     start = np.clip(sizes["pos_alloc"].fill_null(positions).to_numpy(), 0, positions)
     end = np.clip(sizes["pos_free"].fill_null(positions).to_numpy(), 0, positions)
     live = start < end

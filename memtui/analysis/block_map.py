@@ -27,7 +27,7 @@ import polars as pl
 
 from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
 from memtui.analysis.levels import Level
-from memtui.analysis.live import DeviceIndex, time_range
+from memtui.analysis.live import DeviceIndex, sorted_by, time_range
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace, conform, empty_frame
 
@@ -340,7 +340,7 @@ def segment_index(trace: MemoryTrace, device: str) -> DeviceIndex:
     """The segments of ``device`` as the blocks of a :class:`DeviceIndex` (block id =
     segment id), so the block map draws them over time: memory_viz's Active Cached
     Segment Timeline, whose top is the reserved level."""
-    segments = trace.device_segments(device).sort("segment_id")
+    segments = sorted_by(trace.device_segments(device), "segment_id")
     blocks = conform(segments.select(
         block_id=pl.col("segment_id"), device=pl.col("device"), addr=pl.col("addr"),
         size=pl.col("size"), requested_size=pl.col("size"), t_alloc=pl.col("t_alloc"),

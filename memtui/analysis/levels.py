@@ -124,8 +124,8 @@ def _blocks_level(trace: MemoryTrace, device: str) -> Level | None:
     steps = pl.concat([opened, closed]).group_by("t").agg(pl.col("delta").sum()).sort("t")
     if steps.is_empty():  # only ghosts (a dump without history): the events' rule holds
         return None
-    t = steps["t"].to_numpy().astype(np.int64)
-    values = start + np.cumsum(steps["delta"].to_numpy().astype(np.int64))
+    t = steps["t"].to_numpy().astype(np.int64, copy=False)
+    values = start + np.cumsum(steps["delta"].to_numpy().astype(np.int64, copy=False))
     return Level(t=np.concatenate([t[:1], t]), values=np.concatenate([[start], values]))
 
 
@@ -139,5 +139,5 @@ def _curve(trace: MemoryTrace, device: str, series: str) -> Level | None:
     ).sort("t", maintain_order=True)  # equal times keep the source's order
     if rows.is_empty():
         return None
-    return Level(t=rows["t"].to_numpy().astype(np.int64),
-                 values=rows["bytes"].to_numpy().astype(np.int64))
+    return Level(t=rows["t"].to_numpy().astype(np.int64, copy=False),
+                 values=rows["bytes"].to_numpy().astype(np.int64, copy=False))

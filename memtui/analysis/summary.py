@@ -62,7 +62,7 @@ def level_figures(allocated: Level, blocks: pl.DataFrame, unit: str) -> dict[str
     capture has no clock, or all its events share one time), the bytes and the number of
     blocks allocated during the capture (ghosts, allocated before it, left out) and their
     median size (None where there is none)."""
-    values = allocated.values.astype(np.int64)
+    values = allocated.values.astype(np.int64, copy=False)
     average = least = None
     if values.size:
         least = int(values.min())

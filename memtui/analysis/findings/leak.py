@@ -105,34 +105,72 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
     names = stack_frames(trace)
     start_col = "seq_alloc" if axis == "seq" else "t_alloc"
     end_col = "seq_free" if axis == "seq" else "t_free"
-    keyed = blocks.join(names, on="stack_id", how="left").with_columns(
-        pool=pl.col("pool").fill_null(""), owner_key=pl.col("owner").fill_null(""),
-        frame_key=pl.col("frame_id").fill_null(-1),
-    )
-    groups = keyed.select("pool", "owner_key", "frame_key").unique(maintain_order=True) \
-        .with_row_index("group")
-    keyed = keyed.join(groups, on=["pool", "owner_key", "frame_key"], how="left")
+    # Blocks take their group's keys by stack id alone (an array lookup); the naming
+    # frame's texts are joined per group (its first block's stack), never on every block.
+    keyed = blocks.with_columns(pool=pl.col("pool").fill_null(""))
+    group, firsts = _groups_by_first_block([
+        keyed["pool"], blocks["owner"].fill_null(""),
+        pl.Series(_frame_of_stack(blocks["stack_id"], names))])
+    info = keyed[firsts].select("pool", "owner", "stack_id").with_row_index("group").join(
+        names, on="stack_id", how="left", maintain_order="left").select(
+        "group", "pool", "owner", "frame_id", "label", "filename", "line", "name", "user")
     ghost = keyed["ghost"].fill_null(False).to_numpy()
-    start = keyed[start_col].fill_null(INT64_MIN).to_numpy().astype(np.int64)
+    start = keyed[start_col].fill_null(INT64_MIN).to_numpy().astype(np.int64, copy=False)
     start = np.where(ghost, INT64_MIN, start)
-    end = keyed[end_col].fill_null(INT64_MAX).to_numpy().astype(np.int64)
-    info = keyed.group_by("group").agg(
-        pool=pl.col("pool").first(), owner=pl.col("owner").first(),
-        frame_id=pl.col("frame_id").first(), label=pl.col("label").first(),
-        filename=pl.col("filename").first(), line=pl.col("line").first(),
-        name=pl.col("name").first(), user=pl.col("user").first(),
-    ).sort("group")
+    end = keyed[end_col].fill_null(INT64_MAX).to_numpy().astype(np.int64, copy=False)
     return _Blocks(
         block_id=keyed["block_id"].to_numpy(), start=start, end=end,
-        size=keyed["size"].fill_null(0).to_numpy().astype(np.int64),
+        size=keyed["size"].fill_null(0).to_numpy().astype(np.int64, copy=False),
         requested=None if keyed["requested_size"].null_count() == keyed.height else
         keyed["requested_size"].fill_null(keyed["size"]).fill_null(0).to_numpy()
-        .astype(np.int64),
-        t_alloc=keyed["t_alloc"].fill_null(0).to_numpy().astype(np.int64),
-        seq_alloc=keyed["seq_alloc"].fill_null(-1).to_numpy().astype(np.int64),
-        stack_id=keyed["stack_id"].fill_null(-1).to_numpy().astype(np.int64),
-        group=keyed["group"].to_numpy().astype(np.int64), groups=info,
+        .astype(np.int64, copy=False),
+        t_alloc=keyed["t_alloc"].fill_null(0).to_numpy().astype(np.int64, copy=False),
+        seq_alloc=keyed["seq_alloc"].fill_null(-1).to_numpy().astype(np.int64, copy=False),
+        stack_id=keyed["stack_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False),
+        group=group, groups=info,
     )
+
+
+def _frame_of_stack(stack_id: pl.Series, names: pl.DataFrame) -> np.ndarray:
+    """The naming frame of each block's stack (-1 where none), by array lookup."""
+    ids = stack_id.fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    known = names.filter(pl.col("stack_id").is_not_null() & pl.col("frame_id").is_not_null())
+    size = max(int(ids.max(initial=-1)), int(known["stack_id"].max() or 0)) + 2
+    frame_of = np.full(size, -1, dtype=np.int64)  # index stack_id + 1: -1 (none) at 0
+    frame_of[known["stack_id"].to_numpy().astype(np.int64) + 1] = known["frame_id"].to_numpy()
+    return frame_of[ids + 1]
+
+
+def _groups_by_first_block(keys: list[pl.Series]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group (the distinct tuples of ``keys``, numbered in the order they first
+    appear) and each group's first row."""
+    rows = keys[0].len()
+    codes, span = np.zeros(rows, dtype=np.int64), 1
+    for column in keys:
+        distinct = column.unique(maintain_order=True)
+        if distinct.len() <= 1:
+            continue
+        if span > (1 << 62) // distinct.len():  # keep the combined code in int64
+            span, codes = _dense(codes)
+        codes = codes * distinct.len() + column.replace_strict(
+            distinct, pl.int_range(distinct.len(), eager=True), return_dtype=pl.Int64
+        ).to_numpy()
+        span *= distinct.len()
+    if span > 4 * rows + 1024:
+        span, codes = _dense(codes)
+    first = np.full(span, rows, dtype=np.int64)
+    first[codes[::-1]] = np.arange(rows - 1, -1, -1)  # the earliest row is written last
+    present = np.flatnonzero(first < rows)
+    order = present[np.argsort(first[present], kind="stable")]
+    number = np.empty(span, dtype=np.int64)
+    number[order] = np.arange(order.size)
+    return number[codes], first[order]
+
+
+def _dense(codes: np.ndarray) -> tuple[int, np.ndarray]:
+    """``codes`` renumbered 0..k-1 (k distinct), and k."""
+    distinct, dense = np.unique(codes, return_inverse=True)
+    return distinct.size, dense.reshape(-1)
 
 
 def _churn_share(blocks: _Blocks, n_bounds: int, k_first: np.ndarray,

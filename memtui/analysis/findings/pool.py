@@ -49,9 +49,9 @@ def _seq_bounds(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     at the end to the very end): the arrays every question at an event masks (a finding
     asks at a few dozen events: taken out of the frame once)."""
     ghost = frame["ghost"].fill_null(False).to_numpy()
-    start = frame["seq_alloc"].fill_null(INT64_MIN).to_numpy().astype(np.int64)
+    start = frame["seq_alloc"].fill_null(INT64_MIN).to_numpy().astype(np.int64, copy=False)
     start = np.where(ghost, INT64_MIN, start)
-    end = frame["seq_free"].fill_null(INT64_MAX).to_numpy().astype(np.int64)
+    end = frame["seq_free"].fill_null(INT64_MAX).to_numpy().astype(np.int64, copy=False)
     return start, end
 
 

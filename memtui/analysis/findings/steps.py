@@ -116,8 +116,8 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
     if events.height < 2:
         return None
     axis = "seq" if _blocks_have_seq(trace, device) else "t"
-    t = events["t"].to_numpy().astype(np.int64)
-    pos = events[axis].to_numpy().astype(np.int64)
+    t = events["t"].to_numpy().astype(np.int64, copy=False)
+    pos = events[axis].to_numpy().astype(np.int64, copy=False)
     end = {"end": int(pos[-1]) + 1, "end_time": int(t[-1])}
     marked = _marker_steps(trace, device)
     if marked is not None:
@@ -185,7 +185,7 @@ def _marker_steps(trace: MemoryTrace,
         return None
     chosen = rows.filter(pl.col("pattern") == pattern).sort("t").unique(
         "t", keep="first", maintain_order=True)
-    return chosen["t"].to_numpy().astype(np.int64), chosen["name"].to_list(), pattern
+    return chosen["t"].to_numpy().astype(np.int64, copy=False), chosen["name"].to_list(), pattern
 
 
 def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
@@ -228,7 +228,7 @@ def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
         return None
     index = rhythm[0]
     clock = events.row(int(index[0]), named=True)
-    t = events["t"].to_numpy().astype(np.int64)
+    t = events["t"].to_numpy().astype(np.int64, copy=False)
     times = _fill_missed_beats(t[index])
     label = f"{clock['size']}-byte {clock['owner']} blocks".replace("  ", " ")
     return Steps(bounds=times, times=times, axis="t",

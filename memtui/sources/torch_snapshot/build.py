@@ -27,6 +27,7 @@ import polars as pl
 from memtui.errors import CaptureError
 from memtui.model import (
     ACTION_DTYPE,
+    ACTIONS,
     DeviceInfo,
     MemoryTrace,
     TraceMeta,
@@ -263,12 +264,15 @@ class _SnapshotBuilder:
         they first appear, as the identities would be."""
         if columns.frame_codes is None:
             return self.interner.stack_ids(columns.frames)
-        codes = pl.Series(columns.frame_codes)
-        firsts = codes.filter(codes >= 0).unique(maintain_order=True)
+        codes = np.asarray(columns.frame_codes)
+        firsts = pl.Series(codes[codes >= 0]).unique(maintain_order=True).to_numpy()
         lists = columns.frame_lists
-        ids = self.interner.stack_ids([lists[code] for code in firsts.to_list()])
-        return codes.replace_strict(firsts, ids, default=None, return_dtype=pl.Int32
-                                    ).alias("stack_id")
+        ids = self.interner.stack_ids([lists[code] for code in firsts.tolist()])
+        id_of_code = np.full(len(lists) + 1, -1, dtype=np.int64)  # code -1 (no frames): -1
+        id_of_code[firsts] = ids.fill_null(-1).to_numpy()
+        stack_id = pl.Series("stack_id", id_of_code[codes], dtype=pl.Int32)
+        return stack_id.to_frame().select(
+            pl.when(stack_id >= 0).then(stack_id)).to_series()
 
     def _pool_column(self, df: pl.DataFrame) -> pl.Expr:
         """torch_npu puts the workspace allocator's trace first, ending at its snapshot."""
@@ -441,7 +445,8 @@ class _SnapshotBuilder:
         the ``block_id`` of their block.
         """
         ops = events.filter(pl.col("action").is_in(["alloc", "free_requested", "free"]))
-        lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"])
+        lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"],
+                                         order="first")
         broken = int(lifetimes["extra_closes"].sum() or 0)
         if broken:
             self.warnings.append(
@@ -505,9 +510,7 @@ class _SnapshotBuilder:
                 f"{device}: the dump and the trace disagree: {counted(missing, 'block')} "
                 "allocated in the trace and never freed are not in the final state (counted "
                 "alive to the end)")
-        blocks = pl.concat([traced, final_ghosts], how="diagonal_relaxed").sort(
-            "t_alloc", "seq_alloc", nulls_last=False
-        ).with_columns(
+        blocks = _in_alloc_order(traced, final_ghosts).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
         ids = blocks.filter(pl.col("lifetime").is_not_null())
@@ -581,34 +584,23 @@ class _SnapshotBuilder:
         Sets the device's start levels, and adds the blocks the dump lacks to
         ``allocated_at_end``.
         """
-        action = pl.col("action")
         sizes = blocks["size"].to_numpy()  # block_id is the row within the device here
         ids = events["block_id"].fill_null(-1).to_numpy()
-        block_size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0, 0)
-        size = pl.when(pl.col("block_id").is_not_null()).then(
-            pl.Series(block_size, dtype=pl.Int64)).otherwise(pl.col("size"))
-        alloc_delta = (
-            pl.when(action == "alloc").then(size)
-            .when(action == "free").then(-size).otherwise(0)
-        )
-        seg_delta = (
-            pl.when(action.is_in(["segment_alloc", "segment_map"])).then(pl.col("size"))
-            .when(action.is_in(["segment_free", "segment_unmap"])).then(-pl.col("size"))
-            .otherwise(0)
-        )
-        events = events.with_columns(  # events are in seq order here
-            allocated=alloc_delta.cum_sum(), reserved=seg_delta.cum_sum())
-        total_alloc = int(events["allocated"][-1]) if events.height else 0
-        total_seg = int(events["reserved"][-1]) if events.height else 0
+        size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0,
+                        events["size"].fill_null(0).to_numpy())
+        code = events["action"].to_physical().to_numpy()
+        allocated = np.cumsum(_ALLOC_SIGN[code] * size)  # events are in seq order here
+        reserved = np.cumsum(_SEGMENT_SIGN[code] * events["size"].fill_null(0).to_numpy())
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
-        info.start_allocated = active_end - total_alloc
-        info.start_reserved = (info.reserved_at_end or 0) - total_seg
+        info.start_allocated = active_end - int(allocated[-1] if allocated.size else 0)
+        info.start_reserved = (info.reserved_at_end or 0) - int(
+            reserved[-1] if reserved.size else 0)
+        allocated = pl.Series(allocated + info.start_allocated, dtype=pl.Int64)
         return events.with_columns(
-            allocated=pl.col("allocated") + info.start_allocated,
-            reserved=pl.col("reserved") + info.start_reserved,
-        ).with_columns(active=pl.col("allocated"))
+            allocated=allocated, reserved=pl.Series(reserved + info.start_reserved,
+                                                    dtype=pl.Int64), active=allocated)
 
     def _markers(self, has_time: bool) -> pl.DataFrame:
         rows = [
@@ -638,6 +630,19 @@ class _SnapshotBuilder:
             rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
                          "name": name} for t in ts)
         return rows
+
+
+def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
+    """Per action code (``ACTION_DTYPE``'s order): +1 for ``up``, -1 for ``down``, else 0."""
+    sign = np.zeros(len(ACTIONS), dtype=np.int64)
+    sign[[ACTIONS.index(action) for action in up]] = 1
+    sign[[ACTIONS.index(action) for action in down]] = -1
+    return sign
+
+
+#: How each action moves the allocated and the reserved level.
+_ALLOC_SIGN = _action_signs(("alloc",), ("free",))
+_SEGMENT_SIGN = _action_signs(("segment_alloc", "segment_map"), ("segment_free", "segment_unmap"))
 
 
 #: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
@@ -682,34 +687,74 @@ def _entry_pools(trace: list[dict]) -> pl.Series | None:
     return pools.list.eval(pl.element().cast(pl.String)).list.join(",").alias(EVENT_POOL)
 
 
+def _in_alloc_order(traced: pl.DataFrame, final_ghosts: pl.DataFrame) -> pl.DataFrame:
+    """The blocks by (``t_alloc``, ``seq_alloc``), ghosts first: they tie (the start, no
+    alloc), the traced ones by address, then the dump's in its order.
+
+    ``traced`` comes in lifetime order (by first event), so its allocated blocks are
+    already in alloc order: only the ghosts are sorted, unless that order does not hold
+    (then everything is)."""
+    ghost = traced["seq_alloc"].is_null()
+    opened = traced.filter(~ghost)
+    seq, t = opened["seq_alloc"].to_numpy(), opened["t_alloc"].to_numpy()
+    if np.all(seq[1:] > seq[:-1]) and np.all(t[1:] >= t[:-1]):
+        return pl.concat([traced.filter(ghost).sort("addr", maintain_order=True),
+                          final_ghosts, opened], how="diagonal_relaxed")
+    return pl.concat([
+        traced.with_columns(_dumped=pl.lit(False), _tie=pl.col("addr")),
+        final_ghosts.with_columns(_dumped=pl.lit(True),
+                                  _tie=pl.int_range(0, pl.len(), dtype=pl.UInt64)),
+    ], how="diagonal_relaxed").sort(
+        "t_alloc", "seq_alloc", "_dumped", "_tie", nulls_last=False, maintain_order=True
+    ).drop("_dumped", "_tie")
+
+
 def _with_block_pools(blocks: pl.DataFrame, events: pl.DataFrame,
                       final_segments: pl.DataFrame) -> pl.DataFrame:
     """``blocks`` with ``pool_id``, as PyTorch's memory viewer assigns it
     (``process_alloc_data.js``): the pool the block's trace event names (its alloc; a
     block whose alloc the trace lacks, its free), else that of the dumped segment holding
-    its address (None where none does)."""
+    its address (None where none does).  Gathers by row, no joins: ``events`` are in seq
+    order, and the holders few and sorted."""
     pool_id = pl.lit(None, pl.String)
     if EVENT_POOL in events.columns:
-        named = events.filter(pl.col(EVENT_POOL).is_not_null())
-        blocks = blocks.join(named.select(seq_alloc="seq", _alloc_pool=EVENT_POOL),
-                             on="seq_alloc", how="left", maintain_order="left").join(
-            named.select(seq_free="seq", _free_pool=EVENT_POOL),
-            on="seq_free", how="left", maintain_order="left")
-        pool_id = pl.when(pl.col("seq_alloc").is_not_null()).then(pl.col("_alloc_pool")) \
-            .otherwise(pl.col("_free_pool"))
-    blocks = blocks.with_columns(pool_id=pool_id).drop("_alloc_pool", "_free_pool",
-                                                       strict=False)
+        pools, seq = events[EVENT_POOL], events["seq"]
+        pool_id = pl.when(pl.col("seq_alloc").is_not_null()).then(
+            _gather_rows(pools, _rows_of_seq(seq, blocks["seq_alloc"]))
+        ).otherwise(_gather_rows(pools, _rows_of_seq(seq, blocks["seq_free"])))
+    blocks = blocks.with_columns(pool_id=pool_id)
     holders = final_segments.filter(pl.col("pool_id").is_not_null()).select(
-        _h_addr="addr", _h_end=pl.col("addr") + pl.col("size").cast(pl.UInt64),
-        _h_pool="pool_id").sort("_h_addr")
+        "addr", end=pl.col("addr") + pl.col("size").cast(pl.UInt64), pool="pool_id",
+    ).sort("addr", maintain_order=True)
     if holders.is_empty() or blocks.is_empty():
         return blocks
-    order = blocks.with_row_index("_row").sort("addr")
-    found = order.join_asof(holders, left_on="addr", right_on="_h_addr",
-                            strategy="backward").with_columns(
-        _h_pool=pl.when(pl.col("addr") < pl.col("_h_end")).then(pl.col("_h_pool")))
-    held = found.sort("_row")["_h_pool"]
+    starts = holders["addr"].to_numpy()
+    addr = blocks["addr"].fill_null(0).to_numpy()
+    holder = np.searchsorted(starts, addr, side="right") - 1  # the last start <= addr
+    inside = (holder >= 0) & blocks["addr"].is_not_null().to_numpy()
+    inside &= addr < holders["end"].to_numpy()[np.maximum(holder, 0)]
+    held = _gather_rows(holders["pool"], np.where(inside, holder, -1))
     return blocks.with_columns(pool_id=pl.col("pool_id").fill_null(held))
+
+
+def _rows_of_seq(seq: pl.Series, wanted: pl.Series) -> np.ndarray:
+    """The rows of ``seq`` (ascending) holding each ``wanted`` value, -1 where null or
+    absent."""
+    values = seq.to_numpy()
+    keys = wanted.fill_null(-1).to_numpy()
+    rows = np.searchsorted(values, keys) if values.size else np.zeros(keys.size, np.int64)
+    rows = np.minimum(rows, max(values.size - 1, 0))
+    found = (keys >= 0) & (values[rows] == keys) if values.size else keys < -1
+    return np.where(found, rows, -1)
+
+
+def _gather_rows(column: pl.Series, rows: np.ndarray) -> pl.Series:
+    """``column`` at ``rows``, null where a row is -1."""
+    index = pl.Series(np.maximum(rows, 0), dtype=pl.Int64)
+    taken = column.gather(index) if column.len() else pl.Series(
+        column.name, [None] * rows.size, column.dtype)
+    return taken.to_frame().select(
+        pl.when(pl.Series(rows >= 0)).then(pl.col(column.name))).to_series()
 
 
 def _joined_lines(value) -> str | None:

@@ -7,15 +7,14 @@ which reader is in use without loading a capture's libraries.
 
 from __future__ import annotations
 
-import os
+from memtui.sources.common.compiled import PURE_PYTHON_ENV, pure_python_forced
 
 try:
     from memtui.sources.torch_snapshot import _reader
 except ImportError:  # built without a compiler: the Python reader only
     _reader = None
 
-#: Set to 1 to read every snapshot with the Python unpickler (the reference path).
-PURE_PYTHON_ENV = "MEMTUI_PURE_PYTHON"
+__all__ = ["PURE_PYTHON_ENV", "compiled_available", "compiled_enabled", "reader_in_use"]
 
 
 def compiled_available() -> bool:
@@ -23,7 +22,7 @@ def compiled_available() -> bool:
 
 
 def compiled_enabled() -> bool:
-    return _reader is not None and os.environ.get(PURE_PYTHON_ENV, "") in ("", "0")
+    return _reader is not None and not pure_python_forced()
 
 
 def reader_in_use() -> str:
