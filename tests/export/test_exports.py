@@ -20,6 +20,7 @@ import memtui
 from memtui.cli import main
 from tests.conftest import REPO
 from tests.helpers.hand_snapshot import write_hand_snapshot
+from tests.helpers.run_profile import by_profile
 
 DEMO = REPO / "snapshots" / "demo_training.pickle"
 
@@ -105,13 +106,19 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys, fmt):
     assert err.count("\n") == 1
 
 
+#: Samples per chunk in the test below: 3 under MEMTUI_TEST_PROFILE=long (some ten thousand
+#: joins per track of the demo), 97 in the short profile (CI: still some three hundred).
+SMALL_CHUNK = by_profile(97, 3)
+
+
+@pytest.mark.slow
 def test_perfetto_chunks_join_seamlessly(tmp_path, capsys, monkeypatch):
-    """Written 3 samples at a time, the demo's tracks are those written whole."""
+    """Written SMALL_CHUNK samples at a time, the demo's tracks are those written whole."""
     from memtui.export import perfetto
 
     whole = tmp_path / "whole.json"
     assert export(capsys, DEMO, "perfetto", whole) == 0
-    monkeypatch.setattr(perfetto, "CHUNK", 3)
+    monkeypatch.setattr(perfetto, "CHUNK", SMALL_CHUNK)
     chunked = tmp_path / "chunked.json"
     assert export(capsys, DEMO, "perfetto", chunked) == 0
     assert json.loads(chunked.read_text()) == json.loads(whole.read_text())

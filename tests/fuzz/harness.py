@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, settings
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
+from tests.helpers import run_profile
 
 #: The stated bound: Python-side memory while loading, per byte of input, plus a floor
 #: (small captures still import and build a handful of frames).  Real captures peak at
@@ -30,8 +31,9 @@ MEMORY_FLOOR = 64 << 20
 TIME_LIMIT_S = 30.0
 WATCHDOG_S = 120.0
 
-#: ``MEMTUI_FUZZ_PROFILE=long`` for a local soak (see README); CI runs ``short``.
-PROFILE = os.environ.get("MEMTUI_FUZZ_PROFILE", "short")
+#: ``MEMTUI_FUZZ_PROFILE=long`` for a local soak (see README); CI runs ``short``.  Unset, it
+#: follows ``MEMTUI_TEST_PROFILE`` (tests/helpers/run_profile.py): one variable runs all long.
+PROFILE = os.environ.get("MEMTUI_FUZZ_PROFILE", run_profile.PROFILE)
 _EXAMPLES = {"short": 20, "long": 2000}
 FUZZ = settings(
     max_examples=int(os.environ.get("MEMTUI_FUZZ_EXAMPLES", _EXAMPLES.get(PROFILE, 20))),

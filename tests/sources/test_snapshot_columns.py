@@ -61,11 +61,18 @@ def test_a_missing_key_in_a_later_chunk_is_a_null_in_its_place():
     assert columns.frames[1] is None and columns.frames[0] is trace[0]["frames"]
 
 
-@pytest.mark.parametrize("key", ["action", "addr", "size", "stream", "time_us"])
-def test_a_deep_list_in_any_key_never_reaches_polars(key):
-    deep: list = []
+@pytest.fixture(scope="module")
+def deep() -> list:
+    """A list nested a million deep, built once for the module (a second or so to build and
+    to free; nothing here changes it)."""
+    nested: list = []
     for _ in range(1_000_000):  # converting this overflows polars' stack (a segfault)
-        deep = [deep]
+        nested = [nested]
+    return nested
+
+
+@pytest.mark.parametrize("key", ["action", "addr", "size", "stream", "time_us"])
+def test_a_deep_list_in_any_key_never_reaches_polars(key, deep):
     trace = _trace({**GOOD, key: deep}, _CHUNK + 1, _CHUNK + 3)
     assert trace_columns(trace) is None
     assert clean_trace(trace)[0] == 1

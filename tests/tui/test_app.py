@@ -18,6 +18,7 @@ from memtui.tui.screens.modals import DeviceScreen, HelpScreen, LoadingScreen
 from memtui.tui.widgets.curve import TrendPlot
 from memtui.tui.widgets.status import StatusBar
 from tests.conftest import REPO
+from tests.helpers.run_profile import by_profile
 from tests.helpers.toy_traces import profiler_trace, ready, settle, status_text, toy_trace
 
 DEMO = REPO / "snapshots" / "demo_training.pickle"
@@ -200,8 +201,11 @@ async def test_q_quits():
     assert not app.is_running
 
 
-@pytest.mark.parametrize("width", [60, 80, 120, 200])
+@pytest.mark.slow
+@pytest.mark.parametrize("width", by_profile([60, 200], [60, 80, 120, 200]))
 async def test_layouts_fit(width):
+    """Narrow and wide layouts: the short profile (CI) tries the narrowest and the widest
+    width, ``MEMTUI_TEST_PROFILE=long`` two more either side of the 90-column switch."""
     app = MemtuiApp(toy_trace())
     async with app.run_test(size=(width, 24 if width <= 80 else 50)) as pilot:
         await ready(pilot)

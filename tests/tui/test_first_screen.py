@@ -1,6 +1,9 @@
 """The first screen answers (issue 23 point 1, 6): a capture opens with the cursor at its
 top finding's evidence (the OOM, the leak), else at the peak, and the status bar says so;
-a reopen hands the findings back from the cache instead of finding them again."""
+a reopen hands the findings back from the cache instead of finding them again.
+
+The grid of captures and sizes is covered pairwise in the short profile (CI): each capture
+at one size, every size met; ``MEMTUI_TEST_PROFILE=long`` runs every capture at every size."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from memtui.sources import open_capture
 from memtui.tui.answer import top_finding
 from memtui.tui.app import MemtuiApp
 from tests.helpers.map_pilot import screen_text
+from tests.helpers.run_profile import pairwise
 from tests.helpers.toy_traces import ready, settle, status_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,13 +38,18 @@ async def opened(pilot) -> None:
     await settle(pilot)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize(("name", "kind"), [
+TOP_FINDINGS = [
     ("snapshots/demo_training.pickle", "leak"),
     ("snapshots/demo_oom.pickle", "oom"),
     ("tests/data/cuda_train_leak.pickle", "leak"),
     ("tests/data/cuda_oom_fragmented.pickle", "oom"),
-])
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "kind", "size"), [
+    pytest.param(name, kind, size, id=f"{name}-{kind}-{size[0]}x{size[1]}")
+    for (name, kind), size in pairwise(TOP_FINDINGS, SIZES)])
 async def test_a_capture_opens_at_its_top_finding(name, kind, size):
     path = REPO / name
     top = top_finding(find_all(open_capture(path)), "cuda:0")

@@ -4,7 +4,8 @@ They run in MemtuiApp (opened on a MemoryTrace, the screen shown with its key af
 cursor goes to the end: tests/helpers/map_pilot.py), on the hand trace
 (tests/helpers/hand_snapshot.py, whose
 states are worked out by hand), the demo capture, and every real capture in
-../shared/data that a source reads.
+../shared/data that a source reads (in the short profile, CI's, one representative capture
+of each kind: tests/helpers/run_profile.py; ``MEMTUI_TEST_PROFILE=long`` for all).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from memtui.model import conform
 from memtui.sources import open_capture
 from tests.helpers.hand_snapshot import DATA, us, write_hand_snapshot
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+from tests.helpers.run_profile import real_captures, sizes
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
 SIZES = [(80, 24), (120, 40)]
@@ -46,7 +48,8 @@ def block_id_at(trace, address: int) -> int:
 
 # -- Blocks --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_blocks_map_fills_the_screen_and_follows_the_cursor(demo, size):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -188,7 +191,8 @@ async def test_search_for_nothing_says_so(hand):
 
 # -- Pool ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_pool_shows_the_state_at_the_cursor(hand, size):
     app = maps_app(hand)
     async with app.run_test(size=size) as pilot:
@@ -262,7 +266,8 @@ async def test_clicking_the_pool_map_selects_a_block(hand):
 
 # -- Stacks --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_stack_tree_follows_the_cursor_and_modes(hand, size):
     app = maps_app(hand)
     async with app.run_test(size=size) as pilot:
@@ -380,12 +385,13 @@ async def test_moving_the_cursor_anywhere_moves_it_everywhere(demo):
 
 # -- every real capture --------------------------------------------------------------------
 
-REAL = sorted(p for folder in ("torch_snapshots", "msmemscope", "profiler")
-              if (DATA / folder).is_dir()
-              for p in (DATA / folder).iterdir()
-              if p.suffix in (".pickle", ".pkl", ".db", ".csv", ".dat"))
+REAL = real_captures(p for folder in ("torch_snapshots", "msmemscope", "profiler")
+                     if (DATA / folder).is_dir()
+                     for p in (DATA / folder).iterdir()
+                     if p.suffix in (".pickle", ".pkl", ".db", ".csv", ".dat"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 async def test_every_real_capture_opens_on_the_three_screens(path):
     try:
@@ -512,7 +518,8 @@ async def test_the_pool_draws_an_expandable_segment_as_one(tmp_path):
         assert app.screen.selected_segment == 0
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_slice_detail_shows_metadata_compile_region_and_forward_frames(tmp_path, size):
     """Issue 17: the Slice Detail of a block shows its alloc entry's user_metadata,
     compile_context and forward frames (torch 2.11 keys)."""

@@ -1,8 +1,10 @@
 """A monkey on the real app: random keys from every binding, the palette, typing and
-resizes from 20x6 to 200x60, a few hundred steps on two captures; any exception fails.
+resizes from 20x6 to 200x60, on two captures; any exception fails.
 
 The steps are drawn from ``random.Random(seed)``: ``MEMTUI_MONKEY_SEED`` picks another run
-(the failing seed is in the assertion message), ``MEMTUI_MONKEY_STEPS`` a longer one.
+(the failing seed is in the assertion message), ``MEMTUI_MONKEY_STEPS`` a longer one.  The
+short profile (CI) takes 100 steps per capture, ``MEMTUI_TEST_PROFILE=long`` 300
+(tests/helpers/run_profile.py).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from memtui.tui.app import MemtuiApp
 from memtui.tui.screens import SCREENS
 from tests.conftest import REPO
 from tests.helpers.hostile import hostile_trace
+from tests.helpers.run_profile import by_profile
 from tests.helpers.toy_traces import ready
 
 DEMO = REPO / "snapshots" / "demo_training.pickle"
-STEPS = int(os.environ.get("MEMTUI_MONKEY_STEPS", "300"))
+STEPS = int(os.environ.get("MEMTUI_MONKEY_STEPS", by_profile(100, 300)))
 SEED = int(os.environ.get("MEMTUI_MONKEY_SEED", "12"))
 #: Actions a monkey must not take: they end the run or write outside the test.
 _FORBIDDEN = ("quit", "export", "copy", "suspend")

@@ -3,6 +3,10 @@
 For each file a source reads: open it (through the loading worker), find the peak, move
 through time, select a window and zoom, then read, sort and follow the blocks and events
 at the cursor, at 80x24 and 120x40.  Files no source reads yet are skipped, saying so.
+
+A slow sweep: the short profile (CI) opens one representative capture of each kind, each at
+one of the two sizes in turn; ``MEMTUI_TEST_PROFILE=long`` opens every capture at both
+(tests/helpers/run_profile.py).
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from memtui.sources import open_capture
 from memtui.tui.app import MemtuiApp
 from memtui.tui.widgets.table import VirtualTable
 from tests.conftest import SHARED_DATA, shared_files
+from tests.helpers.run_profile import pairwise, real_captures
 from tests.helpers.toy_traces import ready, settle, status_text
 
-FILES = [p for folder in ("torch_snapshots", "msmemscope", "profiler")
-         for p in shared_files(folder) if not p.name.endswith(("-wal", "-shm"))]
+FILES = real_captures(p for folder in ("torch_snapshots", "msmemscope", "profiler")
+                      for p in shared_files(folder) if not p.name.endswith(("-wal", "-shm")))
+SIZES = [(80, 24), (120, 40)]
+CASES = [pytest.param(path, size, id=f"{path.name}-{size[0]}x{size[1]}")
+         for path, size in pairwise(FILES, SIZES)] if FILES else []
 
 
 def _readable(path):
@@ -33,8 +41,8 @@ def _readable(path):
 
 @pytest.mark.skipif(not FILES, reason=f"{SHARED_DATA} is absent: the real captures live "
                     "beside the checkout, not in it")
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "size"), CASES)
 async def test_a_session_on_a_real_capture(path, size):
     _readable(path)
     app = MemtuiApp(path)

@@ -1,4 +1,7 @@
-"""The rough edges a new user hit (issue 17), each pinned at 80x24 and 120x40 with Pilot."""
+"""The rough edges a new user hit (issue 17), each pinned at 80x24 and 120x40 with Pilot.
+
+The grids of screens and sizes run pairwise in the short profile (CI): each screen at one
+size, every size met; ``MEMTUI_TEST_PROFILE=long`` runs every combination."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import pytest
 
 from memtui.sources import open_capture
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+from tests.helpers.run_profile import pairwise, sizes
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
 SIZES = [(80, 24), (120, 40)]
@@ -18,8 +22,10 @@ def demo():
     return open_capture(DEMO)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("name", ["blocks", "pool", "stacks"])
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "size"), [
+    pytest.param(name, size, id=f"{name}-{size[0]}x{size[1]}")
+    for name, size in pairwise(["blocks", "pool", "stacks"], SIZES)])
 async def test_search_box_shows_what_is_typed(demo, size, name):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -51,7 +57,8 @@ def alive_rows(trace, device: str, t: int) -> int:
     return int(((blocks["t_alloc"] <= t) & (t_free > t)).sum())
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_tables_alive_at_the_cursor_follows_the_cursor(demo, size):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -81,7 +88,8 @@ async def test_tables_alive_at_the_cursor_follows_the_cursor(demo, size):
         assert f"{model.rows.size:,} of" in header and "alive at" in header
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -146,8 +154,10 @@ async def test_screenshot_falls_back_to_the_current_folder(demo, tmp_path, monke
         assert Path(saved).parent == tmp_path
 
 
-@pytest.mark.parametrize("width", [60, 80])
-@pytest.mark.parametrize("name", ["trend", "blocks", "tables"])
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "width"), [
+    pytest.param(name, width, id=f"{name}-{width}")
+    for name, width in pairwise(["trend", "blocks", "tables"], [60, 80])])
 async def test_footer_keys_never_run_into_the_palette_label(demo, width, name):
     app = maps_app(demo)
     async with app.run_test(size=(width, 24)) as pilot:
@@ -168,7 +178,8 @@ def test_block_axis_labels_are_evenly_spaced_and_never_repeat():
     assert all(b - a >= 3 for a, b in zip(rows, rows[1:], strict=False))
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_blocks_gutter_prints_each_byte_label_once(demo, size):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -263,7 +274,8 @@ async def test_stack_top_rule_is_said_and_can_be_changed(demo):
         assert model is not None
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_stacks_user_frames_toggle_and_node_figures(demo, size):
     app = maps_app(demo)
     async with app.run_test(size=size) as pilot:
@@ -344,7 +356,8 @@ async def test_tables_filter_inefficient_blocks_with_editable_thresholds():
         assert screen.model("blocks").rows.size == 3
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_trend_zoom_slider_and_reserved_peak(demo, size):
     from memtui.tui.widgets.block_map import TrendSlider
     from memtui.tui.widgets.curve import TrendPlot
@@ -441,7 +454,8 @@ async def test_a_failed_worker_is_one_clear_message_and_nothing_hangs(demo, monk
         assert app.return_code is None
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_capture_facts_view(size):
     from memtui.loading import load_trace
     from memtui.tui.screens.modals import FactsScreen
@@ -503,7 +517,8 @@ def test_no_screen_key_hides_an_app_key():
     assert binding_keys(SCREENS["stacks"].BINDINGS)["e"] == "stacks.thread"
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_an_empty_window_is_refused_with_a_toast(demo, size):
     """QA: ``[`` then ``]`` at the same event selected an empty window [t, t]."""
     app = maps_app(demo)

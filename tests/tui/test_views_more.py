@@ -14,6 +14,7 @@ from memtui.analysis.block_map import BlockMapData, segment_index
 from memtui.analysis.owner_tree import owner_tree
 from memtui.sources import open_capture
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+from tests.helpers.run_profile import sizes
 from tests.helpers.toy_traces import toy_trace
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
@@ -53,7 +54,8 @@ def owned_demo():
     return dataclasses.replace(trace, blocks=trace.blocks.with_columns(owner=owner))
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(80, 24)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_stacks_owner_layers(size):
     app = maps_app(owned_demo())
     async with app.run_test(size=size) as pilot:
@@ -73,7 +75,8 @@ async def test_stacks_owner_layers(size):
         assert app.screen.owners is None
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_blocks_segments_over_time(size):
     app = maps_app(open_capture(DEMO))
     async with app.run_test(size=size) as pilot:
