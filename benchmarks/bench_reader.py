@@ -16,20 +16,24 @@ It prints medians of wall and CPU seconds, the ratios to ``pickle.load`` (goals:
 seconds per million events (linear growth: about constant across sizes).  CPU ratios are
 printed too: on a machine shared with other work they are the steadier figure.
 
-Measured 2026-11-26 on the 2-core machine while eight other sessions ran (load average
-12-18: wall times are long and noisy, the CPU ratios steadier), one round each:
+Measured 2026-11-26 on the 2-core machine (one test run beside it part of the time),
+medians of 3 rounds at 1M and 5M events, 1 round at 20M:
 
     events  MB | pickle.load        | summary, compiled     | Python reader | paint, compiled
-    1M      60 | 14.3 s [2.5] 6.8xF | 0.80x [1.07x]   6.3xF | 2.11x   8.8xF | 0.70x [1.32x]
-    5M     300 | 59.7 s [13]  6.7xF | 0.78x [0.87x]   4.5xF | 1.41x   7.8xF | 1.14x [1.07x]
-    20M   1200 | 200 s [56]   6.7xF | 0.74x [0.92x]   3.9xF | (skipped)     | 0.78x [0.90x]
+    1M      60 | 2.65 s [2.6] 6.8xF | 0.87x [0.88x]   6.9xF | 1.74x   8.8xF | 0.81x [0.83x]
+    5M     300 | 9.13 s [9.0] 6.7xF | 0.57x [0.61x]   4.5xF | 1.39x   7.8xF | 0.54x [0.57x]
+    20M   1200 | 37.4 s [37]  6.7xF | 0.58x [0.59x]   3.9xF | (skipped)     | 0.59x [0.60x]
 
-(wall ratio to pickle.load [CPU ratio], peak RSS per file byte.)
-CPU per million events 2.7 / 2.3 / 2.6 s: linear.  The reader alone takes about 0.45 s of
-CPU per million events (pickle.load: about 2.7); the rest is the builder and the analyses.
+(wall ratio to pickle.load [CPU ratio], peak RSS per file byte.)  Summary seconds per
+million events 2.31 / 1.04 / 1.08: linear past the fixed cost of the imports.  Keys at 20M
+(``--keys 10``, median): Blocks 32 ms, Stacks 32 ms, Pool 81 ms (its cursor lays out the
+blocks alive at the event: numpy over them, then the map's paint; measured while the
+start-up analyses still run).  Before this wave's builder work (same machine, loaded):
+summary 0.78x, paint 1.14x at 5M.
 
     python benchmarks/bench_reader.py --events 1000000 5000000 --repeat 1 --keep /tmp/snaps
-    python benchmarks/bench_reader.py --events 20000000 --repeat 1 --no-python --keep /tmp/snaps
+    python benchmarks/bench_reader.py --events 20000000 --repeat 1 --no-python --keep /tmp/snaps \
+        --keys 10
 """
 
 from __future__ import annotations
