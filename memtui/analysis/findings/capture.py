@@ -97,18 +97,19 @@ def _history(trace: MemoryTrace, device: str) -> list[Finding]:
 
 
 def _stacks(trace: MemoryTrace, device: str) -> list[Finding]:
-    allocs = trace.device_events(device).filter(pl.col("action") == "alloc")
-    if allocs.is_empty():
+    stack_ids = trace.device_events(device).select(   # the one column, not every event's
+        pl.col("stack_id").filter(pl.col("action") == "alloc"))["stack_id"]
+    if stack_ids.is_empty():
         return []
-    missing = allocs["stack_id"].null_count()
-    share = missing / allocs.height
+    missing = stack_ids.null_count()
+    share = missing / stack_ids.len()
     if share >= 0.5:
         return [Finding(
             kind="capture", severity="low", device=device,
             title=f"{share:.0%} of allocations have no call stack",
             detail={"problem": "no_stacks", "without_stack": missing,
-                    "allocations": allocs.height})]
-    used = allocs["stack_id"].drop_nulls().unique()
+                    "allocations": stack_ids.len()})]
+    used = stack_ids.drop_nulls().unique()
     stacks = trace.stacks.filter(pl.col("stack_id").is_in(used.to_list()))
     if stacks.is_empty() or trace.frames.is_empty():
         return []

@@ -67,7 +67,8 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
     if trace.device_segments(device).is_empty():
         return []  # no segment layout: nothing says where free bytes lie
     events = trace.device_events(device).select("t", "seq", "allocated", "reserved")
-    events = events.filter(pl.col("seq").is_not_null())
+    if events["seq"].null_count():  # else no copy of every event
+        events = events.filter(pl.col("seq").is_not_null())
     if events.is_empty():
         return []
     rows = _rows_to_measure(events)
@@ -95,14 +96,17 @@ def _rows_to_measure(events: pl.DataFrame) -> list[int]:
     unallocated (by the levels the source reports), the allocated peak, the last reserved
     peak and the end."""
     n = events.height
-    levels = events.with_row_index("row").drop_nulls(["allocated", "reserved"])
+    known = (events["allocated"].is_not_null() & events["reserved"].is_not_null()).to_numpy()
+    rows = np.flatnonzero(known)  # the rows with both levels, read without a copy of them
     picks: list[int] = []
-    if not levels.is_empty():
-        waste = (levels["reserved"] - levels["allocated"]).to_numpy()
-        reserved = levels["reserved"].to_numpy()
+    if rows.size:
+        allocated = events["allocated"].to_numpy()[rows] if rows.size < n else \
+            events["allocated"].to_numpy()
+        reserved = events["reserved"].to_numpy()[rows] if rows.size < n else \
+            events["reserved"].to_numpy()
         last_reserved_peak = reserved.size - 1 - int(np.argmax(reserved[::-1]))
-        picks = [int(levels["row"][i]) for i in (
-            int(np.argmax(waste)), int(np.argmax(levels["allocated"].to_numpy())),
+        picks = [int(rows[i]) for i in (
+            int(np.argmax(reserved - allocated)), int(np.argmax(allocated)),
             last_reserved_peak)]
     return list(dict.fromkeys([*picks, n - 1]))
 
