@@ -17,7 +17,8 @@
  *
  * Safety: the inputs' lengths and item sizes are checked against each other before the loop;
  * every output is sized by the number of events (a lifetime needs at least one event), so
- * memory is bounded by the input; the table grows by doubling, at most to twice the events.
+ * memory is bounded by the input; the table grows by doubling, to at most four slots per event
+ * (16 bytes each) where every address differs.
  */
 
 #define PY_SSIZE_T_CLEAN
