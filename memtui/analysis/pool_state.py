@@ -202,7 +202,7 @@ def _time_after_seq(trace: MemoryTrace, device: str, seq: int, start: int) -> in
     key on millions of events)."""
     events = trace.device_events(device)
     if _orders_by_seq(trace, device):
-        upto = int(np.searchsorted(events["seq"].to_numpy(), seq, side="right"))
+        upto = int(events["seq"].search_sorted(seq, side="right"))  # no copy of the column
         return int(events["t"][upto - 1]) if upto else start
     before = events.filter(pl.col("seq") <= seq)
     return int(before["t"].max()) if before.height else start
