@@ -280,6 +280,11 @@ def stack_tops(trace: MemoryTrace, rule: str = "user") -> pl.DataFrame:
     return stack_top_frames(trace, rule).select("stack_id", "top")
 
 
+def top_names(tops: pl.DataFrame) -> dict[int, str]:
+    """:func:`stack_tops` as a dict, ``stack_id -> top`` (a lookup per key, not a query)."""
+    return dict(zip(tops["stack_id"].to_list(), tops["top"].to_list(), strict=True))
+
+
 def stack_lines(trace: MemoryTrace, stack_id: int | None,
                 internals: bool = True) -> list[tuple[str, bool]]:
     """The frames of one stack, innermost first, as ``(label, hidden)`` pairs: ``hidden``
@@ -304,4 +309,5 @@ def user_frame_mask(frames: pl.DataFrame) -> np.ndarray:
 
 
 __all__ = ["CPP_ONLY", "INTERNAL_FILES", "forward_line", "frame_label", "internal_frame",
-           "stack_lines", "stack_top_frames", "stack_tops", "user_frame", "user_frame_mask"]
+           "stack_lines", "stack_top_frames", "stack_tops", "top_names", "user_frame",
+           "user_frame_mask"]

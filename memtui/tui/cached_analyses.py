@@ -13,7 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
-from memtui.analysis.callstack import TOP_RULES, stack_tops
+from memtui.analysis.callstack import TOP_RULES, stack_tops, top_names
 
 
 class CachedAnalyses:
@@ -37,8 +37,7 @@ class CachedAnalyses:
         tops = self.stack_tops()
         names = getattr(self, "_top_names", None)
         if names is None or names[0] is not tops:
-            names = self._top_names = (tops, dict(zip(tops["stack_id"].to_list(),
-                                                      tops["top"].to_list(), strict=True)))
+            names = self._top_names = (tops, top_names(tops))
         return names[1]
 
     def watch_top_rule(self) -> None:

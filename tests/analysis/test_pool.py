@@ -98,6 +98,14 @@ def test_state_by_event_number_matches_state_by_time(hand):
         assert _blocks(state_at_seq(hand, "cuda:0", seq)) == _blocks(state_at(hand, "cuda:0", t))
 
 
+def test_state_by_event_number_is_at_that_events_time(hand):
+    # the time a Pool key shows: the latest time of the events up to that number (here each
+    # event's own, as the trace's times never step back)
+    for seq, t in zip(hand.events["seq"].to_list(), hand.events["t"].to_list(), strict=True):
+        assert state_at_seq(hand, "cuda:0", seq).t == t
+    assert state_at_seq(hand, "cuda:0", -1).t == int(hand.events["t"].min())
+
+
 def test_lookups_on_a_state(hand):
     state = state_at(hand, "cuda:0", us(4))
     assert state.segment_at_address(0x1FFF) == 0

@@ -259,6 +259,8 @@ async def test_stack_top_rule_is_said_and_can_be_changed(demo):
         title = str(app.screen.query_one("#live-title").render())
         assert "by innermost user frame" in title
         before = app.stack_tops()
+        assert app.stack_top_names() == dict(zip(before["stack_id"].to_list(),
+                                                 before["top"].to_list(), strict=True))
         await pilot.press("T")
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -267,6 +269,9 @@ async def test_stack_top_rule_is_said_and_can_be_changed(demo):
         assert "Innermost" not in screen_text(app) and "Outermost user frame" in screen_text(app)
         after = app.stack_tops()
         assert (before.sort("stack_id")["top"] != after.sort("stack_id")["top"]).any()
+        # the names the Slice Detail shows follow the rule too
+        assert app.stack_top_names() == dict(zip(after["stack_id"].to_list(),
+                                                 after["top"].to_list(), strict=True))
         await pilot.press("5")
         await app.workers.wait_for_complete()
         await pilot.pause()

@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.addresses import AddressBook
-from memtui.analysis.callstack import stack_tops
+from memtui.analysis.callstack import stack_tops, top_names
 from memtui.analysis.live import DeviceIndex, cached
 from memtui.analysis.stack_tree import format_stack
 from memtui.errors import printable
@@ -353,13 +353,8 @@ def stack_name(screen, stack_id: int | None) -> str | None:
         return None
     names_of = getattr(screen.app, "stack_top_names", None) if _has_app(screen) else None
     names = names_of() if names_of is not None else cached(
-        screen.trace, ("stack_top_names", "user"), lambda: _top_names(screen.trace))
+        screen.trace, ("stack_top_names", "user"), lambda: top_names(stack_tops(screen.trace)))
     return names.get(int(stack_id))
-
-
-def _top_names(trace) -> dict[int, str]:
-    tops = stack_tops(trace)
-    return dict(zip(tops["stack_id"].to_list(), tops["top"].to_list(), strict=True))
 
 
 def _has_app(screen) -> bool:
