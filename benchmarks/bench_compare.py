@@ -36,7 +36,7 @@ if what == "open":
     load_trace(paths[0])
     print(json.dumps({"seconds": time.perf_counter() - start}))
 else:
-    from memtui.analysis.compare import compare
+    from memtui.analysis.across.compare import compare
     from memtui.loading import load_traces
     a, b = load_traces(paths)
     opened = time.perf_counter()

@@ -36,27 +36,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.processes import run_process  # noqa: E402
+
 _BARE = "import pickle, sys\nwith open(sys.argv[1], 'rb') as fh:\n    pickle.load(fh)\n"
 _BARE_NOGC = "import gc\ngc.disable()\n" + _BARE
-
-
-def run_process(argv: list[str], env: dict[str, str] | None = None) -> dict:
-    """Wall seconds, CPU seconds and peak RSS of one whole process."""
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode:
-        raise RuntimeError(f"{argv} exited {child.returncode}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-            "rss": usage.ru_maxrss * 1024}
 
 
 def readers(path: Path, cache_home: Path) -> dict[str, tuple[list[str], dict | None]]:
@@ -164,11 +152,10 @@ def main() -> None:
             print("goals: summary <= 0.80x pickle.load; paint <= 1.00x pickle.load; reopen "
                   "<= 0.10x first; s/M constant (linear); extra <= 150 B/event")
     if args.memscope_rows:
-        from benchmarks.bench_open_memscope import main as memscope_main
-
-        print()
-        memscope_main(["--rows", *map(str, args.memscope_rows),
-                       "--repeat", str(args.repeat)])
+        print(flush=True)  # the msMemScope benchmark, in a process of its own
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_open_memscope.py"),
+                        "--rows", *map(str, args.memscope_rows),
+                        "--repeat", str(args.repeat)], cwd=REPO, check=True)
 
 
 if __name__ == "__main__":

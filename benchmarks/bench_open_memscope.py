@@ -41,8 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_open import run_process  # noqa: E402
 from benchmarks.bench_ui import process_paint  # noqa: E402
+from benchmarks.processes import run_process  # noqa: E402
 
 _ADBC = r"""
 import sys, pathlib

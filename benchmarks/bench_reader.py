@@ -48,7 +48,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_open import _BARE, first_paint, run_process  # noqa: E402
+from benchmarks.bench_open import _BARE, first_paint  # noqa: E402
+from benchmarks.processes import run_process  # noqa: E402
 
 
 def _snapshot(n_events: int, folder: Path) -> Path:

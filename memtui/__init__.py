@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from memtui.version import __version__
 
 #: name -> the module that defines it (imported on first use).
 _LAZY = {
@@ -27,10 +27,10 @@ _LAZY = {
     "Findings": "memtui.api",
     "State": "memtui.api",
     "Summary": "memtui.api",
-    "CheckResult": "memtui.analysis.check",
-    "LimitResult": "memtui.analysis.check",
-    "Limits": "memtui.analysis.check",
-    "parse_size": "memtui.analysis.check",
+    "CheckResult": "memtui.api",
+    "LimitResult": "memtui.analysis.limits.check",
+    "Limits": "memtui.analysis.limits.check",
+    "parse_size": "memtui.analysis.limits.check",
     "Finding": "memtui.analysis.findings.model",
     "Evidence": "memtui.analysis.findings.model",
     "CaptureError": "memtui.errors",
@@ -41,10 +41,11 @@ __all__ = ["CaptureError", "Capture", "CheckResult", "Comparison", "DeviceSummar
            "__version__", "compare", "open", "parse_size"]
 
 if TYPE_CHECKING:
-    from memtui.analysis.check import CheckResult, LimitResult, Limits, parse_size
     from memtui.analysis.findings.model import Evidence, Finding
+    from memtui.analysis.limits.check import LimitResult, Limits, parse_size
     from memtui.api import (
         Capture,
+        CheckResult,
         Comparison,
         DeviceSummary,
         Findings,

@@ -29,10 +29,10 @@ from memtui.errors import CaptureError
 if TYPE_CHECKING:
     import polars as pl
 
-    from memtui.analysis.check import CheckResult, Limits
-    from memtui.analysis.compare import Comparison as _Comparison
-    from memtui.analysis.compare import DeviceComparison
+    from memtui.analysis.across.compare import Comparison as _Comparison
+    from memtui.analysis.across.compare import DeviceComparison
     from memtui.analysis.findings.model import Finding
+    from memtui.analysis.limits.check import LimitResult, Limits, LimitsVerdict
     from memtui.model import MemoryTrace
 
 PathLike = str | Path
@@ -190,12 +190,60 @@ class Comparison:
 
     def text(self, top: int = 10) -> str:
         """What ``memtui compare`` prints (``top`` rows of each attribution)."""
-        from memtui.analysis.compare_text import format_comparison
+        from memtui.text.compare import format_comparison
 
         return format_comparison(self._result, top)
 
 
 # -- the capture -----------------------------------------------------------------------------
+
+
+class CheckResult:
+    """``memtui check``'s verdict on a capture: every limit's result (``passed``,
+    ``broken``, ``results``, ``limits``, ``exit_code``, ``to_dict()``, as
+    :class:`~memtui.analysis.limits.check.LimitsVerdict` holds them) and its text for people
+    and CI systems (``text()``, ``junit_xml()``, written by :mod:`memtui.text.check`)."""
+
+    def __init__(self, verdict: LimitsVerdict) -> None:
+        self.verdict = verdict
+
+    @classmethod
+    def of(cls, verdict: LimitsVerdict) -> CheckResult:
+        return cls(verdict)
+
+    path = property(lambda self: self.verdict.path)
+    source = property(lambda self: self.verdict.source)
+    baseline = property(lambda self: self.verdict.baseline)
+    limits = property(lambda self: self.verdict.limits)
+    results = property(lambda self: self.verdict.results)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    @property
+    def broken(self) -> list[LimitResult]:
+        return self.verdict.broken
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every limit holds, 1 when one is broken (``memtui check``'s status)."""
+        return self.verdict.exit_code
+
+    def text(self) -> str:
+        """The verdict ``memtui check`` prints."""
+        from memtui.text.check import format_verdict
+
+        return format_verdict(self.verdict)
+
+    def junit_xml(self) -> bytes:
+        """The verdict as JUnit XML (``memtui check --junit``)."""
+        from memtui.text.check import junit_xml
+
+        return junit_xml(self.verdict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.verdict.to_dict()
 
 
 class Capture:
@@ -262,7 +310,7 @@ class Capture:
         """The trace the figures come from: each device's default memory layer for a
         layered capture (msMemScope), else the capture itself."""
         if self._view is None:
-            from memtui.analysis.layers import has_layers, layer_view
+            from memtui.analysis.timeline.layers import has_layers, layer_view
 
             trace = self._trace
             if has_layers(trace) and "layers" not in trace.meta.extra:
@@ -273,7 +321,7 @@ class Capture:
     def _found(self) -> dict[str, list[Finding]]:
         if self._findings is None:
             from memtui.analysis.findings import find_all
-            from memtui.analysis.levels import allocated_level, reserved_level, seed_levels
+            from memtui.analysis.timeline.levels import allocated_level, reserved_level, seed_levels
 
             view = self.view()
             for name in view.meta.device_names:  # made once: the findings and the figures
@@ -291,7 +339,8 @@ class Capture:
         """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits
         (``stacks``: the text and the dict carry the full call stack of each finding's
         evidence and of each of the peak's stack groups, ``findings --stacks``)."""
-        from memtui.analysis.findings import findings_json, format_findings
+        from memtui.analysis.findings import findings_json
+        from memtui.text.findings import format_findings
 
         view, found = self.view(), self._found()
         return Findings(source=view.meta.source, path=view.meta.path, devices=found,
@@ -301,7 +350,8 @@ class Capture:
 
     def summary(self) -> Summary:
         """Per-device figures (peak allocated and reserved, at the end, counts)."""
-        from memtui.analysis.summary import format_summary, summary
+        from memtui.analysis.summary import summary
+        from memtui.text.summary import format_summary
 
         view = self.view()
         data = self._cached_summary()
@@ -339,14 +389,14 @@ class Capture:
         or ``"first"``, ``"peak"``, ``"last"``: the default) or at ``time`` (a raw trace
         time, or ``"+1.5s"`` / ``"250ms"`` from the device's start), on ``device`` (default:
         the one with the most events), in memory ``layer`` (msMemScope)."""
-        from memtui.analysis.at_time import Timeline
-        from memtui.analysis.state import (
+        from memtui.analysis.layout.state import (
             EVENT_NAMES,
             allocator_state,
             busiest_device,
             empty_state,
-            format_state,
         )
+        from memtui.analysis.timeline.at_time import Timeline
+        from memtui.text.state import format_state
 
         device = device or busiest_device(self._trace)
         if device is None:  # (a profiler folder's metadata alone): an answer, as summary gives
@@ -370,7 +420,7 @@ class Capture:
         return State.from_dict(data, format_state(data, trace.meta.time_unit, timeline.start))
 
     def _time(self, value: int | str, start: int) -> int:
-        from memtui.analysis.table_views import parse_time
+        from memtui.analysis.tables import parse_time
 
         text = str(value)
         if text.lstrip("-").isdigit():
@@ -381,7 +431,12 @@ class Capture:
             raise CaptureError(self.path, f"time {text!r}: {exc}") from None
 
     def _layer(self, device: str, layer: str | None) -> MemoryTrace:
-        from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
+        from memtui.analysis.timeline.layers import (
+            default_layers,
+            has_layers,
+            layer_view,
+            layers_of,
+        )
 
         if not has_layers(self._trace):
             if layer is not None:
@@ -406,7 +461,7 @@ class Capture:
         result says ``passed``, lists what is ``broken`` (each with its figure and
         evidence), and gives the verdict as ``text()``, ``junit_xml()`` and
         ``to_dict()``."""
-        from memtui.analysis.check import Limits, check
+        from memtui.analysis.limits.check import Limits, check
 
         try:
             chosen = limits if isinstance(limits, Limits) else Limits.from_mapping(limits or {})
@@ -419,7 +474,7 @@ class Capture:
             base = (other.view(), other._found())
         view = self.view()
         figures = {d["device"]: d for d in self.summary().to_dict()["devices"]}
-        return check(view, figures, self._found(), chosen, base)
+        return CheckResult.of(check(view, figures, self._found(), chosen, base))
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -459,7 +514,7 @@ def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None =
 
 def _compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,
              shift: int = 0, store_in_background: bool = False) -> Comparison:
-    from memtui.analysis.compare import compare as compare_traces
+    from memtui.analysis.across.compare import compare as compare_traces
 
     traces = _traces(a, b, store_in_background=store_in_background)
     return Comparison(compare_traces(traces[0], traces[1], mode=align, shift=shift))

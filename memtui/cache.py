@@ -67,7 +67,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtui import __version__
+from memtui.version import __version__
 
 if TYPE_CHECKING:  # polars and the model are imported on use: `--no-cache` stays light
     import polars as pl
@@ -587,8 +587,8 @@ def store_levels(key: CacheKey, trace: MemoryTrace) -> bool:
     (``.npy`` files, memory-mapped on reopen: the Trend's first paint need not walk the
     events again).  Layered captures are shown through a layer's view, whose levels are
     its own: nothing is kept for them.  Returns False where nothing was kept."""
-    from memtui.analysis.layers import has_layers
-    from memtui.analysis.levels import allocated_level, reserved_level
+    from memtui.analysis.timeline.layers import has_layers
+    from memtui.analysis.timeline.levels import allocated_level, reserved_level
 
     entry = _entry_of(key)
     if has_layers(trace) or entry is None:
@@ -646,7 +646,7 @@ def _load_npy(entry: Path, kept: list) -> Any:
 
 
 def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:
-    """device -> (allocated, reserved or None) :class:`~memtui.analysis.levels.Level`
+    """device -> (allocated, reserved or None) :class:`~memtui.analysis.timeline.levels.Level`
     kept for ``key``, memory-mapped; empty where none are kept or any file does not check
     out (digests, sizes, dtype, shapes): then the screens compute them as on a first open."""
     names = load_derived(key, LEVELS)
@@ -664,7 +664,7 @@ def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:
 def _load_level(entry: Path, files: dict[str, Any]) -> Any:
     import numpy as np
 
-    from memtui.analysis.levels import Level
+    from memtui.analysis.timeline.levels import Level
 
     parts = {}
     for part in ("t", "values"):

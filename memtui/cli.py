@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from memtui import __version__
 from memtui.commands import COMMANDS
 from memtui.errors import CaptureError
+from memtui.version import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130

@@ -6,7 +6,7 @@ first asks the reopen cache (:mod:`memtui.cache`) for the file's trace, reads it
 source where the cache has none (and stores it for next time), then adds what depends on
 user settings rather than on the file: today the inefficient-block flags under the chosen
 thresholds (so the cache holds the source's trace, never the flags).  A reopened trace
-comes with the levels the cache kept for it (``memtui.analysis.levels.seed_levels``): the
+comes with the levels the cache kept for it (``memtui.analysis.timeline.levels.seed_levels``): the
 first screen draws them without walking the events again.  The findings too are kept
 beside the entry (:func:`keep_findings`) and handed back on reopen (:func:`kept_findings`):
 a reopened capture's Findings arrive with its first screen.
@@ -18,16 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtui.analysis.inefficient import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
+from memtui.analysis.findings.flags import DEFAULT_THRESHOLDS, Thresholds, with_inefficient_flags
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.sources import open_capture
 from memtui.sources.common.files import check_input
 
 if TYPE_CHECKING:
-    from memtui.analysis.block_map import BlockMapData
     from memtui.analysis.findings import Finding
-    from memtui.analysis.live import DeviceIndex
+    from memtui.analysis.layout.block_map import BlockMapData
+    from memtui.analysis.timeline.live import DeviceIndex
 
 __all__ = ["check_input", "load_trace"]
 
@@ -59,7 +59,7 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         trace = open_capture(path, progress)
     prepared = prepare_trace(trace, thresholds)
     if levels:
-        from memtui.analysis.levels import seed_levels
+        from memtui.analysis.timeline.levels import seed_levels
 
         for device, (allocated, reserved) in levels.items():
             seed_levels(prepared, device, allocated, reserved)
@@ -149,7 +149,7 @@ def kept_block_map(trace: MemoryTrace, device: str, index: DeviceIndex) -> Block
     open: memory-mapped and checked (None where none is kept, the cache is off, or a file
     is broken or stale: the caller builds it)."""
     from memtui import cache
-    from memtui.analysis.block_map import BlockMapData
+    from memtui.analysis.layout.block_map import BlockMapData
 
     name, key = _kept_name_and_key(trace, device)
     arrays = cache.load_arrays(key, name) if key is not None else None
@@ -167,7 +167,7 @@ def keep_block_map(trace: MemoryTrace, device: str) -> bool:
     for :func:`kept_block_map` on the next open.  Nothing is kept for layered captures (a
     view's blocks change with the layer shown) or without the entry.  True where kept."""
     from memtui import cache
-    from memtui.analysis.live import built
+    from memtui.analysis.timeline.live import built
 
     data = built(trace, ("block_map", device))
     if data is None or data.kept:
@@ -180,7 +180,7 @@ def _kept_name_and_key(trace: MemoryTrace, device: str) -> tuple[str, Any]:
     """The kept arrays' name for ``device`` (by its position: a device name comes from the
     file) and the cache key of the trace's file; the key None where nothing is kept."""
     from memtui import cache
-    from memtui.analysis.layers import has_layers
+    from memtui.analysis.timeline.layers import has_layers
 
     names = [info.name for info in trace.meta.devices]
     name = f"block-map-{names.index(device)}" if device in names else ""

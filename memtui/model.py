@@ -24,7 +24,7 @@ Definitions every screen, ``summary`` and ``state`` follow (README "Definitions"
   figure (profiler ``memory_record``) the blocks may explain less of it.
 * Every byte attributed: wherever a level is split into rows, the rows sum to it; the bytes
   no block explains are rows of their own ("alive before the capture", "in no operator":
-  :mod:`memtui.analysis.attribution`).
+  :mod:`memtui.analysis.timeline.attribution`).
 * A block has one size (``blocks.size``), used everywhere: the allocator's ``size`` where
   the dump knows the block (its address, in the lifetime still open at the dump), else
   the size of its trace event.  ``requested_size`` is shown beside it; size - requested

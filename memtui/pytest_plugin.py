@@ -135,7 +135,7 @@ def _limits(marker: pytest.Mark) -> tuple[dict[str, Any], str | None]:
                                 "(max_peak=..., max_leak_per_step=...)")
     values = dict(marker.kwargs)
     baseline = values.pop("baseline", None)
-    from memtui.analysis.check import Limits
+    from memtui.analysis.limits.check import Limits
 
     try:
         Limits.from_mapping(values)

@@ -1,7 +1,7 @@
 """Loading many ranks: each rank's rows computed away from the caller, streamed back.
 
 One rank is one capture (see :mod:`memtui.sources.ranks`).  :func:`summarize_capture`
-loads it, computes its :class:`~memtui.analysis.ranks.RankRow` per device and its
+loads it, computes its :class:`~memtui.analysis.across.ranks.RankRow` per device and its
 ``summary`` entries, and returns only those (a few KB), so that the process asking never
 holds more than the small per-rank results.  :func:`stream_results` runs it for every
 capture and yields the results as they finish, in one of three ways:
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtui.analysis.ranks import CURVE_POINTS, RankRow, flag_outliers, rank_rows, sort_rows
+from memtui.analysis.across.ranks import CURVE_POINTS, RankRow, flag_outliers, rank_rows, sort_rows
 from memtui.errors import CaptureError
 from memtui.sources.ranks import RankCapture
 

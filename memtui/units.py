@@ -31,4 +31,13 @@ def counted(count: int, noun: str) -> str:
     return f"{count:,} {plural}"
 
 
-__all__ = ["counted", "format_bytes"]
+def signed_bytes(n: int | None) -> str:
+    """``+1.5 GiB`` / ``-512 B`` / ``0`` (``-`` where unknown)."""
+    if n is None:
+        return "-"
+    if n == 0:
+        return "0"
+    return ("+" if n > 0 else "-") + format_bytes(abs(n))
+
+
+__all__ = ["counted", "format_bytes", "signed_bytes"]

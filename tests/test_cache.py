@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 
 from memtui import cache
-from memtui.analysis.levels import allocated_level, reserved_level
+from memtui.analysis.timeline.levels import allocated_level, reserved_level
 from memtui.cli import main
 from memtui.loading import load_trace
 from memtui.model import SCHEMAS, MemoryTrace, validate
@@ -291,7 +291,7 @@ def test_levels_are_kept_and_a_reopen_draws_them(snapshot, isolated_cache):
 
 
 def kept_level(trace: MemoryTrace, device: str):
-    from memtui.analysis.levels import _seeded
+    from memtui.analysis.timeline.levels import _seeded
 
     found, level = _seeded(trace, "allocated", device)
     assert found

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memtui.analysis import block_map as block_map_module
-from memtui.analysis.block_map import BlockMapData
-from memtui.analysis.intervals import IntervalIndex
-from memtui.analysis.live import built, device_index
+from memtui.analysis.layout import block_map as block_map_module
+from memtui.analysis.layout.block_map import BlockMapData
+from memtui.analysis.timeline.intervals import IntervalIndex
+from memtui.analysis.timeline.live import built, device_index
 from memtui.loading import keep_block_map, kept_block_map, load_trace
 from memtui.sources import open_capture
 from memtui.tui.app import MemtuiApp

@@ -13,7 +13,7 @@ import pytest
 from memtui import cache
 from memtui.analysis.findings import find_all
 from memtui.analysis.findings import model as findings_model
-from memtui.analysis.inefficient import Threshold, Thresholds
+from memtui.analysis.findings.flags import Threshold, Thresholds
 from memtui.loading import findings_of, keep_findings, kept_findings, load_trace
 from tests.conftest import shared_files
 

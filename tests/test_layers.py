@@ -12,13 +12,27 @@ from tests.conftest import REPO
 PACKAGE = REPO / "memtui"
 
 
-def _imports(path):
+def _imports(path, package=PACKAGE):
+    """Every module name ``path`` imports, anywhere in it: ``import a.b`` gives ``a.b``;
+    ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a module: ``from memtui import
+    tui``); a relative import is resolved against the module's package."""
     tree = ast.parse(path.read_text())
+    try:
+        name = _module_name(path, package)
+        package_of = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    except ValueError:  # a file outside the package (the tests' own probes)
+        package_of = ""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package_of.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if base:
+                yield base
+            yield from (f"{base}.{alias.name}" if base else alias.name for alias in node.names)
 
 
 def _modules(*folders):
@@ -95,17 +109,89 @@ def test_screens_never_import_each_other(path):
     if path.name in ("__init__.py", "linked.py"):
         return  # the registry of screens, and the shared module itself
     screens = [name for name in _imports(path) if name.startswith("memtui.tui.screens")]
-    bad = [name for name in screens if name != SHARED_SCREEN_MODULE]
+    bad = [name for name in screens if name != SHARED_SCREEN_MODULE
+           and not name.startswith(SHARED_SCREEN_MODULE + ".")]
     assert not bad, f"{path} imports other screen modules {bad}"
 
 
 def test_layer_rules_catch_a_breach(tmp_path):
-    """The checks above can fail: a module that imports across a layer is seen."""
+    """The checks above can fail: a module that imports across a layer is seen, also as
+    ``from memtui import tui`` or a relative ``from ..tui import screens``."""
     module = tmp_path / "breach.py"
-    module.write_text("from memtui.analysis.levels import allocated_level\n"
-                      "import memtui.tui.screens.blocks\n")
+    module.write_text("from memtui.analysis.timeline.levels import allocated_level\n"
+                      "import memtui.tui.screens.blocks\n"
+                      "from memtui import tui\n")
     found = list(_imports(module))
-    assert "memtui.analysis.levels" in found and "memtui.tui.screens.blocks" in found
+    assert "memtui.analysis.timeline.levels" in found and "memtui.tui.screens.blocks" in found
+    assert "memtui.tui" in found
+    package = tmp_path / "memtui"
+    (package / "analysis").mkdir(parents=True)
+    relative = package / "analysis" / "sneaky.py"
+    relative.write_text("from ..tui import screens\n")
+    assert "memtui.tui.screens" in list(_imports(relative, package))
+
+
+#: The rooms of analysis/, in the one order they may import each other: a room imports
+#: only rooms before it (its own modules freely), never one after it.
+ANALYSIS_ROOMS = ("timeline", "layout", "stacks", "roles", "replay", "findings", "summary",
+                  "tables", "across", "limits")
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["memtui", "analysis"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_every_analysis_module_lives_in_a_room():
+    """analysis/ is grouped by question (issue 35): no module outside the rooms."""
+    stray = [p.name for p in (PACKAGE / "analysis").iterdir()
+             if p.name not in ("__init__.py", "__pycache__")
+             and p.name.removesuffix(".py") not in ANALYSIS_ROOMS]
+    assert stray == []
+
+
+def room_breaches(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs where a room of analysis/ imports a later room."""
+    order = {room: i for i, room in enumerate(ANALYSIS_ROOMS)}
+    bad = []
+    for module, targets in graph.items():
+        here = _room(module)
+        for target in targets:
+            there = _room(target)
+            if here and there and here != there and order[there] > order[here]:
+                bad.append((module, target))
+    return sorted(bad)
+
+
+def test_analysis_rooms_import_one_way():
+    assert room_breaches(import_graph()) == []
+
+
+def test_the_room_order_can_fail():
+    graph = {"memtui.analysis.timeline.levels": {"memtui.analysis.findings.leak"},
+             "memtui.analysis.findings.leak": {"memtui.analysis.timeline.levels"}}
+    assert room_breaches(graph) == [("memtui.analysis.timeline.levels",
+                                     "memtui.analysis.findings.leak")]
+
+
+@pytest.mark.parametrize("path", list(_modules("analysis")), ids=lambda p: str(p.relative_to(REPO)))
+def test_analysis_computes_and_never_presents(path):
+    """analysis/ is pure functions over frames: it never imports the text for people
+    (memtui.text), the commands, the API, the loaders, the cache or the exports."""
+    above = ("memtui.text", "memtui.commands", "memtui.api", "memtui.loading", "memtui.cache",
+             "memtui.export", "memtui.cli", "memtui.rankload")
+    bad = [name for name in _imports(path) if name.startswith(above)]
+    assert not bad, f"{path} imports {bad}"
+
+
+@pytest.mark.parametrize("path", list(_modules("text")), ids=lambda p: str(p.relative_to(REPO)))
+def test_text_only_presents(path):
+    """memtui/text/ writes results for people: it reads no file and imports no UI."""
+    bad = [name for name in _imports(path)
+           if name.startswith(("memtui.tui", "memtui.commands", "memtui.sources", "textual"))]
+    assert not bad, f"{path} imports {bad}"
 
 
 def _module_name(path, package=PACKAGE) -> str:

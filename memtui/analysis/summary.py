@@ -4,7 +4,7 @@ Besides the peak and the end, each device gets the figures ``ptmem`` prints (the
 time-weighted average level, the least level, the bytes allocated in all and the median
 block size, :func:`level_figures`) and what was alive before the capture began
 (``before_capture``: pt-snap-cli's "static" blocks, those freed during the capture, and the
-start level no block explains, :mod:`memtui.analysis.attribution`).
+start level no block explains, :mod:`memtui.analysis.timeline.attribution`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memtui.analysis.levels import Level, allocated_level, reserved_level, seed_levels
-from memtui.errors import printable
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level, seed_levels
 from memtui.model import MemoryTrace
-from memtui.units import counted, format_bytes
+from memtui.units import format_bytes
 
 
 def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
@@ -39,7 +38,7 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         reserved_at_end = int(reserved.values[-1])
     peak_reserved = reserved.peak()[0] if reserved is not None and reserved.values.size \
         else None
-    from memtui.analysis.attribution import before_capture
+    from memtui.analysis.timeline.attribution import before_capture
 
     return {
         "device": device,
@@ -88,10 +87,10 @@ def summary(trace: MemoryTrace, findings: dict | None = None) -> dict[str, Any]:
     (:mod:`memtui.analysis.findings`), computed here once unless ``findings``
     (per device, as :func:`~memtui.analysis.findings.find_all` returns them) is given.
     A layered capture (msMemScope) is summed up per device in its default memory layer
-    (:mod:`memtui.analysis.layers`), the one the UI opens on.
+    (:mod:`memtui.analysis.timeline.layers`), the one the UI opens on.
     """
     from memtui.analysis.findings import KINDS, find_all
-    from memtui.analysis.layers import has_layers, layer_view
+    from memtui.analysis.timeline.layers import has_layers, layer_view
 
     if has_layers(trace) and "layers" not in trace.meta.extra:
         trace = layer_view(trace)  # each device's default memory layer, as the UI opens
@@ -127,74 +126,4 @@ def device_start(trace: MemoryTrace, device: str) -> int:
     return min(known) if known else 0
 
 
-def _level_lines(d: dict[str, Any]) -> list[str]:
-    """The average / least / in-all line and the alive-before-the-capture line (entries
-    kept by an older cache lack them: nothing is printed for them then)."""
-    lines = []
-    if d.get("average_allocated_bytes") is not None:
-        median = d.get("median_block_bytes")
-        count = d.get("allocations") or 0
-        lines.append(
-            f"    allocated on average {format_bytes(d['average_allocated_bytes'])} "
-            f"(time-weighted), least {format_bytes(d['min_allocated_bytes'])}; "
-            f"{format_bytes(d['allocated_in_all_bytes'])} allocated in all in {count:,} "
-            f"block{'s' if count != 1 else ''}"
-            + (f", median {format_bytes(median)}" if median is not None else ""))
-    before = d.get("before_capture")
-    if before and before.get("bytes"):
-        parts = []
-        if before["static_blocks"]:
-            parts.append(f"{format_bytes(before['static_bytes'])} in "
-                         f"{before['static_blocks']:,} blocks never freed (static)")
-        if before["freed_blocks"]:
-            parts.append(f"{format_bytes(before['freed_bytes'])} in "
-                         f"{before['freed_blocks']:,} blocks freed during it")
-        if before["no_block_bytes"]:
-            parts.append(f"{format_bytes(before['no_block_bytes'])} in no block of the "
-                         "capture")
-        lines.append(f"    alive before the capture: {format_bytes(before['bytes'])}: "
-                     + ", ".join(parts))
-    return lines
-
-
-def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
-    """The short human summary printed by ``memtui summary`` without ``--json``.
-
-    Peak times count from the device's first event in the memory layer the figures
-    come from (as ``memtui state`` and the UI count them), not from another layer's.
-    """
-    from memtui.analysis.layers import has_layers, layer_view
-
-    if has_layers(trace) and "layers" not in trace.meta.extra:
-        trace = layer_view(trace)
-    lines = [f"{data['path']}  ({data['source']})"]
-    for d in data["devices"]:
-        at = d["peak_time_ns"]
-        when = ""
-        if at is not None:
-            when = f" at +{(at - device_start(trace, d['device'])) / 1e9:.6f} s"
-        segments = "" if d["segments"] is None else f", {counted(d['segments'], 'segment')}"
-        lines.append(
-            f"  {d['device']}: {counted(d['events'], 'event')}, {counted(d['blocks'], 'block')} "
-            f"({d['ghost_blocks']} ghost){segments}"
-        )
-        lines.append(
-            f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}; at end: "
-            f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
-            f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
-        )
-        lines += _level_lines(d)
-        found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]
-        if found:
-            lines.append(f"    findings: {', '.join(found)} (memtui findings PATH)")
-    if not data["devices"]:
-        lines.append("  no device has events or segments")
-    if trace.meta.time_unit == "event":
-        lines.append("  (no clock in this capture: times are event numbers)")
-    for warning in data["warnings"]:
-        lines.append(f"  warning: {warning}")
-    # Paths, device names and warnings come from files: no control character goes raw.
-    return "\n".join(printable(line) for line in lines)
-
-
-__all__ = ["device_summary", "format_bytes", "format_summary", "summary"]
+__all__ = ["device_summary", "format_bytes", "summary"]

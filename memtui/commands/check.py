@@ -99,7 +99,7 @@ def configured_limits(path: Path | None) -> tuple[dict[str, Any], Path | None]:
 def _validated(values: dict[str, Any], blame) -> None:
     """Each limit readable (a size, a percentage, a flag), or the one-line error naming
     ``blame(key)``: the file it came from, or the option."""
-    from memtui.analysis.check import Limits
+    from memtui.analysis.limits.check import Limits
 
     for key, value in values.items():
         try:
@@ -123,8 +123,8 @@ def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.analysis.check_text import github_annotations
     from memtui.api import _open
+    from memtui.text.check import github_annotations
 
     values, baseline = chosen_limits(args)
     capture = _open(args.path, store_in_background=True)
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             raise CaptureError(args.junit, f"cannot write the JUnit XML ({exc.strerror})") \
                 from None
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(result):
+        for line in github_annotations(result.verdict):
             print(line, file=sys.stderr if args.json else sys.stdout)
     print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
     return result.exit_code

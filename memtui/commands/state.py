@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         # A capture with no memory data at all (a profiler_info_N.json whose folder holds
         # none): the allocator state there is empty, and that is the answer, with why.
-        from memtui.analysis.state import empty_state
+        from memtui.analysis.layout.state import empty_state
 
         print(json.dumps(empty_state()) if args.json else exc.problem)
         return 0

@@ -98,11 +98,11 @@ def _print_from_cache(path: Path, as_json: bool) -> bool:
 
 
 def _run_ranks(args: argparse.Namespace) -> int:
-    from memtui.analysis.ranks import format_ranks
     from memtui.commands.paths import common_folder
     from memtui.errors import CaptureError
     from memtui.rankload import RankTable, stream_results
     from memtui.sources.ranks import discover_ranks
+    from memtui.text.ranks import format_ranks
 
     if args.cluster:
         from memtui.rankload import check_cluster_address

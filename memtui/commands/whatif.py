@@ -44,10 +44,10 @@ def run(args: argparse.Namespace) -> int:
         from_capture,
         parse_size,
     )
-    from memtui.analysis.replay.text import format_prediction, format_proof
     from memtui.commands.paths import capture_path
     from memtui.errors import CaptureError
     from memtui.loading import load_trace
+    from memtui.text.replay import format_prediction, format_proof
 
     path = capture_path(args.path)
     trace = load_trace(path)

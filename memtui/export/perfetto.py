@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.findings.model import Finding
-from memtui.analysis.levels import Level, allocated_level, reserved_level
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
 from memtui.model import MemoryTrace
 
 CHUNK = 50_000
@@ -123,7 +123,7 @@ def _metadata(pid: int, device: str, path: str) -> list[str]:
 
 
 def _step_slices(trace: MemoryTrace, device: str, pid: int) -> list[str]:
-    from memtui.analysis.compare import steps_of
+    from memtui.analysis.across.compare import steps_of
 
     steps = steps_of(trace, device)
     if steps.is_empty():

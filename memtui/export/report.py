@@ -13,7 +13,7 @@ as an e-mail attachment.  It shows
   as ``memtui compare`` aligns them, the figures with B - A, and the difference
   attributed by stack, owner and op;
 * last, the capture's facts (source, devices, history kept, call stacks, allocator
-  settings, warnings: :mod:`memtui.analysis.capture_facts`).
+  settings, warnings: :mod:`memtui.analysis.findings.capture_facts`).
 
 Every string from a file goes through :func:`html.escape`.
 """
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis.findings.model import Finding
-from memtui.analysis.levels import Level, allocated_level, reserved_level
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
 from memtui.export.svg import Marks, Series, level_chart
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
@@ -82,7 +82,7 @@ def _table(header: list[str], rows: list[list[Any]], numeric: set[int] = frozens
 
 
 def _facts(trace: MemoryTrace) -> str:
-    from memtui.analysis.capture_facts import capture_facts
+    from memtui.analysis.findings.capture_facts import capture_facts
 
     parts = []
     for title, pairs in capture_facts(trace):
@@ -91,7 +91,7 @@ def _facts(trace: MemoryTrace) -> str:
 
 
 def _marks(trace: MemoryTrace, device: str, found: list[Finding]) -> Marks:
-    from memtui.analysis.compare import steps_of
+    from memtui.analysis.across.compare import steps_of
 
     ooms = [(int(f.evidence.t), f.title) for f in found
             if f.kind == "oom" and f.evidence.t is not None]
@@ -229,13 +229,13 @@ def report_html(trace: MemoryTrace, summary: dict[str, Any],
 
 
 def _delta(n: int | None) -> str:
-    from memtui.analysis.compare_text import signed_bytes
+    from memtui.units import signed_bytes
 
     return signed_bytes(n)
 
 
 def _compared_device(d, a: MemoryTrace, index: int) -> str:
-    from memtui.analysis.compare import on_axis
+    from memtui.analysis.across.compare import on_axis
 
     this, mapped, _ = on_axis(d, "a")
     chart = level_chart(

@@ -2,7 +2,7 @@
 
 :func:`level_chart` draws step-function levels (allocated filled, reserved as a line, or
 two runs' allocated lines) min-max downsampled to the chart's width
-(:mod:`memtui.analysis.downsample`: no peak narrower than a pixel is lost), with marks:
+(:mod:`memtui.analysis.timeline.downsample`: no peak narrower than a pixel is lost), with marks:
 the peak of each series (``<circle class="peak-marker">`` and its label), OOMs (red
 vertical lines, ``class="oom-marker"``) and step starts (ticks under the axis,
 ``class="step-marker"``).  Every text comes through :func:`html.escape`.
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memtui.analysis.downsample import bin_start, minmax_bins
-from memtui.analysis.levels import Level
+from memtui.analysis.timeline.downsample import bin_start, minmax_bins
+from memtui.analysis.timeline.levels import Level
 from memtui.units import format_bytes
 
 WIDTH, HEIGHT = 960, 280

@@ -43,8 +43,8 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
-from memtui.analysis.at_time import LiveBlocks, Timeline
-from memtui.analysis.layers import layer_view  # noqa: F401 - patched here by tests/tui/test_follow.py
+from memtui.analysis.timeline.at_time import LiveBlocks, Timeline
+from memtui.analysis.timeline.layers import layer_view  # noqa: F401 - patched here by tests/tui/test_follow.py
 from memtui.errors import CaptureError, printable
 from memtui.loading import check_input, require_a_device
 from memtui.model import MemoryTrace

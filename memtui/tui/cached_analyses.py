@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.at_time import LiveBlocks, Timeline, block_positions
-from memtui.analysis.callstack import TOP_RULES, stack_tops, top_names
+from memtui.analysis.stacks.callstack import TOP_RULES, stack_tops, top_names
+from memtui.analysis.timeline.at_time import LiveBlocks, Timeline, block_positions
 
 
 class CachedAnalyses:

@@ -26,7 +26,7 @@ class Commands:
     def action_facts(self) -> None:
         """The Capture facts view: source, devices, history kept, stacks, allocator
         settings, warnings."""
-        from memtui.analysis.capture_facts import capture_facts
+        from memtui.analysis.findings.capture_facts import capture_facts
 
         if self.trace is not None and not isinstance(self.screen, FactsScreen):
             self.push_screen(FactsScreen(capture_facts(self.trace)))

@@ -8,10 +8,10 @@ the run's screens are built afresh.  The Trend becomes
 :class:`~memtui.tui.screens.compare_trend.CompareTrendScreen` (both curves on one axis,
 B - A under them) and key ``7`` shows the
 :class:`~memtui.tui.screens.diff.DiffScreen` (the attributed deltas).  ``<`` ``>`` shift B
-against A and ``a`` switches the alignment (:mod:`memtui.analysis.compare`).
+against A and ``a`` switches the alignment (:mod:`memtui.analysis.across.compare`).
 
 API for its screens, beyond MemtuiApp's: ``app.comparison_for(device)`` (the
-:class:`~memtui.analysis.compare.DeviceComparison` of the shown run's device, or None),
+:class:`~memtui.analysis.across.compare.DeviceComparison` of the shown run's device, or None),
 ``app.side`` / ``app.other_side``, ``app.side_label(side)``, ``app.alignment_text(device)``,
 ``app.select_difference(row)``, and the reactive ``app.comparison_key`` that changes
 whenever the alignment does.
@@ -29,7 +29,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
-from memtui.analysis.compare import (
+from memtui.analysis.across.compare import (
     ALIGNMENTS,
     Comparison,
     DeviceComparison,
@@ -177,7 +177,7 @@ class CompareApp(MemtuiApp):
         return None
 
     def axis_levels(self, pair: DeviceComparison, side: str | None = None) -> tuple:
-        """:func:`~memtui.analysis.compare.on_axis` of ``pair`` on ``side``'s axis (the
+        """:func:`~memtui.analysis.across.compare.on_axis` of ``pair`` on ``side``'s axis (the
         shown run's by default), computed once per alignment."""
         side = side or self.side
         key = (id(pair), side)

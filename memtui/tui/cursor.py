@@ -6,7 +6,7 @@
 ``app.move_cursor(...)``, so moving the cursor anywhere moves it everywhere.
 
 The cursor addresses an *event*: ``event`` is its position in the device's trace (0-based,
-:class:`~memtui.analysis.at_time.Timeline` ``times``), and ``t`` is that event's time,
+:class:`~memtui.analysis.timeline.at_time.Timeline` ``times``), and ``t`` is that event's time,
 derived from it.  Every event is reachable, also when several share a timestamp, and the
 position is the one event number shown everywhere (status bar, Event View ``#`` column,
 ``memtui state --event``); a source's own event ID is shown in its own column.  A state

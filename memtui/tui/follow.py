@@ -29,7 +29,7 @@ from rich.markup import escape
 from textual.screen import Screen
 from textual.timer import Timer
 
-from memtui.analysis import layers as layer_analysis
+from memtui.analysis.timeline import layers as layer_analysis
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.tui.cursor_moves import initial_device
@@ -142,8 +142,8 @@ class FollowController:
     def _prepare(self, update: FollowUpdate) -> tuple[dict, object]:
         """In the worker: the load-time analyses, the layer view of a layered source, and
         the shown device's timeline, so that the UI thread only swaps them in."""
-        from memtui.analysis.at_time import Timeline
-        from memtui.analysis.layers import has_layers, layer_view
+        from memtui.analysis.timeline.at_time import Timeline
+        from memtui.analysis.timeline.layers import has_layers, layer_view
         from memtui.loading import prepare_trace
 
         trace = update.trace = prepare_trace(update.trace)

@@ -4,13 +4,13 @@ choice per device, the view of the capture it gives, and ``t`` that cycles it.
 :class:`LayerChoice` is a part of :class:`~memtui.tui.app.MemtuiApp` (a mixin): it keeps
 ``self.full_trace`` (the whole capture) and ``self.layers`` (the layer per device), and
 shows a new layer with ``self.replace_trace`` (memtui.tui.follow).  The views themselves
-are built by memtui.analysis.layers (called through the module, so that one patch of it
+are built by memtui.analysis.timeline.layers (called through the module, so that one patch of it
 is seen everywhere).
 """
 
 from __future__ import annotations
 
-from memtui.analysis import layers as layer_analysis
+from memtui.analysis.timeline import layers as layer_analysis
 from memtui.model import MemoryTrace
 
 

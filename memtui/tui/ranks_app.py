@@ -19,8 +19,8 @@ from textual import events, work
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 
-from memtui.analysis.at_time import Timeline
-from memtui.analysis.ranks import RankRow
+from memtui.analysis.across.ranks import RankRow
+from memtui.analysis.timeline.at_time import Timeline
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
 from memtui.rankload import RankResult, RankTable, stream_results

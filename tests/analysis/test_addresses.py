@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memtui.analysis.addresses import AddressBook, AddressQuery, parse_address
-from memtui.analysis.live import device_index
+from memtui.analysis.layout.addresses import AddressBook, AddressQuery, parse_address
+from memtui.analysis.timeline.live import device_index
 from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.helpers.hand_snapshot import SNAPSHOTS, us, write_hand_snapshot

@@ -13,7 +13,10 @@ import json
 import numpy as np
 import pytest
 
-from memtui.analysis.attribution import (
+from memtui.analysis.findings.peak import find_peak
+from memtui.analysis.layout.state import allocator_state
+from memtui.analysis.summary import summary
+from memtui.analysis.timeline.attribution import (
     BEFORE_CAPTURE,
     BLOCKS_AHEAD,
     IN_NO_OPERATOR,
@@ -23,10 +26,7 @@ from memtui.analysis.attribution import (
     remainder_at,
     unexplained,
 )
-from memtui.analysis.findings.peak import find_peak
-from memtui.analysis.layers import has_layers, layer_view
-from memtui.analysis.state import allocator_state
-from memtui.analysis.summary import summary
+from memtui.analysis.timeline.layers import has_layers, layer_view
 from memtui.cli import main
 from memtui.sources import open_capture
 from tests.conftest import shared_files

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtui.analysis.block_map import (
+from memtui.analysis.layout.block_map import (
     EMPTY,
     KIND_GHOST,
     KIND_NEVER_FREED,
@@ -27,8 +27,8 @@ from memtui.analysis.block_map import (
     rasterise,
     stack_rank,
 )
-from memtui.analysis.levels import Level, allocated_level
-from memtui.analysis.live import device_index
+from memtui.analysis.timeline.levels import Level, allocated_level
+from memtui.analysis.timeline.live import device_index
 from memtui.sources import open_capture
 from tests.helpers.hand_snapshot import SNAPSHOTS, blocks_trace
 

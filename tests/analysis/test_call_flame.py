@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.call_flame import NONE, CallFlame, threads
+from memtui.analysis.stacks.call_flame import NONE, CallFlame, threads
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform
 
 # thread 7: main [0, 100) > step [10, 60) > fwd [10, 30), bwd [30, 60) > tiny [40, 41);

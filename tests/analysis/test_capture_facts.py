@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from memtui.analysis.capture_facts import capture_facts, flatten, stack_mode
+from memtui.analysis.findings.capture_facts import capture_facts, flatten, stack_mode
 from tests.helpers.toy_traces import toy_trace
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memtui.analysis.compare import align, compare, device_pairs, steps_of
+from memtui.analysis.across.compare import align, compare, device_pairs, steps_of
 from memtui.loading import load_traces
 from memtui.sources import open_capture
 from tests.conftest import require_shared, shared_files
@@ -176,7 +176,7 @@ def pl_mask(mask: np.ndarray):
 
 
 def test_curves_on_either_axis_and_their_delta(pair_files):
-    from memtui.analysis.compare import on_axis, realign, sample
+    from memtui.analysis.across.compare import on_axis, realign, sample
 
     a, b = open_capture(pair_files["clean"]), open_capture(pair_files["leak"])
     d = compare(a, b).devices[0]
@@ -197,7 +197,7 @@ def test_curves_on_either_axis_and_their_delta(pair_files):
 
 
 def test_diff_rows_and_the_blocks_behind_a_row(pair_files):
-    from memtui.analysis.compare import blocks_of, diff_rows
+    from memtui.analysis.across.compare import blocks_of, diff_rows
 
     a, b = open_capture(pair_files["clean"]), open_capture(pair_files["leak"])
     d = compare(a, b).devices[0]
@@ -229,8 +229,8 @@ def test_without_markers_the_recurring_pattern_gives_the_steps(tmp_path):
 
 
 def test_step_peaks_by_hand():
-    from memtui.analysis.compare import step_peaks
-    from memtui.analysis.levels import Level
+    from memtui.analysis.across.compare import step_peaks
+    from memtui.analysis.timeline.levels import Level
 
     level = Level(np.array([0, 10, 20, 30, 40, 50]), np.array([1, 5, 2, 7, 3, 4]))
     steps = pl.DataFrame({"t": [0, 15, 30, 45, 60], "t_end": [15, 30, 45, 60, 70]})
@@ -250,8 +250,8 @@ def test_fewer_blocks_alive_in_b_are_no_new_blocks(pair_files, tmp_path):
 
 
 def test_blocks_without_levels_make_their_own():
-    from memtui.analysis.compare import blocks_level
-    from memtui.analysis.levels import Level
+    from memtui.analysis.across.compare import blocks_level
+    from memtui.analysis.timeline.levels import Level
 
     blocks = pl.DataFrame({
         "size": [100, 50, 30, 7], "t_alloc": [10, 20, 20, None], "t_free": [40, 30, None, 25],

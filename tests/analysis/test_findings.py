@@ -14,7 +14,7 @@ from memtui.analysis.findings.capture import find_capture_limits
 from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
-from memtui.analysis.findings.steps import find_steps
+from memtui.analysis.timeline.steps import find_steps
 from tests.helpers.findings_traces import DEVICE, MiB, TraceBuilder, training_loop
 
 
@@ -250,7 +250,7 @@ def test_settings_from_the_conf_string_alone():
 
 
 def test_inefficient_blocks_summarised():
-    """Flags as memtui.analysis.inefficient sets them: counts, bytes, top stacks per kind."""
+    """Flags as memtui.analysis.findings.flags sets them: counts, bytes, top stacks per kind."""
     import polars as pl
 
     from memtui.analysis.findings.inefficient import find_inefficient

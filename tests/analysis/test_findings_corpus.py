@@ -96,7 +96,7 @@ def test_profiler_steps_come_from_the_blocks_freed_again(tmp_path):
     """A profiler folder's events are levels only: the step clock is the rhythm of its
     operator blocks, of those freed again (a once-per-step leak never beats it)."""
     from memtui.analysis.findings.leak import find_leaks
-    from memtui.analysis.findings.steps import find_steps
+    from memtui.analysis.timeline.steps import find_steps
     from memtui.sources import open_capture
 
     path, truth = write_case(Case("p", "profiler", steps=12, markers=False,
@@ -115,7 +115,7 @@ def test_a_missed_beat_of_the_block_clock_is_put_back():
     """A gap twice the median is one step whose clock block came out another size."""
     import numpy as np
 
-    from memtui.analysis.findings.steps import _fill_missed_beats
+    from memtui.analysis.timeline.steps import _fill_missed_beats
 
     times = np.array([0, 10, 20, 40, 50, 60, 95], dtype=np.int64)
     assert _fill_missed_beats(times).tolist() == [0, 10, 20, 30, 40, 50, 60, 95]
@@ -137,7 +137,7 @@ def test_msmemscope_driver_segments_do_not_beat_the_step_clock(tmp_path):
     """Without markers, an msMemScope DB's HAL rows (the driver segments, many in the first
     step) are not read as pauses of the loop's stacks: 32 steps, not 33 (the corpus's
     leak_every_step_nomarkers: they made its leak 3.1% small)."""
-    from memtui.analysis.findings.steps import find_steps
+    from memtui.analysis.timeline.steps import find_steps
     from memtui.sources import open_capture
 
     path, _ = write_case(Case("m", "memscope_db", steps=32, markers=False,

@@ -19,7 +19,7 @@ from benchmarks.generate_memscope import LEAK_FUNCTION, LEAK_OWNER, generate_db
 from memtui.analysis.findings import find_all
 from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.peak import find_peak
-from memtui.analysis.findings.steps import find_steps
+from memtui.analysis.timeline.steps import find_steps
 from memtui.sources import open_capture
 
 MiB = 1 << 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.inefficient import Threshold, Thresholds, inefficient_flags
+from memtui.analysis.findings.flags import Threshold, Thresholds, inefficient_flags
 from memtui.model import FLAG_EARLY_ALLOCATION as EARLY
 from memtui.model import FLAG_LATE_DEALLOCATION as LATE
 from memtui.model import FLAG_TEMPORARY_IDLENESS as IDLE

@@ -1,5 +1,6 @@
-"""memtui.analysis.layers._join_asof_by: the same rows as polars' ``join_asof`` with ``by``,
-whether every left row has the same keys (the quick way: one device, one layer) or not."""
+"""memtui.analysis.timeline.layers._join_asof_by: the same rows as polars' ``join_asof``
+with ``by``, whether every left row has the same keys (the quick way: one device, one layer)
+or not."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtui.analysis.layers import _join_asof_by
+from memtui.analysis.timeline.layers import _join_asof_by
 
 KEYS = st.sampled_from(["npu:0", "npu:1", None])
 

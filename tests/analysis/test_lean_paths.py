@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.findings.fragmentation import _rows_to_measure
-from memtui.analysis.live import sorted_by
+from memtui.analysis.timeline.live import sorted_by
 
 
 def test_sorted_by_keeps_a_sorted_frame_and_sorts_the_others():

@@ -13,11 +13,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memtui.analysis.at_time import Timeline, block_positions
-from memtui.analysis.layers import default_layers, has_layers, layer_view, layers_of
-from memtui.analysis.pool_state import state_at_event, state_at_seq
+from memtui.analysis.layout.pool_state import state_at_event, state_at_seq
 from memtui.analysis.summary import summary
-from memtui.analysis.table_views import TableModel
+from memtui.analysis.tables import TableModel
+from memtui.analysis.timeline.at_time import Timeline, block_positions
+from memtui.analysis.timeline.layers import default_layers, has_layers, layer_view, layers_of
 from memtui.loading import load_trace
 from memtui.model import conform
 from memtui.sources import open_capture

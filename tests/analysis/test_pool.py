@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
-from memtui.analysis.live import device_index
-from memtui.analysis.pool_state import (
+from memtui.analysis.layout.pool_state import (
     explain_oom,
     fragmentation,
     oom_events,
     state_at,
     state_at_seq,
 )
+from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN, IntervalIndex
+from memtui.analysis.timeline.live import device_index
 from memtui.sources import open_capture
 from memtui.sources.common.safe_pickle import load_pickle
 from tests.helpers.hand_snapshot import SNAPSHOTS, reference_replay, us, write_hand_snapshot
@@ -152,7 +152,7 @@ def test_interval_index_matches_brute_force(spans, chunk):
 
 
 def test_interval_index_picks_a_chunk_within_budget(monkeypatch):
-    import memtui.analysis.intervals as intervals
+    import memtui.analysis.timeline.intervals as intervals
     monkeypatch.setattr(intervals, "CHECKPOINT_BUDGET", 5000)
     start = np.arange(100_000, dtype=np.int64)
     end = np.full(100_000, INT64_MAX, dtype=np.int64)  # nothing is ever freed
@@ -250,7 +250,7 @@ def _brief_block_trace():
 def test_event_in_life_puts_a_click_on_an_event_that_shows_the_block():
     """QA (issue 15): a click on a band at time t moved the cursor to the last event at t,
     after which the block clicked may be gone (freed at the same time)."""
-    from memtui.analysis.pool_state import event_in_life
+    from memtui.analysis.layout.pool_state import event_in_life
 
     trace = _brief_block_trace()
     assert event_in_life(trace, "cuda:0", 1, 20) == 1  # not 2: block 1 is freed by it

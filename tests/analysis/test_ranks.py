@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memtui.analysis.ranks import CURVE_POINTS, RankRow, flag_outliers, sparkline
+from memtui.analysis.across.ranks import CURVE_POINTS, RankRow, flag_outliers, sparkline
 from memtui.sources.ranks import discover_ranks
 from tests.helpers.rank_folders import (
     LEAK_RANK,
@@ -66,8 +66,8 @@ def test_sparkline_scales_to_the_common_top():
 
 
 def test_leak_and_fragmentation_come_from_the_findings():
+    from memtui.analysis.across.ranks import finding_figures
     from memtui.analysis.findings import Finding
-    from memtui.analysis.ranks import finding_figures
 
     found = [Finding(kind="leak", severity="high", title="a", device="d",
                      detail={"bytes_per_step": 3 * MiB}),
@@ -89,7 +89,7 @@ def test_leak_and_fragmentation_come_from_the_findings():
 
 
 def test_host_memory_is_compared_with_host_memory_only():
-    from memtui.analysis.ranks import device_group
+    from memtui.analysis.across.ranks import device_group
 
     assert [device_group(d) for d in ("host", "cpu", "rank0/host", "npu:0", "cuda:1")] == [
         "host", "host", "host", "device", "device"]

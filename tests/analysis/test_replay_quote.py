@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memtui.analysis.findings import find_all
-from memtui.analysis.replay import quote
+from memtui.analysis.findings import find_all, quote
 from memtui.loading import load_trace
 from tests.conftest import REPO
 

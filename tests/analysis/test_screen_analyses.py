@@ -10,11 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtui.analysis.at_time import LiveBlocks, Timeline
-from memtui.analysis.callstack import stack_lines, stack_tops
-from memtui.analysis.downsample import bin_of, bin_start, minmax_bins, value_at
-from memtui.analysis.series import group_bys, trend_series
-from memtui.analysis.table_views import (
+from memtui.analysis.stacks.callstack import stack_lines, stack_tops
+from memtui.analysis.tables import (
     Filter,
     TableModel,
     format_flags,
@@ -24,6 +21,9 @@ from memtui.analysis.table_views import (
     parse_size,
     parse_time,
 )
+from memtui.analysis.timeline.at_time import LiveBlocks, Timeline
+from memtui.analysis.timeline.downsample import bin_of, bin_start, minmax_bins, value_at
+from memtui.analysis.timeline.series import group_bys, trend_series
 from memtui.tui.cursor import CursorState, fit, pan, settle, zoom
 from tests.helpers.toy_traces import FORWARD, MAIN, profiler_trace, toy_trace
 
@@ -105,7 +105,7 @@ def test_a_curve_that_starts_late_is_zero_before_its_first_sample():
 
     import polars as pl
 
-    from memtui.analysis.at_time import Timeline
+    from memtui.analysis.timeline.at_time import Timeline
     from tests.helpers.toy_traces import profiler_trace
 
     trace = profiler_trace()

@@ -9,10 +9,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from memtui.analysis.callstack import CPP_ONLY, forward_line, stack_lines, stack_top_frames
 from memtui.analysis.findings.frames import evidence_stack, stack_frames
-from memtui.analysis.live import device_index
-from memtui.analysis.stack_tree import StackTree, block_rows_for, format_stack
+from memtui.analysis.stacks.callstack import CPP_ONLY, forward_line, stack_lines, stack_top_frames
+from memtui.analysis.stacks.stack_tree import StackTree, block_rows_for, format_stack
+from memtui.analysis.timeline.live import device_index
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform
 
 UNWIND = ("torch::unwind::unwind()", "??")

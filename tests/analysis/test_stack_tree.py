@@ -7,14 +7,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memtui.analysis.live import device_index
-from memtui.analysis.stack_tree import (
+from memtui.analysis.stacks.stack_tree import (
     ROOT,
     StackTree,
     block_rows_for,
     format_stack,
     frame_keep_mask,
 )
+from memtui.analysis.timeline.live import device_index
 from memtui.sources import open_capture
 from tests.helpers.hand_snapshot import SNAPSHOTS, us, write_hand_snapshot
 
@@ -133,7 +133,7 @@ def test_real_sums_match_a_plain_walk():
 def test_user_frames_only_and_self_bytes():
     """toy_trace: stack 0 is malloc (C++) <- forward (model.py) <- main (train.py), stack 1
     malloc <- main.  Blocks of 100 and 25 bytes with stack 0, 50 with stack 1."""
-    from memtui.analysis.stack_tree import ROOT, StackTree
+    from memtui.analysis.stacks.stack_tree import ROOT, StackTree
     from tests.helpers.toy_traces import toy_trace
 
     trace = toy_trace()
@@ -175,7 +175,7 @@ def test_live_at_the_cursor_counts_by_event_not_by_time():
 def test_live_at_the_cursor_is_the_status_bar_level_on_a_real_snapshot():
     """t26 ctx512: ~30% of its events share a microsecond with another; at sampled events
     the Stacks total equals the status bar's allocated at that event."""
-    from memtui.analysis.at_time import Timeline
+    from memtui.analysis.timeline.at_time import Timeline
     from tests.conftest import require_shared
 
     path = require_shared("torch_snapshots") / "t26_cs336_kk_ctx512_fullstep.pickle"
@@ -223,7 +223,7 @@ def test_ghosts_marked_go_under_alive_before_the_capture(hand):
     """At the start the ghosts g1 and g2 (1536 B, no stack) are alive: marked with
     BEFORE_STACK they hang under "alive before the capture", the rest of the tree as
     before; the f-filter of that node gives them, of "(no stack recorded)" none."""
-    from memtui.analysis.stack_tree import BEFORE_STACK
+    from memtui.analysis.stacks.stack_tree import BEFORE_STACK
 
     trace, tree, index = hand
     rows, _ = block_rows_for(trace, index, "cursor", us(1))

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.generate_memscope import generate_db
 from memtui.analysis.findings.leak import find_leaks
-from memtui.analysis.findings.steps import find_steps, rhythm_steps
+from memtui.analysis.timeline.steps import find_steps, rhythm_steps
 from memtui.sources import open_capture
 from tests.conftest import REPO
 from tests.helpers.findings_traces import DEVICE, MiB, TraceBuilder, training_loop

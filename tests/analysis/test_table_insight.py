@@ -8,13 +8,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memtui.analysis.inefficient import (
+from memtui.analysis.findings.flags import (
     DEFAULT_THRESHOLDS,
     Threshold,
     format_thresholds,
     parse_thresholds,
 )
-from memtui.analysis.table_views import Filter, TableModel, with_alloc_attr
+from memtui.analysis.tables import Filter, TableModel, with_alloc_attr
 
 # four blocks: (id, size, malloc, free, flags)
 BLOCKS = pl.DataFrame({
@@ -79,7 +79,7 @@ def test_state_column_at_the_cursor_follows_event_order():
     """Issue 15: allocs of 100 (event 1) and 200 (event 2) share t=20, and the 100's free
     is requested at event 2.  Just after event 1 the 200 is "not yet" and the 100 "alive";
     by time (20) the 200 would already be alive and the 100 pending."""
-    from memtui.analysis.at_time import block_positions
+    from memtui.analysis.timeline.at_time import block_positions
     from tests.tui.test_app import shared_time_trace
 
     trace = shared_time_trace()

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from memtui.analysis.check import Limits, parse_size
+from memtui.analysis.limits.check import Limits, parse_size
 from memtui.cli import main
 from tests.helpers.compare_traces import MiB, write_loop
 from tests.helpers.hand_snapshot import write_hand_snapshot

@@ -77,7 +77,7 @@ def test_a_key_with_the_same_change_at_peak_and_end_is_said_once():
     keeps its two lines."""
     import polars as pl
 
-    from memtui.analysis.compare_text import _rows
+    from memtui.text.compare import _rows
 
     frame = pl.DataFrame({"label": ["kept", "kept", "grew", "grew"],
                           "at": ["end", "peak", "end", "peak"],

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from benchmarks.generate import write_snapshot
-from memtui.analysis.levels import allocated_level
+from memtui.analysis.timeline.levels import allocated_level
 from memtui.commands.paths import demo_path
 from memtui.sources import open_capture
 from tests.conftest import REPO

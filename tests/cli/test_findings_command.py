@@ -42,9 +42,10 @@ def test_findings_of_a_layered_capture_come_from_its_default_layer(capsys):
     of 18 MiB."""
     import pytest
 
-    from memtui.analysis.findings import find_all, format_findings
-    from memtui.analysis.layers import layer_view
+    from memtui.analysis.findings import find_all
+    from memtui.analysis.timeline.layers import layer_view
     from memtui.loading import load_trace
+    from memtui.text.findings import format_findings
     from tests.conftest import shared_files
 
     found = shared_files("msmemscope", "msinsight_mirror__full_db__*.dat")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memtui.analysis.ranks import flag_outliers
+from memtui.analysis.across.ranks import flag_outliers
 from memtui.cli import main
 from memtui.rankload import dask_available, summarize_capture
 from memtui.sources.ranks import discover_ranks

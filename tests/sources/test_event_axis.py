@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memtui.analysis.at_time import block_positions
+from memtui.analysis.timeline.at_time import block_positions
 from memtui.model import ModelError, validate
 from memtui.sources import open_capture
 from tests.conftest import REPO, shared_files

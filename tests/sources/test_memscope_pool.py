@@ -28,7 +28,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memtui.analysis.pool_state import state_at
+from memtui.analysis.layout.pool_state import state_at
 from memtui.analysis.summary import summary
 from memtui.model import validate
 from memtui.sources import open_capture

@@ -21,9 +21,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from memtui.analysis.inefficient import Threshold, Thresholds, with_inefficient_flags
-from memtui.analysis.levels import allocated_level, reserved_level
+from memtui.analysis.findings.flags import Threshold, Thresholds, with_inefficient_flags
 from memtui.analysis.summary import summary
+from memtui.analysis.timeline.levels import allocated_level, reserved_level
 from memtui.model import (
     FLAG_EARLY_ALLOCATION,
     FLAG_LATE_DEALLOCATION,

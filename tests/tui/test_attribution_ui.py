@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from memtui.analysis.attribution import BEFORE_CAPTURE, IN_NO_OPERATOR
 from memtui.analysis.findings.peak import find_peak
-from memtui.analysis.stack_tree import format_stack
+from memtui.analysis.stacks.stack_tree import format_stack
+from memtui.analysis.timeline.attribution import BEFORE_CAPTURE, IN_NO_OPERATOR
 from memtui.loading import load_trace
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.findings import detail_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtui.analysis.compare import steps_of
+from memtui.analysis.across.compare import steps_of
 from memtui.sources import open_capture
 from memtui.tui.compare_app import CompareApp, run_compare
 from memtui.tui.widgets.curve import TrendPlot

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 from textual import events
 
-from memtui.analysis.block_map import bands_at
-from memtui.analysis.live import device_index
+from memtui.analysis.layout.block_map import bands_at
+from memtui.analysis.timeline.live import device_index
 from memtui.errors import CaptureError
 from memtui.model import conform
 from memtui.sources import open_capture
@@ -460,7 +460,7 @@ def test_block_details_of_a_block_without_stream_say_dash(tmp_path):
 async def test_blocks_up_down_walk_the_blocks_alive_at_the_cursors_event():
     """Issue 15: events 1 and 2 allocate at the same t=20; at event 1 the walk meets only
     the blocks alive just after it (0 and 1), never the block of event 2."""
-    from memtui.analysis.pool_state import event_seq
+    from memtui.analysis.layout.pool_state import event_seq
     from tests.tui.test_app import shared_time_trace
 
     trace = shared_time_trace()

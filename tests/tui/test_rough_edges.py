@@ -318,7 +318,7 @@ def accessed_toy_trace():
     block 2 never touched.  Default thresholds: flags E, L, none."""
     import polars as pl
 
-    from memtui.analysis.inefficient import with_inefficient_flags
+    from memtui.analysis.findings.flags import with_inefficient_flags
     from tests.helpers.toy_traces import toy_trace
 
     trace = toy_trace()
@@ -431,7 +431,7 @@ async def test_a_broken_keymap_is_reported_and_ignored(demo, tmp_path):
 
 
 async def test_a_failed_worker_is_one_clear_message_and_nothing_hangs(demo, monkeypatch):
-    from memtui.analysis.table_views import TableModel
+    from memtui.analysis.tables import TableModel
     from memtui.tui.screens import linked
     from memtui.tui.screens.blocks import BlocksScreen
 

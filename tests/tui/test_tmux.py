@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from memtui.analysis.at_time import Timeline
-from memtui.analysis.table_views import format_time
+from memtui.analysis.tables import format_time
+from memtui.analysis.timeline.at_time import Timeline
 from memtui.sources import open_capture
 from tests.conftest import REPO
 

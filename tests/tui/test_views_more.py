@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memtui.analysis.block_map import BlockMapData, segment_index
-from memtui.analysis.owner_tree import owner_tree
+from memtui.analysis.layout.block_map import BlockMapData, segment_index
+from memtui.analysis.stacks.owner_tree import owner_tree
 from memtui.sources import open_capture
 from tests.helpers.map_pilot import maps_app, open_screen, screen_text
 from tests.helpers.run_profile import sizes

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import memtui.tui.screens.blocks as blocks_screen
-from memtui.analysis import live
-from memtui.analysis.block_map import bands_at
+from memtui.analysis.layout.block_map import bands_at
+from memtui.analysis.timeline import live
 from memtui.sources import open_capture
 from memtui.tui.screens import linked
 from tests.helpers.map_pilot import maps_app

@@ -34,7 +34,6 @@ from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame,
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
 from memtui.model import MemoryTrace
-from memtui.units import counted, format_bytes
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
            find_capture_limits)
@@ -67,7 +66,7 @@ def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding
     """Findings per device (every device of ``meta.devices``), most severe first.
 
     ``what_if``: OOM and fragmentation advice quotes a proven replay's prediction
-    (:mod:`memtui.analysis.replay.quote`, a replay per device: seconds); callers that only
+    (:mod:`memtui.analysis.findings.quote`, a replay per device: seconds); callers that only
     count findings pass False."""
     result = {name: device_findings(trace, name) for name in trace.meta.device_names}
     for finding in find_capture_wide(trace):
@@ -75,7 +74,7 @@ def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding
     if not what_if:
         return result
     # the what-if hook (issue 26): a proven replay's prediction replaces the general advice
-    from memtui.analysis.replay.quote import quote_predictions
+    from memtui.analysis.findings.quote import quote_predictions
 
     return quote_predictions(trace, result)
 
@@ -125,55 +124,6 @@ def findings_json(trace: MemoryTrace, findings: dict[str, list[Finding]] | None 
     }
 
 
-def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
-    """The full call stacks of a finding, for ``findings --stacks``: each of the peak's
-    stack groups (its commonest stack), else the evidence's stack."""
-    def frames(stack_id: int | None, indent: str) -> list[str]:
-        stack = full_stack(trace, stack_id)
-        if not stack:
-            return [f"{indent}(no stack recorded)"]
-        return [f"{indent}{f.filename or '?'}:{f.line if f.line is not None else '?'}:"
-                f"{f.name or '?'}" for f in stack]
-
-    groups = finding.detail.get("by_stack") or []
-    if finding.kind == "peak" and groups:
-        lines = []
-        for row in groups:
-            lines.append(f"        {row['label']}: {format_bytes(row['bytes'])} "
-                         f"({row['share']:.0%}) in {row['blocks']} blocks")
-            if "stack_id" in row:
-                lines += frames(row["stack_id"], "          ")
-        return lines
-    if finding.evidence.stack_id is not None:
-        return ["        stack:", *frames(finding.evidence.stack_id, "          ")]
-    return []
-
-
-def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
-                    stacks: bool = False) -> str:
-    """The human text of ``memtui findings``: every finding by severity, per device
-    (``stacks``: each followed by its full call stacks)."""
-    lines = [f"{trace.meta.path}  ({trace.meta.source})"]
-    for device, found in findings.items():
-        lines.append(f"  {device}: {counted(len(found), 'finding')}")
-        for finding in found:
-            lines.append(f"    [{finding.severity}] {finding.kind}: {finding.title}")
-            for key in ("cause", "advice"):
-                if finding.detail.get(key) and finding.detail[key] not in finding.title:
-                    lines.append(f"        {key}: {finding.detail[key]}")
-            for conflict in finding.detail.get("conflicts") or []:
-                lines.append(f"        conflict: {conflict}")
-            if finding.kind == "leak":
-                lines.append(f"        steps from {finding.detail['steps_from']}; "
-                             f"{counted(finding.detail['blocks'], 'block')}, "
-                             f"{format_bytes(finding.detail['total_bytes'])} in all")
-            if stacks:
-                lines += _stack_lines(trace, finding)
-    if not findings:
-        lines.append("  no device has events or blocks")
-    return "\n".join(lines)
-
-
 __all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
-           "device_findings", "find_all", "findings_json", "flat", "format_findings", "full_stack",
+           "device_findings", "find_all", "findings_json", "flat", "full_stack",
            "with_event_numbers"]

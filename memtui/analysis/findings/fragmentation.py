@@ -38,7 +38,7 @@ from memtui.analysis.findings.allocator import MIN_ADVICE_BYTES, AllocatorSettin
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.pool import pool_at_seq
-from memtui.analysis.pool_state import PoolState, UnusedSplit, fragmentation
+from memtui.analysis.layout.pool_state import PoolState, UnusedSplit, fragmentation
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
 

@@ -1,7 +1,7 @@
 """Naming a call stack, and a stack's frames as evidence.
 
 A finding names code, not the allocator, by the one rule every screen follows
-(:func:`memtui.analysis.callstack.stack_top_frames`): the innermost user frame, and for
+(:func:`memtui.analysis.stacks.callstack.stack_top_frames`): the innermost user frame, and for
 stacks recorded only in C++ the forward line or the autograd node; ``user`` says whether
 the naming frame is the user's code.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.callstack import internal_frame, stack_top_frames
 from memtui.analysis.findings.model import StackFrame
+from memtui.analysis.stacks.callstack import internal_frame, stack_top_frames
 from memtui.model import MemoryTrace
 
 NO_STACK = "(no stack recorded)"

@@ -1,6 +1,6 @@
 """Inefficient blocks summarised: MindStudio Insight's three kinds, counted and named.
 
-The flags themselves are set by :mod:`memtui.analysis.inefficient` (early allocation,
+The flags themselves are set by :mod:`memtui.analysis.findings.flags` (early allocation,
 late deallocation, temporary idleness, with its thresholds); here each kind gets its
 count, bytes and the stacks (named by their innermost user frame) holding most of it.
 """

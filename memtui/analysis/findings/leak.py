@@ -2,7 +2,7 @@
 
 The blocks of a device are grouped by memory pool, owner and the frame that names their
 call stack (:mod:`memtui.analysis.findings.frames`).  Each group's live bytes are taken
-at every step boundary (:mod:`memtui.analysis.findings.steps`) with one ``bincount``
+at every step boundary (:mod:`memtui.analysis.timeline.steps`) with one ``bincount``
 over all blocks, so a group's level ``L[k]`` is what it held when step ``k`` began, and,
 where the last step finished, at its end too.  Blocks allocated in a last step that did not
 finish are never counted: a capture that stopped mid-step leaves its activations alive, and
@@ -24,8 +24,8 @@ import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_frames
 from memtui.analysis.findings.model import Evidence, Finding
-from memtui.analysis.findings.steps import Steps, find_steps
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN
+from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN
+from memtui.analysis.timeline.steps import Steps, find_steps
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
 

@@ -1,7 +1,7 @@
 """Out-of-memory findings: for each OOM, the request against the pool and the device.
 
 For every ``oom`` event the pool state at that event
-(:func:`memtui.analysis.pool_state.explain_oom`) gives reserved, allocated, pending-free
+(:func:`memtui.analysis.layout.pool_state.explain_oom`) gives reserved, allocated, pending-free
 and free bytes and the largest free gap the request could have used.  The cause is
 *fragmentation* when the pool's free bytes plus what the device still had free would have
 held the request but no single gap could, and *the device is full* otherwise.  The advice
@@ -29,8 +29,8 @@ from memtui.analysis.findings.allocator import advice, settings_of
 from memtui.analysis.findings.frames import evidence_stack
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.pool import pool_at_seq
-from memtui.analysis.live import device_index
-from memtui.analysis.pool_state import PoolState, explain_oom, state_at, state_at_seq
+from memtui.analysis.layout.pool_state import PoolState, explain_oom, state_at, state_at_seq
+from memtui.analysis.timeline.live import device_index
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
 

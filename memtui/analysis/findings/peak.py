@@ -11,7 +11,7 @@ block has it; the blocks alive at the peak of reserved, by stack.  Sources with 
 Every list sums to the peak, its one denominator: the groups past the first ``TOP`` are
 one "(N more)" row, blocks without an owner or pool one "(no owner)" / "(no pool)" row, and
 the bytes of the level no block explains their own rows ("alive before the capture", "in
-no operator": :mod:`memtui.analysis.attribution`).  Profiler captures are named by
+no operator": :mod:`memtui.analysis.timeline.attribution`).  Profiler captures are named by
 operator (``grouped_by``: the owner list leads the title), others by stack; in the stack
 list, ghost blocks (alive before the capture: pt-snap-cli's "static") are named so.
 """
@@ -23,18 +23,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memtui.analysis.attribution import (
+from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_frames
+from memtui.analysis.findings.model import Evidence, Finding
+from memtui.analysis.findings.pool import alive_block_rows
+from memtui.analysis.timeline.attribution import (
     BEFORE_CAPTURE,
     REMAINDER_LABELS,
     Remainder,
     groups_by_operator,
     remainder_rows,
 )
-from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_frames
-from memtui.analysis.findings.model import Evidence, Finding
-from memtui.analysis.findings.pool import alive_block_rows
-from memtui.analysis.levels import allocated_level, reserved_level
-from memtui.analysis.live import device_index
+from memtui.analysis.timeline.levels import allocated_level, reserved_level
+from memtui.analysis.timeline.live import device_index
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
 

@@ -1,6 +1,6 @@
 """The pool at one event, for findings that ask once: masks over the device's arrays.
 
-:func:`memtui.analysis.pool_state.state_at_seq` answers through interval indexes that
+:func:`memtui.analysis.layout.pool_state.state_at_seq` answers through interval indexes that
 pay off when a screen asks at every cursor move; a finding asks at one or two events,
 where one vectorised mask over the lifetimes is cheaper than building them.  Where the
 indexes are built already (a screen asked), they are used.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN
-from memtui.analysis.live import cached, device_index
-from memtui.analysis.pool_state import PoolState, pool_state, state_at_seq
+from memtui.analysis.layout.pool_state import PoolState, pool_state, state_at_seq
+from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN
+from memtui.analysis.timeline.live import cached, device_index
 from memtui.model import MemoryTrace
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from memtui.analysis.pool_state import fragmentation
+from memtui.analysis.layout.pool_state import fragmentation
 from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
 from memtui.analysis.replay.run import ReplayError, ReplayRun, private_routes, replay_device

@@ -1,7 +1,7 @@
 """Feed one device of a capture through :class:`CachingAllocator`, event by event.
 
 The replay starts from the pool memtui reconstructs just before the device's first event
-(:func:`memtui.analysis.pool_state.state_at_seq`: the dump walked back), then takes the
+(:func:`memtui.analysis.layout.pool_state.state_at_seq`: the dump walked back), then takes the
 trace in order: ``alloc`` -> ``malloc(requested size, stream)``, ``free_requested`` -> the
 block waits, ``free`` (free_completed) -> ``free_block``, and each run of recorded
 ``segment_free``/``segment_unmap`` events -> ``emptyCache`` where the program called it
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from memtui.analysis.pool_state import state_at_seq
+from memtui.analysis.layout.pool_state import state_at_seq
 from memtui.analysis.replay.allocator import (
     K_LARGE_BUFFER,
     K_MIN_BLOCK_SIZE,

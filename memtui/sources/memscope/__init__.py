@@ -7,7 +7,7 @@ Reading is :mod:`memscope_read`'s job, turning rows into the model
 :mod:`memscope_build`'s; see ../shared/formats/msmemscope.md for the formats.
 
 Blocks carry their access times; the inefficient-block ``flags`` are left null here and
-set after loading by :func:`memtui.analysis.inefficient.with_inefficient_flags` (the
+set after loading by :func:`memtui.analysis.findings.flags.with_inefficient_flags` (the
 thresholds are a user setting, not a property of the file).
 """
 

@@ -4,7 +4,7 @@ Moving the cursor selects the block of the event under it; ``up``/``down`` (``k`
 walk the stack of blocks alive at the cursor; a click selects the band under the
 pointer, a drag selects a window, the wheel zooms, and dragging on the trend slider
 pans the view.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
-address (in any form, see :mod:`memtui.analysis.addresses`) here and in the pool map.
+address (in any form, see :mod:`memtui.analysis.layout.addresses`) here and in the pool map.
 The header names the bytes of the level at the cursor that no block explains (a profiler
 folder's memory alive before the capture): the map cannot draw them.
 """
@@ -21,11 +21,11 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
-from memtui.analysis.addresses import AddressBook
-from memtui.analysis.attribution import remainder_at, remainder_text
-from memtui.analysis.block_map import BlockMapData, PeakFinder, bands_at, segment_index
-from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
-from memtui.analysis.pool_state import event_in_life, event_seq
+from memtui.analysis.layout.addresses import AddressBook
+from memtui.analysis.layout.block_map import BlockMapData, PeakFinder, bands_at, segment_index
+from memtui.analysis.layout.pool_state import event_in_life, event_seq
+from memtui.analysis.timeline.attribution import remainder_at, remainder_text
+from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.loading import kept_block_map
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState

@@ -19,13 +19,12 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from memtui.analysis.compare import sample
-from memtui.analysis.compare_text import signed_bytes
-from memtui.analysis.series import Series
+from memtui.analysis.across.compare import sample
+from memtui.analysis.timeline.series import Series
 from memtui.tui.widgets.curve import Markers, TrendPlot
 from memtui.tui.widgets.delta import DeltaStrip
 from memtui.tui.widgets.status import StatusBar, short_bytes
-from memtui.units import format_bytes
+from memtui.units import format_bytes, signed_bytes
 
 _GLYPHS = ("█", "⠶")
 

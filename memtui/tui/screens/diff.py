@@ -2,7 +2,7 @@
 
 A header with both files, the alignment and the peak / end figures of the cursor's device
 pair; then every attributed delta (by stack, owner and op, at each run's peak and at its
-end, :func:`memtui.analysis.compare.diff_rows`), largest change first, keys seen in one
+end, :func:`memtui.analysis.across.compare.diff_rows`), largest change first, keys seen in one
 run only marked so; under the table the highlighted row's "where" in full (a narrow
 pane cuts the column).  Enter on a row asks the app to select it
 (``app.select_difference``): both runs' Stacks screens search its frame and both Block
@@ -17,10 +17,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from memtui.analysis.compare import diff_rows
-from memtui.analysis.compare_text import signed_bytes
+from memtui.analysis.across.compare import diff_rows
 from memtui.tui.widgets.status import StatusBar
-from memtui.units import counted, format_bytes
+from memtui.units import counted, format_bytes, signed_bytes
 
 MAX_ROWS = 5000
 _ONLY = {"a": "A", "b": "B"}  # the "only" column: the run the key appears in alone

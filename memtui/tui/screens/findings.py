@@ -24,7 +24,7 @@ from textual.widgets.option_list import Option
 
 from memtui.analysis.findings.frames import stack_frames
 from memtui.analysis.findings.model import Finding, ranked
-from memtui.analysis.table_views import format_time
+from memtui.analysis.tables import format_time
 from memtui.errors import printable
 from memtui.tui.answer import evidence_changes
 from memtui.tui.widgets.status import StatusBar

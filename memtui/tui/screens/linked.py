@@ -21,10 +21,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
-from memtui.analysis.addresses import AddressBook
-from memtui.analysis.callstack import stack_tops, top_names
-from memtui.analysis.live import DeviceIndex, cached
-from memtui.analysis.stack_tree import format_stack
+from memtui.analysis.layout.addresses import AddressBook
+from memtui.analysis.stacks.callstack import stack_tops, top_names
+from memtui.analysis.stacks.stack_tree import format_stack
+from memtui.analysis.timeline.live import DeviceIndex, cached
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -348,7 +348,7 @@ def block_details(screen, cursor: CursorState) -> str:
 
 def stack_name(screen, stack_id: int | None) -> str | None:
     """The name every screen gives ``stack_id`` (the app's stack top rule where it has
-    one: :func:`memtui.analysis.callstack.stack_top_frames`)."""
+    one: :func:`memtui.analysis.stacks.callstack.stack_top_frames`)."""
     if stack_id is None:
         return None
     names_of = getattr(screen.app, "stack_top_names", None) if _has_app(screen) else None

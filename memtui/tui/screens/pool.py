@@ -17,10 +17,8 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
-from memtui.analysis.addresses import AddressBook
-from memtui.analysis.attribution import remainder_rows, remainder_text
-from memtui.analysis.live import DeviceIndex, cached, device_index, event_blocks
-from memtui.analysis.pool_state import (
+from memtui.analysis.layout.addresses import AddressBook
+from memtui.analysis.layout.pool_state import (
     OomExplanation,
     PoolState,
     explain_oom,
@@ -28,6 +26,8 @@ from memtui.analysis.pool_state import (
     oom_events,
     state_at_event,
 )
+from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
+from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.screens.linked import (

@@ -24,7 +24,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from memtui.analysis.ranks import RankRow, format_peak_time, sparkline
+from memtui.analysis.across.ranks import RankRow, sparkline
+from memtui.text.ranks import format_peak_time
 from memtui.tui.widgets.status import short_bytes
 from memtui.units import counted
 

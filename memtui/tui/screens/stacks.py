@@ -25,11 +25,11 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
-from memtui.analysis.attribution import Remainder, groups_by_operator, remainder_rows
-from memtui.analysis.call_flame import CallFlame, threads
-from memtui.analysis.live import DeviceIndex, cached, device_index
-from memtui.analysis.owner_tree import OwnerTree, owner_tree
-from memtui.analysis.stack_tree import BEFORE_STACK, MODES, ROOT, StackTree, block_rows_for
+from memtui.analysis.stacks.call_flame import CallFlame, threads
+from memtui.analysis.stacks.owner_tree import OwnerTree, owner_tree
+from memtui.analysis.stacks.stack_tree import BEFORE_STACK, MODES, ROOT, StackTree, block_rows_for
+from memtui.analysis.timeline.attribution import Remainder, groups_by_operator, remainder_rows
+from memtui.analysis.timeline.live import DeviceIndex, cached, device_index
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState

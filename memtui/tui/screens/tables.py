@@ -1,7 +1,7 @@
 """Screen 5, Tables: the Block View and the Event View, as in MindStudio Insight.
 
 Both are :class:`~memtui.tui.widgets.table.VirtualTable` over a
-:class:`~memtui.analysis.table_views.TableModel`, built for the device on first show.
+:class:`~memtui.analysis.tables.TableModel`, built for the device on first show.
 Sorting and filtering run in a worker (a 10M-row sort takes a few tenths of a second);
 the table says what it is doing meanwhile.  Enter on a row moves the cursor to its time
 and selects its block; when the cursor moves, the Event View follows it and the Block View
@@ -42,17 +42,17 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from memtui.analysis.at_time import block_positions
-from memtui.analysis.attribution import remainder_rows, remainder_text
-from memtui.analysis.callstack import stack_lines
-from memtui.analysis.inefficient import (
+from memtui.analysis.findings.flags import (
     DEFAULT_THRESHOLDS,
     Thresholds,
     format_thresholds,
     parse_thresholds,
     with_inefficient_flags,
 )
-from memtui.analysis.table_views import INEFFICIENT_WORDS, Filter, TableModel, format_time
+from memtui.analysis.stacks.callstack import stack_lines
+from memtui.analysis.tables import INEFFICIENT_WORDS, Filter, TableModel, format_time
+from memtui.analysis.timeline.at_time import block_positions
+from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
 from memtui.units import counted, format_bytes

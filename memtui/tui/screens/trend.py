@@ -26,15 +26,19 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from memtui.analysis.attribution import REMAINDER_LABELS, groups_by_operator, remainder_rows
-from memtui.analysis.block_map import PeakFinder
-from memtui.analysis.callstack import TOP_RULES
-from memtui.analysis.downsample import value_at
-from memtui.analysis.levels import Level
-from memtui.analysis.series import Series, group_bys, trend_series
-from memtui.analysis.stack_tree import format_stack
+from memtui.analysis.layout.block_map import PeakFinder
+from memtui.analysis.stacks.callstack import TOP_RULES
+from memtui.analysis.stacks.stack_tree import format_stack
 from memtui.analysis.summary import device_start
-from memtui.analysis.table_views import format_time
+from memtui.analysis.tables import format_time
+from memtui.analysis.timeline.attribution import (
+    REMAINDER_LABELS,
+    groups_by_operator,
+    remainder_rows,
+)
+from memtui.analysis.timeline.downsample import value_at
+from memtui.analysis.timeline.levels import Level
+from memtui.analysis.timeline.series import Series, group_bys, trend_series
 from memtui.errors import printable
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import TrendSlider

@@ -1,6 +1,6 @@
 """The block-lifetime map and the trend slider above it (Line API widgets).
 
-:class:`BlockMap` draws :func:`memtui.analysis.block_map.rasterise` of the cursor's
+:class:`BlockMap` draws :func:`memtui.analysis.layout.block_map.rasterise` of the cursor's
 view: time across, bytes up, two pixels a cell. Blocks take memory_viz's colours by
 block id: cool ones, warm ones for blocks never freed, dimmed for ghosts (alive before
 the trace); the summed small blocks are grey; the selected block is white; the cursor's
@@ -24,7 +24,7 @@ from textual.cache import LRUCache
 from textual.strip import Strip
 from textual.widget import Widget
 
-from memtui.analysis.block_map import (
+from memtui.analysis.layout.block_map import (
     KIND_GHOST,
     KIND_NEVER_FREED,
     SUMMARIZED,

@@ -16,7 +16,7 @@ from textual.cache import LRUCache
 from textual.strip import Strip
 from textual.widget import Widget
 
-from memtui.analysis.call_flame import NONE, CallFlame
+from memtui.analysis.stacks.call_flame import NONE, CallFlame
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.requests import CursorRequest

@@ -2,7 +2,7 @@
 
 The first series (``role="allocated"``) is drawn as a filled area with eighth blocks; the
 others as braille lines (2 x 4 dots per cell), each min-max downsampled to the pixels of
-the pane (:func:`memtui.analysis.downsample.minmax_bins`), so nothing narrower than a
+the pane (:func:`memtui.analysis.timeline.downsample.minmax_bins`), so nothing narrower than a
 column is lost and zooming in shows every step.  Fill and lines differ in shape, not only
 in colour.  Under the plot: a marker row (steps, annotations, MSTX ranges, the peak ``▲``,
 the window's ``[`` ``]`` and the cursor ``┴``) and a time axis.
@@ -25,8 +25,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from memtui.analysis.downsample import bin_of, bin_start, minmax_bins
-from memtui.analysis.series import Series
+from memtui.analysis.timeline.downsample import bin_of, bin_start, minmax_bins
+from memtui.analysis.timeline.series import Series
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.status import short_bytes
 

@@ -15,8 +15,8 @@ from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
-from memtui.analysis.downsample import bin_of, minmax_bins
-from memtui.analysis.levels import Level
+from memtui.analysis.timeline.downsample import bin_of, minmax_bins
+from memtui.analysis.timeline.levels import Level
 from memtui.tui.widgets.status import short_bytes
 
 UP_CHARS = " ▁▂▃▄▅▆▇█"

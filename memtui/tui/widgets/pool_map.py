@@ -23,9 +23,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from memtui.analysis.intervals import INT64_MAX
-from memtui.analysis.live import DeviceIndex
-from memtui.analysis.pool_state import PoolState
+from memtui.analysis.layout.pool_state import PoolState
+from memtui.analysis.timeline.intervals import INT64_MAX
+from memtui.analysis.timeline.live import DeviceIndex
 from memtui.tui.widgets import paint
 
 _N = len(paint.PALETTE)

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from memtui.analysis.stack_tree import ROOT, StackTree, TreeFigures
+from memtui.analysis.stacks.stack_tree import ROOT, StackTree, TreeFigures
 from memtui.tui.widgets import paint
 
 BAR = 10

@@ -1,6 +1,6 @@
 """The status bar every screen shows: device, cursor time, levels at the cursor, window.
 
-It reads ``app.cursor`` and the device's :class:`~memtui.analysis.at_time.Timeline`
+It reads ``app.cursor`` and the device's :class:`~memtui.analysis.timeline.at_time.Timeline`
 (``app.timeline(device)``) and redraws whenever the cursor changes.  Parts are dropped
 from the right, least useful first, when the terminal is narrow; every figure carries its
 name, so nothing relies on colour.  While the cursor is where the app opened it, a part
@@ -16,7 +16,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from memtui.analysis.table_views import format_span, format_time
+from memtui.analysis.tables import format_span, format_time
 from memtui.units import format_bytes
 
 

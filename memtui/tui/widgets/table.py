@@ -1,4 +1,4 @@
-"""A virtual table over a :class:`~memtui.analysis.table_views.TableModel` (Line API).
+"""A virtual table over a :class:`~memtui.analysis.tables.TableModel` (Line API).
 
 Only the rows on screen are formatted and painted, so 10M rows scroll like 10: the widget
 asks the model for the text of the visible rows on each paint.  The header stays on the
@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from memtui.analysis.table_views import Column, TableModel
+from memtui.analysis.tables import Column, TableModel
 from memtui.tui.widgets import paint
 
 GUTTER = 2

@@ -4,7 +4,7 @@ Each block's path is its memory layer (the ``pool``: PTA, HAL, ATB, CUDA...) the
 parts of its ``owner`` split at ``@`` and ``/`` (msMemScope ``PTA@weight``,
 ``@optimizer_state``, user labels; the layer's own name leading the owner is not repeated),
 or ``(no owner)``.  The paths are interned as the
-frames and stacks of a :class:`~memtui.analysis.stack_tree.StackTree`, so the Stacks
+frames and stacks of a :class:`~memtui.analysis.stacks.stack_tree.StackTree`, so the Stacks
 screen draws, opens, searches and filters this tree as it does call stacks.
 """
 
@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import polars as pl
 
-from memtui.analysis.stack_tree import StackTree
+from memtui.analysis.stacks.stack_tree import StackTree
 from memtui.model import MemoryTrace
 
 NO_OWNER = "(no owner)"

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from memtui.analysis.downsample import value_at
-from memtui.analysis.levels import Level, allocated_level, reserved_level
+from memtui.analysis.timeline.downsample import value_at
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 PROFILER_ACTIVATED = "Operators Activated"
 #: The name of the bytes alive before the capture began (ghosts, and in
-#: memtui.analysis.attribution the start level no block explains).
+#: memtui.analysis.timeline.attribution the start level no block explains).
 BEFORE_CAPTURE = "alive before the capture"
 _NEVER = np.iinfo(np.int64).max
 

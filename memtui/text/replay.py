@@ -88,25 +88,3 @@ def format_prediction(prediction: Prediction) -> str:
     lines.append("  cannot know:")
     lines += [f"    - {limit}" for limit in p.limits]
     return "\n".join(lines)
-
-
-def predicted_saving_text(prediction: Prediction) -> str | None:
-    """The proven replay's predicted effect, for a finding (the setting is said before)."""
-    p = prediction
-    if p.refused or p.recorded is None or p.predicted is None:
-        return None
-    r, n = p.recorded, p.predicted
-    text = (f"a replay of this capture, proven on it ({p.proof.address_share:.0%} of allocs "
-            f"at their recorded address), predicts the reserved peak goes from "
-            f"{fb(r.reserved_peak)} to {fb(n.reserved_peak)}")
-    avoided = sum(1 for c in p.oom_changes if c.change == "avoided")
-    still = sum(1 for c in p.oom_changes if c.change == "still happens")
-    caused = sum(1 for c in p.oom_changes if c.change == "caused")
-    if avoided:
-        verb = "is" if avoided == 1 else "are"
-        text += f" and {avoided} of the {avoided + still} recorded OOMs {verb} avoided"
-    elif still:
-        text += ", but the recorded OOM still happens"
-    if caused:
-        text += f"; it would cause {caused} OOM{'s' if caused > 1 else ''}"
-    return text

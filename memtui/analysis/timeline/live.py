@@ -2,7 +2,7 @@
 
 :class:`DeviceIndex` is what the block map, the pool map and the stack tree share: the
 device's rows of ``blocks`` and ``segments`` as arrays (addresses as int64: device
-addresses fit in 48 bits), with :class:`~memtui.analysis.intervals.IntervalIndex` over
+addresses fit in 48 bits), with :class:`~memtui.analysis.timeline.intervals.IntervalIndex` over
 their lifetimes on the time axis and, built on first use, on the event axis (``seq``).
 
 A ghost lives from before the trace; a block or segment with no ``t_free`` lives past
@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
+from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN, IntervalIndex
 from memtui.model import MemoryTrace
 
 T = TypeVar("T")
@@ -105,7 +105,7 @@ class DeviceIndex:
     def seg_expandable_key(self) -> np.ndarray:
         """Per segment: -1 for an ordinary segment; for a mapped range of an expandable
         segment a key (its stream and pool) that the adjacent ranges of the same
-        expandable segment share (:func:`memtui.analysis.pool_state.pool_state` draws
+        expandable segment share (:func:`memtui.analysis.layout.pool_state.pool_state` draws
         them as one segment)."""
         s = self.segments
         if "kind" not in s.columns or s.is_empty():

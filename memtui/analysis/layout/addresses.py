@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN
-from memtui.analysis.live import DeviceIndex
+from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN
+from memtui.analysis.timeline.live import DeviceIndex
 
 _VERSIONED = re.compile(r"^([bs])(?:0x)?([0-9a-f]+)(?:_(\d+))?$")
 _HEX = re.compile(r"^(?:0x)?([0-9a-f]+)$")

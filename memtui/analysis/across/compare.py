@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from memtui.analysis.callstack import stack_top_frames
-from memtui.analysis.levels import Level, allocated_level, reserved_level
+from memtui.analysis.stacks.callstack import stack_top_frames
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
 from memtui.model import MemoryTrace
 
 ALIGNMENTS = ("step", "time", "position")
@@ -106,7 +106,7 @@ def steps_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
 def _recurring_steps(trace: MemoryTrace, device: str) -> pl.DataFrame:
     """Steps found by the findings' detector where no marker names them (the recurring
     allocation pattern of a loop; not its fallback of equal slices)."""
-    from memtui.analysis.findings.steps import find_steps
+    from memtui.analysis.timeline.steps import find_steps
 
     found = find_steps(trace, device)
     if found is None or found.sliced or found.count < 2:

@@ -4,10 +4,10 @@ What memory_viz's Allocator State History shows at an event, for scripts: the de
 levels at that event, every live segment with its blocks and free ranges in address
 order (state ``allocated``, ``pending_free`` or ``free``), the free bytes, the largest
 free gap, how many gaps, and the bytes lost to rounding; and ``unattributed``, the bytes
-of the level no block explains, named (:mod:`memtui.analysis.attribution`): with them the
+of the level no block explains, named (:mod:`memtui.analysis.timeline.attribution`): with them the
 blocks allocated or pending free sum to the level.  The pool comes from
-:func:`memtui.analysis.pool_state.state_at_event` and the levels from the device's
-:class:`~memtui.analysis.at_time.Timeline`, the same two every screen reads, so the
+:func:`memtui.analysis.layout.pool_state.state_at_event` and the levels from the device's
+:class:`~memtui.analysis.timeline.at_time.Timeline`, the same two every screen reads, so the
 numbers here are the ones on screen at that event.
 
 An event is named by its position in the device's trace (0-based, as the cursor counts),
@@ -24,16 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from memtui.analysis.at_time import Timeline
-from memtui.analysis.attribution import remainder_rows
-from memtui.analysis.live import device_index
-from memtui.analysis.pool_state import (
+from memtui.analysis.layout.pool_state import (
     PoolState,
     event_seq,
     state_at,
     state_at_event,
     state_at_seq,
 )
+from memtui.analysis.timeline.at_time import Timeline
+from memtui.analysis.timeline.attribution import remainder_rows
+from memtui.analysis.timeline.live import device_index
 from memtui.model import MemoryTrace
 
 EVENT_NAMES = ("first", "peak", "last")
@@ -174,39 +174,5 @@ def _blocks_of(state: PoolState, blocks: np.ndarray, gaps: np.ndarray) -> list[d
     return sorted(rows, key=lambda r: r["addr"])
 
 
-def format_state(data: dict[str, Any], unit: str, start: int) -> str:
-    """The human text of ``memtui state``: the figures, then one line per segment."""
-    from memtui.analysis.table_views import format_time
-    from memtui.units import format_bytes as fb
-
-    level = data["level"]
-    where = ("at the start, before event #0" if data["event"] is None
-             else f"after event #{data['event']}")
-    lines = [
-        f"{data['device']} {where} ({format_time(data['t'], start, unit)})",
-        f"  allocated {fb(level['allocated'])}, active {fb(level['active'])}, "
-        f"reserved {fb(level['reserved'])}",
-        f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
-        f"{fb(data['largest_gap_bytes'])}; lost to rounding "
-        f"{fb(data['internal_fragmentation_bytes'])}",
-    ]
-    for row in data.get("unattributed", []):
-        lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
-                     "shown below)")
-    for segment in data["segments"]:
-        counts = {"allocated": 0, "pending_free": 0, "free": 0}
-        held = 0
-        for block in segment["blocks"]:
-            counts[block["state"]] += 1
-            held += block["size"] if block["state"] != "free" else 0
-        where = "no segment" if segment["addr"] is None else (
-            f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
-            + (f" pool {segment['pool']}" if segment["pool"] else ""))
-        lines.append(f"  {where}: {counts['allocated']} allocated, "
-                     f"{counts['pending_free']} pending free ({fb(held)}), "
-                     f"{counts['free']} free")
-    return "\n".join(lines)
-
-
 __all__ = ["EVENT_NAMES", "START", "allocator_state", "busiest_device", "empty_state",
-           "format_state", "resolve_event"]
+           "resolve_event"]

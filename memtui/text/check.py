@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from memtui.errors import printable
 from memtui.units import format_bytes
 
-if TYPE_CHECKING:  # annotations only: check.py imports this module to print its results
-    from memtui.analysis.check import CheckResult, LimitResult
+if TYPE_CHECKING:
+    from memtui.analysis.limits.check import LimitResult
+    from memtui.analysis.limits.check import LimitsVerdict as CheckResult
 
 
 def _frame(frame: dict[str, Any]) -> str:

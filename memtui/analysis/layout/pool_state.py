@@ -2,7 +2,7 @@
 
 memory_viz's Allocator State History replays the trace backwards from the dump on every
 click.  Here the state at ``t`` comes straight from the lifetimes: the segments and
-blocks alive at ``t`` (:mod:`memtui.analysis.live`), each block placed in the segment
+blocks alive at ``t`` (:mod:`memtui.analysis.timeline.live`), each block placed in the segment
 that holds its address, then sorted by address to find the gaps between them.  Every
 step is numpy over the live rows only.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.live import DeviceIndex, cached, device_index
+from memtui.analysis.timeline.live import DeviceIndex, cached, device_index
 from memtui.model import MemoryTrace
 
 #: PyTorch's caching allocator serves requests up to 1 MiB from "small" segments.

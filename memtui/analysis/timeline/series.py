@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.at_time import Timeline
-from memtui.analysis.levels import Level
+from memtui.analysis.timeline.at_time import Timeline
+from memtui.analysis.timeline.levels import Level
 from memtui.model import MemoryTrace
 
 GROUP_BYS = ("overall", "stream", "component")

@@ -134,8 +134,9 @@ class LimitResult:
 
 
 @dataclass(frozen=True)
-class CheckResult:
-    """Every limit's result for one capture (against a baseline where one was given)."""
+class LimitsVerdict:
+    """Every limit's result for one capture (against a baseline where one was given); the
+    API's :class:`memtui.LimitsVerdict` adds its text (:mod:`memtui.text.check`)."""
 
     path: str
     source: str
@@ -156,18 +157,6 @@ class CheckResult:
         """0 when every limit holds, 1 when one is broken (``memtui check``'s status)."""
         return 0 if self.passed else 1
 
-    def text(self) -> str:
-        """The verdict ``memtui check`` prints."""
-        from memtui.analysis.check_text import format_verdict
-
-        return format_verdict(self)
-
-    def junit_xml(self) -> bytes:
-        """The verdict as JUnit XML (``memtui check --junit``)."""
-        from memtui.analysis.check_text import junit_xml
-
-        return junit_xml(self)
-
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "source": self.source, "baseline": self.baseline,
                 "passed": self.passed, "limits": self.limits.to_dict(),
@@ -179,7 +168,7 @@ class CheckResult:
 
 def step_at(trace: MemoryTrace, device: str, t: int | None) -> str | None:
     """The name of the step of ``device`` holding time ``t`` (None: no step holds it)."""
-    from memtui.analysis.compare import steps_of
+    from memtui.analysis.across.compare import steps_of
 
     if t is None:
         return None
@@ -300,7 +289,7 @@ def _leak_key(f: Finding) -> tuple:
 def check_against(a: MemoryTrace, b: MemoryTrace, found_a: dict[str, list[Finding]],
                   found_b: dict[str, list[Finding]], limits: Limits) -> list[LimitResult]:
     """B (the capture checked) against A (the baseline), per aligned device pair."""
-    from memtui.analysis.compare import compare_devices, device_pairs
+    from memtui.analysis.across.compare import compare_devices, device_pairs
 
     results: list[LimitResult] = []
     for dev_a, dev_b in device_pairs(a, b):
@@ -378,7 +367,7 @@ def _new_leaks(b: MemoryTrace, device: str, found_a: list[Finding],
 
 def check(trace: MemoryTrace, figures: Mapping[str, Mapping[str, Any]],
           found: dict[str, list[Finding]], limits: Limits,
-          baseline: tuple[MemoryTrace, dict[str, list[Finding]]] | None = None) -> CheckResult:
+          baseline: tuple[MemoryTrace, dict[str, list[Finding]]] | None = None) -> LimitsVerdict:
     """Every limit of ``limits`` on ``trace``: ``figures`` are its summary entries by
     device, ``found`` its findings by device, ``baseline`` the baseline's trace and
     findings (as the same view: each device's default memory layer)."""
@@ -387,10 +376,10 @@ def check(trace: MemoryTrace, figures: Mapping[str, Mapping[str, Any]],
         results += check_device(trace, device, figures[device], found.get(device, []), limits)
     if baseline is not None:
         results += check_against(baseline[0], trace, baseline[1], found, limits)
-    return CheckResult(path=trace.meta.path, source=trace.meta.source,
+    return LimitsVerdict(path=trace.meta.path, source=trace.meta.source,
                        baseline=baseline[0].meta.path if baseline is not None else None,
                        limits=limits, results=tuple(results))
 
 
-__all__ = ["CheckResult", "LimitResult", "Limits", "check", "check_against", "check_device",
+__all__ = ["LimitsVerdict", "LimitResult", "Limits", "check", "check_against", "check_device",
            "parse_size", "step_at"]

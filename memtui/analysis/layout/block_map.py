@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.intervals import INT64_MAX, INT64_MIN, IntervalIndex
-from memtui.analysis.levels import Level
-from memtui.analysis.live import DeviceIndex, sorted_by, time_range
+from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN, IntervalIndex
+from memtui.analysis.timeline.levels import Level
+from memtui.analysis.timeline.live import DeviceIndex, sorted_by, time_range
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace, conform, empty_frame
 
@@ -328,7 +328,7 @@ def bands_at(
     index: DeviceIndex, rank: np.ndarray, t: int, seq: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The blocks alive at ``t`` in stacking order (bottom first), and their bottoms; with
-    ``seq`` (:func:`~memtui.analysis.pool_state.event_seq`), alive just after that event
+    ``seq`` (:func:`~memtui.analysis.layout.pool_state.event_seq`), alive just after that event
     (exact among events sharing a timestamp)."""
     rows = index.blocks_at(t) if seq is None else index.seq_lives()[0].at(seq)
     rows = rows[np.argsort(rank[rows], kind="stable")]

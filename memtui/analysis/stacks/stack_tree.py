@@ -6,7 +6,7 @@ dispatcher; see :data:`OMIT_FUNCTIONS`).  Each stack is then a path of trie node
 as flat ``(stack, node)`` pairs, so the bytes of every node for any set of blocks are one
 ``bincount``: bytes per stack, spread over the paths.  Blocks without a stack hang under
 one "(no stack recorded)" node.  The bytes of a level that no block explains (alive before
-the capture, in no operator: :mod:`memtui.analysis.attribution`) hang under the root as
+the capture, in no operator: :mod:`memtui.analysis.timeline.attribution`) hang under the root as
 nodes of their own (``figures(..., rest=...)``), so the root is the level and every share
 has it as denominator; ghost blocks (alive before the capture began) are counted there too
 when the caller marks them (``BEFORE_STACK``), as the peak finding names them.
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis import callstack
-from memtui.analysis.attribution import BEFORE_CAPTURE, REMAINDER_LABELS, Remainder
-from memtui.analysis.levels import allocated_level
-from memtui.analysis.live import DeviceIndex, cached
-from memtui.analysis.pool_state import block_rows_at_event
+from memtui.analysis.layout.pool_state import block_rows_at_event
+from memtui.analysis.stacks import callstack
+from memtui.analysis.timeline.attribution import BEFORE_CAPTURE, REMAINDER_LABELS, Remainder
+from memtui.analysis.timeline.levels import allocated_level
+from memtui.analysis.timeline.live import DeviceIndex, cached
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
@@ -65,7 +65,7 @@ def frame_keep_mask(frames: pl.DataFrame) -> np.ndarray:
 def user_frame_mask(frames: pl.DataFrame) -> np.ndarray:
     """Per row of ``frames``: True for the user's own Python frames (a .py file outside
     torch, installed libraries and the interpreter's machinery; the rule of
-    :mod:`memtui.analysis.callstack`)."""
+    :mod:`memtui.analysis.stacks.callstack`)."""
     return callstack.user_frame_mask(frames)
 
 
@@ -79,8 +79,8 @@ def frame_label(name: str | None, filename: str | None, line: int | None) -> str
 def format_stack(trace: MemoryTrace, stack_id: int | None, limit: int = 50) -> list[str]:
     """The frames of ``stack_id``, innermost first, as memory_viz prints them
     (``file:line:name``), hidden frames and the allocator's and unwinder's internals
-    (:func:`memtui.analysis.callstack.internal_frame`) left out and repeats elided.  Kept per trace
-    (the Slice Detail asks again on every cursor move)."""
+    (:func:`memtui.analysis.stacks.callstack.internal_frame`) left out and repeats elided.
+    Kept per trace (the Slice Detail asks again on every cursor move)."""
     return list(cached(trace, ("format_stack", stack_id, limit),
                        lambda: tuple(_format_stack(trace, stack_id, limit))))
 
@@ -135,7 +135,7 @@ class StackTree:
         """``user_only``: leave out every frame but the user's own Python ones
         (:func:`user_frame_mask`): interpreter, torch-internal, library and C++ frames.
         A stack without one is one node named as every screen names it
-        (:func:`memtui.analysis.callstack.stack_top_frames`: a library's frame, or for
+        (:func:`memtui.analysis.stacks.callstack.stack_top_frames`: a library's frame, or for
         stacks recorded only in C++ the forward line or the autograd node)."""
         self.trace = trace
         self.user_only = user_only
@@ -351,7 +351,7 @@ def block_rows_for(
     """Rows of ``index``'s blocks the tree counts, and the time they are taken at.
 
     ``cursor``: live just after the event at position ``event`` (exact by event order,
-    as the status bar; :func:`~memtui.analysis.pool_state.block_rows_at_event`), or at
+    as the status bar; :func:`~memtui.analysis.layout.pool_state.block_rows_at_event`), or at
     ``t`` without one; ``peak``: live at the peak of allocated(t); ``window``:
     allocated during ``window`` (the whole trace without one; the time is then None).
     """

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.at_time import BEFORE_CAPTURE, Timeline, block_positions
-from memtui.analysis.live import cached
+from memtui.analysis.timeline.at_time import BEFORE_CAPTURE, Timeline, block_positions
+from memtui.analysis.timeline.live import cached
 from memtui.model import MemoryTrace
 
 IN_NO_OPERATOR = "in no operator"
@@ -130,7 +130,7 @@ def _levels_per_position(tl: Timeline) -> np.ndarray:
 
 def _block_bytes_per_position(trace: MemoryTrace, device: str, positions: int) -> np.ndarray:
     """Bytes of the blocks alive just after each event position (``pos_alloc <= K <
-    pos_free``, :func:`~memtui.analysis.at_time.block_positions`)."""
+    pos_free``, :func:`~memtui.analysis.timeline.at_time.block_positions`)."""
     out = np.zeros(positions + 1, dtype=np.int64)
     if positions == 0:
         return out[:0]

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.compare import Comparison, DeviceComparison
-from memtui.units import counted, format_bytes
-
-
-def signed_bytes(n: int | None) -> str:
-    """``+1.5 GiB`` / ``-512 B`` / ``0`` (``-`` where unknown)."""
-    if n is None:
-        return "-"
-    if n == 0:
-        return "0"
-    return ("+" if n > 0 else "-") + format_bytes(abs(n))
+from memtui.analysis.across.compare import Comparison, DeviceComparison
+from memtui.units import counted, format_bytes, signed_bytes
 
 
 def _figure(name: str, triple: tuple[int | None, int | None]) -> str:

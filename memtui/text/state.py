@@ -1,0 +1,39 @@
+"""``memtui state``'s text: the figures at the event, then one line per segment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def format_state(data: dict[str, Any], unit: str, start: int) -> str:
+    """The human text of ``memtui state``: the figures, then one line per segment."""
+    from memtui.analysis.tables import format_time
+    from memtui.units import format_bytes as fb
+
+    level = data["level"]
+    where = ("at the start, before event #0" if data["event"] is None
+             else f"after event #{data['event']}")
+    lines = [
+        f"{data['device']} {where} ({format_time(data['t'], start, unit)})",
+        f"  allocated {fb(level['allocated'])}, active {fb(level['active'])}, "
+        f"reserved {fb(level['reserved'])}",
+        f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
+        f"{fb(data['largest_gap_bytes'])}; lost to rounding "
+        f"{fb(data['internal_fragmentation_bytes'])}",
+    ]
+    for row in data.get("unattributed", []):
+        lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
+                     "shown below)")
+    for segment in data["segments"]:
+        counts = {"allocated": 0, "pending_free": 0, "free": 0}
+        held = 0
+        for block in segment["blocks"]:
+            counts[block["state"]] += 1
+            held += block["size"] if block["state"] != "free" else 0
+        where = "no segment" if segment["addr"] is None else (
+            f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
+            + (f" pool {segment['pool']}" if segment["pool"] else ""))
+        lines.append(f"  {where}: {counts['allocated']} allocated, "
+                     f"{counts['pending_free']} pending free ({fb(held)}), "
+                     f"{counts['free']} free")
+    return "\n".join(lines)
