@@ -138,7 +138,7 @@ async def test_the_layer_view_is_built_in_the_worker(tmp_path, monkeypatch):
     view beside it in its worker, and the UI thread only swaps it in."""
     import threading
 
-    from memtui.analysis import layers
+    from memtui.analysis.timeline import layers
     from memtui.tui import app as app_module
 
     threads: list[str] = []
