@@ -123,7 +123,7 @@ def test_the_oom_detail_names_its_figures_in_words():
     trace = load_trace(DEMO_OOM)
     oom = next(f for f in flat(find_all(trace)) if f.kind == "oom")
     lines = detail_text(oom, "+1 s", lambda t: "+2 s").plain.splitlines()
-    figures = next(line for line in lines if line.startswith(("requested", "reserved")))
+    figures = "\n".join(line for line in lines if line.startswith("  ") and "  " in line[2:])
     assert "largest free gap" in figures and "free in the pool" in figures
     assert "bytes" not in figures and "_" not in figures
     for key in oom.detail:
