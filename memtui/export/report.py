@@ -15,12 +15,12 @@ as an e-mail attachment.  It shows
 * last, the capture's facts (source, devices, history kept, call stacks, allocator
   settings, warnings: :mod:`memtui.analysis.findings.capture_facts`).
 
-Every string from a file goes through :func:`html.escape`.
+Every string from a file goes through :func:`memtui.export.svg.html_text` (no raw
+control or bidi character, then :func:`html.escape`).
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ import numpy as np
 
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
-from memtui.export.svg import Marks, Series, level_chart
+from memtui.export.svg import Marks, Series, html_text, level_chart
 from memtui.model import MemoryTrace
 from memtui.outputs import write_atomically
 from memtui.units import format_bytes
@@ -70,7 +70,7 @@ code, .stack { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace;
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return html_text(value)
 
 
 def _table(header: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
