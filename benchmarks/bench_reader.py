@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -45,12 +46,15 @@ from benchmarks.processes import run_process  # noqa: E402
 
 
 def _snapshot(n_events: int, folder: Path) -> Path:
-    from benchmarks.generate import write_snapshot
-
+    """The generated snapshot of ``n_events`` (written in a process of its own: this one
+    stays small, see benchmarks/processes.py)."""
     path = folder / f"bench_{n_events}.pickle"
     if not path.exists():  # written whole or not at all
-        write_snapshot(folder / f"bench_{n_events}.pickle.partial", n_events=n_events).rename(
-            path)
+        partial = folder / f"bench_{n_events}.pickle.partial"
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "generate.py"), "--events",
+                        str(n_events), "--out", str(partial)], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL)
+        partial.rename(path)
     return path
 
 
@@ -93,13 +97,17 @@ def bench(path: Path, repeat: int, python: bool, paint: bool) -> dict:
 
 
 def _events_of(path: Path) -> int:
-    """The trace entries of a snapshot (the generated ones say it in their name)."""
+    """The trace entries of a snapshot (the generated ones say it in their name; a real
+    one is counted in a process of its own)."""
     stem = path.stem.removeprefix("bench_")
     if stem.isdigit():
         return int(stem)
-    from memtui.loading import load_trace
-
-    return load_trace(path, use_cache=False).events.height
+    count = "import sys\nfrom memtui.loading import load_trace\n" \
+            "print(load_trace(sys.argv[1], use_cache=False).events.height)\n"
+    done = subprocess.run([sys.executable, "-c", count, str(path)], cwd=REPO, check=True,
+                          capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return int(done.stdout.split()[-1])
 
 
 def _fmt(figures: dict | None, bare: dict, size: int) -> str:
