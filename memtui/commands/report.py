@@ -1,4 +1,5 @@
-"""``memtui report PATH [B] -o FILE.html``: one self-contained HTML page to share.
+"""``memtui report [PATH [B]] -o FILE.html``: one self-contained HTML page to share (no
+PATH: the demo, as every command opens it).
 
 The page (:mod:`memtui.export.report`) needs nothing but itself: no script, no font, no
 file fetched, inline SVG charts; it opens offline and as a CI artifact.  With two paths,
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memtui.commands.paths import add_cache_argument
+from memtui.commands.paths import add_cache_argument, capture_path
 from memtui.errors import CaptureError, printable
 
 HELP = "write one self-contained HTML page of a capture (or of B against A)"
@@ -18,8 +19,8 @@ QUICK_EXIT = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="path",
-                        help="the capture, or A and B: B compared against A")
+    parser.add_argument("paths", nargs="*", metavar="path",
+                        help="the capture, or A and B: B compared against A (default: the demo)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.html",
                         help="the page to write")
     parser.add_argument("--align", choices=("step", "time", "position"), default=None,
@@ -34,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.paths) > 2:
         raise CaptureError(args.paths[2], "report takes one capture, or two (A and B)")
-    out = output_file(args.output, inputs=args.paths)  # before any work
-    captures = [_open(p, store_in_background=True) for p in args.paths]
+    paths = args.paths or [capture_path(None)]  # no capture: the demo, as every command
+    out = output_file(args.output, inputs=paths)  # before any work
+    captures = [_open(p, store_in_background=True) for p in paths]
     last = captures[-1]
     summary, found = last.summary().to_dict(), last.findings().devices
     if len(captures) == 1:
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         page = compare_html(comparison, captures[0].trace, last.view(), summary,
                             found)
     try:
-        write_report(page, out, inputs=args.paths)
+        write_report(page, out, inputs=paths)
     except OSError as exc:
         raise CaptureError(out, f"cannot write it ({exc.strerror or exc})") from None
     print(f"memtui: wrote {printable(str(out))} ({len(page) / 1e3:.0f} kB)", file=sys.stderr)
