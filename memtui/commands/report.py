@@ -1,4 +1,5 @@
-"""``memtui report PATH [B] -o FILE.html``: one self-contained HTML page to share.
+"""``memtui report [PATH [B]] -o FILE.html``: one self-contained HTML page to share (no
+PATH: the demo, as every command opens it).
 
 The page (:mod:`memtui.export.report`) needs nothing but itself: no script, no font, no
 file fetched, inline SVG charts; it opens offline and as a CI artifact.  With two paths,
@@ -11,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memtui.commands.paths import add_cache_argument
+from memtui.commands.paths import add_cache_argument, capture_path
 from memtui.errors import CaptureError
 
 HELP = "write one self-contained HTML page of a capture (or of B against A)"
@@ -19,8 +20,8 @@ QUICK_EXIT = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="path",
-                        help="the capture, or A and B: B compared against A")
+    parser.add_argument("paths", nargs="*", metavar="path",
+                        help="the capture, or A and B: B compared against A (default: the demo)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.html",
                         help="the page to write")
     parser.add_argument("--align", choices=("step", "time", "position"), default=None,
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.paths) > 2:
         raise CaptureError(args.paths[2], "report takes one capture, or two (A and B)")
-    captures = [_open(p, store_in_background=True) for p in args.paths]
+    paths = args.paths or [capture_path(None)]  # no capture: the demo, as every command
+    captures = [_open(p, store_in_background=True) for p in paths]
     last = captures[-1]
     summary, found = last.summary().to_dict(), last.findings().devices
     if len(captures) == 1:
