@@ -116,14 +116,22 @@ def run(args: argparse.Namespace) -> int:
     from memtui.text.check import github_annotations
 
     values, baseline = chosen_limits(args)
+    inputs = [args.path, baseline, args.config]
+    junit = None
+    if args.junit is not None:
+        from memtui.outputs import output_file
+
+        junit = output_file(args.junit, inputs=inputs)  # before any work
     capture = _open(args.path, store_in_background=True)
     reference = _open(baseline, store_in_background=True) if baseline else None
     result = capture.check(reference, limits=values)
-    if args.junit:
+    if junit is not None:
+        from memtui.outputs import write_atomically
+
         try:
-            Path(args.junit).write_bytes(result.junit_xml())
+            write_atomically(junit, result.junit_xml(), inputs)
         except OSError as exc:
-            raise CaptureError(args.junit, f"cannot write the JUnit XML ({exc.strerror})") \
+            raise CaptureError(junit, f"cannot write the JUnit XML ({exc.strerror or exc})") \
                 from None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result.verdict):
