@@ -493,15 +493,7 @@ def _open(path: PathLike, *, use_cache: bool | None = None,
     from memtui.loading import load_trace
 
     trace = load_trace(path, use_cache=use_cache, store_in_background=store_in_background)
-    return Capture(trace, _cache_key(path, use_cache))
-
-
-def _cache_key(path: PathLike, use_cache: bool | None) -> Any:
-    from memtui import cache
-
-    if use_cache is False or not cache.enabled():
-        return None
-    return cache.key_of(path)
+    return Capture(trace, trace.meta.cache_key)  # the file as it was read, once
 
 
 def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,

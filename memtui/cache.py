@@ -328,6 +328,7 @@ def code_stamp() -> str:
 def meta_to_json(meta: TraceMeta) -> dict[str, Any] | None:
     """``meta`` as JSON-ready data, or None where it would not come back equal."""
     data = dataclasses.asdict(meta)
+    data.pop("cache_key", None)  # where the trace was read from this time: never stored
     try:
         if json.loads(json.dumps(data)) != data:
             return None
