@@ -60,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         changed = apply_changes(recorded, args.changes)
         if args.capacity is not None:
-            changed = replace(changed, capacity=parse_size(args.capacity))
+            changed = replace(changed, capacity=parse_size(args.capacity, "--capacity"))
         if args.fraction_limit is not None:
-            changed = replace(changed, capacity=parse_size(args.fraction_limit),
+            changed = replace(changed, capacity=parse_size(args.fraction_limit,
+                                                           "--fraction-limit"),
                               memory_fraction=True)
     except SettingError as err:
         raise CaptureError(path, str(err)) from None
@@ -76,12 +77,33 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"path": str(path), "devices": [
             {"proof": proof.to_dict(),
              "prediction": prediction.to_dict() if prediction else None}
-            for proof, prediction in out]}))
-        return 0
-    blocks = []
-    for proof, prediction in out:
-        blocks.append(format_proof(proof))
-        if prediction is not None:
-            blocks.append(format_prediction(prediction))
-    print("\n\n".join(blocks))
+            for proof, prediction in out]}), flush=True)
+    else:
+        blocks = []
+        for proof, prediction in out:
+            blocks.append(format_proof(proof))
+            if prediction is not None:
+                blocks.append(format_prediction(prediction))
+        print("\n\n".join(blocks), flush=True)
+    refusal = _refusal(out)
+    if refusal:  # no device answered: after the report, the refusal's one line, exit 2
+        raise CaptureError(path, refusal)
     return 0
+
+
+def _refusal(out: list) -> str:
+    """Why no device answered (no replay could be made, or every prediction asked for was
+    refused: an unproven replay makes none), or "" where one did (the proof of a replay
+    that does not hold is an answer where no prediction was asked for)."""
+    reasons = []
+    for proof, prediction in out:
+        if proof.refused:
+            reasons.append(f"{proof.device}: no replay ({proof.refused})")
+        elif prediction is not None and prediction.refused:
+            reasons.append(f"{proof.device}: prediction refused ({prediction.refused})")
+        else:
+            return ""
+    if not reasons:
+        return "no device to replay"
+    more = f" (and {len(reasons) - 1} more devices)" if len(reasons) > 1 else ""
+    return f"no what-if answer: {reasons[0]}{more}"
