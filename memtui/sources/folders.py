@@ -19,6 +19,7 @@ warning).  Then, by :func:`folder_target`:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,11 +71,19 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _nothing_in(folder: Path, found: Discovery) -> str:
-    from memtui.sources import unread_problem
+#: What memtui reads, said where a folder holds none of it.
+KINDS = "PyTorch snapshots, msMemScope dumps and folders, Ascend profiler files and folders"
 
-    kinds = "PyTorch snapshots, msMemScope dumps, Ascend profiler files"
-    why = unread_problem(folder, kinds)
+
+def _nothing_in(folder: Path, found: Discovery) -> str:
+    """Why a folder holds no capture: empty, nothing in it a capture file by its name, or
+    what could not be read."""
+    try:
+        empty = next(os.scandir(folder), None) is None
+    except OSError:
+        empty = False
+    why = (f"no capture in this folder: it is empty (memtui reads {KINDS})" if empty else
+           f"no capture in this folder: nothing in it is a format memtui reads ({KINDS})")
     skipped = [w for w in found.warnings if "could not be read" in w]
     return f"{why}; {skipped[0]}" if skipped else why
 
