@@ -159,10 +159,6 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
     in_b = ~ghost & (kind == PHASE_B)
     after = _alive_at(facts, phases.start_or(index + 1, NEVER))
     left = in_b & after
-    known = _gradient_sizes(facts, verdicts, left & ~kept)
-    if known.size:
-        odd = left & kept & ~np.isin(facts.size, known)
-        verdicts.give(odd, "cache", "kept_backward")
     verdicts.give(left, "gradient", "backward_kept")
     verdicts.give(in_b, "temporary", "phase_temporary")
 
@@ -202,18 +198,24 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
                   inferred=True)
     if not phases.has(PHASE_B) and not (verdicts.role == ROLES.index("optimizer_state")).any():
         verdicts.give(ghost_kept, "parameter", "ghost_forward_only", inferred=True)
+    _workspaces_kept_by_backward(facts, verdicts, kept)
     verdicts.give(ghost, "other", "ghost_unpaired")
     verdicts.give(kept, "other", "kept_unpaired")
     verdicts.give(np.ones_like(ghost), "other", "left_over")
 
 
-def _gradient_sizes(facts: BlockFacts, verdicts: Verdicts, freed_grads: np.ndarray
-                    ) -> np.ndarray:
-    """The sizes a gradient is known to have: those of the parameters and gradients found
-    so far, and of the backward's blocks freed before two more forwards (``freed_grads``:
-    gradients set to None between steps)."""
-    named = np.isin(verdicts.role, (ROLES.index("parameter"), ROLES.index("gradient")))
-    return np.concatenate([facts.size[named], facts.size[freed_grads]])
+def _workspaces_kept_by_backward(facts: BlockFacts, verdicts: Verdicts,
+                                 kept: np.ndarray) -> None:
+    """Rule 4's exception: a block the backward made and kept from step to step whose size
+    is that of no parameter found (cuBLAS's workspace for the backward's stream) is a
+    cache, not a gradient (where any parameter was found to compare with)."""
+    param = verdicts.role == ROLES.index("parameter")
+    if not param.any():
+        return
+    made = (verdicts.rule == rule_code("backward_kept")) & kept
+    odd = made & ~np.isin(facts.size, facts.size[param])
+    verdicts.role[odd] = ROLES.index("cache")
+    verdicts.rule[odd] = rule_code("kept_backward")
 
 
 def gradient_counts(facts: BlockFacts, index: np.ndarray, verdicts: Verdicts) -> dict[int, int]:
