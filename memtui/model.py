@@ -14,7 +14,7 @@ Conventions shared by every source:
 * a *ghost* block was allocated before the capture began (freed without its alloc, or
   alive at the end without one): it counts as alive from the start of the trace.
 
-Definitions every screen, ``summary`` and ``state`` follow (README "Definitions"):
+Definitions every screen, ``summary`` and ``state`` follow (docs/formats.md, "Definitions"):
 
 * allocated(t) counts blocks from their ``alloc`` to their ``free`` (for snapshots the
   ``free_completed``: between ``free_requested`` and it a block is *pending free* and still

@@ -58,41 +58,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cache_argument(parser)
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """The nearest ``pyproject.toml`` at ``start`` or above it."""
-    for folder in (start, *start.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def configured_limits(path: Path | None) -> tuple[dict[str, Any], Path | None]:
     """``[tool.memtui.check]`` of ``path`` (empty without one), and where it was read;
-    a baseline given there is taken relative to the file's folder."""
-    import tomllib
+    a baseline given there is taken relative to the file's folder.  Read by
+    :mod:`memtui.settings`: a file or a table of the wrong shape is one line."""
+    from memtui.settings import read_settings
 
     if path is None:
         return {}, None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CaptureError(path, f"cannot read it ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CaptureError(path, f"not valid TOML ({exc})") from None
-    section = data.get("tool", {}).get("memtui", {}).get("check", {})
-    if not isinstance(section, dict):
-        raise CaptureError(path, "[tool.memtui.check] must be a table")
-    unknown = sorted(set(section) - set(LIMIT_OPTIONS) - {k.replace("-", "_")
-                                                          for k in LIMIT_OPTIONS})
-    if unknown:
-        raise CaptureError(path, f"[tool.memtui.check]: unknown key {unknown[0]!r} (known: "
-                                 f"{', '.join(LIMIT_OPTIONS)})")
-    values = {k.replace("_", "-"): v for k, v in section.items()}
+    values = read_settings(path, "check", LIMIT_OPTIONS)
     baseline = values.pop("baseline", None)
     _validated(values, lambda key: path)
     if baseline is not None:
-        values["baseline"] = str(path.parent / str(baseline))
+        if not isinstance(baseline, str) or not baseline or "\x00" in baseline:
+            raise CaptureError(path, "[tool.memtui.check]: baseline must be the path of a "
+                                     f"capture, not {baseline!r}")
+        values["baseline"] = str(path.parent / baseline)
     return values, path
 
 
@@ -110,7 +91,15 @@ def _validated(values: dict[str, Any], blame) -> None:
 
 def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
     """The limits (pyproject's, the command line's over them) and the baseline path."""
-    config = Path(args.config) if args.config else find_pyproject(Path.cwd())
+    from memtui.settings import find_pyproject
+
+    if args.config:
+        config = Path(args.config)
+    else:
+        try:
+            config = find_pyproject(Path.cwd())
+        except OSError:  # the current folder was removed: no settings above it
+            config = None
     if args.config and not config.is_file():
         raise CaptureError(args.config, "no such file")
     values, _ = configured_limits(config)
@@ -127,14 +116,22 @@ def run(args: argparse.Namespace) -> int:
     from memtui.text.check import github_annotations
 
     values, baseline = chosen_limits(args)
+    inputs = [args.path, baseline, args.config]
+    junit = None
+    if args.junit is not None:
+        from memtui.outputs import output_file
+
+        junit = output_file(args.junit, inputs=inputs)  # before any work
     capture = _open(args.path, store_in_background=True)
     reference = _open(baseline, store_in_background=True) if baseline else None
     result = capture.check(reference, limits=values)
-    if args.junit:
+    if junit is not None:
+        from memtui.outputs import write_atomically
+
         try:
-            Path(args.junit).write_bytes(result.junit_xml())
+            write_atomically(junit, result.junit_xml(), inputs)
         except OSError as exc:
-            raise CaptureError(args.junit, f"cannot write the JUnit XML ({exc.strerror})") \
+            raise CaptureError(junit, f"cannot write the JUnit XML ({exc.strerror or exc})") \
                 from None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result.verdict):

@@ -51,6 +51,9 @@ def common_folder(paths: list[str]) -> str:
 
 def add_cache_argument(parser: argparse.ArgumentParser) -> None:
     """``--no-cache``: read the input itself, and leave the reopen cache alone
-    (``memtui.cli`` turns the cache off for the process when it is given)."""
+    (``memtui.cli`` turns the cache off for the process when it is given).  The help names
+    the folder this process would use ($XDG_CACHE_HOME's)."""
+    from memtui.cache import cache_dir  # the standard library only: --help stays fast
+
     parser.add_argument("--no-cache", action="store_true",
-                        help="neither read nor write the reopen cache (~/.cache/memtui)")
+                        help=f"neither read nor write the reopen cache ({cache_dir()})")

@@ -90,8 +90,11 @@ def run(args: argparse.Namespace) -> int:
                            ) from None
     settings = Settings(out=str(out), every=args.every or None, on_oom=args.on_oom,
                         max_entries=args.max_entries, stacks=args.stacks, keep=args.keep)
-    print(f"memtui record: dumps go to {out}; watch them live in another pane with:\n"
-          f"    memtui --follow {shlex.quote(str(out))}", file=sys.stderr, flush=True)
+    from memtui.errors import printable
+
+    print(f"memtui record: dumps go to {printable(str(out))}; watch them live in another "
+          f"pane with:\n    memtui --follow {printable(shlex.quote(str(out)))}",
+          file=sys.stderr, flush=True)
     from memtui.record.recorder import SEEN_ENV
 
     env = child_environment(settings.to_json())
@@ -100,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         code = _run_child(command, env)
         if not os.listdir(seen):
-            print(f"memtui record: {shlex.quote(command[0])} ran no Python that memtui could "
-                  "record in: nothing was recorded (memtui record -- python script.py ARGS)",
+            print(f"memtui record: {printable(shlex.quote(command[0]))} ran no Python that "
+                  "memtui could record in: nothing was recorded "
+                  "(memtui record -- python script.py ARGS)",
                   file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(seen, ignore_errors=True)

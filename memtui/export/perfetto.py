@@ -30,6 +30,7 @@ import polars as pl
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
 from memtui.model import MemoryTrace
+from memtui.outputs import atomic_file
 
 CHUNK = 50_000
 #: Figures of a finding's ``detail`` carried into its instant event's ``args``.
@@ -175,16 +176,12 @@ def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
 
 
 def export_perfetto(trace: MemoryTrace, findings: dict[str, list[Finding]],
-                    path: Path) -> int:
-    """Write the trace-event JSON file at ``path`` (a temporary name, then renamed)."""
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8") as out:
-            samples = write_trace_events(trace, findings, out)
-        temp.replace(path)
-    finally:
-        temp.unlink(missing_ok=True)
-    return samples
+                    path: Path, inputs: Iterable[str | Path | None] = ()) -> int:
+    """Write the trace-event JSON file at ``path`` (through an exclusive temporary beside
+    it, renamed over it: :func:`memtui.outputs.atomic_file`, never over one of
+    ``inputs``)."""
+    with atomic_file(path, "w", inputs) as out:
+        return write_trace_events(trace, findings, out)
 
 
 __all__ = ["distinct_samples", "export_perfetto", "write_trace_events"]

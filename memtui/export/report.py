@@ -15,12 +15,13 @@ as an e-mail attachment.  It shows
 * last, the capture's facts (source, devices, history kept, call stacks, allocator
   settings, warnings: :mod:`memtui.analysis.findings.capture_facts`).
 
-Every string from a file goes through :func:`html.escape`.
+Every string from a file goes through :func:`memtui.export.svg.html_text` (no raw
+control or bidi character, then :func:`html.escape`).
 """
 
 from __future__ import annotations
 
-import html
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,9 @@ import numpy as np
 
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
-from memtui.export.svg import Marks, Series, level_chart
+from memtui.export.svg import Marks, Series, html_text, level_chart
 from memtui.model import MemoryTrace
+from memtui.outputs import write_atomically
 from memtui.units import format_bytes
 
 TOP_ROWS = 15
@@ -68,7 +70,7 @@ code, .stack { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace;
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return html_text(value)
 
 
 def _table(header: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
@@ -296,14 +298,10 @@ def compare_html(comparison, a: MemoryTrace, b: MemoryTrace, summary_b: dict[str
     return _page(f"memtui report {Path(b.meta.path).name}", body)
 
 
-def write_report(text: str, path: Path) -> None:
-    """The page at ``path``, appearing whole (a temporary name, then renamed)."""
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(path)
-    finally:
-        temp.unlink(missing_ok=True)
+def write_report(text: str, path: Path, inputs: Iterable[str | Path | None] = ()) -> None:
+    """The page at ``path``, appearing whole (an exclusive temporary beside it, renamed
+    over it: :func:`memtui.outputs.write_atomically`, never over one of ``inputs``)."""
+    write_atomically(path, text, inputs)
 
 
 __all__ = ["at_the_peak", "compare_html", "device_chart", "finding_html", "report_html",

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtui.errors import printable
+from memtui.errors import printable, safe_text
 from memtui.units import format_bytes
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def format_verdict(result: CheckResult) -> str:
             lines.append(f"  {r.device}: {r.limit}: skipped, {r.message}")
     if not result.results:
         lines.append("  no limit to check: give --max-peak, --baseline, ... (memtui check -h)")
-    return "\n".join(printable(line) for line in lines)
+    return safe_text(lines)
 
 
 def _case_name(r: LimitResult) -> str:
@@ -90,7 +90,7 @@ def junit_xml(result: CheckResult) -> bytes:
                              name=printable(_case_name(r)))
         if r.status == "fail":
             failure = ET.SubElement(case, "failure", type=r.limit, message=printable(r.message))
-            failure.text = "\n".join(printable(x) for x in [r.message, *evidence_lines(r, 12)])
+            failure.text = safe_text([r.message, *evidence_lines(r, 12)])
         elif r.status == "skipped":
             ET.SubElement(case, "skipped", message=printable(r.message))
         else:
@@ -133,8 +133,8 @@ def github_annotations(result: CheckResult, root: Path | None = None) -> list[st
         props = [f"title={_escape_property(printable(f'memtui check: {r.limit} [{r.device}]'))}"]
         where = _repo_file(r.evidence.get("stack") or [], root)
         if where is not None:
-            props[:0] = [f"file={_escape_property(where[0])}", f"line={where[1]}"]
-        body = "\n".join(printable(x) for x in [r.message, *evidence_lines(r)])
+            props[:0] = [f"file={_escape_property(printable(where[0]))}", f"line={where[1]}"]
+        body = safe_text([r.message, *evidence_lines(r)])
         lines.append(f"::error {','.join(props)}::{_escape_data(body)}")
     return lines
 

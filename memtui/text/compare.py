@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.across.compare import Comparison, DeviceComparison
+from memtui.errors import safe_text
 from memtui.units import counted, format_bytes, signed_bytes
 
 
@@ -95,7 +96,7 @@ def format_comparison(result: Comparison, top: int = 10) -> str:
         lines += format_device(device, top)
     if not result.devices:
         lines.append("  no device to compare: one of the captures has none")
-    return "\n".join(lines)
+    return safe_text(lines)
 
 
 __all__ = ["format_comparison", "format_device", "signed_bytes"]

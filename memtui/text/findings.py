@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memtui.analysis.findings import Finding, full_stack
+from memtui.errors import safe_text
 from memtui.model import MemoryTrace
 from memtui.units import counted, format_bytes
 
@@ -53,4 +54,4 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
                 lines += _stack_lines(trace, finding)
     if not findings:
         lines.append("  no device has events or blocks")
-    return "\n".join(lines)
+    return safe_text(lines)

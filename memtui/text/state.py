@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memtui.errors import safe_text
+
 
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
@@ -36,4 +38,4 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         lines.append(f"  {where}: {counts['allocated']} allocated, "
                      f"{counts['pending_free']} pending free ({fb(held)}), "
                      f"{counts['free']} free")
-    return "\n".join(lines)
+    return safe_text(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtui.analysis.summary import device_start
-from memtui.errors import printable
+from memtui.errors import safe_text
 from memtui.model import MemoryTrace
 from memtui.units import counted, format_bytes
 
@@ -77,4 +77,4 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
     for warning in data["warnings"]:
         lines.append(f"  warning: {warning}")
     # Paths, device names and warnings come from files: no control character goes raw.
-    return "\n".join(printable(line) for line in lines)
+    return safe_text(lines)

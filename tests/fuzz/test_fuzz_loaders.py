@@ -2,7 +2,7 @@
 clean CaptureError line, within the time and memory bounds of harness.py.
 
 The short profile (default, CI) draws a fixed set of examples per test; for a soak run
-``MEMTUI_FUZZ_PROFILE=long python -m pytest tests/fuzz`` (README, "Fuzzing").
+``MEMTUI_FUZZ_PROFILE=long python -m pytest tests/fuzz`` (docs/development.md, "Fuzzing").
 """
 
 from __future__ import annotations

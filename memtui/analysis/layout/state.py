@@ -139,16 +139,18 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
 
 
 def _join_expandable(segments: list[dict]) -> list[dict]:
-    """Adjacent mapped ranges of one expandable segment (same stream and pool) as the one
-    segment the allocator dumps, free ranges across the seam as one; ``kind`` dropped."""
+    """Adjacent mapped ranges of one expandable segment (same stream) as the one segment
+    the allocator dumps, free ranges across the seam as one, its pool the first one a
+    range names (a range unmapped before the dump names none); ``kind`` dropped."""
     out: list[dict] = []
     for seg in segments:
         prev = out[-1] if out else None
         if (prev is not None and seg.get("kind") == "expandable"
                 and prev.get("kind") == "expandable"
                 and prev["addr"] is not None and seg["addr"] == prev["addr"] + prev["size"]
-                and (seg["stream"], seg["pool"]) == (prev["stream"], prev["pool"])):
+                and seg["stream"] == prev["stream"]):
             prev["size"] += seg["size"]
+            prev["pool"] = prev["pool"] if prev["pool"] is not None else seg["pool"]
             blocks = seg["blocks"]
             if prev["blocks"] and blocks and prev["blocks"][-1]["state"] == "free" \
                     and blocks[0]["state"] == "free":

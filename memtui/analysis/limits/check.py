@@ -75,12 +75,16 @@ class Limits:
         unknown key or a bad value."""
         known = {f.name for f in fields(cls)}
         chosen: dict[str, Any] = {}
+        spelt: dict[str, Any] = {}
         for key, value in values.items():
             name = str(key).replace("-", "_")
             if name not in known:
                 raise ValueError(f"unknown limit {key!r} (known: "
                                  f"{', '.join(sorted(n.replace('_', '-') for n in known))})")
-            chosen[name] = _limit_value(name, value)
+            if name in chosen:
+                raise ValueError(f"{spelt[name]!r} and {key!r} are the same limit: give it "
+                                 "once")
+            chosen[name], spelt[name] = _limit_value(name, value), key
         return cls(**chosen)
 
     def merged(self, other: Mapping[str, Any]) -> Limits:
@@ -319,11 +323,22 @@ def check_against(a: MemoryTrace, b: MemoryTrace, found_a: dict[str, list[Findin
     return results
 
 
+#: The largest bound a limit holds (int64 bytes): a tolerance of 1e308 % allows anything.
+MAX_BOUND = 2**63 - 1
+
+
+def grown_bound(figure: int, tolerance: float) -> int:
+    """``figure`` grown by ``tolerance`` percent, in bytes (at most :data:`MAX_BOUND`:
+    a huge tolerance never overflows)."""
+    grown = figure * (1 + tolerance / 100)
+    return int(grown) if math.isfinite(grown) and grown < MAX_BOUND else MAX_BOUND
+
+
 def _against(limit: str, what: str, device: str, a: int | None, b: int | None,
              tolerance: float, evidence: dict[str, Any]) -> LimitResult:
     if a is None or b is None:
         return LimitResult(limit, device, SKIPPED, f"{what}: not in both captures", b, None)
-    bound = int(a * (1 + tolerance / 100))
+    bound = grown_bound(a, tolerance)
     change = f"{(b - a) / a:+.1%}" if a else ("+inf" if b else "+0%")
     status = FAIL if b > bound else PASS
     message = (f"{what} {format_bytes(b)} against the baseline's {format_bytes(a)} ({change}, "

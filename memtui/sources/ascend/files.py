@@ -68,16 +68,22 @@ _SNIFF_BYTES = 8192
 # -- single files, by content ------------------------------------------------------------
 
 def read_header(path: Path) -> list[str] | None:
-    """The stripped cells of a text file's first non-blank line, or None if it is not
-    text or that line holds no comma."""
-    head = read_head(path, _SNIFF_BYTES)
-    if not head or b"\x00" in head:
-        return None
-    text = head.decode("utf-8-sig", errors="replace")
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    if "," not in line:
+    """The stripped cells of a text file's first non-blank line, or None if that line
+    holds a NUL (a binary file) or no comma."""
+    line = first_line(path)
+    if line is None or "\x00" in line or "," not in line:
         return None
     return [cell.strip() for cell in next(csv.reader([line]), [])]
+
+
+def first_line(path: Path) -> str | None:
+    """The first non-blank line of a file's first bytes, as text (None: an empty file).
+    A NUL there marks a binary file; one in a later row is that row's problem."""
+    head = read_head(path, _SNIFF_BYTES)
+    if not head:
+        return None
+    text = head.decode("utf-8-sig", errors="replace")
+    return next((line for line in text.splitlines() if line.strip()), "")
 
 
 def classify_header(cells: list[str]) -> str | None:
