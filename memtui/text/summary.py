@@ -40,6 +40,19 @@ def _level_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _role_lines(d: dict[str, Any]) -> list[str]:
+    """The memory by role at the peak (entries kept by an older cache lack it)."""
+    from memtui.text.roles import roles_text
+
+    if not d.get("by_role"):
+        return []
+    roles = d.get("roles") or {}
+    source = roles.get("phases_from")
+    how = (f"phases from {source}" if source
+           else "no forward or backward pass seen, roles not told apart")
+    return [f"    by role at the peak: {roles_text(d['by_role'])}; {how}"]
+
+
 def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
     """The short human summary printed by ``memtui summary`` without ``--json``.
 
@@ -67,6 +80,7 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
             f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
         )
         lines += _level_lines(d)
+        lines += _role_lines(d)
         found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]
         if found:
             lines.append(f"    findings: {', '.join(found)} (memtui findings PATH)")

@@ -9,7 +9,10 @@ numpy (no loop over events) and returns typed :class:`Finding` objects:
 * :mod:`.oom`: why each out-of-memory happened, with the allocator setting that helps;
 * :mod:`.fragmentation`: reserved but unused bytes, free gaps, rounding;
 * :mod:`.inefficient`: Insight's early allocation / late deallocation / idleness;
-* :mod:`.capture`: what the capture lacks (history, stacks, clock, rows).
+* :mod:`.capture`: what the capture lacks (history, stacks, clock, rows);
+* :mod:`.savings`: what each change would save, read from the memory by role at the
+  peak (activation checkpointing, sharding the optimizer state, bf16, a smaller
+  micro-batch, gradients freed between steps).
 
 :func:`find_all` runs them all; :func:`findings_json` is the ``memtui findings --json``
 object; :func:`format_findings` its text form.  With ``stacks`` both give the full call
@@ -33,10 +36,11 @@ from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame, ranked
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
+from memtui.analysis.findings.savings import find_savings
 from memtui.model import MemoryTrace
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
-           find_capture_limits)
+           find_capture_limits, find_savings)
 
 
 def device_findings(trace: MemoryTrace, device: str) -> list[Finding]:

@@ -29,6 +29,7 @@ from memtui.analysis.roles.stack_rules import (
     FORWARD,
     NEUTRAL,
     NO_STACK,
+    OPTIMIZER,
     kinds_of,
     stack_kinds,
 )
@@ -40,6 +41,7 @@ from memtui.analysis.roles.user_rules import (
     text_roles,
 )
 from memtui.analysis.timeline.at_time import block_positions
+from memtui.analysis.timeline.live import cached
 from memtui.model import MemoryTrace
 
 #: What ``user_metadata`` says, read as rules (the first match wins: optimizer state
@@ -82,7 +84,9 @@ def device_roles(trace: MemoryTrace, device: str) -> BlockRoles:
     phases, source = phases_of(trace, device, blocks, facts)
     assign_by_lifetime(facts, phases, verdicts)
     frame = role_frame(facts.block_id, verdicts.role, verdicts.rule, verdicts.inferred)
-    return BlockRoles(device, frame, source)
+    made_by_optimizer = (facts.kind == OPTIMIZER) & (facts.pos_alloc >= 0)
+    return BlockRoles(device, frame, source, phases,
+                      np.sort(facts.pos_alloc[made_by_optimizer]))
 
 
 def _give_codes(verdicts: Verdicts, codes: np.ndarray, rule: str) -> None:
@@ -105,7 +109,7 @@ def block_facts(trace: MemoryTrace, device: str,
     """The facts :mod:`.lifetimes` reads, and each block's allocation stack id (-1: none),
     from the device's blocks, their event positions and the stacks of their events."""
     events = trace.device_events(device)
-    pos = block_positions(trace, device)
+    pos = positions_of(trace, device)
     aligned = blocks.select("block_id").join(pos, on="block_id", how="left",
                                              maintain_order="left")
     ghost = blocks["ghost"].fill_null(False).to_numpy()
@@ -115,9 +119,14 @@ def block_facts(trace: MemoryTrace, device: str,
                  if "pos_free_requested" in aligned.columns
                  else np.full(blocks.height, NEVER, dtype=np.int64))
     release = np.where(requested < pos_free, requested, pos_free)
-    alloc_stack = _event_stacks(events, pos_alloc, "alloc", blocks)
-    free_at = np.where(requested < pos_free, requested, pos_free)
-    free_stack = _event_stacks(events, free_at, None, None)
+    stacks = events["stack_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    allocs = (events["action"] == "alloc").fill_null(False).to_numpy()
+    if allocs.any():
+        alloc_stack = _event_stacks(events, pos_alloc, allocs, stacks)
+    else:  # blocks without events of their own (profiler rows): their own stack
+        alloc_stack = blocks["stack_id"].fill_null(-1).to_numpy().astype(np.int64)
+    free_stack = _event_stacks(events, np.where(requested < pos_free, requested, pos_free),
+                               None, stacks)
     table = stack_kinds(trace)
     kind = kinds_of(alloc_stack, table)
     context = _context_kinds(blocks)
@@ -136,22 +145,24 @@ def block_facts(trace: MemoryTrace, device: str,
     return facts, alloc_stack
 
 
-def _event_stacks(events: pl.DataFrame, at: np.ndarray, action: str | None,
-                  blocks: pl.DataFrame | None) -> np.ndarray:
-    """The stack id of the event at each position ``at`` (-1 where none, or where that
-    event is not ``action``); ``blocks``' own stack where the blocks have no events."""
+def positions_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
+    """:func:`~memtui.analysis.timeline.at_time.block_positions`, computed once per trace
+    and device for the roles and their levels."""
+    return cached(trace, ("roles.block_positions", device),
+                  lambda: block_positions(trace, device))
+
+
+def _event_stacks(events: pl.DataFrame, at: np.ndarray, allocs: np.ndarray | None,
+                  stacks: np.ndarray) -> np.ndarray:
+    """The stack id of the event at each position ``at`` (-1 where none, or, given
+    ``allocs``, where that event is not an alloc)."""
     out = np.full(at.size, -1, dtype=np.int64)
-    n = events.height
-    inside = (at >= 0) & (at < n)
-    if n and inside.any():
-        stacks = events["stack_id"].fill_null(-1).to_numpy().astype(np.int64)
+    inside = (at >= 0) & (at < stacks.size)
+    if inside.any():
         hit = stacks[at[inside]]
-        if action is not None:
-            acts = events["action"].cast(pl.String).to_numpy()
-            hit = np.where(acts[at[inside]] == action, hit, -1)
+        if allocs is not None:
+            hit = np.where(allocs[at[inside]], hit, -1)
         out[inside] = hit
-    if blocks is not None and (n == 0 or not (events["action"] == action).any()):
-        out = blocks["stack_id"].fill_null(-1).to_numpy().astype(np.int64)
     return out
 
 

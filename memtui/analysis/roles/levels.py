@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memtui.analysis.roles.assign import positions_of
 from memtui.analysis.roles.model import OTHER, ROLES, BlockRoles
-from memtui.analysis.timeline.at_time import Timeline, block_positions
+from memtui.analysis.timeline.at_time import Timeline
 from memtui.analysis.timeline.attribution import level_is_reported, unexplained
 from memtui.analysis.timeline.levels import Level
 from memtui.model import MemoryTrace
@@ -122,7 +123,7 @@ def role_levels(trace: MemoryTrace, device: str, roles: BlockRoles,
     """:class:`RoleLevels` of ``device`` from its blocks' roles."""
     tl = timeline if timeline is not None else Timeline.build(trace, device)
     blocks = trace.device_blocks(device)
-    pos = block_positions(trace, device)
+    pos = positions_of(trace, device)
     aligned = blocks.select("block_id", "size", "ghost").join(
         pos, on="block_id", how="left", maintain_order="left")
     size = aligned["size"].fill_null(0).to_numpy().astype(np.int64)

@@ -223,12 +223,14 @@ def gradient_counts(facts: BlockFacts, index: np.ndarray, verdicts: Verdicts) ->
     grad = verdicts.role == ROLES.index("gradient")
     if not grad.any():
         return {}
-    keys = np.stack([facts.size[grad], index[grad]])
-    pairs, counts = np.unique(keys, axis=1, return_counts=True)
-    out: dict[int, int] = {}
-    for size, count in zip(pairs[0].tolist(), counts.tolist(), strict=True):
-        out[size] = max(out.get(size, 0), count)
-    return out
+    sizes, phase = facts.size[grad], index[grad] + 1
+    keys = sizes * (int(phase.max()) + 1) + phase  # one int64 per (size, phase)
+    pairs, counts = np.unique(keys, return_counts=True)
+    size_of = pairs // (int(phase.max()) + 1)
+    order = np.lexsort((-counts, size_of))
+    first = np.append(True, size_of[order][1:] != size_of[order][:-1])
+    chosen = order[first]
+    return dict(zip(size_of[chosen].tolist(), counts[chosen].tolist(), strict=True))
 
 
 def optimizer_states_per_parameter(facts: BlockFacts, verdicts: Verdicts) -> int:

@@ -24,7 +24,7 @@ rule beside its code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -136,12 +136,18 @@ class BlockRoles:
     (:data:`ROLE_DTYPE`), ``rule`` (an id of :data:`RULES`) and ``inferred`` (True where
     the role was inferred by pairing, not read from the block's own evidence).
     ``codes`` is the role of each row as its index in :data:`ROLES` (for bincounts);
-    ``phases`` says what the phases were found from (for the text), or None where none.
+    ``phases`` says what the phases were found from (for the text), or None where none;
+    ``found`` are those phases and ``optimizer_at`` where the optimizer allocated (the
+    savings findings read them).
     """
 
     device: str
     frame: pl.DataFrame
     phases: str | None = None
+    #: The phases found (:class:`~memtui.analysis.roles.phases.Phases`), None where none.
+    found: object | None = None
+    #: Event positions of the allocations an optimizer made (its steps).
+    optimizer_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def codes(self) -> np.ndarray:
