@@ -124,6 +124,8 @@ class Findings:
     warnings: tuple[str, ...]
     _text: str | None = field(default=None, repr=False, compare=False)
     _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: Per device, bytes by role at its allocated peak (summing to it)
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def all(self) -> list[Finding]:
         """Every device's findings in one list, most severe first."""
@@ -138,7 +140,8 @@ class Findings:
         if self._dict is not None:  # made with the full stacks
             return self._dict
         return {"source": self.source, "path": self.path,
-                "devices": [{"device": name, "findings": [f.to_json() for f in found]}
+                "devices": [{"device": name, "findings": [f.to_json() for f in found],
+                             "by_role": self.by_role.get(name, {})}
                             for name, found in self.devices.items()],
                 "warnings": list(self.warnings)}
 
@@ -393,14 +396,15 @@ class Capture:
         """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits
         (``stacks``: the text and the dict carry the full call stack of each finding's
         evidence and of each of the peak's stack groups, ``findings --stacks``)."""
-        from memtui.analysis.findings import findings_json
+        from memtui.analysis.findings import findings_json, peak_roles
         from memtui.text.findings import format_findings
 
         view, found = self.view(), self._found()
         return Findings(source=view.meta.source, path=view.meta.path, devices=found,
                         warnings=tuple(view.meta.warnings),
                         _text=format_findings(view, found, stacks=stacks),
-                        _dict=findings_json(view, found, stacks=True) if stacks else None)
+                        _dict=findings_json(view, found, stacks=True) if stacks else None,
+                        by_role={name: peak_roles(view, name) for name in found})
 
     def summary(self) -> Summary:
         """Per-device figures (peak allocated and reserved, at the end, counts)."""

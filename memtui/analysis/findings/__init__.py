@@ -115,19 +115,30 @@ def _with_stacks(trace: MemoryTrace, finding: Finding) -> dict[str, Any]:
 
 def findings_json(trace: MemoryTrace, findings: dict[str, list[Finding]] | None = None,
                   stacks: bool = False) -> dict[str, Any]:
-    """The ``memtui findings --json`` object (``stacks``: with full call stacks)."""
+    """The ``memtui findings --json`` object (``stacks``: with full call stacks); each
+    device carries ``by_role``, its bytes by role at the allocated peak."""
     findings = find_all(trace) if findings is None else findings
     def one(f: Finding) -> dict[str, Any]:
         return _with_stacks(trace, f) if stacks else f.to_json()
     return {
         "source": trace.meta.source,
         "path": trace.meta.path,
-        "devices": [{"device": name, "findings": [one(f) for f in found]}
+        "devices": [{"device": name, "findings": [one(f) for f in found],
+                     "by_role": peak_roles(trace, name)}
                     for name, found in findings.items()],
         "warnings": list(trace.meta.warnings),
     }
 
 
-__all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
+def peak_roles(trace: MemoryTrace, device: str) -> dict[str, int]:
+    """Bytes by role at the device's allocated peak (summing to it)."""
+    from memtui.analysis.roles import by_role_at
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    return by_role_at(trace, device, -1 if timeline.peak_at_start else timeline.peak_event)
+
+
+__all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind", "peak_roles",
            "device_findings", "find_all", "findings_json", "flat", "full_stack",
            "with_event_numbers"]

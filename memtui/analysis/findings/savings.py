@@ -191,7 +191,8 @@ def _bf16(at: _Peak) -> Finding | None:
     if sure == "possible" and severity == "medium":
         severity = "low"
     return at.finding(
-        f"{named.capitalize()} look float32 at the peak ({sure}): bf16 would halve them, "
+        f"{named[:1].upper() + named[1:]} look float32 at the peak ({sure}): bf16 would "
+        f"halve them, "
         f"up to {format_bytes(saving)}", main, saving,
         {"float32_bytes": floats, "dtype_confidence": sure,
          "dtype_evidence": ("sizes hold whole 4-byte elements; nothing in the stacks casts "
