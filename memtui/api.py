@@ -212,6 +212,25 @@ class WhatIf:
              "prediction": prediction.to_dict() if prediction else None}
             for proof, prediction in self.devices]}
 
+    @property
+    def refusal(self) -> str:
+        """Why no device answered ("" where one did): no replay could be made (not a
+        PyTorch snapshot, no history recorded), or every prediction asked for was refused
+        (an unproven replay makes none).  The proof of a replay that does not hold is an
+        answer where no prediction was asked for.  ``memtui whatif`` exits 2 on one."""
+        reasons = []
+        for proof, prediction in self.devices:
+            if proof.refused:
+                reasons.append(f"{proof.device}: no replay ({proof.refused})")
+            elif prediction is not None and prediction.refused:
+                reasons.append(f"{proof.device}: prediction refused ({prediction.refused})")
+            else:
+                return ""
+        if not reasons:
+            return "no device to replay"
+        more = f" (and {len(reasons) - 1} more devices)" if len(reasons) > 1 else ""
+        return f"no what-if answer: {reasons[0]}{more}"
+
     def text(self) -> str:
         """What ``memtui whatif`` prints."""
         from memtui.text.replay import format_prediction, format_proof
@@ -510,9 +529,10 @@ class Capture:
         try:
             changed = apply_changes(recorded, list(changes))
             if capacity is not None:
-                changed = replace(changed, capacity=parse_size(str(capacity)))
+                changed = replace(changed, capacity=parse_size(str(capacity), "--capacity"))
             if fraction_limit is not None:
-                changed = replace(changed, capacity=parse_size(str(fraction_limit)),
+                changed = replace(changed, capacity=parse_size(str(fraction_limit),
+                                                               "--fraction-limit"),
                                   memory_fraction=True)
         except SettingError as err:
             raise CaptureError(self.path, str(err)) from None
@@ -567,15 +587,7 @@ def _open(path: PathLike, *, use_cache: bool | None = None,
     from memtui.loading import load_trace
 
     trace = load_trace(path, use_cache=use_cache, store_in_background=store_in_background)
-    return Capture(trace, _cache_key(path, use_cache))
-
-
-def _cache_key(path: PathLike, use_cache: bool | None) -> Any:
-    from memtui import cache
-
-    if use_cache is False or not cache.enabled():
-        return None
-    return cache.key_of(path)
+    return Capture(trace, trace.meta.cache_key)  # the file as it was read, once
 
 
 def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,
