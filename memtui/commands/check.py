@@ -107,8 +107,10 @@ def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]
             config = find_pyproject(Path.cwd())
         except OSError:  # the current folder was removed: no settings above it
             config = None
-    if args.config and not config.is_file():
-        raise CaptureError(args.config, "no such file")
+    if args.config:
+        from memtui.sources.common.files import check_input
+
+        check_input(config)  # missing, unreadable, a folder: one line
     values, _ = configured_limits(config)
     given = {name: getattr(args, name.replace("-", "_")) for name in LIMIT_OPTIONS}
     given = {k: v for k, v in given.items() if v is not None}

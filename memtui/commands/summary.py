@@ -103,17 +103,15 @@ def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.commands.paths import common_folder
     from memtui.errors import CaptureError
     from memtui.rankload import RankTable, stream_results
-    from memtui.sources.ranks import discover_ranks
+    from memtui.sources.ranks import complete_ranks
     from memtui.text.ranks import format_ranks
 
     if args.cluster:
         from memtui.rankload import check_cluster_address
 
         check_cluster_address(args.cluster)  # a bad address: one line, before any work
-    found = discover_ranks(args.paths)
     path = common_folder(args.paths)
-    if not found.captures:
-        raise CaptureError(path, "holds no capture memtui reads")
+    found = complete_ranks(args.paths, path)
     table = RankTable(len(found.captures))
     table.warnings.extend(found.warnings)
     for result in stream_results(found.captures, cluster=args.cluster, workers=args.workers,

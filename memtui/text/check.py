@@ -47,11 +47,17 @@ def evidence_lines(result: LimitResult, frames: int = 4) -> list[str]:
     if ev.get("grew_bytes"):
         lines.append(f"grew most at the peak: +{format_bytes(ev['grew_bytes'])} from the stack "
                      "below (memtui compare says more)")
-    if ev.get("top"):
-        lines.append(f"held most by {ev['top']}")
+    held = ev.get("held_by") or []
+    if held:
+        lines.append("held most by " + "; ".join(
+            f"{row['label']} {format_bytes(row['bytes'])} ({row['share']:.0%})"
+            for row in held))
     stack = ev.get("stack") or []
     if stack:
-        lines.append("stack: " + " <- ".join(_frame(f) for f in stack[:frames]))
+        group = ev.get("stack_of") or ""
+        of = f" ({group})" if group and not group.startswith(f"{stack[0].get('name')} (") \
+            else ""
+        lines.append(f"stack{of}: " + " <- ".join(_frame(f) for f in stack[:frames]))
     return lines
 
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from memtui.analysis.findings import Finding, full_stack
+from memtui.analysis.findings import Finding
+from memtui.analysis.findings.frames import evidence_stack
+from memtui.analysis.timeline.attribution import BEFORE_CAPTURE
 from memtui.errors import safe_text
 from memtui.model import MemoryTrace
 from memtui.units import counted, format_bytes
 
 
 def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
-    """The full call stacks of a finding, for ``findings --stacks``: each of the peak's
-    stack groups (its commonest stack), else the evidence's stack."""
-    def frames(stack_id: int | None, indent: str) -> list[str]:
-        stack = full_stack(trace, stack_id)
+    """The call stacks of a finding, for ``findings --stacks``: each of the peak's stack
+    groups (its commonest stack), else the evidence's stack; each from the frame that
+    names it outward (the user's line first; every frame is in ``--json --stacks``)."""
+    def frames(stack_id: int | None, indent: str, before: bool = False) -> list[str]:
+        stack = evidence_stack(trace, stack_id, limit=1 << 30)
+        if not stack and before:
+            return [f"{indent}(allocated before the capture: no allocation stack)"]
         if not stack:
             return [f"{indent}(no stack recorded)"]
         return [f"{indent}{f.filename or '?'}:{f.line if f.line is not None else '?'}:"
@@ -25,7 +30,7 @@ def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
             lines.append(f"        {row['label']}: {format_bytes(row['bytes'])} "
                          f"({row['share']:.0%}) in {row['blocks']} blocks")
             if "stack_id" in row:
-                lines += frames(row["stack_id"], "          ")
+                lines += frames(row["stack_id"], "          ", row["label"] == BEFORE_CAPTURE)
         return lines
     if finding.evidence.stack_id is not None:
         return ["        stack:", *frames(finding.evidence.stack_id, "          ")]

@@ -30,7 +30,7 @@ import numpy as np
 
 from memtui.analysis.findings.capture import find_capture_limits, find_capture_wide
 from memtui.analysis.findings.fragmentation import find_fragmentation
-from memtui.analysis.findings.frames import evidence_stack
+from memtui.analysis.findings.frames import full_stack_frames
 from memtui.analysis.findings.inefficient import find_inefficient
 from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame, ranked
@@ -95,8 +95,9 @@ def counts_by_kind(findings: dict[str, list[Finding]]) -> dict[str, int]:
 
 
 def full_stack(trace: MemoryTrace, stack_id: int | None) -> tuple[StackFrame, ...]:
-    """Every frame of ``stack_id``, innermost first."""
-    return evidence_stack(trace, stack_id, limit=1 << 30)
+    """Every frame of ``stack_id``, innermost first (the internals that never name a
+    stack left out, unless they are all it has)."""
+    return full_stack_frames(trace, stack_id)
 
 
 def _with_stacks(trace: MemoryTrace, finding: Finding) -> dict[str, Any]:

@@ -233,7 +233,14 @@ def step_at(trace: MemoryTrace, device: str, t: int | None) -> str | None:
     return row["name"] or f"step {row['step']}"
 
 
+#: How many of the groups holding most at a peak its evidence names.
+HELD_BY = 3
+
+
 def _evidence(trace: MemoryTrace, finding: Finding | None) -> dict[str, Any]:
+    """Where a finding's figure comes from: its time, event, step, owner, the stack of
+    what a person acts on (from its user frame outward: :func:`evidence_stack`) and, for
+    the peak, the groups holding most (``held_by``)."""
     if finding is None:
         return {}
     ev = finding.evidence
@@ -245,7 +252,24 @@ def _evidence(trace: MemoryTrace, finding: Finding | None) -> dict[str, Any]:
     if finding.kind == "leak":
         step = finding.detail.get("first_step_name") or step
     found["step"] = step
+    if finding.kind == "peak":
+        grouped = "by_owner" if finding.detail.get("grouped_by") == "operator" else "by_stack"
+        held = held_by(finding.detail.get(grouped) or [])
+        if held:
+            found["held_by"] = held
+        if found["stack"] and finding.detail.get("evidence_group"):
+            found["stack_of"] = finding.detail["evidence_group"]
     return found
+
+
+def held_by(rows: list[dict[str, Any]], count: int = HELD_BY) -> list[dict[str, Any]]:
+    """The first ``count`` groups of a peak's split (largest first) that name something:
+    a stack's user frame, an owner, or the bytes alive before the capture; never the
+    "(N more)" row or a group without a stack."""
+    named = [r for r in rows if not r["label"].endswith(" more)") and r["label"] != NO_STACK
+             and r["label"] not in ("(no owner)", "(no pool)")]
+    return [{"label": r["label"], "bytes": r["bytes"], "share": r["share"]}
+            for r in named[:count]]
 
 
 def _of_kind(found: list[Finding], kind: str) -> list[Finding]:
@@ -354,8 +378,9 @@ def _reserved_evidence(trace: MemoryTrace, device: str, found: list[Finding]) ->
     t = peak.detail["peak_reserved_t"]
     rows = peak.detail.get("reserved_peak_by_stack") or []
     evidence: dict[str, Any] = {"t": t, "step": step_at(trace, device, t)}
-    if rows and rows[0]["label"] != NO_STACK:
-        evidence["top"] = rows[0]["label"]
+    held = held_by(rows)
+    if held:
+        evidence["held_by"] = held
     return evidence
 
 
@@ -475,4 +500,4 @@ def check(trace: MemoryTrace, figures: Mapping[str, Mapping[str, Any]],
 
 
 __all__ = ["LimitsVerdict", "LimitResult", "Limits", "check", "check_against", "check_device",
-           "parse_size", "step_at"]
+           "held_by", "parse_size", "step_at"]

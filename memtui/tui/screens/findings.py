@@ -80,7 +80,9 @@ def figure_label(key: str) -> str:
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
 _SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
          "allocator_settings_known", "frame_is_user_code", "problem", "grouped_by",
-         "unattributed", *_LISTS}  # the by_* lists hold the unattributed rows already
+         # the by_* lists hold the unattributed rows already; the evidence group is the
+         # evidence's
+         "unattributed", "evidence_group", *_LISTS}
 
 
 class FindingsScreen(Screen):
