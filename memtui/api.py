@@ -653,23 +653,16 @@ class Capture:
 def open(path: PathLike, *, use_cache: bool | None = None,  # noqa: A001
          roles: Mapping[str, Any] | Any = None) -> Capture:
     """Open a capture: a PyTorch snapshot pickle, an msMemScope DB / CSV / folder, an Ascend
-<<<<<<< HEAD
     profiler folder or file (the format is sniffed from the content); a folder holding
     several captures is their ranks, not one capture (``memtui summary`` lists them).  Bad
     input (a path with a NUL in it too) raises :class:`memtui.CaptureError` (its ``str()``
     is the CLI's one line).  ``use_cache=False`` neither reads nor writes the reopen
-    cache.  The capture holds no open file: what is reopened from the cache is
-    memory-mapped, the files closed."""
-    return _open(path, use_cache=use_cache)
-=======
-    profiler folder or file (the format is sniffed from the content).  Bad input raises
-    :class:`memtui.CaptureError` (its ``str()`` is the CLI's one line).  ``use_cache=False``
-    neither reads nor writes the reopen cache.  ``roles``: the user's role rules, applied
-    before memtui's, as ``[tool.memtui.roles]`` writes them (``{"cache": "kv_cache",
-    "parameter": ["load_weights", ...]}``: regular expressions on frames, owners and
-    metadata)."""
+    cache.  ``roles``: the user's role rules, applied before memtui's, as
+    ``[tool.memtui.roles]`` writes them (``{"cache": "kv_cache", "parameter":
+    ["load_weights", ...]}``: regular expressions on frames, owners and metadata).  The
+    capture holds no open file: what is reopened from the cache is memory-mapped, the
+    files closed."""
     return _open(path, use_cache=use_cache, roles=roles)
->>>>>>> main
 
 
 def _open(path: PathLike, *, use_cache: bool | None = None,
@@ -704,16 +697,11 @@ def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None =
             shift: int = 0, roles: Mapping[str, Any] | Any = None) -> Comparison:
     """What changed from capture A to capture B, and where: ``align`` ``"step"``,
     ``"time"`` or ``"position"`` (default: step where both have steps, else time, else
-<<<<<<< HEAD
-    position), ``shift`` B against A in those units.  Paths load side by side.  A capture
-    that cannot be read, an unknown ``align`` or a ``shift`` beyond any capture raise
-    :class:`memtui.CaptureError`; an ``align`` or ``shift`` of the wrong type TypeError."""
-    return _compare(a, b, align=align, shift=shift)
-=======
     position), ``shift`` B against A in those units.  Paths load side by side; ``roles``
-    are the user's role rules for both (as :func:`open` takes them)."""
+    are the user's role rules for both (as :func:`open` takes them).  A capture that
+    cannot be read, an unknown ``align`` or a ``shift`` beyond any capture raise
+    :class:`memtui.CaptureError`; an ``align`` or ``shift`` of the wrong type TypeError."""
     return _compare(a, b, align=align, shift=shift, roles=roles)
->>>>>>> main
 
 
 #: How B's time may be mapped onto A's (``compare(..., align=...)``).
