@@ -421,8 +421,13 @@ def _read_arrow(file: Path, mapped: bool = True) -> pl.DataFrame:
         return pl.read_ipc(file)
     import pyarrow as pa
 
-    # not closed here: the buffers keep the mapping alive as long as the columns live
-    table = pa.ipc.open_file(pa.memory_map(str(file))).read_all()
+    # the file closed once read: its buffers keep the mapping alive as long as the
+    # columns live, and an open capture holds no file descriptor
+    source = pa.memory_map(str(file))
+    try:
+        table = pa.ipc.open_file(source).read_all()
+    finally:
+        source.close()
     return pl.from_arrow(table, rechunk=False)  # type: ignore[return-value]
 
 
@@ -635,17 +640,37 @@ def _save_npy(entry: Path, stem: str, array: Any) -> list:
 
 
 def _load_npy(entry: Path, kept: list) -> Any:
-    """The array :func:`_save_npy` wrote, memory-mapped; a ValueError where its size or
-    digest changed or it is not a plain one-dimensional array."""
+    """The array :func:`_save_npy` wrote, memory-mapped (read where it is small); a
+    ValueError where its size or digest changed or it is not a plain one-dimensional
+    array.  The file is closed on return: the mapping lives as long as the array, and an
+    open capture holds no file descriptor (numpy's own memmap keeps one per array)."""
     import numpy as np
 
     name, size, digest = kept
     file = entry / Path(name).name
     _check_file(file, size, digest)
-    array = np.load(file, mmap_mode="r", allow_pickle=False)
-    if array.ndim != 1 or array.dtype.kind not in "iub":
-        raise ValueError(f"{file} is not a plain array")
-    return np.asarray(array)
+    with open(file, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        readers = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in readers:
+            raise ValueError(f"{file}: an .npy version memtui did not write")
+        shape, fortran, dtype = readers[version](fh)
+        offset = fh.tell()
+        if len(shape) != 1 or fortran or dtype.kind not in "iub" or dtype.hasobject:
+            raise ValueError(f"{file} is not a plain array")
+        if offset + shape[0] * dtype.itemsize != size:
+            raise ValueError(f"{file}: its header and its size differ")
+        if size < MAP_FROM_BYTES:
+            return np.frombuffer(fh.read(), dtype=dtype, count=shape[0])
+    import pyarrow as pa
+
+    source = pa.memory_map(str(file))
+    try:
+        buffer = source.read_buffer()
+    finally:
+        source.close()
+    return np.frombuffer(buffer, dtype=dtype, count=shape[0], offset=offset)
 
 
 def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:

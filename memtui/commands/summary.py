@@ -102,10 +102,11 @@ def _print_from_cache(path: Path, as_json: bool) -> bool:
 def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.commands.paths import common_folder
     from memtui.errors import CaptureError
-    from memtui.rankload import RankTable, stream_results
+    from memtui.rankload import RankTable, check_connect_timeout, stream_results
     from memtui.sources.ranks import complete_ranks
     from memtui.text.ranks import format_ranks
 
+    check_connect_timeout(args.connect_timeout)  # bad options: one line, before any work
     if args.cluster:
         from memtui.rankload import check_cluster_address
 
