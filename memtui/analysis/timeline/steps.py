@@ -5,6 +5,10 @@ Steps come, in this order, from
 * markers that name steps: snapshot ``external_annotations`` such as ``ProfilerStep#N``,
   msMemScope ``STEP`` / mstx marks and ranges (any marker whose name says "step"); of
   those, the name pattern (digits ignored) seen most often;
+* the period of the whole allocation signal (:mod:`.period`): the level of the blocks
+  the trace allocates and frees again returns to its floor at the end of every step,
+  whatever the step allocated on the way (stacks chosen by the data, counts and sizes
+  that vary, an evaluation every few steps, a jittered clock);
 * the recurring allocation pattern: a training loop allocates from the same call stacks
   every iteration, and frees what it allocates there within the iteration (activations,
   gradients, temporaries).  A stack (or, without stacks, a size) *beats* at each of its
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from memtui.analysis.timeline.period import periodic_steps
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
@@ -132,6 +137,14 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                          names=tuple(n for n, k in zip(names, keep, strict=True) if k),
                          last_finished=_last_finished(index[keep], t.size), **end)
     rows = _allocator_rows(events)
+    periodic = periodic_steps(events[rows])
+    if periodic is not None:
+        index, period = periodic
+        index = rows[index]
+        return Steps(bounds=pos[index], times=t[index], axis=axis,
+                     source=f"the period of the allocations and frees (about "
+                            f"{period:.0f} of them a step)", by_markers=False,
+                     last_finished=_last_finished(index, t.size), **end)
     rhythm = rhythm_steps(events[rows])
     if rhythm is not None:
         index, label, stack = rhythm
