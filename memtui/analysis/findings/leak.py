@@ -293,24 +293,36 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
 def _per_step_figures(blocks: _Blocks, leaked: np.ndarray, k_first: np.ndarray,
                       level: np.ndarray, rises: np.ndarray) -> tuple[float, int | None, float]:
     """(bytes per step, every how many steps it keeps where that is a whole number, what
-    one occurrence keeps) of the blocks ``leaked`` (module docstring).  Where those blocks
-    do not explain the growth (one buffer re-allocated larger, the old one freed: only the
-    last is never freed) the levels' growth is the figure."""
+    one occurrence keeps) of the blocks ``leaked`` (module docstring): one block of the
+    same size every ``k`` steps on average (a step boundary may fall either side of one
+    of them now and then), or the same bytes kept every ``k`` steps, is exact; else the
+    mean of what the steps that grew kept.  Where those blocks do not explain the growth
+    (one buffer re-allocated larger, the old one freed: only the last is never freed)
+    the levels' growth is the figure."""
     level_rate = _per_step(level, rises)
     rows = np.flatnonzero(leaked)
     if rows.size == 0:
         return level_rate, None, level_rate
     step = k_first[rows] - 1  # boundary k first sees a block of step k - 1
+    sizes = _rate_sizes(blocks)[rows]
     keeping, position = np.unique(step, return_inverse=True)
-    kept = np.bincount(position, weights=_rate_sizes(blocks)[rows]).astype(np.int64)
     if keeping.size < max(2, rises.size // 2):
         return level_rate, None, level_rate
+    block = typical_bytes(sizes)
+    spacing = (keeping[-1] - keeping[0]) / (rows.size - 1) if rows.size > 1 else 0.0
+    if _whole(spacing) and np.mean(sizes == block) >= SAME_SHARE:
+        return block / round(spacing), round(spacing), block
+    kept = np.bincount(position, weights=sizes).astype(np.int64)
     period = (keeping[-1] - keeping[0]) / (keeping.size - 1)
-    every = int(round(period))
     typical = typical_bytes(kept)
-    if every >= 1 and abs(period - every) <= 0.05 and np.mean(kept == typical) >= SAME_SHARE:
-        return typical / every, every, typical
+    if _whole(period) and np.mean(kept == typical) >= SAME_SHARE:
+        return typical / round(period), round(period), typical
     return float(kept.sum()) / (keeping.size * period), None, typical
+
+
+def _whole(steps: float) -> bool:
+    """Whether ``steps`` is a whole number of steps, 1 or more (within 5%)."""
+    return round(steps) >= 1 and abs(steps - round(steps)) <= 0.05 * round(steps)
 
 
 def _rate_sizes(blocks: _Blocks) -> np.ndarray:

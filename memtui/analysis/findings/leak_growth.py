@@ -9,10 +9,13 @@ are allocated in the trace and alive at its end:
 * come in at least :data:`MIN_OCCURRENCES` *occurrences* (the allocations of one burst
   count once: a group pausing at least :data:`BURST_PAUSE` of its long pauses between
   them, as a step clock's stack beats);
-* spread over at least :data:`MIN_SPAN` of the trace, growing steadily (their running
-  total against the event axis a line: r² at least :data:`MIN_LINEAR`), still in its
-  second half (at least :data:`MIN_LATE_SHARE` of their bytes: a cache that fills and
-  stops, or a warm-up, is not a leak);
+* through the whole trace: in each of its :data:`PARTS` equal parts (by the event axis),
+  spanning at least :data:`MIN_SPAN` of it, growing steadily (their running total
+  against the event axis a line: r² at least :data:`MIN_LINEAR`), still in its second
+  half (at least :data:`MIN_LATE_SHARE` of their bytes).  A cache that fills and stops,
+  a warm-up, and what one step keeps for good (the gradients a backward pass allocates
+  layer by layer, the optimizer's state allocated parameter by parameter in its first
+  step) grow in a phase of the trace, not through all of it;
 * in a trace that frees what it allocates around them: the bytes never freed, of every
   group, are at most :data:`MAX_KEPT_SHARE` of those allocated over the group's span.
   One long pass that keeps what it allocates (a forward pass recorded before its
@@ -32,10 +35,11 @@ import numpy as np
 import polars as pl
 
 MIN_OCCURRENCES = 5
-MIN_SPAN = 0.5
+MIN_SPAN = 0.75
+PARTS = 4
 MIN_LINEAR = 0.9
 MIN_LATE_SHARE = 0.25
-MAX_KEPT_SHARE = 0.25
+MAX_KEPT_SHARE = 0.5
 #: An allocation starts an occurrence when the pause since the group's previous one is at
 #: least this share of the group's long pauses (the median of those above its mean).
 BURST_PAUSE = 0.5
@@ -92,14 +96,17 @@ def steady_groups(group: np.ndarray, start: np.ndarray, end_open: np.ndarray,
         pos=pl.col("pos").min(), row=pl.col("row").sort_by("pos").first(),
         bytes=pl.col("bytes").sum()).sort("group", "pos")
     mid = first + span / 2
+    part = ((pl.col("pos") - first) * PARTS // (span + 1)).clip(0, PARTS - 1)
     stats = occ.with_columns(total=pl.col("bytes").cum_sum().over("group")).group_by(
         "group").agg(
         n=pl.len(), first=pl.col("pos").min(), last=pl.col("pos").max(),
+        parts=part.n_unique(),
         all_bytes=pl.col("bytes").sum(),
         late=pl.col("bytes").filter(pl.col("pos") >= mid).sum(),
         linear=pl.corr("pos", "total") ** 2,
     ).filter(
-        (pl.col("n") >= MIN_OCCURRENCES) & ((pl.col("last") - pl.col("first")) >= MIN_SPAN * span)
+        (pl.col("n") >= MIN_OCCURRENCES) & (pl.col("parts") == PARTS)
+        & ((pl.col("last") - pl.col("first")) >= MIN_SPAN * span)
         & (pl.col("late") >= MIN_LATE_SHARE * pl.col("all_bytes"))
         & (pl.col("linear").fill_nan(0) >= MIN_LINEAR)
     )

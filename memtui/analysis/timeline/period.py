@@ -23,7 +23,14 @@ the end of every step).  Its period is the step's length in events:
   the next, the end of a layer its activations for the backward: a step frees all.
   The shortest lag whose troughs pass is the period (an evaluation every fifth step
   recurs at five steps, more strongly than the step itself);
-* :func:`periodic_steps`: all three, over the allocation and free events of a device.
+* :func:`floor_troughs`: where the steps' lengths vary too much for the autocorrelation
+  to peak (the data decides how much each step allocates), the steps are the visits
+  away from the floor and back, a short one (an evaluation after a step) joining the
+  step before it;
+* :func:`whole_steps`: where the troughs fall in two levels, the lower one at the end
+  of every step and the same number of upper ones between (the gradients micro-batches
+  keep are freed at the step's end), only the lower ones end steps;
+* :func:`periodic_steps`: all of them, over the allocation and free events of a device.
 
 No Python loop over events: the autocorrelation is an FFT, the floor a rolling minimum;
 only the candidate lags and the steps found are walked one by one.
@@ -47,12 +54,23 @@ MIN_PROMINENCE = 0.3
 MAX_CANDIDATES = 12
 #: A trough is followed by the next between these shares of a period after it.
 NEXT_TROUGH = (0.5, 1.5)
-#: The floor: within this share of a period's swing above the lowest point around it.
+#: The floor: within this share of a period's swing above the lowest point around it;
+#: two floors as low as each other: within this share.
 NEAR_FLOOR = 0.05
+SAME_FLOOR = 0.001
 #: Share of the troughs that must reach the floor, and how close (a share of a step's
 #: rise above its trough).
 FLOOR_SHARE = 0.9
 FLOOR_TOLERANCE = 0.1
+#: Without a period: a visit away from the floor shorter than this share of the usual one
+#: joins the step before it; the visits' lengths may vary by this much of their mean.
+SHORT_VISIT = 0.35
+MAX_VISIT_CV = 0.6
+#: How much lower (of a step's rise) a step's own trough lies than its micro-batches',
+#: and the share of steps with the usual number of micro-batches (an evaluation every
+#: few steps adds a trough at the floor).
+MICRO_MARGIN = 0.002
+MICRO_SHARE = 0.75
 
 
 def transient_level(actions: np.ndarray, sizes: np.ndarray, freed: np.ndarray) -> np.ndarray:
@@ -110,6 +128,19 @@ def candidate_periods(x: np.ndarray) -> list[float]:
     return [float(lag) for lag in short + long][:MAX_CANDIDATES]
 
 
+def run_lows(x: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Per run of consecutive rows where ``on`` holds, the row where ``x`` first reaches
+    the run's lowest value: a step ends when what it allocated is freed again (what is
+    allocated there and never freed, left out of the level, is the next step's)."""
+    rows = np.flatnonzero(on)
+    if rows.size == 0:
+        return rows
+    run = np.cumsum(np.concatenate(([1], np.diff(rows) > 1)))
+    order = np.lexsort((rows, x[rows], run))
+    first = np.concatenate(([True], np.diff(run[order]) > 0))
+    return np.sort(rows[order][first])
+
+
 def troughs(x: np.ndarray, period: float) -> np.ndarray:
     """Rows after which a step ends: the floor of each period of ``x``, followed one
     period after the other (module docstring).  The floor is what lies within
@@ -122,11 +153,9 @@ def troughs(x: np.ndarray, period: float) -> np.ndarray:
     whole = max(3, int(period) | 1)
     swing = float(np.median(series.rolling_max(window_size=whole, min_samples=1).to_numpy()
                             - series.rolling_min(window_size=whole, min_samples=1).to_numpy()))
-    low = np.flatnonzero(x <= floor + NEAR_FLOOR * swing)
+    low = run_lows(x, x <= floor + NEAR_FLOOR * swing)
     if low.size == 0:
         return np.zeros(0, dtype=np.int64)
-    # the first row of each floor: a step ends when what it allocated is freed again
-    low = low[np.concatenate(([True], np.diff(low) > 1))]
     first = low[low < max(period, 1)]
     at = int(first[np.argmin(x[first])]) if first.size else int(low[0])
     ends = [at]
@@ -138,7 +167,7 @@ def troughs(x: np.ndarray, period: float) -> np.ndarray:
             break
         if lo < hi:  # the lowest floor, of floors as low the one nearest a period on
             window = low[lo:hi]
-            near = window[x[window] <= x[window].min() + NEAR_FLOOR * swing]
+            near = window[x[window] <= x[window].min() + SAME_FLOOR * swing]
             at = int(near[np.argmin(np.abs(near - (ends[-1] + period)))])
         else:
             at = int(low[lo])
@@ -162,6 +191,75 @@ def returns_to_floor(x: np.ndarray, ends: np.ndarray) -> bool:
     beside = np.minimum(np.concatenate(([np.inf], level[:-1])),
                         np.concatenate((level[1:], [np.inf])))
     return float(np.mean(level <= beside + FLOOR_TOLERANCE * rise)) >= FLOOR_SHARE
+
+
+def floor_troughs(x: np.ndarray) -> np.ndarray | None:
+    """Where steps end when their lengths vary too much for a period to show: the level
+    leaves and regains its floor (within :data:`NEAR_FLOOR` of its swing above its lowest
+    point) once a step; of troughs less than :data:`SHORT_VISIT` of the usual visit
+    apart (the optimizer's temporaries, an evaluation pass, the next step's first
+    tensors near the floor) the lowest ends the step.  None unless at least
+    :data:`MIN_PERIODS` visits, of lengths varying by at most :data:`MAX_VISIT_CV` of
+    their mean, cover most of the trace."""
+    floor = float(x.min())
+    swing = float(np.quantile(x, 0.95)) - floor
+    if swing <= 0:
+        return None
+    ends = run_lows(x, x <= floor + NEAR_FLOOR * swing)
+    if ends.size < MIN_PERIODS + 1:
+        return None
+    # troughs a short visit apart (the optimizer's temporaries, an evaluation, the
+    # next step's first tensors near the floor) are one step's end: its lowest
+    gap = np.diff(ends)
+    group = np.cumsum(np.concatenate(([1], gap >= SHORT_VISIT * np.median(gap))))
+    order = np.lexsort((ends, x[ends], group))
+    ends = np.sort(ends[order][np.concatenate(([True], np.diff(group[order]) > 0))])
+    length = np.diff(ends)
+    if ends.size < MIN_PERIODS + 1 or ends[-1] - ends[0] < 0.5 * x.size \
+            or length.std() > MAX_VISIT_CV * length.mean():
+        return None
+    return ends
+
+
+def _two_levels(values: np.ndarray) -> tuple[float, float] | None:
+    """The split of ``values`` in two levels that parts them best (the largest variance
+    between the levels, Otsu's rule): the highest value of the lower level and the lowest
+    of the upper one; None where all are equal."""
+    ordered = np.sort(values).astype(np.float64)
+    n = ordered.size
+    if n < 2 or ordered[0] == ordered[-1]:
+        return None
+    below = np.arange(1, n)  # values in the lower level, for a split after each
+    total = np.cumsum(ordered)[:-1]
+    mean_low = total / below
+    mean_high = (ordered.sum() - total) / (n - below)
+    between = below * (n - below) * (mean_high - mean_low) ** 2
+    split = int(np.argmax(between))
+    return float(ordered[split]), float(ordered[split + 1])
+
+
+def whole_steps(x: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``ends`` without the ends of micro-batches: where the troughs fall in two levels
+    (:func:`_two_levels`, at least :data:`MICRO_MARGIN` of a step's rise apart) and
+    every lower trough is followed by the same number of upper ones (in at least
+    :data:`MICRO_SHARE` of the steps), the upper ones end micro-batches: the gradients
+    the first micro-batch allocated stay until the step's end.  Troughs that differ by
+    chance do not alternate so."""
+    if ends.size < 2 * MIN_PERIODS:
+        return ends
+    values = x[ends]
+    rise = float(np.median(np.maximum.reduceat(x, ends)[:-1] - values[:-1]))
+    split = _two_levels(values)
+    if rise <= 0 or split is None or split[1] - split[0] < MICRO_MARGIN * rise:
+        return ends
+    deep = np.flatnonzero(values <= split[0])
+    if deep.size < MIN_PERIODS:
+        return ends
+    between = np.diff(deep) - 1  # upper troughs between two lower ones
+    usual = int(np.bincount(between).argmax())
+    if usual < 1 or np.mean(between == usual) < MICRO_SHARE:
+        return ends
+    return ends[deep]
 
 
 def _level_of(events: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -194,7 +292,13 @@ def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
                 and returns_to_floor(x, ends):
             break
     else:
+        ends = floor_troughs(x)
+        if ends is None:
+            return None
+    ends = whole_steps(x, ends)
+    if ends.size < MIN_PERIODS:
         return None
+    period = float(np.median(np.diff(ends)))
     # a step begins with the event after the one that brought the level to its floor
     # (what is allocated there and never freed, left out of the level, is the next
     # step's); the trace's first event too, where a whole step comes before the first
@@ -209,5 +313,5 @@ def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
     return starts.astype(np.int64), period
 
 
-__all__ = ["candidate_periods", "periodic_steps", "returns_to_floor", "transient_level",
-           "troughs"]
+__all__ = ["candidate_periods", "floor_troughs", "periodic_steps", "returns_to_floor",
+           "transient_level", "troughs", "whole_steps"]
