@@ -216,11 +216,12 @@ def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
 
 
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
-    """Steps from the rhythm of the blocks' allocations, for a source whose events hold
-    no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
+    """Steps from the blocks' allocations and frees, for a source whose events hold no
+    allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
     are memory_record levels).  The blocks' allocations and frees, in time order, are read
-    as events (:func:`rhythm_steps`: only a stack whose blocks are freed again is a
-    clock), blocks recurring by owner (the operator) and size as stacks do elsewhere."""
+    as events: first the period of their transient level (:mod:`.period`), then their
+    rhythm (:func:`rhythm_steps`: only a stack whose blocks are freed again is a clock),
+    blocks recurring by owner (the operator) and size as stacks do elsewhere."""
     blocks = trace.device_blocks(device).filter(
         ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
         & pl.col("size").is_not_null())
@@ -236,18 +237,25 @@ def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
                  "block_id", "size", "stack_id", "owner", t=pl.col("t_free"),
                  action=pl.lit("free"), order=pl.lit(0))]
     events = pl.concat(parts).sort("t", "order", "block_id")
+    t = events["t"].to_numpy().astype(np.int64, copy=False)
+    end = {"end": int(t[-1]) + 1, "end_time": int(t[-1])}
+    periodic = periodic_steps(events)
+    if periodic is not None:
+        times = t[periodic[0]]
+        return Steps(bounds=times, times=times, axis="t",
+                     source=f"the period of the blocks' allocations and frees (about "
+                            f"{periodic[1]:.0f} of them a step)", by_markers=False,
+                     last_finished=_last_finished(periodic[0], t.size), **end)
     rhythm = rhythm_steps(events)
     if rhythm is None:
         return None
     index = rhythm[0]
     clock = events.row(int(index[0]), named=True)
-    t = events["t"].to_numpy().astype(np.int64, copy=False)
     times = _fill_missed_beats(t[index])
     label = f"{clock['size']}-byte {clock['owner']} blocks".replace("  ", " ")
     return Steps(bounds=times, times=times, axis="t",
                  source=f"the recurring allocations of {label}", by_markers=False,
-                 last_finished=_last_finished(np.searchsorted(t, times), t.size),
-                 end=int(t[-1]) + 1, end_time=int(t[-1]))
+                 last_finished=_last_finished(np.searchsorted(t, times), t.size), **end)
 
 
 def _fill_missed_beats(times: np.ndarray) -> np.ndarray:
