@@ -19,7 +19,7 @@ and ``blocks()`` are the capture's own frames, every layer included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from memtui.analysis.across.compare import DeviceComparison
     from memtui.analysis.findings.model import Finding
     from memtui.analysis.limits.check import LimitResult, Limits, LimitsVerdict
+    from memtui.analysis.replay.predict import Prediction
+    from memtui.analysis.replay.proof import Proof
     from memtui.model import MemoryTrace
 
 PathLike = str | Path
@@ -193,6 +195,33 @@ class Comparison:
         from memtui.text.compare import format_comparison
 
         return format_comparison(self._result, top)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The caching allocator replayed on each device (``memtui whatif``): the ``proof``
+    that the replay reproduces the recording and, where settings or a capacity were asked
+    about, the ``prediction`` under them.  ``to_dict()`` is ``memtui whatif --json``."""
+
+    path: str
+    devices: tuple[tuple[Proof, Prediction | None], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "devices": [
+            {"proof": proof.to_dict(),
+             "prediction": prediction.to_dict() if prediction else None}
+            for proof, prediction in self.devices]}
+
+    def text(self) -> str:
+        """What ``memtui whatif`` prints."""
+        from memtui.text.replay import format_prediction, format_proof
+
+        blocks = []
+        for proof, prediction in self.devices:
+            blocks.append(format_proof(proof))
+            if prediction is not None:
+                blocks.append(format_prediction(prediction))
+        return "\n\n".join(blocks)
 
 
 # -- the capture -----------------------------------------------------------------------------
@@ -451,6 +480,51 @@ class Capture:
         chosen[device] = layer
         return layer_view(self._trace, chosen)
 
+    def whatif(self, changes: Sequence[str] = (), *, capacity: str | int | None = None,
+               fraction_limit: str | int | None = None,
+               device: str | None = None) -> WhatIf:
+        """Replay the caching allocator on each device (or ``device``), prove it on the
+        recording, and predict what ``changes`` (``"expandable_segments:True"``,
+        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF) or a ``capacity``
+        (``"80GiB"``: would it fit on a smaller card), or a per-process
+        ``fraction_limit``, would change (``memtui whatif``)."""
+        from dataclasses import replace
+
+        from memtui.analysis.replay.predict import predict
+        from memtui.analysis.replay.proof import prove
+        from memtui.analysis.replay.settings import (
+            SettingError,
+            apply_changes,
+            from_capture,
+            parse_size,
+        )
+
+        trace = self._trace
+        devices = self.devices
+        if device is not None:
+            self._known(device)
+            devices = [device]
+        if capacity is not None and fraction_limit is not None:
+            raise CaptureError(self.path, "a capacity or a fraction limit, not both")
+        recorded = from_capture(trace.meta.extra.get("allocator_settings"))
+        try:
+            changed = apply_changes(recorded, list(changes))
+            if capacity is not None:
+                changed = replace(changed, capacity=parse_size(str(capacity)))
+            if fraction_limit is not None:
+                changed = replace(changed, capacity=parse_size(str(fraction_limit)),
+                                  memory_fraction=True)
+        except SettingError as err:
+            raise CaptureError(self.path, str(err)) from None
+        predicting = bool(changes) or changed.capacity is not None
+        out = []
+        for name in devices:
+            proof, baseline = prove(trace, name)
+            prediction = predict(trace, name, changed, (proof, baseline)) if predicting \
+                else None
+            out.append((proof, prediction))
+        return WhatIf(path=self.path, devices=tuple(out))
+
     def check(self, baseline: Capture | PathLike | None = None, *,
               limits: Limits | Mapping[str, Any] | None = None,
               **values: Any) -> CheckResult:
@@ -530,4 +604,4 @@ def _traces(*captures: Capture | PathLike, store_in_background: bool = False) ->
 
 
 __all__ = ["Capture", "Comparison", "DeviceSummary", "Findings", "State", "Summary",
-           "compare", "open"]
+           "WhatIf", "compare", "open"]

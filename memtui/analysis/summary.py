@@ -51,6 +51,10 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         "allocated_at_end_bytes": allocated_at_end,
         "reserved_at_end_bytes": reserved_at_end,
         "peak_reserved_bytes": peak_reserved,
+        # where the file contradicts itself, the reserved figures are only the least they
+        # can be: why (None: exact), and the most they can be where the file says
+        "reserved_floor": info.reserved_floor,
+        "reserved_ceiling_bytes": info.reserved_ceiling,
         **level_figures(allocated, blocks, trace.meta.time_unit),
         "before_capture": before_capture(trace, device).to_dict(),
     }

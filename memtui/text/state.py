@@ -10,6 +10,7 @@ from memtui.errors import safe_text
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
     from memtui.analysis.tables import format_time
+    from memtui.units import at_least
     from memtui.units import format_bytes as fb
 
     level = data["level"]
@@ -18,7 +19,10 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     lines = [
         f"{data['device']} {where} ({format_time(data['t'], start, unit)})",
         f"  allocated {fb(level['allocated'])}, active {fb(level['active'])}, "
-        f"reserved {fb(level['reserved'])}",
+        f"reserved {at_least(level['reserved'], bool(level.get('reserved_is_floor')))}"
+        + (f" (at most {fb(level['reserved_ceiling'])})"
+           if level.get("reserved_is_floor") and level.get("reserved_ceiling") is not None
+           else ""),
         f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
         f"{fb(data['largest_gap_bytes'])}; lost to rounding "
         f"{fb(data['internal_fragmentation_bytes'])}",

@@ -7,7 +7,7 @@ from typing import Any
 from memtui.analysis.summary import device_start
 from memtui.errors import safe_text
 from memtui.model import MemoryTrace
-from memtui.units import counted, format_bytes
+from memtui.units import at_least, counted, format_bytes
 
 
 def _level_lines(d: dict[str, Any]) -> list[str]:
@@ -40,6 +40,16 @@ def _level_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _reserved(d: dict[str, Any], value: int | None) -> str:
+    """A reserved figure as known: ``>= X`` (and ``at most Y``) where the file contradicts
+    itself (its warning says how)."""
+    text = at_least(value, bool(d.get("reserved_floor")))
+    ceiling = d.get("reserved_ceiling_bytes")
+    if d.get("reserved_floor") and ceiling is not None and value is not None:
+        text += f" (at most {format_bytes(ceiling)})"
+    return text
+
+
 def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
     """The short human summary printed by ``memtui summary`` without ``--json``.
 
@@ -64,7 +74,7 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
         lines.append(
             f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}; at end: "
             f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
-            f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
+            f"reserved {_reserved(d, d['reserved_at_end_bytes'])}"
         )
         lines += _level_lines(d)
         found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]

@@ -37,7 +37,8 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
     assert list(data) == KEYS
     assert (data["device"], data["event"], data["t"]) == ("cuda:0", 9, us(10))
     assert data["level"] == {"allocated": 1024 + 512 + 512 + 1024, "active": 3072,
-                             "reserved": 6144}
+                             "reserved": 6144, "reserved_is_floor": False,
+                             "reserved_ceiling": None}
     a, g = data["segments"]
     assert (a["addr"], a["size"], a["stream"]) == (0x1000, 4096, 0)
     assert [(b["addr"], b["size"], b["requested_size"], b["state"]) for b in a["blocks"]] == [

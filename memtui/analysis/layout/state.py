@@ -74,6 +74,7 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
     """The state of ``device`` just after the event named by ``event`` or ``t`` (see
     :func:`resolve_event`), as the JSON object of ``memtui state --json``."""
     timeline = Timeline.build(trace, device)
+    info = trace.meta.device(device)
     position = resolve_event(timeline, event, t)
     if position == START:
         state = _state_before_first_event(trace, device, timeline)
@@ -89,7 +90,10 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "event": None if position == START else position,
         "t": timeline.time_of(max(position, 0)),
         "level": {"allocated": levels.allocated, "active": levels.active,
-                  "reserved": levels.reserved},
+                  "reserved": levels.reserved,
+                  # the file contradicts itself: reserved is only the least it can be
+                  "reserved_is_floor": bool(info.reserved_floor),
+                  "reserved_ceiling": info.reserved_ceiling},
         "segments": segments,
         "free_bytes": int(sum(free)),
         "largest_gap_bytes": int(max(free, default=0)),

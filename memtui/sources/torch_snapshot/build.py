@@ -32,6 +32,7 @@ from memtui.model import (
     MemoryTrace,
     TraceMeta,
     conform,
+    segment_level,
 )
 from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
@@ -327,8 +328,10 @@ class _SnapshotBuilder:
                 ("pool_id", ",".join(map(str, pool_id)) if pool_id else None), ("kind", kind),
             ):
                 seg_rows[key].append(value)
-            offset = 0
+            offset = extent = 0
             for block in segment.get("blocks", []):
+                extent = max(extent, _block_address(segment, block, offset) + block["size"]
+                             - segment["address"])
                 if block.get("state") in _ACTIVE_STATES:
                     for key, value in (
                         ("device", device),
@@ -342,6 +345,10 @@ class _SnapshotBuilder:
                     ):
                         block_rows[key].append(value)
                 offset += block["size"]
+            if extent > segment["total_size"]:  # blocks past the segment's end
+                seg_rows["size"][-1] = extent
+                self.overflows.setdefault(device, []).append(
+                    (segment["address"], segment["total_size"], extent))
         seg_df = pl.DataFrame(seg_rows, schema={
             "device": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
             "pool_id": pl.String, "kind": pl.String})
@@ -363,6 +370,9 @@ class _SnapshotBuilder:
     def build(self) -> MemoryTrace:
         self.entry_markers: list[tuple] = []
         self.segment_pool_ids: dict[str, list[tuple[int, str]]] = {}
+        #: per device, the dumped segments whose blocks run past their end:
+        #: (address, total_size, the blocks' extent)
+        self.overflows: dict[str, list[tuple[int, int, int]]] = {}
         raw = {}
         for name, trace in self._device_traces():
             raw[name] = self._device_trace_frame(name, trace)  # frees the trace's dicts
@@ -409,7 +419,7 @@ class _SnapshotBuilder:
         start = int(events["t"].min()) if events.height else 0
         allocated = final_blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
         info = DeviceInfo(
-            name=name, kind=self.prefix, has_segments=True,
+            name=name, kind=self.prefix, has_segments=True, layout_complete=True,
             allocated_at_end=int(allocated or 0),
             reserved_at_end=int(final_segments["size"].sum() or 0),
             segments_at_end=final_segments.height,
@@ -597,7 +607,7 @@ class _SnapshotBuilder:
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
         info.start_allocated = active_end - int(allocated[-1] if allocated.size else 0)
-        reserved, info.start_reserved = _segment_level(events["seq"].to_numpy(), segments)
+        reserved, info.start_reserved = segment_level(events["seq"].to_numpy(), segments)
         end_reserved = int(reserved[-1]) if reserved.size else info.start_reserved
         if info.reserved_at_end is not None and end_reserved != info.reserved_at_end:
             self.warnings.append(
@@ -605,10 +615,43 @@ class _SnapshotBuilder:
                 f"{format_bytes(end_reserved)}, the dump's {format_bytes(info.reserved_at_end)}"
                 ": the reserved level follows the segments")
         info.reserved_at_end = end_reserved
-        allocated = pl.Series(allocated + info.start_allocated, dtype=pl.Int64)
+        allocated = allocated + info.start_allocated
+        reserved = self._at_least_the_blocks(info, allocated, reserved)
+        allocated = pl.Series(allocated, dtype=pl.Int64)
         return events.with_columns(
             allocated=allocated, reserved=pl.Series(reserved, dtype=pl.Int64),
             active=allocated)
+
+    def _at_least_the_blocks(self, info: DeviceInfo, allocated: np.ndarray,
+                             reserved: np.ndarray) -> np.ndarray:
+        """Reserved as known: never below the bytes of the live blocks.  A dumped segment
+        whose blocks run past its end was widened to hold them (PyTorch's own ``segsum``
+        refuses such a dump); blocks in no segment the trace or the dump knows raise
+        reserved to allocated.  Either makes the device's reserved figures a floor, said
+        in one warning."""
+        name = info.name
+        reasons = []
+        for addr, total, extent in self.overflows.get(name, []):
+            reasons.append(f"the dump's segment at {addr:#x} holds blocks of "
+                           f"{format_bytes(extent)} in {format_bytes(total)} (PyTorch's "
+                           "segsum refuses such a dump): widened to its blocks")
+        over = np.flatnonzero(allocated > reserved)
+        if over.size:
+            worst = int(over[np.argmax(allocated[over] - reserved[over])])
+            reasons.append(
+                f"blocks lie outside every segment the trace and the dump know at "
+                f"{counted(over.size, 'event')} (events {int(over[0])} to {int(over[-1])}; "
+                f"at event {worst} {format_bytes(int(allocated[worst]))} allocated in "
+                f"{format_bytes(int(reserved[worst]))} of segments): reserved shown as at "
+                "least allocated")
+            reserved = np.maximum(reserved, allocated)
+            info.layout_complete = False
+            if info.reserved_at_end is not None:
+                info.reserved_at_end = int(reserved[-1])
+        if reasons:
+            info.reserved_floor = "; ".join(reasons)
+            self.warnings.append(f"{self.path.name} {name}: {info.reserved_floor}")
+        return reserved
 
     def _markers(self, has_time: bool) -> pl.DataFrame:
         rows = [
@@ -650,21 +693,6 @@ def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
 
 #: How each action moves the allocated level.
 _ALLOC_SIGN = _action_signs(("alloc",), ("free",))
-
-
-def _segment_level(seq: np.ndarray, segments: pl.DataFrame) -> tuple[np.ndarray, int]:
-    """The bytes of the segments alive just after each event (``seq``, ascending), and
-    before the first: a segment counts from its ``seq_alloc`` (ghosts from the start) up
-    to its ``seq_free``."""
-    size = segments["size"].fill_null(0).to_numpy()
-    ghost = segments["seq_alloc"].is_null().to_numpy()
-    start = int(size[ghost].sum())
-    delta = np.zeros(seq.size + 1, dtype=np.int64)
-    for column, sign in ((segments["seq_alloc"], 1), (segments["seq_free"], -1)):
-        known = column.is_not_null().to_numpy()
-        rows = np.searchsorted(seq, column.fill_null(0).to_numpy()[known])
-        np.add.at(delta, np.minimum(rows, seq.size), sign * size[known])
-    return start + np.cumsum(delta[:-1]), start
 
 
 #: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
