@@ -148,12 +148,12 @@ def _score_leaks(result: CaseResult, leaks: list[Finding], planted: list[dict]) 
         found, truth = _leak_figures(hit, leak)
         error = abs(found - truth) / truth
         result.bytes_errors.append(error)
-        if hit.detail["bytes_per_step"] is None:
+        if hit.detail.get("bytes_per_step") is None:
             result.stepless += 1
         if error > GOAL_BYTES_ERROR:
             result.misses.append(f"bytes per step of {leak['function']}: "
                                  f"{found:.0f} for {truth:.0f} ({error:.1%})"
-                                 + ("" if hit.detail["bytes_per_step"] is not None
+                                 + ("" if hit.detail.get("bytes_per_step") is not None
                                     else ", per occurrence: no steps found"))
     tally.fp += len(unmatched)
     result.misses += [f"false leak: {f.title}" for f in unmatched]
@@ -162,7 +162,7 @@ def _score_leaks(result: CaseResult, leaks: list[Finding], planted: list[dict]) 
 def _leak_figures(hit: Finding, leak: dict[str, Any]) -> tuple[float, float]:
     """(found, truth): bytes per step, or where no steps were found what one occurrence
     keeps against what the plan keeps at once (``every`` steps' worth)."""
-    if hit.detail["bytes_per_step"] is not None:
+    if hit.detail.get("bytes_per_step") is not None:
         return float(hit.detail["bytes_per_step"]), float(leak["bytes_per_step"])
     every = leak.get("every") or 1
     return float(hit.detail["bytes_per_occurrence"]), float(leak["bytes_per_step"]) * every

@@ -97,14 +97,22 @@ def _autocorrelation(x: np.ndarray, max_lag: int) -> np.ndarray:
 
 def _good_lags(r: np.ndarray, min_lag: int) -> list[int]:
     """The peaks of autocorrelation ``r`` a period makes (module docstring), shortest
-    first."""
+    first, from ``min_lag`` on.  Where the level swings faster than ``min_lag`` (a
+    temporary allocated and freed over and over), the multiples of that swing are its
+    echoes, not periods: a longer lag counts only where it stands above the echoes beside
+    it."""
     if r.size <= min_lag + 1:
         return []
     inner = np.arange(1, r.size - 1)
-    peaks = inner[(r[inner] > r[inner - 1]) & (r[inner] >= r[inner + 1])
-                  & (inner >= min_lag)]
+    peaks = inner[(r[inner] > r[inner - 1]) & (r[inner] >= r[inner + 1])]
     dip = np.minimum.accumulate(r)  # the lowest point before each lag
     good = peaks[(r[peaks] >= MIN_CORRELATION) & (r[peaks] - dip[peaks] >= MIN_PROMINENCE)]
+    fast = good[good < min_lag]
+    good = good[good >= min_lag]
+    if fast.size:
+        swing = int(fast[0])
+        beside = np.maximum(r[good - swing], r[np.minimum(good + swing, r.size - 1)])
+        good = good[r[good] >= beside + MIN_PROMINENCE / 2]
     return [int(lag) for lag in good]
 
 
@@ -199,8 +207,9 @@ def floor_troughs(x: np.ndarray) -> np.ndarray | None:
     point) once a step; of troughs less than :data:`SHORT_VISIT` of the usual visit
     apart (the optimizer's temporaries, an evaluation pass, the next step's first
     tensors near the floor) the lowest ends the step.  None unless at least
-    :data:`MIN_PERIODS` visits, of lengths varying by at most :data:`MAX_VISIT_CV` of
-    their mean, cover most of the trace."""
+    :data:`MIN_PERIODS` visits, usually :data:`MIN_PERIOD` rows long or more (not one
+    temporary allocated and freed), of lengths varying by at most :data:`MAX_VISIT_CV`
+    of their mean, cover most of the trace."""
     floor = float(x.min())
     swing = float(np.quantile(x, 0.95)) - floor
     if swing <= 0:
@@ -216,7 +225,7 @@ def floor_troughs(x: np.ndarray) -> np.ndarray | None:
     ends = np.sort(ends[order][np.concatenate(([True], np.diff(group[order]) > 0))])
     length = np.diff(ends)
     if ends.size < MIN_PERIODS + 1 or ends[-1] - ends[0] < 0.5 * x.size \
-            or length.std() > MAX_VISIT_CV * length.mean():
+            or np.median(length) < MIN_PERIOD or length.std() > MAX_VISIT_CV * length.mean():
         return None
     return ends
 
