@@ -150,9 +150,10 @@ def finding_html(finding: Finding, trace: MemoryTrace) -> str:
                 f"{_e(d.get('occurrences'))} occurrences")
         per_second = (f", {format_bytes(d['bytes_per_second'])}/s"
                       if d.get("bytes_per_second") is not None else "")
+        source = f"steps from {_e(d['steps_from'])}" if d.get("steps_from") else \
+            "no steps found"
         lines.append(f"<div>{rate}{per_second}; {_e(d.get('blocks'))} blocks, "
-                     f"{format_bytes(d.get('total_bytes'))} in all; steps from "
-                     f"{_e(d.get('steps_from'))}</div>")
+                     f"{format_bytes(d.get('total_bytes'))} in all; {source}</div>")
     ev = finding.evidence
     where = []
     if ev.t is not None:

@@ -40,8 +40,9 @@ def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
 def _leak_lines(detail: dict) -> list[str]:
     """A leak's steps and rate: where its steps come from, its blocks, its occurrences
     and bytes per second."""
-    lines = [f"        steps from {detail['steps_from']}; "
-             f"{counted(detail['blocks'], 'block')}, "
+    source = f"steps from {detail['steps_from']}" if detail.get("steps_from") else \
+        "no steps found: the growth of its never-freed blocks"
+    lines = [f"        {source}; {counted(detail['blocks'], 'block')}, "
              f"{format_bytes(detail['total_bytes'])} in all"]
     rate = []
     if detail.get("occurrences"):

@@ -80,6 +80,27 @@ def test_without_steps_the_leak_is_said_per_occurrence_and_per_second():
     assert "leaks 3.0 MiB 120 times" in leak.title and "no steps found" in leak.title
 
 
+def test_a_leak_without_steps_in_the_text_the_screen_and_check():
+    """``findings`` says where its figures come from, the Findings screen draws what it
+    kept occurrence by occurrence, and ``check --max-leak-per-step`` reads it per
+    occurrence (the nearest a loop without steps has to a step)."""
+    from memtui.analysis.limits.check import _leak_limit
+    from memtui.text.findings import format_findings
+    from memtui.tui.screens.findings import detail_text
+
+    trace = build_loop(dataclasses.replace(ISSUE_LOOP, steps=60), seed=2)
+    (leak,) = find_leaks(trace, DEVICE, _without_steps(trace))
+    text = format_findings(trace, {DEVICE: [leak]})
+    assert "no steps found: the growth of its never-freed blocks; 60 blocks, 180.0 MiB" \
+        in text
+    assert "60 occurrences of 3.0 MiB" in text
+    screen = detail_text(leak, "+0.1 s").plain
+    assert "kept at each occurrence: " in screen and "steps from" not in screen
+    assert _leak_limit(trace, DEVICE, [leak], 4 * MiB).status == "pass"
+    broken = _leak_limit(trace, DEVICE, [leak], 2 * MiB)
+    assert (broken.status, broken.figure) == ("fail", 3 * MiB)
+
+
 SHAPES = st.builds(
     LoopShape,
     steps=st.integers(24, 70), markers=st.booleans(), experts=st.integers(1, 4),

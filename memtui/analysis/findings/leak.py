@@ -397,9 +397,7 @@ def _leaks_without_steps(trace: MemoryTrace, device: str, blocks: _Blocks,
         confidence = steady.linear * min(1.0, count / 6.0) * WITHOUT_STEPS
         occurrence = typical_bytes(steady.occurrence_bytes)
         t = blocks.t_alloc[rows]
-        figures = {"steps": 0,  # no per-step figure where there are no steps
-                   "steps_from": "no steps found: the growth of its never-freed blocks",
-                   "level_at_steps": [int(v) for v in np.cumsum(
+        figures = {"kept_at_occurrences": [int(v) for v in np.cumsum(
                        blocks.size[rows])[:: max(1, rows.size // 200)]]}
 
         def title(who: str, occurrence: float = occurrence, count: int = count,

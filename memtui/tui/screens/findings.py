@@ -81,7 +81,8 @@ def figure_label(key: str) -> str:
 
 
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
-_SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
+_SKIP = {"level_at_steps", "kept_at_occurrences", "cause", "advice", "conflicts", "warnings",
+         "cause_kind",
          "allocator_settings_known", "frame_is_user_code", "problem", "grouped_by",
          # the by_* lists hold the unattributed rows already; the evidence group is the
          # evidence's
@@ -256,8 +257,11 @@ def detail_text(finding: Finding, when: str | None,
         text.append("conflict: ", "bold yellow")
         text.append(conflict + "\n")
     levels = finding.detail.get("level_at_steps")
+    what = "live bytes at each step: "
+    if not levels:  # a leak found without steps
+        levels, what = finding.detail.get("kept_at_occurrences"), "kept at each occurrence: "
     if levels:
-        text.append("live bytes at each step: ", "bold")
+        text.append(what, "bold")
         text.append(sparkline(levels, 60) + f"  {format_bytes(levels[0])} .. "
                     f"{format_bytes(levels[-1])}\n")
     same = {"held_bytes_per_step": "bytes_per_step",
