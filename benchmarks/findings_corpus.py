@@ -847,7 +847,9 @@ def cases(slice_: str = "full") -> list[Case]:
         keep = {"snapshot__leak_every_3rd", "memscope_db__leak_every_step",
                 "memscope_db__leak_every_step_nomarkers", "snapshot__warmup_plateau",
                 "snapshot__clean_cached_free", "snapshot__oom_fragmentation",
-                "snapshot__oom_full", "profiler__leak_every_step", "memscope_csv__clean"}
+                "snapshot__oom_full", "profiler__leak_every_step", "memscope_csv__clean",
+                "snapshot__leak_moe_every_2nd_nomarkers", "memscope_db__clean_moe_mix_nomarkers",
+                "snapshot__leak_grad_accumulation_nomarkers"}
         out = [c for c in out if c.name in keep]
     return out
 
