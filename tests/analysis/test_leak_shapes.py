@@ -27,6 +27,7 @@ from memtui.model import empty_frame
 from tests.conftest import REPO, shared_files
 from tests.helpers.findings_traces import DEVICE, MiB
 from tests.helpers.loop_shapes import LEAK_FUNCTION, LoopShape, build_loop
+from tests.helpers.run_profile import by_profile
 
 KiB = 1 << 10
 #: The issue's loop: 60 activations a step from two stacks the data picks between, 20
@@ -112,10 +113,12 @@ SHAPES = st.builds(
     leak=st.sampled_from([64 * KiB, 128 * KiB, MiB, 3 * MiB]),
     leak_every=st.integers(1, 3), leak_phase=st.sampled_from(["forward", "end", "random"]),
 )
-SLOW = settings(max_examples=30, deadline=None,
+#: 20 loops a property in CI's short profile, 200 in the long one (tests/helpers/run_profile.py)
+SLOW = settings(max_examples=by_profile(20, 200), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SLOW
 @given(shape=SHAPES, seed=st.integers(0, 1000))
 def test_a_planted_leak_is_found_in_any_loop_shape(shape, seed):
@@ -126,6 +129,7 @@ def test_a_planted_leak_is_found_in_any_loop_shape(shape, seed):
                                                               rel=0.05)
 
 
+@pytest.mark.slow
 @SLOW
 @given(shape=SHAPES, seed=st.integers(0, 1000))
 def test_a_planted_leak_is_found_without_any_steps(shape, seed):
@@ -136,6 +140,7 @@ def test_a_planted_leak_is_found_without_any_steps(shape, seed):
     assert found[0].detail["bytes_per_occurrence"] == pytest.approx(shape.leak, rel=0.05)
 
 
+@pytest.mark.slow
 @SLOW
 @given(shape=SHAPES, seed=st.integers(0, 1000),
        negative=st.sampled_from(["clean", "warmup", "kv_cache", "eval_cache"]),

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 MIN_OCCURRENCES = 5
-MIN_SPAN = 0.75
+MIN_SPAN = 0.6
 PARTS = 4
 MIN_LINEAR = 0.9
 MIN_LATE_SHARE = 0.25
