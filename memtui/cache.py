@@ -9,7 +9,8 @@ until touched).
 
 * **Key**: the input's resolved path, size, mtime, inode change time, a hash of its first
   and last MiB, the same figures of the files its loader reads beside it (SQLite's
-  ``-wal``, where committed rows wait for a checkpoint; every file of the folder a
+  ``-wal``, where committed rows wait for a checkpoint; the rest of a profiler CSV's
+  group and a dump's python traces, read with it; every file of the folder a
   ``profiler_info_N.json`` opens) and :data:`MODEL_VERSION` (bump it whenever a source or
   the model changes what a trace holds).  A changed input gets a new key; its old entry is
   removed when the new one is written.
@@ -268,21 +269,22 @@ def _edges_digest(file: Path, size: int) -> str:
 def companions_of(resolved: Path) -> list[Path]:
     """Files the loader of ``resolved`` reads beside it, whose change changes the capture:
     SQLite's ``-wal`` (committed rows live there until a checkpoint moves them into the
-    ``.db``, which keeps its size and mtime meanwhile), and every file of the folder a
-    ``profiler_info_N.json`` stands for (at most :data:`_MAX_COMPANIONS`)."""
+    ``.db``, which keeps its size and mtime meanwhile), the files read with it
+    (:func:`memtui.sources.common.groups.read_with`: the rest of a profiler CSV's group, a
+    dump's python traces), and every file of the folder a ``profiler_info_N.json`` stands
+    for (at most :data:`_MAX_COMPANIONS`)."""
+    from memtui.sources.common.groups import read_with
+    from memtui.sources.common.walk import files_under
+
     found = []
     wal = resolved.with_name(resolved.name + "-wal")
     if wal.is_file():
         found.append(wal)
+    found += read_with(resolved)  # a profiler CSV's group, a dump's python traces
     if _FOLDER_STAND_IN.match(resolved.name):
-        for folder, dirs, files in os.walk(resolved.parent):  # links are not followed
-            dirs.sort()
-            for name in sorted(files):
-                file = Path(folder) / name
-                if file != resolved:
-                    found.append(file)
-                if len(found) >= _MAX_COMPANIONS:
-                    return found
+        for file in files_under(resolved.parent, max_entries=_MAX_COMPANIONS):
+            if file != resolved:  # (the loader's own bounded walk: links not followed)
+                found.append(file)
     return found
 
 
@@ -328,6 +330,7 @@ def code_stamp() -> str:
 def meta_to_json(meta: TraceMeta) -> dict[str, Any] | None:
     """``meta`` as JSON-ready data, or None where it would not come back equal."""
     data = dataclasses.asdict(meta)
+    data.pop("cache_key", None)  # where the trace was read from this time: never stored
     try:
         if json.loads(json.dumps(data)) != data:
             return None

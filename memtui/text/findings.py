@@ -61,9 +61,13 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
                     stacks: bool = False) -> str:
     """The human text of ``memtui findings``: every finding by severity, per device
     (``stacks``: each followed by its full call stacks)."""
+    from memtui.analysis.findings import peak_roles
+    from memtui.text.roles import roles_text
+
     lines = [f"{trace.meta.path}  ({trace.meta.source})"]
     for device, found in findings.items():
         lines.append(f"  {device}: {counted(len(found), 'finding')}")
+        lines.append(f"    by role at the peak: {roles_text(peak_roles(trace, device))}")
         for finding in found:
             lines.append(f"    [{finding.severity}] {finding.kind}: {finding.title}")
             for key in ("cause", "advice"):

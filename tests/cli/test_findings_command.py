@@ -33,7 +33,7 @@ def test_summary_gains_peak_reserved_and_findings(capsys):
     (device,) = summary(b.build())["devices"]
     assert device["peak_reserved_bytes"] == 120 * MiB
     assert device["findings"] == {"leak": 0, "peak": 1, "oom": 0, "fragmentation": 1,
-                                  "inefficient": 0, "capture": 0}
+                                  "inefficient": 0, "capture": 0, "savings": 0}
 
 
 def test_findings_of_a_layered_capture_come_from_its_default_layer(capsys):
