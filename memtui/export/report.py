@@ -194,10 +194,16 @@ def finding_html(finding: Finding, trace: MemoryTrace) -> str:
         if d.get(key) and d[key] not in finding.title:
             lines.append(f"<div><i>{key}</i>: {_e(d[key])}</div>")
     if finding.kind == "leak":
-        lines.append(f"<div>{format_bytes(d.get('bytes_per_step'))} per step since "
-                     f"{_e(d.get('first_step_name'))}; {_e(d.get('blocks'))} blocks, "
-                     f"{format_bytes(d.get('total_bytes'))} in all; steps from "
-                     f"{_e(d.get('steps_from'))}</div>")
+        rate = (f"{format_bytes(d.get('bytes_per_step'))} per step since "
+                f"{_e(d.get('first_step_name'))}" if d.get("bytes_per_step") is not None else
+                f"{format_bytes(d.get('bytes_per_occurrence'))} in each of "
+                f"{_e(d.get('occurrences'))} occurrences")
+        per_second = (f", {format_bytes(d['bytes_per_second'])}/s"
+                      if d.get("bytes_per_second") is not None else "")
+        source = f"steps from {_e(d['steps_from'])}" if d.get("steps_from") else \
+            "no steps found"
+        lines.append(f"<div>{rate}{per_second}; {_e(d.get('blocks'))} blocks, "
+                     f"{format_bytes(d.get('total_bytes'))} in all; {source}</div>")
     ev = finding.evidence
     where = []
     if ev.t is not None:
