@@ -40,5 +40,10 @@ def run(args: argparse.Namespace) -> int:
     path = capture_path(args.path)
     result = open_capture(path).whatif(args.changes, capacity=args.capacity,
                                        fraction_limit=args.fraction_limit, device=args.device)
-    print(json.dumps(result.to_dict()) if args.json else result.text())
+    print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
+    if result.refusal:  # no device answered: after the report, the refusal's line, exit 2
+        from memtui.errors import CaptureError
+
+        raise CaptureError(path, result.refusal)
     return 0
+

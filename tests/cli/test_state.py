@@ -20,7 +20,7 @@ from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapsho
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
-        "internal_fragmentation_bytes", "unattributed"]
+        "internal_fragmentation_bytes", "unattributed", "by_role"]
 
 
 def state(capsys, *args) -> dict:
@@ -59,6 +59,9 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
     assert a["blocks"][1]["block_id"] == ids[0x1400]
     assert (data["free_bytes"], data["largest_gap_bytes"], data["gaps"]) == (3072, 1536, 4)
     assert data["internal_fragmentation_bytes"] == 12
+    # memory by role (issue 32): every role, summing to allocated; each block's role
+    assert sum(data["by_role"].values()) == data["level"]["allocated"]
+    assert all(b.get("role") for b in a["blocks"] + g["blocks"] if b["state"] != "free")
 
 
 def test_event_names_and_times(tmp_path, capsys):
