@@ -23,7 +23,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from memtui.analysis.tables import format_span, format_time
-from memtui.units import counted, format_bytes
+from memtui.analysis.timeline.levels import reserved_is_floor
+from memtui.units import at_least, counted, format_bytes
 
 SEPARATOR = " │ "
 #: A bar wider than the terminal wraps onto this many lines at most (the last one is cut).
@@ -126,8 +127,9 @@ class StatusBar(Widget):
                  f"alloc {format_bytes(levels.allocated)}"]
         if timeline.active_differs:
             parts.append(f"active {format_bytes(levels.active)}")
-        if levels.reserved is not None:
-            parts.append(f"resv {format_bytes(levels.reserved)}")
+        if levels.reserved is not None:  # ">= X" where the file contradicts itself
+            floor = reserved_is_floor(app.trace, cursor.device)
+            parts.append(f"resv {at_least(levels.reserved, floor)}")
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
             parts.insert(0, prefix())
