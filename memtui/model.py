@@ -251,6 +251,12 @@ class TraceMeta:
     host: str | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The reopen cache's key of the file as it was read, taken once at open
+    #: (:mod:`memtui.loading`): what is kept beside the cache entry later (findings, the
+    #: Blocks index, the summary) goes under it, never under the key the path has by then
+    #: (a file replaced since, a relative path after a ``chdir``).  None: nothing is kept
+    #: (the cache off, a folder, a file that changed while it was read).  Never stored.
+    cache_key: Any = field(default=None, compare=False, repr=False)
 
     def device(self, name: str) -> DeviceInfo:
         for info in self.devices:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from memtui.commands.paths import add_cache_argument
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
 from memtui.errors import CaptureError, printable
 
 HELP = "export a capture: Perfetto trace-event JSON, or Parquet frames"
@@ -25,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the JSON file (perfetto) or the folder (parquet) to write")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         from memtui.export.parquet import is_export
 
         out = output_folder(args.output, inputs=inputs, marker=is_export)
-    capture = _open(args.path, store_in_background=True)
+    capture = _open(args.path, store_in_background=True, roles=chosen_rules(args))
     try:
         if args.to == "perfetto":
             from memtui.export.perfetto import export_perfetto

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from memtui.commands.paths import add_cache_argument, capture_path
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
 from memtui.errors import CaptureError, printable
 
 HELP = "write one self-contained HTML page of a capture (or of B against A)"
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--align", choices=("step", "time", "position"), default=None,
                         help="with two captures: how B's time maps onto A's (as compare)")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         raise CaptureError(args.paths[2], "report takes one capture, or two (A and B)")
     paths = args.paths or [capture_path(None)]  # no capture: the demo, as every command
     out = output_file(args.output, inputs=paths)  # before any work
-    captures = [_open(p, store_in_background=True) for p in paths]
+    rules = chosen_rules(args)
+    captures = [_open(p, store_in_background=True, roles=rules) for p in paths]
     last = captures[-1]
     summary, found = last.summary().to_dict(), last.findings().devices
     if len(captures) == 1:

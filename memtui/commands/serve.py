@@ -41,9 +41,13 @@ def ui_command(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = Path(args.path).resolve()
-    if not path.exists():
-        raise CaptureError(path, "no such file or folder")
+    from memtui.sources.common.files import check_input
+
+    try:
+        path = Path(args.path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        raise CaptureError(args.path, "cannot be resolved (a link loop?)") from None
+    check_input(path)  # missing, unreadable, not a file or folder: one line
     if not 0 < args.port < 65536:
         raise CaptureError(path, f"--port {args.port} is not a port number")
     if args.max_clients < 1:

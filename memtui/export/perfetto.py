@@ -1,7 +1,9 @@
 """Chrome trace-event JSON of a capture's memory, for Perfetto and ``chrome://tracing``.
 
-One process per device (``pid`` 1, 2, ... named ``memtui DEVICE``), with two counter
-tracks: ``allocated`` and ``reserved`` (bytes; ``args.bytes``), one sample per distinct
+One process per device (``pid`` 1, 2, ... named ``memtui DEVICE``), with counter tracks
+``allocated`` and ``reserved`` and one per role holding bytes (``role parameter``, ``role
+optimizer_state``, ...: memory by role, summing to allocated), bytes in ``args.bytes``,
+one sample per distinct
 timestamp (the level after the last event there), so each track's timestamps increase,
 and only where the value changed (a counter holds until its next sample; the track's
 first and last samples are always written).
@@ -138,6 +140,18 @@ def _step_slices(trace: MemoryTrace, device: str, pid: int) -> list[str]:
                                      start, end, strict=True)]
 
 
+def role_tracks(trace: MemoryTrace, device: str) -> list[tuple[str, Level]]:
+    """Each role holding bytes on ``device`` and its level (memory by role, summing to
+    allocated at every event: :mod:`memtui.analysis.roles`)."""
+    from memtui.analysis.roles import levels_by_role
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    if not timeline.events and trace.blocks.is_empty():
+        return []
+    return list(levels_by_role(trace, device).series(timeline).items())
+
+
 def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
                        out: IO[str]) -> int:
     """Write the trace-event JSON of ``trace`` to ``out``; the number of counter samples."""
@@ -158,8 +172,10 @@ def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
     for pid, device in enumerate(trace.meta.device_names, start=1):
         for line in _metadata(pid, device, trace.meta.path):
             emit(line)
-        for name, level in (("allocated", allocated_level(trace, device)),
-                            ("reserved", reserved_level(trace, device))):
+        levels = [("allocated", allocated_level(trace, device)),
+                  ("reserved", reserved_level(trace, device))]
+        levels += [(f"role {role}", level) for role, level in role_tracks(trace, device)]
+        for name, level in levels:
             if level is None or level.values.size == 0:
                 continue
             for count, chunk in _counter_lines(trace, name, pid, level):

@@ -326,6 +326,7 @@ class _ProcessRecording:
             return
         self.recorder = Recorder(self.settings, backend)
         self.recorder.start()
+        _say_seen(".recording")
         atexit.register(self.recorder.stop)  # after torch's own: runs before them
         _dump_on_sigterm(self.recorder)
         say(f"recording {backend.name} memory history into {self.settings.out}")
@@ -366,11 +367,13 @@ def _is_helper_process() -> bool:
 SEEN_ENV = "MEMTUI_RECORD_SEEN"
 
 
-def _say_seen() -> None:
+def _say_seen(suffix: str = "") -> None:
+    """Leave this process's pid in :data:`SEEN_ENV` (``suffix`` ``.recording``: once its
+    recording started), for ``memtui record`` to tell whether anything was recorded."""
     folder = os.environ.get(SEEN_ENV)
     if folder:
         with contextlib.suppress(OSError):
-            open(os.path.join(folder, str(os.getpid())), "w").close()
+            open(os.path.join(folder, f"{os.getpid()}{suffix}"), "w").close()
 
 
 def install_from_environment() -> None:

@@ -6,6 +6,9 @@ from typing import Any
 
 from memtui.errors import safe_text
 
+#: Rows of the roles split by the capture's own labels the text shows (``--json`` has all).
+DETAIL_ROWS = 8
+
 
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
@@ -30,6 +33,15 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         f"{fb(data['cached_bytes'])} (in {data['cached_segments']} wholly free segments); "
         f"lost to rounding {fb(data['rounding_bytes'])}",
     ]
+    if data.get("by_role"):
+        from memtui.text.roles import roles_text
+
+        lines.append(f"  by role: {roles_text(data['by_role'])}")
+        for row in data.get("by_role_detail", [])[:DETAIL_ROWS]:
+            labels = ", ".join(f"{k} {row[k]}" for k in ("user_metadata", "compile_context")
+                               if row.get(k))
+            if labels:
+                lines.append(f"    {row['role']} {labels}: {fb(row['bytes'])}")
     for row in data.get("unattributed", []):
         lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
                      "shown below)")

@@ -40,6 +40,19 @@ def _level_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _role_lines(d: dict[str, Any]) -> list[str]:
+    """The memory by role at the peak (entries kept by an older cache lack it)."""
+    from memtui.text.roles import roles_text
+
+    if not d.get("by_role"):
+        return []
+    roles = d.get("roles") or {}
+    source = roles.get("phases_from")
+    how = (f"phases from {source}" if source
+           else "no forward or backward pass seen, roles not told apart")
+    return [f"    by role at the peak: {roles_text(d['by_role'])}; {how}"]
+
+
 def _reserved(d: dict[str, Any], value: int | None) -> str:
     """A reserved figure as known: ``>= X`` (and ``at most Y``) where the file contradicts
     itself (its warning says how)."""
@@ -77,6 +90,7 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
             f"reserved {_reserved(d, d['reserved_at_end_bytes'])}"
         )
         lines += _level_lines(d)
+        lines += _role_lines(d)
         found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]
         if found:
             lines.append(f"    findings: {', '.join(found)} (memtui findings PATH)")

@@ -488,8 +488,8 @@ def test_counts_by_kind():
 
 def test_leak_bytes_per_step_is_what_the_blocks_hold():
     """A 2 MiB tensor kept every step, handed out alternately as a 2 MiB and a 3 MiB block
-    (a free block the allocator does not split): memory grows by 2.5 MiB a step, the code
-    asks 2 MiB a step."""
+    (a free block the allocator does not split): the code keeps 2 MiB a step (the figure,
+    exact to the block it asked for), memory grows by 2.5 MiB a step."""
     b = TraceBuilder()
     b.alloc("init_params", 50 * MiB)
     for k in range(8):
@@ -499,5 +499,7 @@ def test_leak_bytes_per_step_is_what_the_blocks_hold():
         for block in acts:
             b.free(block)
     (leak,) = leaks(b.build())
-    assert leak.detail["bytes_per_step"] == 5 * MiB // 2
-    assert leak.detail["requested_bytes_per_step"] == 2 * MiB
+    assert leak.detail["bytes_per_step"] == 2 * MiB
+    assert leak.detail["held_bytes_per_step"] == 5 * MiB // 2
+    assert leak.detail["every_steps"] == 1
+    assert "leaks 2.0 MiB per step" in leak.title

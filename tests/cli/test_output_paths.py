@@ -271,3 +271,21 @@ def test_random_output_paths(tmp_path_factory, capsys, shared_capture, writer, k
     if code == 0:
         out = Path(output)
         assert not out.is_symlink() and _valid(writer, out)
+
+
+def test_junit_never_writes_over_the_settings_it_read(room, capsys):
+    """The pyproject.toml found above the current folder and a --roles file are inputs."""
+    (room / "pyproject.toml").write_text("[tool.memtui.check]\nmax-peak = \"1GiB\"\n")
+    (room / "rules.toml").write_text("[tool.memtui.roles]\ncache = \"kv_cache\"\n")
+    before = {p: p.read_bytes() for p in (room / "pyproject.toml", room / "rules.toml")}
+    for target, extra in (("pyproject.toml", []), ("rules.toml", ["--roles", "rules.toml"])):
+        code, err = run(capsys, ["check", "cap.pickle", *extra, "--junit", target])
+        assert code == 2 and "is the input" in err, err
+    assert {p: p.read_bytes() for p in before} == before
+
+
+@pytest.mark.skipif(not os.path.lexists("/proc/1/cwd"), reason="no /proc/1/cwd here")
+def test_a_roles_file_behind_a_link_into_proc_is_one_line(room, capsys):
+    (room / "x").symlink_to("/proc/1/cwd")
+    code, err = run(capsys, ["check", "cap.pickle", "--roles", "x/rules.toml"])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err

@@ -21,7 +21,7 @@ from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapsho
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
         "fragmented_bytes", "fragmented_segments", "fragmented_share", "cached_bytes",
-        "cached_segments", "rounding_bytes", "unattributed"]
+        "cached_segments", "rounding_bytes", "unattributed", "by_role"]
 
 
 def state(capsys, *args) -> dict:
@@ -63,6 +63,9 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
     assert (data["fragmented_bytes"], data["fragmented_segments"], data["fragmented_share"],
             data["cached_bytes"], data["cached_segments"], data["rounding_bytes"]) == (
         3072, 2, 0.5, 0, 0, 12)
+    # memory by role (issue 32): every role, summing to allocated; each block's role
+    assert sum(data["by_role"].values()) == data["level"]["allocated"]
+    assert all(b.get("role") for b in a["blocks"] + g["blocks"] if b["state"] != "free")
 
 
 def test_event_names_and_times(tmp_path, capsys):

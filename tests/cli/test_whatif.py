@@ -59,10 +59,11 @@ def test_refused_where_the_proof_fails(tmp_path, capsys):
     # the hand snapshot's 4 KiB segment is no caching allocator's: the proof fails, and says
     # which rule (get_allocation_size gives 2 MiB)
     path = write_hand_snapshot(tmp_path / "hand.pickle")
-    code, out, _ = whatif(capsys, path, "--set", "expandable_segments:True")
-    assert code == 0
+    code, out, err = whatif(capsys, path, "--set", "expandable_segments:True")
+    assert code == 2  # a refused prediction (issue 31 item 12): the report, then one line
     assert "NOT proven" in out and "get_allocation_size gives 2.0 MiB" in out
     assert "refused: the replay is not proven" in out
+    assert err.count("\n") == 1 and "prediction refused (the replay is not proven" in err
 
 
 @pytest.mark.parametrize("args, problem", [

@@ -15,7 +15,7 @@ from typing import Any
 
 from memtui.errors import printable
 
-KINDS = ("leak", "peak", "oom", "fragmentation", "inefficient", "capture")
+KINDS = ("leak", "peak", "oom", "fragmentation", "inefficient", "capture", "savings")
 SEVERITIES = ("high", "medium", "low", "info")
 #: Where the JSON lists at most this many block ids (``detail`` says how many there are).
 JSON_BLOCK_IDS = 1000

@@ -40,6 +40,7 @@ from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
 from memtui.sources.torch_snapshot.columnar import ColumnTrace, read_columnar
 from memtui.sources.torch_snapshot.mapped import MappedPieces, mapped_pieces
+from memtui.sources.torch_snapshot.settings import clean_settings
 from memtui.sources.torch_snapshot.validate import (
     TraceColumns,
     clean_snapshot,
@@ -389,11 +390,13 @@ class _SnapshotBuilder:
             events.append(device_events)
             blocks.append(device_blocks)
             segments.append(device_segments)
+        settings, problems = clean_settings(self.snapshot.get("allocator_settings"))
+        self.warnings.extend(problems)
         meta = TraceMeta(
             source=SOURCE, path=str(self.path), devices=devices,
             time_unit="ns" if has_time else "event", warnings=self.warnings,
             extra={
-                "allocator_settings": self.snapshot.get("allocator_settings") or {},
+                "allocator_settings": settings,
                 "device_kind": self.prefix,
             },
         )
