@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import pickle
+import secrets
 import signal
 import sys
 import threading
@@ -162,11 +163,22 @@ def say(message: str) -> None:
 
 
 def write_atomically(path: Path, payload: bytes) -> None:
-    """``payload`` at ``path``, appearing whole or not at all (temporary name, rename); the
-    temporary file is removed where the write fails (a full disk leaves nothing behind)."""
-    temp = path.with_name(f".{path.name}{TEMP_SUFFIX}")
+    """``payload`` at ``path``, appearing whole or not at all (a temporary created
+    exclusively under a random hidden name, then renamed); the temporary file is removed
+    where the write fails (a full disk leaves nothing behind)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
+        getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):  # a random name, created exclusively: a link planted at a
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        try:  # predictable one in a shared folder is never written through
+            fd = os.open(temp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
     try:
-        with open(temp, "wb") as fh:
+        with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
         os.replace(temp, path)
     except BaseException:

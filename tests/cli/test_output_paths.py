@@ -289,3 +289,16 @@ def test_a_roles_file_behind_a_link_into_proc_is_one_line(room, capsys):
     (room / "x").symlink_to("/proc/1/cwd")
     code, err = run(capsys, ["check", "cap.pickle", "--roles", "x/rules.toml"])
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_uis_csv_export_never_writes_through_a_planted_link(room, monkeypatch):
+    """The Tables screen's export goes to ``memtui-KIND-TIME.csv`` here or in the temp
+    folder: a name a neighbour can predict and plant a link at."""
+    from memtui.tui.screens import tables
+
+    monkeypatch.setattr(tables, "_csv_name", lambda kind: f"memtui-{kind}-fixed.csv")
+    (room / "memtui-blocks-fixed.csv").symlink_to(room / "target.txt")
+    path = tables._write_csv("a,b\n1,2\n", "blocks")
+    assert path == room / "memtui-blocks-fixed.csv" and not path.is_symlink()
+    assert path.read_text() == "a,b\n1,2\n"
+    assert (room / "target.txt").read_text() == TARGET_TEXT

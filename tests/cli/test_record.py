@@ -319,3 +319,19 @@ def test_the_sitecustomize_keeps_the_users_own(tmp_path):
     assert result.returncode == 2, result.stderr  # it ran, unrecorded: said, not a success
     assert "user site: 1" in result.stdout
     assert "the script never imported torch" in result.stderr
+
+
+def test_a_dump_is_never_written_through_a_planted_link(tmp_path):
+    """A neighbour who can write in a shared --out folder plants links at the temporary
+    names a dump used to take (``.NAME.tmp``): the dump is written beside them, never
+    through them, and appears whole under its own name."""
+    target = tmp_path / "target.txt"
+    target.write_text("theirs\n")
+    out = tmp_path / "dumps"
+    out.mkdir()
+    name = "snapshot_000_exit.pickle"
+    (out / f".{name}.tmp").symlink_to(target)
+    write_atomically(out / name, b"payload")
+    assert target.read_text() == "theirs\n"
+    assert (out / name).read_bytes() == b"payload" and not (out / name).is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == [f".{name}.tmp", name]
