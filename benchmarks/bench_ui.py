@@ -336,7 +336,10 @@ def paint_figures(path: Path, cache: bool,
     if not cache:
         env["MEMTUI_NO_CACHE"] = "1"
     done = subprocess.run([sys.executable, "-c", _PAINT, str(path)], env=env, cwd=REPO,
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the paint of {path} exited {done.returncode}: "
+                           f"{done.stderr[-4000:]}")
     wall, cpu, rss = done.stdout.strip().splitlines()[-1].split()
     return {"wall": float(wall), "cpu": float(cpu), "rss": float(rss)}
 
