@@ -9,7 +9,8 @@ until touched).
 
 * **Key**: the input's resolved path, size, mtime, inode change time, a hash of its first
   and last MiB, the same figures of the files its loader reads beside it (SQLite's
-  ``-wal``, where committed rows wait for a checkpoint; every file of the folder a
+  ``-wal``, where committed rows wait for a checkpoint; the rest of a profiler CSV's
+  group and a dump's python traces, read with it; every file of the folder a
   ``profiler_info_N.json`` opens) and :data:`MODEL_VERSION` (bump it whenever a source or
   the model changes what a trace holds).  A changed input gets a new key; its old entry is
   removed when the new one is written.
@@ -268,21 +269,22 @@ def _edges_digest(file: Path, size: int) -> str:
 def companions_of(resolved: Path) -> list[Path]:
     """Files the loader of ``resolved`` reads beside it, whose change changes the capture:
     SQLite's ``-wal`` (committed rows live there until a checkpoint moves them into the
-    ``.db``, which keeps its size and mtime meanwhile), and every file of the folder a
-    ``profiler_info_N.json`` stands for (at most :data:`_MAX_COMPANIONS`)."""
+    ``.db``, which keeps its size and mtime meanwhile), the files read with it
+    (:func:`memtui.sources.common.groups.read_with`: the rest of a profiler CSV's group, a
+    dump's python traces), and every file of the folder a ``profiler_info_N.json`` stands
+    for (at most :data:`_MAX_COMPANIONS`)."""
+    from memtui.sources.common.groups import read_with
+    from memtui.sources.common.walk import files_under
+
     found = []
     wal = resolved.with_name(resolved.name + "-wal")
     if wal.is_file():
         found.append(wal)
+    found += read_with(resolved)  # a profiler CSV's group, a dump's python traces
     if _FOLDER_STAND_IN.match(resolved.name):
-        for folder, dirs, files in os.walk(resolved.parent):  # links are not followed
-            dirs.sort()
-            for name in sorted(files):
-                file = Path(folder) / name
-                if file != resolved:
-                    found.append(file)
-                if len(found) >= _MAX_COMPANIONS:
-                    return found
+        for file in files_under(resolved.parent, max_entries=_MAX_COMPANIONS):
+            if file != resolved:  # (the loader's own bounded walk: links not followed)
+                found.append(file)
     return found
 
 
@@ -328,6 +330,7 @@ def code_stamp() -> str:
 def meta_to_json(meta: TraceMeta) -> dict[str, Any] | None:
     """``meta`` as JSON-ready data, or None where it would not come back equal."""
     data = dataclasses.asdict(meta)
+    data.pop("cache_key", None)  # where the trace was read from this time: never stored
     try:
         if json.loads(json.dumps(data)) != data:
             return None
@@ -418,8 +421,13 @@ def _read_arrow(file: Path, mapped: bool = True) -> pl.DataFrame:
         return pl.read_ipc(file)
     import pyarrow as pa
 
-    # not closed here: the buffers keep the mapping alive as long as the columns live
-    table = pa.ipc.open_file(pa.memory_map(str(file))).read_all()
+    # the file closed once read: its buffers keep the mapping alive as long as the
+    # columns live, and an open capture holds no file descriptor
+    source = pa.memory_map(str(file))
+    try:
+        table = pa.ipc.open_file(source).read_all()
+    finally:
+        source.close()
     return pl.from_arrow(table, rechunk=False)  # type: ignore[return-value]
 
 
@@ -632,17 +640,37 @@ def _save_npy(entry: Path, stem: str, array: Any) -> list:
 
 
 def _load_npy(entry: Path, kept: list) -> Any:
-    """The array :func:`_save_npy` wrote, memory-mapped; a ValueError where its size or
-    digest changed or it is not a plain one-dimensional array."""
+    """The array :func:`_save_npy` wrote, memory-mapped (read where it is small); a
+    ValueError where its size or digest changed or it is not a plain one-dimensional
+    array.  The file is closed on return: the mapping lives as long as the array, and an
+    open capture holds no file descriptor (numpy's own memmap keeps one per array)."""
     import numpy as np
 
     name, size, digest = kept
     file = entry / Path(name).name
     _check_file(file, size, digest)
-    array = np.load(file, mmap_mode="r", allow_pickle=False)
-    if array.ndim != 1 or array.dtype.kind not in "iub":
-        raise ValueError(f"{file} is not a plain array")
-    return np.asarray(array)
+    with open(file, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        readers = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in readers:
+            raise ValueError(f"{file}: an .npy version memtui did not write")
+        shape, fortran, dtype = readers[version](fh)
+        offset = fh.tell()
+        if len(shape) != 1 or fortran or dtype.kind not in "iub" or dtype.hasobject:
+            raise ValueError(f"{file} is not a plain array")
+        if offset + shape[0] * dtype.itemsize != size:
+            raise ValueError(f"{file}: its header and its size differ")
+        if size < MAP_FROM_BYTES:
+            return np.frombuffer(fh.read(), dtype=dtype, count=shape[0])
+    import pyarrow as pa
+
+    source = pa.memory_map(str(file))
+    try:
+        buffer = source.read_buffer()
+    finally:
+        source.close()
+    return np.frombuffer(buffer, dtype=dtype, count=shape[0], offset=offset)
 
 
 def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:

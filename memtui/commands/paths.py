@@ -32,7 +32,9 @@ def several_captures(paths: list[str], force: bool = False, at_least: int = 2) -
     several captures, or ``force`` (``--ranks``)."""
     if force or len(paths) >= at_least:
         return bool(paths)
-    if len(paths) != 1 or not Path(paths[0]).is_dir():
+    from memtui.sources.common.files import is_folder
+
+    if len(paths) != 1 or not is_folder(paths[0]):
         return False  # one file: no need to import every source to count captures
     from memtui.sources.ranks import count_captures
 
@@ -51,6 +53,9 @@ def common_folder(paths: list[str]) -> str:
 
 def add_cache_argument(parser: argparse.ArgumentParser) -> None:
     """``--no-cache``: read the input itself, and leave the reopen cache alone
-    (``memtui.cli`` turns the cache off for the process when it is given)."""
+    (``memtui.cli`` turns the cache off for the process when it is given).  The help names
+    the folder this process would use ($XDG_CACHE_HOME's)."""
+    from memtui.cache import cache_dir  # the standard library only: --help stays fast
+
     parser.add_argument("--no-cache", action="store_true",
-                        help="neither read nor write the reopen cache (~/.cache/memtui)")
+                        help=f"neither read nor write the reopen cache ({cache_dir()})")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from memtui.analysis.replay.predict import Prediction, RunFigures
 from memtui.analysis.replay.proof import ADDRESS_GOAL, Proof
-from memtui.errors import printable
+from memtui.errors import printable, safe_line, safe_text
 from memtui.units import format_bytes as fb
 
 
 def format_proof(proof: Proof) -> str:
     if proof.refused:
-        return f"{printable(proof.device)}  no replay: {printable(proof.refused)}"
+        return safe_line(f"{proof.device}  no replay: {proof.refused}")
     head = f"{printable(proof.device)}  proof: replayed under the recorded settings " \
            f"({proof.settings.describe()})"
     recorded = ", ".join(f"{a} {proof.segment_reproduced.get(a, 0)}/{n}"
@@ -36,7 +36,7 @@ def format_proof(proof: Proof) -> str:
     verdict = "proven: a prediction (--set) can be made" if proof.holds else \
         f"NOT proven ({printable(proof.why_not())}): no prediction is made"
     lines.append(f"  => {verdict}")
-    return "\n".join(lines)
+    return safe_text(lines)
 
 
 def _row(name: str, recorded: str, predicted: str, change: str = "") -> str:
@@ -59,7 +59,7 @@ def format_prediction(prediction: Prediction) -> str:
     p = prediction
     head = f"{printable(p.device)}  what if {p.settings.describe()}"
     if p.refused:
-        return f"{head}\n  refused: {printable(p.refused)}"
+        return safe_text([head, f"  refused: {p.refused}"])
     capacity = (f"capacity {fb(p.settings.capacity)} ({printable(p.capacity_source)})"
                 if p.settings.capacity is not None else "capacity unknown")
     r, n = p.recorded, p.predicted
@@ -87,4 +87,4 @@ def format_prediction(prediction: Prediction) -> str:
         lines.append(f"  ... {len(p.oom_changes) - 5} more OOM changes (--json lists all)")
     lines.append("  cannot know:")
     lines += [f"    - {limit}" for limit in p.limits]
-    return "\n".join(lines)
+    return safe_text(lines)

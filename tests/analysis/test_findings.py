@@ -238,12 +238,32 @@ def test_oom_advice_knows_the_settings():
     assert "max_split_size_mb:128" in oom.detail["conflicts"][0]
 
 
-def test_settings_from_the_conf_string_alone():
-    b = TraceBuilder(settings={"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"})
+def _settings(conf: str):
+    b = TraceBuilder(settings={"PYTORCH_CUDA_ALLOC_CONF": conf})
     b.alloc("x", 1)
-    s = settings_of(b.build())
+    return settings_of(b.build())
+
+
+def test_settings_from_the_conf_string_alone():
+    """The dict holds only the configuration string: each option is read from it, and the
+    advice for a fragmented pool follows what is already set."""
+    s = _settings("garbage_collection_threshold:0.6")
     assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
-    assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+    assert s.max_split_size is None
+    # expandable segments are what is missing: the advice sets them, not the threshold
+    assert advice(s, "fragmentation") == (
+        "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so that segments grow in "
+        "place instead of leaving free gaps too small for large requests")
+    s = _settings("expandable_segments:True,garbage_collection_threshold:0.6")
+    assert s.expandable_segments and s.garbage_collection_threshold == 0.6
+    text = advice(s, "fragmentation")
+    assert text.startswith("expandable segments are already on: ")
+    assert "garbage_collection_threshold is already 0.6" in text
+    assert "garbage_collection_threshold:0.8" not in text
+    s = _settings(" expandable_segments : True , max_split_size_mb:256")
+    assert s.expandable_segments and s.max_split_size == 256 * MiB
+    assert s.garbage_collection_threshold is None
+    assert "garbage_collection_threshold:0.8" in advice(s, "fragmentation")
 
 
 # -- inefficient blocks -----------------------------------------------------------------------
@@ -450,8 +470,8 @@ def test_counts_by_kind():
 
 def test_leak_bytes_per_step_is_what_the_blocks_hold():
     """A 2 MiB tensor kept every step, handed out alternately as a 2 MiB and a 3 MiB block
-    (a free block the allocator does not split): memory grows by 2.5 MiB a step, the code
-    asks 2 MiB a step."""
+    (a free block the allocator does not split): the code keeps 2 MiB a step (the figure,
+    exact to the block it asked for), memory grows by 2.5 MiB a step."""
     b = TraceBuilder()
     b.alloc("init_params", 50 * MiB)
     for k in range(8):
@@ -461,5 +481,7 @@ def test_leak_bytes_per_step_is_what_the_blocks_hold():
         for block in acts:
             b.free(block)
     (leak,) = leaks(b.build())
-    assert leak.detail["bytes_per_step"] == 5 * MiB // 2
-    assert leak.detail["requested_bytes_per_step"] == 2 * MiB
+    assert leak.detail["bytes_per_step"] == 2 * MiB
+    assert leak.detail["held_bytes_per_step"] == 5 * MiB // 2
+    assert leak.detail["every_steps"] == 1
+    assert "leaks 2.0 MiB per step" in leak.title

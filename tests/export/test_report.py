@@ -92,3 +92,11 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, argv, problem):
     code = main(["report", *argv, "-o", str(tmp_path / "x.html")])
     err = capsys.readouterr().err
     assert code == 2 and problem in err and err.count("\n") == 1
+
+
+def test_without_a_capture_the_page_is_the_demos(tmp_path, capsys, monkeypatch):
+    """Like every other command, ``report -o F`` without a capture opens the demo."""
+    monkeypatch.chdir(tmp_path)
+    page = report(capsys, tmp_path / "demo.html")
+    assert "demo_training.pickle" in page
+    assert "allocated peak 5.4 GiB" in page

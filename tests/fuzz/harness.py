@@ -31,8 +31,9 @@ MEMORY_FLOOR = 64 << 20
 TIME_LIMIT_S = 30.0
 WATCHDOG_S = 120.0
 
-#: ``MEMTUI_FUZZ_PROFILE=long`` for a local soak (see README); CI runs ``short``.  Unset, it
-#: follows ``MEMTUI_TEST_PROFILE`` (tests/helpers/run_profile.py): one variable runs all long.
+#: ``MEMTUI_FUZZ_PROFILE=long`` for a local soak (see docs/development.md); CI runs
+#: ``short``.  Unset, it follows ``MEMTUI_TEST_PROFILE`` (tests/helpers/run_profile.py):
+#: one variable runs all long.
 PROFILE = os.environ.get("MEMTUI_FUZZ_PROFILE", run_profile.PROFILE)
 _EXAMPLES = {"short": 20, "long": 2000}
 FUZZ = settings(

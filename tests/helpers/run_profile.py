@@ -1,5 +1,5 @@
 """How much of the long tests a run does: the short profile (the default, what CI runs) or
-the long one (``MEMTUI_TEST_PROFILE=long``, README "Set up").
+the long one (``MEMTUI_TEST_PROFILE=long``, docs/development.md).
 
 Every test runs in both profiles; the short one shrinks the long cases (marked ``slow``):
 the real-capture sweeps of the UI open one representative capture of each kind of file

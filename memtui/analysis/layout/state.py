@@ -74,6 +74,7 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
     """The state of ``device`` just after the event named by ``event`` or ``t`` (see
     :func:`resolve_event`), as the JSON object of ``memtui state --json``."""
     timeline = Timeline.build(trace, device)
+    info = trace.meta.device(device)
     position = resolve_event(timeline, event, t)
     if position == START:
         state = _state_before_first_event(trace, device, timeline)
@@ -89,7 +90,10 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "event": None if position == START else position,
         "t": timeline.time_of(max(position, 0)),
         "level": {"allocated": levels.allocated, "active": levels.active,
-                  "reserved": levels.reserved},
+                  "reserved": levels.reserved,
+                  # the file contradicts itself: reserved is only the least it can be
+                  "reserved_is_floor": bool(info.reserved_floor),
+                  "reserved_ceiling": info.reserved_ceiling},
         "segments": segments,
         "free_bytes": int(sum(free)),
         "largest_gap_bytes": int(max(free, default=0)),
@@ -139,16 +143,18 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
 
 
 def _join_expandable(segments: list[dict]) -> list[dict]:
-    """Adjacent mapped ranges of one expandable segment (same stream and pool) as the one
-    segment the allocator dumps, free ranges across the seam as one; ``kind`` dropped."""
+    """Adjacent mapped ranges of one expandable segment (same stream) as the one segment
+    the allocator dumps, free ranges across the seam as one, its pool the first one a
+    range names (a range unmapped before the dump names none); ``kind`` dropped."""
     out: list[dict] = []
     for seg in segments:
         prev = out[-1] if out else None
         if (prev is not None and seg.get("kind") == "expandable"
                 and prev.get("kind") == "expandable"
                 and prev["addr"] is not None and seg["addr"] == prev["addr"] + prev["size"]
-                and (seg["stream"], seg["pool"]) == (prev["stream"], prev["pool"])):
+                and seg["stream"] == prev["stream"]):
             prev["size"] += seg["size"]
+            prev["pool"] = prev["pool"] if prev["pool"] is not None else seg["pool"]
             blocks = seg["blocks"]
             if prev["blocks"] and blocks and prev["blocks"][-1]["state"] == "free" \
                     and blocks[0]["state"] == "free":

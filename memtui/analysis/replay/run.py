@@ -1,7 +1,9 @@
 """Feed one device of a capture through :class:`CachingAllocator`, event by event.
 
 The replay starts from the pool memtui reconstructs just before the device's first event
-(:func:`memtui.analysis.layout.pool_state.state_at_seq`: the dump walked back), then takes the
+(:func:`memtui.analysis.layout.pool_state.state_at_seq`: the dump walked back; the mapped
+ranges of an expandable segment laid into one segment per stream with unmapped holes
+between them, as the trace's maps and unmaps leave them), then takes the
 trace in order: ``alloc`` -> ``malloc(requested size, stream)``, ``free_requested`` -> the
 block waits, ``free`` (free_completed) -> ``free_block``, and each run of recorded
 ``segment_free``/``segment_unmap`` events -> ``emptyCache`` where the program called it
@@ -135,7 +137,13 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
 def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
                 allocator: CachingAllocator) -> tuple[dict[int, Block], int]:
     """Lay the pool alive before the first event into ``allocator``: each segment with its
-    live blocks (allocated, or pending free: either way not reusable yet)."""
+    live blocks (allocated, or pending free: either way not reusable yet).
+
+    The mapped ranges of an expandable segment (the pieces the source found mapped before
+    the history began, :mod:`memtui.sources.torch_snapshot.mapped`) go into one segment
+    per stream, pool and size class, the holes between them unmapped, as PyTorch keeps
+    one ``ExpandableSegment`` per stream: the replay then maps into the lowest unmapped
+    hole first, as the allocator does."""
     first_seq = int(events["seq"][0]) if events.height else 0
     state = state_at_seq(trace, device, first_seq - 1)
     segments = trace.device_segments(device)
@@ -146,6 +154,7 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
                        strict=True))
     blocks: dict[int, Block] = {}
     orphans = state.orphans  # live blocks in no segment, and those that cannot be laid
+    expandable: dict[tuple, list[tuple[int, int, list, np.ndarray]]] = {}
     for index in range(state.seg_id.size):
         rows = state.blocks_of_segment(index)
         seg_id = int(state.seg_id[index])
@@ -160,18 +169,47 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
         ranges = _allocator_sizes([(int(state.blk_addr[r]), int(state.blk_size[r]))
                                    for r in rows], seg_addr + seg_size, small,
                                   allocator.settings)
-        made = allocator.add_segment(seg_addr, seg_size, int(streams.get(seg_id, 0)), small,
-                                     ranges, expandable=kind == "expandable",
-                                     pool_id=pool_ids.get(seg_id))
-        for r, block in zip(rows, made, strict=True):
-            if block is None:
-                orphans += 1
-                continue
-            blocks[int(state.blk_id[r])] = block
-            if state.blk_pending[r]:
-                block.allocated, block.pending = False, True
-                allocator.pending.add(block)
+        stream, pool_id = int(streams.get(seg_id, 0)), _pool_of_pieces(state, index, pool_ids)
+        if kind == "expandable":
+            expandable.setdefault((stream, pool_id, small), []).append(
+                (seg_addr, seg_size, ranges, rows))
+            continue
+        made = allocator.add_segment(seg_addr, seg_size, stream, small, ranges,
+                                     pool_id=pool_id)
+        orphans += _keep_blocks(state, rows, made, blocks, allocator)
+    for (stream, pool_id, small), mapped in expandable.items():
+        made_all = allocator.add_expandable_segment(
+            [(addr, size, ranges) for addr, size, ranges, _ in mapped], stream, small,
+            pool_id)
+        for (_, _, _, rows), made in zip(mapped, made_all, strict=True):
+            orphans += _keep_blocks(state, rows, made, blocks, allocator)
     return blocks, orphans
+
+
+def _pool_of_pieces(state, index: int, pool_ids: dict) -> str | None:
+    """The pool of segment ``index`` of ``state``: the first its pieces name (an
+    expandable segment's range unmapped before the dump names none)."""
+    pieces = state.piece_id[state.piece_segment == index].tolist()
+    for piece in pieces:
+        if pool_ids.get(piece) is not None:
+            return pool_ids[piece]
+    return None
+
+
+def _keep_blocks(state, rows: np.ndarray, made: list[Block | None],
+                 blocks: dict[int, Block], allocator: CachingAllocator) -> int:
+    """Keep the blocks the allocator laid for ``rows`` (pending ones marked); how many
+    could not be laid."""
+    lost = 0
+    for r, block in zip(rows, made, strict=True):
+        if block is None:
+            lost += 1
+            continue
+        blocks[int(state.blk_id[r])] = block
+        if state.blk_pending[r]:
+            block.allocated, block.pending = False, True
+            allocator.pending.add(block)
+    return lost
 
 
 def _allocator_sizes(ranges: list[tuple[int, int]], segment_end: int, small: bool,

@@ -27,6 +27,7 @@ from memtui.analysis.layout.pool_state import (
     state_at_event,
 )
 from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
+from memtui.analysis.timeline.levels import reserved_is_floor
 from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -38,7 +39,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
-from memtui.units import counted, format_bytes
+from memtui.units import at_least, counted, format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -163,9 +164,10 @@ class PoolScreen(LinkedScreen):
         # allocated as the status bar says it; the bytes no block explains named
         held = state.allocated + state.pending
         rest = remainder_text(remainder_rows(trace, cursor.device, levels.allocated, held))
+        reserved_text = at_least(reserved, reserved_is_floor(trace, cursor.device))
         line1 = (f"[b]Pool[/b] {paint.plain(cursor.device)} at {when}  "
                  f"{state.seg_id.size} segments  "
-                 f"reserved {format_bytes(reserved)}  allocated "
+                 f"reserved {reserved_text}  allocated "
                  f"{format_bytes(state.allocated if not rest else levels.allocated)}")
         # fragmentation counts the gaps of partly used segments only: a wholly free
         # cached segment is reusable (said apart, where the line has room for it)
@@ -299,3 +301,4 @@ class PoolScreen(LinkedScreen):
 def _or_dash(value: object) -> str:
     """``value`` as text, ``-`` where it is null."""
     return "-" if value is None else str(value)
+

@@ -37,7 +37,7 @@ from memtui.analysis.timeline.attribution import (
     remainder_rows,
 )
 from memtui.analysis.timeline.downsample import value_at
-from memtui.analysis.timeline.levels import Level
+from memtui.analysis.timeline.levels import Level, reserved_is_floor
 from memtui.analysis.timeline.series import Series, group_bys, trend_series
 from memtui.errors import printable
 from memtui.tui.widgets import paint
@@ -45,7 +45,7 @@ from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
-from memtui.units import counted, format_bytes
+from memtui.units import at_least, counted, format_bytes
 
 LIVE_ROWS = 12
 #: The what-if settings as a narrow legend names them.
@@ -236,7 +236,8 @@ class TrendScreen(Screen):
             if narrow:
                 text.append(f"resv {short_bytes(top[1])}")
             else:
-                text.append(f"reserved peak {format_bytes(top[1])} at "
+                floor = reserved_is_floor(self.app.trace, cursor.device)
+                text.append(f"reserved peak {at_least(top[1], floor)} at "
                             f"{format_time(top[0], timeline.start, unit)}")
         for char, name in self._marker_kinds(timeline.markers):
             text.append(f"  {char} ", style="bold")
@@ -618,3 +619,4 @@ def _short_time(ns: int) -> str:
     if abs(seconds) >= 1e-3:
         return f"+{seconds * 1e3:.3g}ms"
     return f"+{seconds * 1e6:.3g}us"
+
