@@ -98,7 +98,9 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "free_bytes": int(sum(free)),
         "largest_gap_bytes": int(max(free, default=0)),
         "gaps": len(free),
-        "internal_fragmentation_bytes": state.internal_fragmentation,
+        # the free bytes split as every output splits them (pool_state.Fragmentation)
+        **{key: value for key, value in state.fragmentation_of(levels.reserved).to_dict()
+           .items() if key not in ("reserved_bytes", "largest_gap_bytes")},
         "unattributed": [{"label": r.label, "bytes": r.bytes}
                          for r in remainder_rows(trace, device, levels.allocated, held)],
     }
@@ -108,7 +110,8 @@ def empty_state() -> dict[str, Any]:
     """The JSON of ``memtui state`` on a capture without any device (no memory data)."""
     return {"device": None, "event": None, "t": None, "level": None, "segments": [],
             "free_bytes": 0, "largest_gap_bytes": 0, "gaps": 0,
-            "internal_fragmentation_bytes": 0}
+            "fragmented_bytes": 0, "fragmented_segments": 0, "fragmented_share": 0.0,
+            "cached_bytes": 0, "cached_segments": 0, "rounding_bytes": 0}
 
 
 def _state_before_first_event(trace: MemoryTrace, device: str,
