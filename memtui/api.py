@@ -171,7 +171,13 @@ class State:
     free_bytes: int
     largest_gap_bytes: int
     gaps: int
-    internal_fragmentation_bytes: int
+    # the free bytes split as every output splits them (pool_state.Fragmentation)
+    fragmented_bytes: int
+    fragmented_segments: int
+    fragmented_share: float
+    cached_bytes: int
+    cached_segments: int
+    rounding_bytes: int
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     _text: str | None = field(default=None, repr=False, compare=False)
 

@@ -205,7 +205,8 @@ def _dump_finding(trace: MemoryTrace, device: str) -> Finding:
              f"{format_bytes(state.reserved)} reserved ({format_bytes(state.allocated)} "
              f"allocated, largest free gap {format_bytes(gap)}): any request above "
              f"{format_bytes(gap)} needed a new segment from the device")
-    fragmented = state.free >= 0.05 * state.reserved and state.total_fragmentation > 0.5
+    measures = state.fragmentation
+    fragmented = measures.fragmented >= 0.05 * state.reserved
     detail = {
         "requested_bytes": None,
         "reserved_bytes": state.reserved,
@@ -213,7 +214,8 @@ def _dump_finding(trace: MemoryTrace, device: str) -> Finding:
         "pending_free_bytes": state.pending,
         "pool_free_bytes": state.free,
         "largest_gap_bytes": gap,
-        "fragmentation": round(float(state.total_fragmentation), 4),
+        "fragmented_bytes": measures.fragmented,
+        "fragmented_share": round(measures.share, 4),
         "cause_kind": "unknown",
         "cause": cause,
         "advice": advice(settings, "fragmentation" if fragmented else "full", None, state.free),

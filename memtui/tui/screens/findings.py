@@ -45,7 +45,7 @@ LABELS = {
     "allocated_bytes": "allocated", "pending_free_bytes": "pending free",
     "pool_free_bytes": "free in the pool", "largest_gap_bytes": "largest free gap",
     "largest_gap_any_segment_bytes": "largest free gap of any segment",
-    "device_free_bytes": "free on the device", "fragmentation": "fragmentation",
+    "device_free_bytes": "free on the device",
     "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
     "peak_t": "peak at", "peak_reserved_t": "reserved peak at",
     "reserved_at_allocated_peak_bytes": "reserved at the allocated peak",
@@ -55,20 +55,15 @@ LABELS = {
     "first_t": "first at", "last_t": "last at", "regularity": "spacing's variation",
     "total_bytes": "in all",
     "steps_grown": "steps grown", "steps_from": "from step", "first_step": "first step",
-    "first_step_name": "first step named", "end_fragmentation": "fragmentation at the end",
+    "first_step_name": "first step named",
     "end_largest_gap_bytes": "largest free gap at the end",
     "end_pool_free_bytes": "free in the pool at the end", "end_segments": "segments at the end",
-    "internal_fragmentation_bytes": "lost inside blocks (rounding)",
-    "max_unused_bytes": "most reserved but unused", "max_unused_t": "most unused at",
-    "unused_share": "unused share", "wholly_free_bytes": "in wholly free segments (cached)",
-    "wholly_free_segments": "wholly free segments",
-    "external_fragmentation_bytes": "free inside partly used segments",
-    "external_fragmentation_segments": "partly used segments",
-    "external_largest_gap_bytes": "their largest gap", "external_fragmentation_t": "then at",
-    "external_reserved_bytes": "reserved then", "external_share": "share of reserved",
-    "end_external_fragmentation_bytes": "free inside partly used segments at the end",
-    "end_wholly_free_bytes": "in wholly free segments at the end",
-    "saving_bytes": "acts on", "predicted_saving_bytes": "predicted saving",
+    "rounding_bytes": "lost to rounding inside blocks",
+    "fragmented_bytes": "fragmented (free inside partly used segments)",
+    "fragmented_segments": "partly used segments", "fragmented_share": "of reserved",
+    "cached_bytes": "cached (in wholly free segments)",
+    "cached_segments": "wholly free segments", "measured_at": "measured at",
+    "predicted_saving_bytes": "predicted saving",
     "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
@@ -347,7 +342,7 @@ def _value(key: str, value: Any, time_text: Callable[[int], str | None] | None) 
         return format_bytes(value)
     if (key.endswith("_t") or key.startswith("t_")) and isinstance(value, int) and time_text:
         return time_text(value) or str(value)
-    if isinstance(value, float) and ("fragmentation" in key or "share" in key):
+    if isinstance(value, float) and "share" in key:
         return f"{value:.0%}"
     if isinstance(value, float):
         return f"{value:.2f}"
