@@ -190,9 +190,10 @@ def tool_functions(captures: Captures) -> dict[str, Callable[..., dict[str, Any]
         `tolerance` in percent against `baseline` (another capture of the same job).
         `passed` is false where a limit is broken, each result with its figure and what
         holds the bytes.  No pyproject.toml is read."""
-        limits = {"max_peak": max_peak, "max_reserved": max_reserved, "max_end": max_end,
-                  "max_role": max_role, "max_leak_per_step": max_leak_per_step,
-                  "tolerance": tolerance, "allow_oom": allow_oom}
+        limits: dict[str, Any] = {
+            "max_peak": max_peak, "max_reserved": max_reserved, "max_end": max_end,
+            "max_role": max_role, "max_leak_per_step": max_leak_per_step,
+            "tolerance": tolerance, "allow_oom": allow_oom}
         base = captures.get(baseline) if baseline is not None else None
         return captures.get(path).check(
             base, **{k: v for k, v in limits.items() if v is not None}).to_dict()
@@ -286,7 +287,7 @@ def _as_tool(fn: Callable[..., dict[str, Any]], anyio, tool_error, result_type,
         return result_type(content=[text_type(type="text", text=text)],
                            structured_content=data)
 
-    tool.__signature__ = inspect.signature(fn)  # the tool's arguments are fn's
+    setattr(tool, "__signature__", inspect.signature(fn))  # noqa: B010 - the arguments are fn's
     tool.__annotations__ = {**fn.__annotations__, "return": result_type}
     tool.__name__, tool.__doc__ = fn.__name__, fn.__doc__
     return tool
