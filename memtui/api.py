@@ -578,7 +578,8 @@ class Capture:
                device: str | None = None) -> WhatIf:
         """Replay the caching allocator on each device (or ``device``), prove it on the
         recording, and predict what ``changes`` (``"expandable_segments:True"``,
-        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF) or a ``capacity``
+        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF; one string is one
+        setting, or several joined by commas) or a ``capacity``
         (``"80GiB"``: would it fit on a smaller card), or a per-process
         ``fraction_limit``, would change (``memtui whatif``)."""
         from dataclasses import replace
@@ -600,6 +601,8 @@ class Capture:
         if capacity is not None and fraction_limit is not None:
             raise CaptureError(self.path, "a capacity or a fraction limit, not both")
         recorded = from_capture(trace.meta.extra.get("allocator_settings"))
+        if isinstance(changes, str):  # one PYTORCH_CUDA_ALLOC_CONF, not its characters
+            changes = [changes]
         try:
             changed = apply_changes(recorded, list(changes))
             if capacity is not None:
