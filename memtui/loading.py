@@ -49,6 +49,10 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     one rule of every command and the UI (:func:`require_a_device`).
     """
     check_input(Path(path))  # before the cache looks at it: loops, FIFOs, permissions
+    if progress is None:  # the commands' report on stderr, where one is on
+        from memtui.progress import default
+
+        progress = default()
     if use_cache is None:
         from memtui import cache
 
