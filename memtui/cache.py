@@ -83,6 +83,10 @@ _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"
 #: Entries of at least this many bytes are memory-mapped (pyarrow); smaller ones are read.
 MAP_FROM_BYTES = 32 << 20
+#: Kept arrays (levels, indexes) smaller than this are read; larger ones memory-mapped
+#: through pyarrow where it is imported already (an entry's large frames import it), read
+#: below :data:`MAP_FROM_BYTES` where it is not (its import costs more than the read).
+READ_NPY_BELOW = 1 << 20
 NO_CACHE_ENV = "MEMTUI_NO_CACHE"
 MAX_BYTES_ENV = "MEMTUI_CACHE_MAX_BYTES"
 #: A ``profiler_info_N.json`` stands for the folder it sits in (the Ascend loader reads it).
@@ -708,8 +712,8 @@ def _load_npy(entry: Path, kept: list) -> Any:
             raise ValueError(f"{file} is not a plain array")
         if offset + shape[0] * dtype.itemsize != size:
             raise ValueError(f"{file}: its header and its size differ")
-        if size < MAP_FROM_BYTES:
-            return np.frombuffer(fh.read(), dtype=dtype, count=shape[0])
+        if size < READ_NPY_BELOW or (size < MAP_FROM_BYTES and "pyarrow" not in sys.modules):
+            return np.frombuffer(fh.read(), dtype=dtype, count=shape[0])  # (no import)
     import pyarrow as pa
 
     source = pa.memory_map(str(file))

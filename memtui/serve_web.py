@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import ipaddress
 import logging
@@ -75,11 +76,27 @@ def host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+@functools.lru_cache(maxsize=8)
+def served_names(served: str) -> frozenset[str]:
+    """The names a browser may give this server by: the ``--host`` given, and for a
+    wildcard host (``0.0.0.0``, ``::``) this machine's own names, which memtui prints in
+    the address to open (no other site's DNS answers for them)."""
+    import socket
+
+    names = {host_name(served).rstrip(".")}
+    if served in ("", "0.0.0.0", "::"):
+        for name in (socket.gethostname(), socket.getfqdn()):
+            if name:
+                names.add(name.lower().rstrip("."))
+    return frozenset(n for n in names if n)
+
+
 def host_allowed(host: str | None, served: str) -> bool:
     """Whether a request's ``Host`` names this server as a browser may reach it without
     a DNS rebinding: an address (``127.0.0.1``, ``[::1]``, the machine's IP: no name
-    another site's DNS can point here), ``localhost`` (``*.localhost``), or the ``--host``
-    name the user chose to serve on.  A name such as ``evil.example`` rebound to
+    another site's DNS can point here), ``localhost`` (``*.localhost``), the ``--host``
+    name the user chose to serve on, or this machine's name when serving on all
+    addresses (:func:`served_names`).  A name such as ``evil.example`` rebound to
     127.0.0.1 is refused (as Jupyter does)."""
     if not host:
         return False
@@ -90,7 +107,7 @@ def host_allowed(host: str | None, served: str) -> bool:
     except ValueError:
         pass
     return name == "localhost" or name.endswith(".localhost") or \
-        name == host_name(served).rstrip(".")
+        name.rstrip(".") in served_names(served)
 
 
 def same_origin(origin: str | None, request: web.Request, served: str = "") -> bool:

@@ -37,7 +37,7 @@ from memtui.analysis.timeline.levels import Level, allocated_level, reserved_lev
 from memtui.export.svg import Marks, Series, html_text, level_chart
 from memtui.model import MemoryTrace
 from memtui.outputs import write_atomically
-from memtui.units import format_bytes
+from memtui.units import at_least, format_bytes
 
 TOP_ROWS = 15
 #: Findings a device's section lists at most (2,000 OOMs would make a 12 MB page).
@@ -169,10 +169,22 @@ def _figures(entry: dict[str, Any]) -> str:
             ["segments at the end", entry["segments"] if entry["segments"] is not None
              else "-"],
             ["peak allocated", format_bytes(entry["peak_allocated_bytes"])],
-            ["peak reserved", format_bytes(entry["peak_reserved_bytes"])],
+            ["peak reserved", _reserved(entry, entry["peak_reserved_bytes"])],
             ["allocated at the end", format_bytes(entry["allocated_at_end_bytes"])],
-            ["reserved at the end", format_bytes(entry["reserved_at_end_bytes"])]]
+            ["reserved at the end", _reserved(entry, entry["reserved_at_end_bytes"])]]
+    if entry.get("reserved_floor"):  # the file contradicts itself: what is known, and why
+        rows.append(["reserved", entry["reserved_floor"]])
     return _table(["", ""], rows)
+
+
+def _reserved(entry: dict[str, Any], value: int | None) -> str:
+    """A reserved figure as known: ``>= X`` where the file contradicts itself (DESIGN.md's
+    invariants), with its ceiling where the file gives one."""
+    text = at_least(value, bool(entry.get("reserved_floor")))
+    ceiling = entry.get("reserved_ceiling_bytes")
+    if entry.get("reserved_floor") and ceiling is not None and value is not None:
+        text += f" (at most {format_bytes(ceiling)})"
+    return text
 
 
 def _stack(finding: Finding) -> str:

@@ -63,6 +63,7 @@ def _fds() -> int:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc/self/fd here")
 def test_an_open_capture_holds_no_file_descriptor(monkeypatch):
     monkeypatch.setattr(cache, "MAP_FROM_BYTES", 0)  # every frame and level memory-mapped
+    monkeypatch.setattr(cache, "READ_NPY_BELOW", 0)
     first = memtui.open(LEAK)
     first.summary()
     cache.wait_for_stores()

@@ -66,7 +66,13 @@ def test_the_host_given_with_host_is_this_server():
     from memtui.serve_web import host_allowed
 
     assert host_allowed("gpu-box.lan:8000", "gpu-box.lan")
-    assert not host_allowed("gpu-box.lan:8000", "0.0.0.0")
+    assert not host_allowed("gpu-box.lan:8000", "127.0.0.1")
+    # serving on every address, memtui prints this machine's name in the address to open
+    import socket
+
+    name = socket.gethostname()
+    assert host_allowed(f"{name}:8000", "0.0.0.0")
+    assert not host_allowed("evil.example:8000", "0.0.0.0")
 
 
 async def test_a_rebound_name_is_refused_even_with_the_token(served):

@@ -64,6 +64,8 @@ def test_lifetimes_by_hand(monkeypatch):
         assert found["t_alloc"] == [None, 10, 20, 70]
         assert found["free_stack_id"] == [None, None, 2, None]
         assert found["open_action"] == [None, "alloc", "alloc", "alloc"]
+        frame, _ = pair_by_address(ops, OPEN, CLOSE, REQUEST, order="first")
+        assert frame.schema["open_action"] == pl.String  # not the events' enum
         by_address, lifetime = paired(ops, compiled, "address", monkeypatch)
         assert by_address["addr"] == [1, 1, 1, 2]  # (addr, first event) order
         assert by_address["seq_alloc"] == [None, 2, 7, 1]

@@ -67,8 +67,11 @@ def quote_predictions(trace: MemoryTrace,
     out = {}
     recorded = from_capture(trace.meta.extra.get("allocator_settings"))
     for device, found in findings.items():
+        # (an info fragmentation finding is replayed where its advice names the setting:
+        # fragmented bytes worth trying it on; the replay may raise it to medium)
         wanted = [f for f in found if f.kind in ("oom", "fragmentation")
-                  and (f.severity != "info" or f.kind == "fragmentation")
+                  and (f.severity != "info" or (f.kind == "fragmentation"
+                                                 and recommended_setting(f)))
                   and setting_for(f, recorded)]
         if not wanted or not _replayable(trace, device):
             out[device] = found

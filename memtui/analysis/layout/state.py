@@ -135,7 +135,8 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
         row = int(state.seg_row[i])
         out.append({
             "addr": int(state.seg_addr[i]), "size": int(state.seg_size[i]),
-            "stream": int(index.seg_stream[row]), "pool": pool[row], "kind": kind[row],
+            "stream": int(index.seg_stream[row]), "pool": _pool_of(state, index, pool, i),
+            "kind": kind[row],
             "blocks": _blocks_of(state, state.blocks_of_segment(i), state.gaps_of_segment(i)),
         })
     orphans = np.flatnonzero(state.blk_segment < 0)
@@ -143,6 +144,16 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
         out.append({"addr": None, "size": None, "stream": None, "pool": None, "kind": None,
                     "blocks": _blocks_of(state, orphans, np.zeros(0, dtype=np.int64))})
     return out
+
+
+def _pool_of(state: PoolState, index, pools: list, i: int) -> str | None:
+    """The pool of segment ``i``: the first its pieces name (an expandable segment's range
+    unmapped before the dump names none; the dumped ones do)."""
+    for piece in state.piece_id[state.piece_segment == i].tolist():
+        row = index.row_of_segment(int(piece))
+        if row is not None and pools[row] is not None:
+            return pools[row]
+    return None
 
 
 def _join_expandable(segments: list[dict]) -> list[dict]:

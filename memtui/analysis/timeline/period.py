@@ -38,6 +38,8 @@ only the candidate lags and the steps found are walked one by one.
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import polars as pl
 
@@ -143,10 +145,12 @@ def run_lows(x: np.ndarray, on: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(on)
     if rows.size == 0:
         return rows
-    run = np.cumsum(np.concatenate(([1], np.diff(rows) > 1)))
-    order = np.lexsort((rows, x[rows], run))
-    first = np.concatenate(([True], np.diff(run[order]) > 0))
-    return np.sort(rows[order][first])
+    begins = np.concatenate(([True], np.diff(rows) > 1))
+    run = np.cumsum(begins) - 1
+    lowest = np.minimum.reduceat(x[rows], np.flatnonzero(begins))
+    at_low = np.flatnonzero(x[rows] == lowest[run])
+    first = np.concatenate(([True], np.diff(run[at_low]) > 0))
+    return rows[at_low[first]]
 
 
 def troughs(x: np.ndarray, period: float) -> np.ndarray:
@@ -168,17 +172,20 @@ def troughs(x: np.ndarray, period: float) -> np.ndarray:
     at = int(first[np.argmin(x[first])]) if first.size else int(low[0])
     ends = [at]
     lo_share, hi_share = NEXT_TROUGH
+    rows, level = low.tolist(), x[low].tolist()  # bisect on lists: no array call a step
+    same = SAME_FLOOR * swing
     while True:  # one pass per step found, never per event
-        lo = np.searchsorted(low, at + lo_share * period)
-        hi = np.searchsorted(low, at + hi_share * period, side="right")
-        if lo >= low.size:
+        lo = bisect.bisect_left(rows, at + lo_share * period)
+        hi = bisect.bisect_right(rows, at + hi_share * period)
+        if lo >= len(rows):
             break
         if lo < hi:  # the lowest floor, of floors as low the one nearest a period on
-            window = low[lo:hi]
-            near = window[x[window] <= x[window].min() + SAME_FLOOR * swing]
-            at = int(near[np.argmin(np.abs(near - (ends[-1] + period)))])
+            lowest = min(level[lo:hi])
+            goal = at + period
+            at = min((rows[i] for i in range(lo, hi) if level[i] <= lowest + same),
+                     key=lambda row: abs(row - goal))
         else:
-            at = int(low[lo])
+            at = rows[lo]
         ends.append(at)
     return np.asarray(ends, dtype=np.int64)
 
@@ -271,30 +278,33 @@ def whole_steps(x: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return ends[deep]
 
 
-def _level_of(events: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """The transient level over ``rows`` (the allocations and frees of ``events``)."""
-    picked = events[rows].select("action", "size", "block_id")
-    actions = np.where(picked["action"].to_numpy() == "alloc", 1, -1).astype(np.int8)
-    block = picked["block_id"].fill_null(-1).to_numpy()
-    freed_ids = block[(actions < 0) & (block >= 0)]
-    allocated_ids = block[(actions > 0) & (block >= 0)]
-    both = np.isin(block, freed_ids) & np.isin(block, allocated_ids) & (block >= 0)
-    return transient_level(actions, picked["size"].fill_null(0).to_numpy(), both)
-
-
-def _allocates(events: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """Per row of ``rows``: whether it is an allocation."""
-    return (events["action"].to_numpy()[rows] == "alloc")
+def _level_of(actions: np.ndarray, block: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The transient level over rows of allocations (``actions`` 1) and frees (-1) of
+    blocks ``block`` (-1: none) of ``sizes``: only blocks both allocated and freed in
+    them count."""
+    known = block >= 0
+    count = int(block.max(initial=-1)) + 1
+    allocated = np.zeros(count, dtype=bool)
+    freed = np.zeros(count, dtype=bool)
+    allocated[block[known & (actions > 0)]] = True
+    freed[block[known & (actions < 0)]] = True
+    both = np.zeros(block.size, dtype=bool)
+    both[known] = allocated[block[known]] & freed[block[known]]
+    return transient_level(actions, sizes, both)
 
 
 def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
     """Row indexes (into ``events``, rising) where steps begin, from the period of the
     transient level (module docstring), and the period in rows of allocations and frees;
     None where the level does not recur at least :data:`MIN_PERIODS` times."""
-    rows = np.flatnonzero(events["action"].is_in(["alloc", "free"]).to_numpy())
+    is_alloc = (events["action"] == "alloc").fill_null(False).to_numpy()
+    rows = np.flatnonzero(is_alloc | (events["action"] == "free").fill_null(False).to_numpy())
     if rows.size < MIN_PERIOD * MIN_PERIODS * 2:
         return None
-    x = _level_of(events, rows)
+    picked = events.select("block_id", "size")[rows]
+    x = _level_of(np.where(is_alloc[rows], 1, -1).astype(np.int8),
+                  picked["block_id"].fill_null(-1).to_numpy(),
+                  picked["size"].fill_null(0).to_numpy())
     for period in candidate_periods(x):
         ends = troughs(x, period)
         if ends.size >= MIN_PERIODS and (ends[-1] - ends[0]) >= 0.5 * rows.size \
@@ -314,7 +324,7 @@ def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
     # floor
     starts = rows[ends] + 1
     starts = starts[starts < events.height]
-    allocs = rows[_allocates(events, rows)]
+    allocs = np.flatnonzero(is_alloc)
     if starts.size and (allocs.size == 0 or allocs[-1] < starts[-1]):
         starts = starts[:-1]  # only frees follow the last floor: no step begins there
     if ends[0] >= 0.75 * period:
