@@ -276,7 +276,8 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
-    total = sum(high - low + 1 for low, high in ranges) if ranges[0] is not None else 0
+    # about: the rowids a range spans (none for a WITHOUT ROWID table or an empty one)
+    total = sum(high - low + 1 for low, high in ranges) if None not in ranges else 0
     # Typed reads run on their own connections, two at once (one core reads while the
     # other turns a batch into columns); the text way shares one connection: one.
     ahead = _TYPED_FETCHERS if query.arrow is not None else 1
