@@ -83,7 +83,7 @@ def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
 
     monkeypatch.setattr(safe_pickle, "REPORT_EVERY", 0.01)
     monkeypatch.setattr(columnar, "compiled_enabled", lambda: True)
-    monkeypatch.setattr(columnar, "_reader", SlowReader)
+    monkeypatch.setattr(columnar, "compiled_reader", lambda: SlowReader)
     seen: list[int] = []
     assert columnar.read_columnar(path, lambda done, total: seen.append(done)) is None
     assert seen and max(seen) == size and min(seen) < size

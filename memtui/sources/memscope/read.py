@@ -476,7 +476,7 @@ def read_csv(path: Path) -> RawFile:
         raise CaptureError(path, "an msLeaks CSV of the early-2025 layout (Record Index, "
                                  "Kernel Index, Flag, ...), which memtui does not read")
     if kind == "trace":
-        return _read_trace_csv(path)
+        return read_trace_csv(path)
     if kind != "dump":
         raise CaptureError(path, "not an msMemScope CSV (unknown header)")
     names = dump_csv_names(path)
@@ -584,7 +584,7 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def _read_trace_csv(path: Path) -> RawFile:
+def read_trace_csv(path: Path) -> RawFile:
     """``FuncInfo`` is not quoted and may hold commas: split each line from the right."""
     lines = pl.read_csv(path, has_header=False, skip_rows=1, separator=_FIELD, quote_char=None,
                         schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False)
