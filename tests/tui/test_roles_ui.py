@@ -114,3 +114,20 @@ async def test_tables_role_column_and_help():
         sections = dict(app.screen.sections)
         assert {row[0] for row in sections["Memory by role"]} >= {"optimizer_state", "other"}
         assert "Stack/owner/role" in {row[1] for row in sections["Trend screen"]}
+
+
+def test_stacked_columns_read_where_the_total_peaks():
+    """Each column reads the layers where their sum is highest in it (so the stack's top
+    is the allocated curve's maximum there, as min-max binning takes it: the level
+    entering a column counts), just before its start where that entering level is the
+    highest."""
+    from memtui.analysis.timeline.levels import Level
+    from memtui.tui.widgets.curve import _column_times, _values_at
+
+    total = Level(np.array([0, 10, 20, 25, 40]), np.array([5, 50, 10, 30, 0]))
+    times = _column_times(total, 0, 39, 4)  # columns [0,10) [10,20) [20,30) [30,40)
+    assert times.tolist() == [0, 10, 19, 29]
+    assert _values_at(total, times).tolist() == [5, 50, 50, 30]
+    from memtui.analysis.timeline.downsample import minmax_bins
+
+    assert minmax_bins(total.t, total.values, 0, 39, 4).hi.tolist() == [5, 50, 50, 30]

@@ -47,10 +47,11 @@ STACK_COLOURS = 8
 
 
 def _column_times(level, t0: int, t1: int, cols: int) -> np.ndarray:
-    """Per column of ``[t0, t1]``, the time in it where ``level`` is highest (its start
-    where the level entering it is as high as any change inside)."""
+    """Per column of ``[t0, t1]``, the time in it where ``level`` is highest: a change
+    inside it, or just before its start where the level entering it is as high (the
+    values :func:`minmax_bins` takes for the column)."""
     starts = bin_start(np.arange(cols), t0, t1, cols).astype(np.int64)
-    times = starts.copy()
+    times = starts - 1
     t, v = level.t, level.values
     a = int(np.searchsorted(t, t0, side="left"))
     b = int(np.searchsorted(t, t1, side="right"))
@@ -68,7 +69,7 @@ def _column_times(level, t0: int, t1: int, cols: int) -> np.ndarray:
     hits = np.flatnonzero(inside_v[firsts[occupied[0]]:] == highest[run_of])
     _, first = np.unique(run_of[hits], return_index=True)
     at = firsts[occupied[0]] + hits[first]
-    times[occupied] = np.where(highest > base[occupied], inside_t[at], starts[occupied])
+    times[occupied] = np.where(highest > base[occupied], inside_t[at], starts[occupied] - 1)
     return times
 
 
