@@ -19,7 +19,7 @@ and ``blocks()`` are the capture's own frames, every layer included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,6 +138,13 @@ class Findings:
     def of_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.all() if f.kind == kind]
 
+    def __iter__(self) -> Iterator[Finding]:
+        """``for finding in capture.findings()``: every finding, most severe first."""
+        return iter(self.all())
+
+    def __len__(self) -> int:
+        return sum(len(found) for found in self.devices.values())
+
     def to_dict(self) -> dict[str, Any]:
         if self._dict is not None:  # made with the full stacks
             return self._dict
@@ -164,7 +171,13 @@ class State:
     free_bytes: int
     largest_gap_bytes: int
     gaps: int
-    internal_fragmentation_bytes: int
+    # the free bytes split as every output splits them (pool_state.Fragmentation)
+    fragmented_bytes: int
+    fragmented_segments: int
+    fragmented_share: float
+    cached_bytes: int
+    cached_segments: int
+    rounding_bytes: int
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     _text: str | None = field(default=None, repr=False, compare=False)
 
@@ -615,9 +628,14 @@ class Capture:
         ``baseline``: a capture or a path), ``allow_oom``; or ``limits`` made ready.  The
         result says ``passed``, lists what is ``broken`` (each with its figure and
         evidence), and gives the verdict as ``text()``, ``junit_xml()`` and
-        ``to_dict()``."""
+        ``to_dict()``.  An unknown limit or a value that is no size raises
+        :class:`memtui.CaptureError`; ``limits`` that is neither a Limits nor a mapping,
+        TypeError."""
         from memtui.analysis.limits.check import Limits, check
 
+        if limits is not None and not isinstance(limits, Limits | Mapping):
+            raise TypeError("limits is a memtui Limits or a mapping of limit names to values "
+                            f"(max_peak='40GiB', ...), not {type(limits).__name__}")
         try:
             chosen = limits if isinstance(limits, Limits) else Limits.from_mapping(limits or {})
             chosen = chosen.merged(Limits.from_mapping(values).to_dict() if values else {})
@@ -641,12 +659,15 @@ class Capture:
 def open(path: PathLike, *, use_cache: bool | None = None,  # noqa: A001
          roles: Mapping[str, Any] | Any = None) -> Capture:
     """Open a capture: a PyTorch snapshot pickle, an msMemScope DB / CSV / folder, an Ascend
-    profiler folder or file (the format is sniffed from the content).  Bad input raises
-    :class:`memtui.CaptureError` (its ``str()`` is the CLI's one line).  ``use_cache=False``
-    neither reads nor writes the reopen cache.  ``roles``: the user's role rules, applied
-    before memtui's, as ``[tool.memtui.roles]`` writes them (``{"cache": "kv_cache",
-    "parameter": ["load_weights", ...]}``: regular expressions on frames, owners and
-    metadata)."""
+    profiler folder or file (the format is sniffed from the content); a folder holding
+    several captures is their ranks, not one capture (``memtui summary`` lists them).  Bad
+    input (a path with a NUL in it too) raises :class:`memtui.CaptureError` (its ``str()``
+    is the CLI's one line).  ``use_cache=False`` neither reads nor writes the reopen
+    cache.  ``roles``: the user's role rules, applied before memtui's, as
+    ``[tool.memtui.roles]`` writes them (``{"cache": "kv_cache", "parameter":
+    ["load_weights", ...]}``: regular expressions on frames, owners and metadata).  The
+    capture holds no open file: what is reopened from the cache is memory-mapped, the
+    files closed."""
     return _open(path, use_cache=use_cache, roles=roles)
 
 
@@ -683,8 +704,14 @@ def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None =
     """What changed from capture A to capture B, and where: ``align`` ``"step"``,
     ``"time"`` or ``"position"`` (default: step where both have steps, else time, else
     position), ``shift`` B against A in those units.  Paths load side by side; ``roles``
-    are the user's role rules for both (as :func:`open` takes them)."""
+    are the user's role rules for both (as :func:`open` takes them).  A capture that
+    cannot be read, an unknown ``align`` or a ``shift`` beyond any capture raise
+    :class:`memtui.CaptureError`; an ``align`` or ``shift`` of the wrong type TypeError."""
     return _compare(a, b, align=align, shift=shift, roles=roles)
+
+
+#: How B's time may be mapped onto A's (``compare(..., align=...)``).
+ALIGNMENTS = ("step", "time", "position")
 
 
 def _compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,
@@ -692,6 +719,16 @@ def _compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None 
              roles: Any = None) -> Comparison:
     from memtui.analysis.across.compare import compare as compare_traces
 
+    if align is not None and not isinstance(align, str):
+        raise TypeError(f"align is one of {', '.join(ALIGNMENTS)} or None, not "
+                        f"{type(align).__name__}")
+    if align is not None and align not in ALIGNMENTS:
+        raise CaptureError("align", f"{align!r} is not one of {', '.join(ALIGNMENTS)}")
+    if isinstance(shift, bool) or not isinstance(shift, int):
+        raise TypeError(f"shift is a whole number of align's units, not "
+                        f"{type(shift).__name__}")
+    if not -(2**62) <= shift <= 2**62:
+        raise CaptureError("shift", f"{shift} is beyond any capture's time or positions")
     traces = _traces(a, b, store_in_background=store_in_background)
     if roles is not None:
         from memtui.analysis.roles.user_rules import with_rules

@@ -6,8 +6,9 @@ one line and nothing reaches the terminal raw.
 
 The escaping every text output shares lives here too (light: no import beyond the
 standard library): :func:`printable` for one string, :func:`safe_line` for a line of
-output (also never one a CI runner reads as a workflow command: GitHub Actions takes any
-line starting with ``::``, after blanks, as one), :func:`safe_text` for lines joined.
+output (also never one a CI runner reads as a command: GitHub Actions takes any line
+starting with ``::``, after blanks, as one, Azure Pipelines one starting with ``##``),
+:func:`safe_text` for lines joined.
 """
 
 from __future__ import annotations
@@ -27,14 +28,22 @@ def printable(text: str) -> str:
 ESCAPED_COLON = "\\x3a"
 
 
+#: Line starts a CI runner reads as a command, and how their first character is written:
+#: GitHub Actions' workflow commands (``::error ...``), Azure Pipelines' logging commands
+#: (``##vso[...]``, ``##[group]``).
+COMMAND_STARTS = {"::": ESCAPED_COLON, "##": "\\x23"}
+
+
 def safe_line(text: str) -> str:
     """One line of output: :func:`printable` (a newline inside it escaped, so it stays one
-    line), and never starting with ``::`` (after blanks), which a CI runner would read as a
-    workflow command: that first colon is written ``\\x3a``, as :func:`printable` writes."""
+    line), and never starting (after blanks) with what a CI runner reads as a command:
+    ``::`` (GitHub Actions) or ``##`` (Azure Pipelines); that first character is written
+    ``\\x3a`` / ``\\x23``, as :func:`printable` writes escapes."""
     line = printable(text)
     stripped = line.lstrip(" ")
-    if stripped.startswith("::"):
-        return line[: len(line) - len(stripped)] + ESCAPED_COLON + stripped[1:]
+    for start, escaped in COMMAND_STARTS.items():
+        if stripped.startswith(start):
+            return line[: len(line) - len(stripped)] + escaped + stripped[1:]
     return line
 
 

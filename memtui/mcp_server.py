@@ -151,10 +151,14 @@ def tool_functions(captures: Captures) -> dict[str, Callable[..., dict[str, Any]
         full call stack of each finding's evidence."""
         return captures.get(path).findings(stacks=stacks).to_dict()
 
-    def roles(path: str) -> dict[str, Any]:
+    def roles(path: str, event: str | None = None,
+              device: str | None = None) -> dict[str, Any]:
         """Bytes by role (parameter, gradient, optimizer_state, activation, temporary,
-        input, cache, other) of each device, where this memtui assigns roles."""
-        return roles_of(captures.get(path))
+        input, cache, other; they sum to allocated).  Without `event`: each device's
+        roles at its peak (`by_role`) and `roles` (at the peak, at the end, each role's
+        own peak), as `memtui summary --json` gives them; with `event` (0-based, or
+        first, peak, last): the bytes by role just after it on `device`."""
+        return roles_of(captures.get(path), event, device)
 
     def compare(a: str, b: str, align: str | None = None, shift: int = 0) -> dict[str, Any]:
         """What changed from capture A to capture B and where (`memtui compare --json`):
@@ -178,15 +182,17 @@ def tool_functions(captures: Captures) -> dict[str, Callable[..., dict[str, Any]
 
     def check(path: str, baseline: str | None = None, max_peak: str | None = None,
               max_reserved: str | None = None, max_end: str | None = None,
-              max_leak_per_step: str | None = None, tolerance: float | None = None,
+              max_role: dict[str, str] | None = None, max_leak_per_step: str | None = None,
+              tolerance: float | None = None,
               allow_oom: bool | None = None) -> dict[str, Any]:
         """Check a capture against memory limits (`memtui check --json`): sizes as
-        "40GiB", "512MiB", 1e9; `tolerance` in percent against `baseline` (another
-        capture of the same job).  `passed` is false where a limit is broken, each result
-        with its figure and what holds the bytes.  No pyproject.toml is read."""
+        "40GiB", "512MiB", 1e9; `max_role` a size per role ({"optimizer_state": "4GiB"});
+        `tolerance` in percent against `baseline` (another capture of the same job).
+        `passed` is false where a limit is broken, each result with its figure and what
+        holds the bytes.  No pyproject.toml is read."""
         limits = {"max_peak": max_peak, "max_reserved": max_reserved, "max_end": max_end,
-                  "max_leak_per_step": max_leak_per_step, "tolerance": tolerance,
-                  "allow_oom": allow_oom}
+                  "max_role": max_role, "max_leak_per_step": max_leak_per_step,
+                  "tolerance": tolerance, "allow_oom": allow_oom}
         base = captures.get(baseline) if baseline is not None else None
         return captures.get(path).check(
             base, **{k: v for k, v in limits.items() if v is not None}).to_dict()
@@ -201,19 +207,23 @@ def tool_functions(captures: Captures) -> dict[str, Callable[..., dict[str, Any]
             "check": check}
 
 
-def roles_of(capture: Capture) -> dict[str, Any]:
-    """Bytes by role: ``Capture.roles()`` where the API has it, else each device's
-    ``by_role`` of the summary; a tool error where this memtui assigns no roles."""
-    method = getattr(capture, "roles", None)
-    if callable(method):
-        result = method()
-        return result.to_dict() if hasattr(result, "to_dict") else result
+def roles_of(capture: Capture, event: str | None = None,
+             device: str | None = None) -> dict[str, Any]:
+    """The ``roles`` tool's answer: the summary's ``by_role`` and ``roles`` of each device
+    (of ``device``), or ``Capture.by_role`` just after ``event``."""
+    if event is not None:
+        if device is not None:
+            capture.state(event, device=device)  # a device or an event it lacks: one line
+        return {"path": capture.path, "device": device, "event": event,
+                "by_role": capture.by_role(event, device=device)}
     data = capture.summary().to_dict()
-    devices = [{"device": d["device"], "by_role": d["by_role"]}
-               for d in data.get("devices", []) if isinstance(d, dict) and "by_role" in d]
-    if not devices:
-        raise CaptureError(capture.path, "this memtui assigns no roles to bytes yet")
-    return {"source": data.get("source"), "path": data.get("path"), "devices": devices}
+    devices = [{"device": d["device"], "by_role": d.get("by_role", {}),
+                "roles": d.get("roles", {})}
+               for d in data["devices"] if device is None or d["device"] == device]
+    if device is not None and not devices:
+        raise CaptureError(capture.path, f"no device {device!r} (it has "
+                                         f"{', '.join(capture.devices) or 'none'})")
+    return {"source": data["source"], "path": data["path"], "devices": devices}
 
 
 def one_line(exc: BaseException) -> str:
@@ -270,9 +280,10 @@ def _as_tool(fn: Callable[..., dict[str, Any]], anyio, tool_error, result_type,
     async def tool(**arguments: Any) -> Any:
         try:
             data = await anyio.to_thread.run_sync(functools.partial(fn, **arguments))
+            text = json.dumps(data)
         except Exception as exc:  # noqa: BLE001 - every failure is one line for the client
             raise tool_error(one_line(exc)) from None
-        return result_type(content=[text_type(type="text", text=json.dumps(data))],
+        return result_type(content=[text_type(type="text", text=text)],
                            structured_content=data)
 
     tool.__signature__ = inspect.signature(fn)  # the tool's arguments are fn's

@@ -125,12 +125,23 @@ def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]
     return values, baseline
 
 
+def _settings_file() -> Path | None:
+    """The pyproject.toml the settings were looked for in (an input too: ``--junit`` never
+    writes over it)."""
+    from memtui.settings import find_pyproject
+
+    try:
+        return find_pyproject(Path.cwd())
+    except OSError:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from memtui.api import _open
     from memtui.text.check import github_annotations
 
     values, baseline = chosen_limits(args)
-    inputs = [args.path, baseline, args.config]
+    inputs = [args.path, baseline, args.config, getattr(args, "roles", None), _settings_file()]
     junit = None
     if args.junit is not None:
         from memtui.outputs import output_file

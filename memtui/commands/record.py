@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise CaptureError("record", "--max-entries and --keep must be positive, "
                                      "--every 0 or more")
     out = Path(args.out).resolve()
+    made = not os.path.lexists(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -102,14 +103,22 @@ def run(args: argparse.Namespace) -> int:
     env[SEEN_ENV] = seen
     try:
         code = _run_child(command, env)
-        if not os.listdir(seen):
-            print(f"memtui record: {printable(shlex.quote(command[0]))} ran no Python that "
-                  "memtui could record in: nothing was recorded "
-                  "(memtui record -- python script.py ARGS)",
-                  file=sys.stderr, flush=True)
+        seen_names = os.listdir(seen)
     finally:
         shutil.rmtree(seen, ignore_errors=True)
-    return code
+    if any(name.endswith(".recording") for name in seen_names):
+        return code
+    if made:  # nothing recorded: no empty folder left behind
+        with contextlib.suppress(OSError):
+            out.rmdir()
+    if code:  # the job's own failure says more than what was not recorded
+        return code
+    if not seen_names:
+        raise CaptureError(shlex.quote(command[0]), "ran no Python that memtui could record "
+                                                    "in: nothing was recorded (memtui record "
+                                                    "-- python script.py ARGS)")
+    raise CaptureError("record", "nothing was recorded (the line above says why): the job "
+                                 "ran to its end unrecorded")
 
 
 #: What memtui passes on to the job's process group.

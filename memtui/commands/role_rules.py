@@ -53,14 +53,19 @@ def rules_from_file(path: Path, given: bool = True):
 def chosen_rules(args: argparse.Namespace):
     """The rules ``--roles`` names, else the nearest pyproject's, else None."""
     from memtui.settings import find_pyproject
+    from memtui.sources.common.files import check_input
 
     given = getattr(args, "roles", None)
     if given is not None:
         path = Path(given)
-        if not path.is_file():
-            raise CaptureError(given, "no such file (--roles)")
+        check_input(path)  # missing, unreadable (a link into /proc), not a file: one line
+        if path.is_dir():
+            raise CaptureError(given, "a folder, not a file of role rules (--roles)")
         return rules_from_file(path, given=True)
-    found = find_pyproject(Path.cwd())
+    try:
+        found = find_pyproject(Path.cwd())
+    except OSError:  # the current folder was removed: no settings above it
+        found = None
     return rules_from_file(found, given=False) if found is not None else None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memtui.commands.paths import add_cache_argument
 from memtui.commands.role_rules import add_roles_argument, chosen_rules
-from memtui.errors import printable
+from memtui.errors import safe_line
 
 HELP = "print per-device memory figures of a capture (or of every rank of a folder)"
 #: Only prints: the process may end without tearing the interpreter down (cli.entry).
@@ -92,20 +92,21 @@ def _print_from_cache(path: Path, as_json: bool) -> bool:
     stored = cache.load_derived(key, SUMMARY_TEXT)
     if not isinstance(stored, dict) or not isinstance(stored.get("text"), str):
         return False
-    text, named = stored["text"], printable(str(stored.get("path")))
+    text, named = stored["text"], safe_line(str(stored.get("path")))
     if not text.startswith(named):
         return False
-    print(printable(str(path)) + text[len(named):], flush=True)
+    print(safe_line(str(path)) + text[len(named):], flush=True)
     return True
 
 
 def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.commands.paths import common_folder
     from memtui.errors import CaptureError
-    from memtui.rankload import RankTable, stream_results
+    from memtui.rankload import RankTable, check_connect_timeout, stream_results
     from memtui.sources.ranks import complete_ranks
     from memtui.text.ranks import format_ranks
 
+    check_connect_timeout(args.connect_timeout)  # bad options: one line, before any work
     if args.cluster:
         from memtui.rankload import check_cluster_address
 

@@ -73,6 +73,9 @@ def _run_ranks(args: argparse.Namespace) -> int:
 
     if args.cluster and not dask_available():
         raise CaptureError("--cluster", CLUSTER_HINT)
+    from memtui.rankload import check_connect_timeout
+
+    check_connect_timeout(args.connect_timeout)  # bad options: one line, before any work
     if args.cluster:
         from memtui.rankload import check_cluster_address
 

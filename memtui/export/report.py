@@ -8,7 +8,8 @@ as an e-mail attachment.  It shows
   the peak marked (``id="peak-allocated-N"``), OOMs and step starts;
 * per device its memory by role: one line per role over time (``id="roles-N"``) and the
   bytes of each at the peak (:mod:`memtui.analysis.roles`);
-* every finding (``memtui findings``) with its figures, advice and evidence stack;
+* every finding (``memtui findings``) with its figures, advice and evidence stack, the
+  :data:`MAX_FINDINGS` most severe of a device (the page says how many more there are);
 * what held memory at the peak: by stack, by owner (operators, for the Ascend profiler)
   and by pool, with bytes and shares (the peak finding's attribution);
 * for two captures, per device pair: A's and B's allocated curves on one axis, aligned
@@ -17,8 +18,10 @@ as an e-mail attachment.  It shows
 * last, the capture's facts (source, devices, history kept, call stacks, allocator
   settings, warnings: :mod:`memtui.analysis.findings.capture_facts`).
 
-Every string from a file goes through :func:`memtui.export.svg.html_text` (no raw
-control or bidi character, then :func:`html.escape`).
+Every string from a file goes through :func:`memtui.export.svg.html_text` (cut to a
+thousand characters, no raw control or bidi character, then :func:`html.escape`); a
+chart marks at most fifty OOMs and a few hundred steps: the page stays small whatever
+the capture holds.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from memtui.analysis.timeline.levels import Level, allocated_level, reserved_lev
 from memtui.export.svg import Marks, Series, html_text, level_chart
 from memtui.model import MemoryTrace
 from memtui.outputs import write_atomically
-from memtui.units import format_bytes
+from memtui.units import at_least, format_bytes
 
 TOP_ROWS = 15
+#: Findings a device's section lists at most (2,000 OOMs would make a 12 MB page).
+MAX_FINDINGS = 50
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto;
@@ -164,10 +169,22 @@ def _figures(entry: dict[str, Any]) -> str:
             ["segments at the end", entry["segments"] if entry["segments"] is not None
              else "-"],
             ["peak allocated", format_bytes(entry["peak_allocated_bytes"])],
-            ["peak reserved", format_bytes(entry["peak_reserved_bytes"])],
+            ["peak reserved", _reserved(entry, entry["peak_reserved_bytes"])],
             ["allocated at the end", format_bytes(entry["allocated_at_end_bytes"])],
-            ["reserved at the end", format_bytes(entry["reserved_at_end_bytes"])]]
+            ["reserved at the end", _reserved(entry, entry["reserved_at_end_bytes"])]]
+    if entry.get("reserved_floor"):  # the file contradicts itself: what is known, and why
+        rows.append(["reserved", entry["reserved_floor"]])
     return _table(["", ""], rows)
+
+
+def _reserved(entry: dict[str, Any], value: int | None) -> str:
+    """A reserved figure as known: ``>= X`` where the file contradicts itself (DESIGN.md's
+    invariants), with its ceiling where the file gives one."""
+    text = at_least(value, bool(entry.get("reserved_floor")))
+    ceiling = entry.get("reserved_ceiling_bytes")
+    if entry.get("reserved_floor") and ceiling is not None and value is not None:
+        text += f" (at most {format_bytes(ceiling)})"
+    return text
 
 
 def _stack(finding: Finding) -> str:
@@ -189,10 +206,16 @@ def finding_html(finding: Finding, trace: MemoryTrace) -> str:
         if d.get(key) and d[key] not in finding.title:
             lines.append(f"<div><i>{key}</i>: {_e(d[key])}</div>")
     if finding.kind == "leak":
-        lines.append(f"<div>{format_bytes(d.get('bytes_per_step'))} per step since "
-                     f"{_e(d.get('first_step_name'))}; {_e(d.get('blocks'))} blocks, "
-                     f"{format_bytes(d.get('total_bytes'))} in all; steps from "
-                     f"{_e(d.get('steps_from'))}</div>")
+        rate = (f"{format_bytes(d.get('bytes_per_step'))} per step since "
+                f"{_e(d.get('first_step_name'))}" if d.get("bytes_per_step") is not None else
+                f"{format_bytes(d.get('bytes_per_occurrence'))} in each of "
+                f"{_e(d.get('occurrences'))} occurrences")
+        per_second = (f", {format_bytes(d['bytes_per_second'])}/s"
+                      if d.get("bytes_per_second") is not None else "")
+        source = f"steps from {_e(d['steps_from'])}" if d.get("steps_from") else \
+            "no steps found"
+        lines.append(f"<div>{rate}{per_second}; {_e(d.get('blocks'))} blocks, "
+                     f"{format_bytes(d.get('total_bytes'))} in all; {source}</div>")
     ev = finding.evidence
     where = []
     if ev.t is not None:
@@ -246,7 +269,12 @@ def _device_section(trace: MemoryTrace, entry: dict[str, Any], found: list[Findi
              device_chart(trace, device, found, index), _figures(entry),
              "<h3>By role</h3>", role_chart(trace, device, index), roles_table(entry),
              f"<h3>Findings ({len(found)})</h3>"]
-    parts += [finding_html(f, trace) for f in found] or ['<p class="muted">none</p>']
+    shown = found[:MAX_FINDINGS]  # the most severe first: the page stays a page
+    parts += [finding_html(f, trace) for f in shown] or ['<p class="muted">none</p>']
+    if len(found) > len(shown):
+        parts.append(f'<p class="muted">{len(found) - len(shown):,} more findings of '
+                     f"{_e(device)} left out here (the page lists the {len(shown)} most "
+                     "severe): memtui findings lists them all</p>")
     parts += ["<h3>At the peak</h3>", at_the_peak(found), "</section>"]
     return "".join(parts)
 

@@ -26,11 +26,22 @@ LEFT, RIGHT, TOP, BOTTOM = 78, 16, 24, 40
 MAX_STEP_MARKS = 400
 
 
+#: Characters of one string from a file shown on the page (names of a thousand
+#: characters are cut there, as the snapshot loader cuts them).
+MAX_TEXT = 1000
+#: OOM lines drawn on one chart at most (evenly thinned beyond).
+MAX_OOM_MARKS = 50
+
+
 def html_text(value: object) -> str:
-    """``value`` as the text of an HTML element or attribute: no raw control or bidi
-    character (:func:`memtui.errors.safe_line`: escaped as ``\\x1b``, never a line a CI
-    log reader takes for a command), then :func:`html.escape`."""
-    return html.escape(safe_line("" if value is None else str(value)))
+    """``value`` as the text of an HTML element or attribute: cut to :data:`MAX_TEXT`
+    characters (saying how many more there were), no raw control or bidi character
+    (:func:`memtui.errors.safe_line`: escaped as ``\\x1b``, never a line a CI log reader
+    takes for a command), then :func:`html.escape`."""
+    text = "" if value is None else str(value)
+    if len(text) > MAX_TEXT:
+        text = f"{text[:MAX_TEXT]}... ({len(text) - MAX_TEXT:,} more characters)"
+    return html.escape(safe_line(text))
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,10 @@ def _marks(marks: Marks, t0: int, t1: int) -> str:
         x = float(_x(t, t0, t1))
         parts.append(f'<line class="step-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{base}" '
                      f'y2="{base + 6}"/>')
-    for t, label in marks.ooms:
+    ooms = marks.ooms
+    if len(ooms) > MAX_OOM_MARKS:  # evenly thinned: each one is a line and a label
+        ooms = ooms[:: -(-len(ooms) // MAX_OOM_MARKS)]
+    for t, label in ooms:
         x = float(_x(t, t0, t1))
         right = x > WIDTH * 0.9
         parts.append(f'<line class="oom-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" '

@@ -37,6 +37,26 @@ def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
     return []
 
 
+def _leak_lines(detail: dict) -> list[str]:
+    """A leak's steps and rate: where its steps come from, its blocks, its occurrences
+    and bytes per second."""
+    source = f"steps from {detail['steps_from']}" if detail.get("steps_from") else \
+        "no steps found: the growth of its never-freed blocks"
+    lines = [f"        {source}; {counted(detail['blocks'], 'block')}, "
+             f"{format_bytes(detail['total_bytes'])} in all"]
+    rate = []
+    if detail.get("occurrences"):
+        rate.append(f"{counted(detail['occurrences'], 'occurrence')} of "
+                    f"{format_bytes(detail['bytes_per_occurrence'])}")
+    if detail.get("regularity") is not None:
+        rate.append(f"their spacing varies by {detail['regularity']:.0%}")
+    if detail.get("bytes_per_second") is not None:
+        rate.append(f"{format_bytes(detail['bytes_per_second'])}/s")
+    if rate:
+        lines.append("        " + ", ".join(rate))
+    return lines
+
+
 def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
                     stacks: bool = False) -> str:
     """The human text of ``memtui findings``: every finding by severity, per device
@@ -56,9 +76,7 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
             for conflict in finding.detail.get("conflicts") or []:
                 lines.append(f"        conflict: {conflict}")
             if finding.kind == "leak":
-                lines.append(f"        steps from {finding.detail['steps_from']}; "
-                             f"{counted(finding.detail['blocks'], 'block')}, "
-                             f"{format_bytes(finding.detail['total_bytes'])} in all")
+                lines += _leak_lines(finding.detail)
             if stacks:
                 lines += _stack_lines(trace, finding)
     if not findings:

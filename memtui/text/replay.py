@@ -51,8 +51,10 @@ def _delta(before: int, after: int) -> str:
     return f"{sign}{fb(abs(after - before))}{share}"
 
 
-def _frag(f: RunFigures) -> str:
-    return f"{f.fragmentation_at_peak:.1%}"
+def _fragmented(f: RunFigures) -> str:
+    """Fragmented bytes at the reserved peak and their share of it (the one measure every
+    screen and finding calls fragmentation)."""
+    return f"{fb(f.fragmented_at_peak)} ({f.fragmented_share_at_peak:.1%})"
 
 
 def format_prediction(prediction: Prediction) -> str:
@@ -75,9 +77,10 @@ def format_prediction(prediction: Prediction) -> str:
              f"{n.cuda_malloc - r.cuda_malloc:+d}"),
         _row("cudaFree calls", str(r.cuda_free), str(n.cuda_free),
              f"{n.cuda_free - r.cuda_free:+d}"),
-        _row("fragmentation at peak", _frag(r), _frag(n)),
-        _row("  cached free at peak", fb(r.free_at_peak), fb(n.free_at_peak)),
-        _row("  largest free block", fb(r.largest_free_at_peak), fb(n.largest_free_at_peak)),
+        _row("at the reserved peak:", "", ""),
+        _row("  fragmented", _fragmented(r), _fragmented(n)),
+        _row("  largest gap", fb(r.largest_gap_at_peak), fb(n.largest_gap_at_peak)),
+        _row("  cached", fb(r.cached_at_peak), fb(n.cached_at_peak)),
         _row("OOMs", str(r.ooms), str(n.ooms)),
     ]
     for change in p.oom_changes[:5]:

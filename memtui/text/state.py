@@ -27,8 +27,11 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
            if level.get("reserved_is_floor") and level.get("reserved_ceiling") is not None
            else ""),
         f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
-        f"{fb(data['largest_gap_bytes'])}; lost to rounding "
-        f"{fb(data['internal_fragmentation_bytes'])}",
+        f"{fb(data['largest_gap_bytes'])}: fragmented {fb(data['fragmented_bytes'])} "
+        f"({data['fragmented_share']:.0%} of reserved, free inside "
+        f"{data['fragmented_segments']} partly used segments), cached "
+        f"{fb(data['cached_bytes'])} (in {data['cached_segments']} wholly free segments); "
+        f"lost to rounding {fb(data['rounding_bytes'])}",
     ]
     if data.get("by_role"):
         from memtui.text.roles import roles_text

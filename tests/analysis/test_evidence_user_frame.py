@@ -120,6 +120,15 @@ def test_the_report_and_perfetto_carry_the_same_evidence(name, tmp_path):
     assert pl.DataFrame([peak.evidence.stack[0].to_json()]).select(user_frame()).item()
 
 
+def test_the_peaks_title_leads_with_code_not_with_blocks_without_a_stack():
+    """cuda_moe_leak: 34.0 MiB of blocks without a stack (the autograd thread under
+    Python-only stacks) held most; the title named "(no stack recorded)" first."""
+    capture = memtui.open(REPO / "tests" / "data" / "cuda_moe_leak.pickle", use_cache=False)
+    (peak,) = capture.findings().of_kind("peak")
+    assert "allocated: forward (moe_leak.py:45) holds 33.0 MiB (35%), 34.0 MiB (36%) " \
+        "with no stack recorded" in peak.title
+
+
 def test_real_captures_are_here():
     if not shared_files("torch_snapshots"):
         pytest.skip("../shared/data is absent: the real captures live beside the checkout")

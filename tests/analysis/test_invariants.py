@@ -175,6 +175,10 @@ def test_a_dump_whose_blocks_overflow_their_segment_says_what_is_known(tmp_path,
     assert device["reserved_floor"]
     assert main(["state", str(path)]) == 0
     assert "reserved >= 2.1 GiB" in capsys.readouterr().out
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "&gt;= 2.1 GiB" in html and "segsum" in html
 
 
 def test_blocks_outside_every_segment_raise_reserved_to_allocated(tmp_path):

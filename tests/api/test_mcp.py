@@ -102,7 +102,8 @@ def test_each_tool_answers_the_commands_json(folder, capsys):
                    ("compare", {"a": clean, "b": leak}),
                    ("whatif", {"path": ops, "settings": ["max_split_size_mb:32"]}),
                    ("check", {"path": leak, "max_peak": "8MiB"}),
-                   ("check", {"path": leak, "baseline": clean, "tolerance": 5}))
+                   ("check", {"path": leak, "baseline": clean, "tolerance": 5}),
+                   ("check", {"path": leak, "max_role": {"other": "1MiB"}}))
     expected = [cli_json(capsys, "summary", hand),
                 cli_json(capsys, "findings", hand),
                 cli_json(capsys, "findings", leak, "--stacks"),
@@ -111,11 +112,12 @@ def test_each_tool_answers_the_commands_json(folder, capsys):
                 cli_json(capsys, "compare", clean, leak),
                 cli_json(capsys, "whatif", ops, "--set", "max_split_size_mb:32"),
                 cli_json(capsys, "check", leak, "--max-peak", "8MiB"),
-                cli_json(capsys, "check", leak, "--baseline", clean, "--tolerance", "5")]
+                cli_json(capsys, "check", leak, "--baseline", clean, "--tolerance", "5"),
+                cli_json(capsys, "check", leak, "--max-role", "other=1MiB")]
     answers = [answer(r) for r in results]
     assert answers == expected
     # and they say what the captures hold (worked out by hand in their helpers)
-    summary, _, _, peak, _, compared, whatif, limit, baseline = answers
+    summary, _, _, peak, _, compared, whatif, limit, baseline, role = answers
     assert summary["devices"][0]["peak_allocated_bytes"] == 4096
     assert peak["level"]["allocated"] == 4096
     assert compared["devices"][0]["end_allocated"] == [0, 4 * MiB, 4 * MiB]
@@ -123,23 +125,31 @@ def test_each_tool_answers_the_commands_json(folder, capsys):
     assert whatif["devices"][0]["prediction"]["settings"] == "max_split_size_mb:32"
     assert limit["passed"] is False  # 9 MiB at the peak
     assert baseline["passed"] is False  # 4 MiB left at the end, none in the baseline
+    assert role["limits"]["max_role"] == {"other": MiB}
 
 
-def test_roles_answer_where_the_api_has_them(folder):
-    """Roles come from ``Capture.roles()`` (or the summary's ``by_role``) where this memtui
-    assigns them; until then the tool says so in one line."""
+def test_roles_are_the_summarys_and_at_an_event_the_apis(folder, capsys):
+    """Without an event: each device's ``by_role`` and ``roles`` of ``memtui summary
+    --json``; at an event: ``Capture.by_role`` there (summing to allocated)."""
     import memtui
 
-    [result] = call(build_server(Allowed([], [folder])),
-                    ("roles", {"path": str(folder / "leak.pickle")}))
-    capture = memtui.open(folder / "leak.pickle")
-    if hasattr(capture, "roles"):
-        assert answer(result) == capture.roles().to_dict()
-    elif any("by_role" in d for d in capture.summary().to_dict()["devices"]):
-        assert [d["by_role"] for d in answer(result)["devices"]] == [
-            d["by_role"] for d in capture.summary().to_dict()["devices"]]
-    else:
-        assert "assigns no roles" in error(result)
+    leak = str(folder / "leak.pickle")
+    results = call(build_server(Allowed([], [folder])),
+                   ("roles", {"path": leak}),
+                   ("roles", {"path": leak, "event": "peak"}),
+                   ("roles", {"path": leak, "event": "last", "device": "cuda:0"}),
+                   ("roles", {"path": leak, "device": "cuda:7"}))
+    summary = cli_json(capsys, "summary", leak)
+    at_peak = answer(results[0])
+    assert at_peak["devices"] == [{"device": d["device"], "by_role": d["by_role"],
+                                   "roles": d["roles"]} for d in summary["devices"]]
+    assert sum(at_peak["devices"][0]["by_role"].values()) == 9 * MiB  # the peak
+    capture = memtui.open(leak)
+    assert answer(results[1])["by_role"] == capture.by_role("peak")
+    last = answer(results[2])["by_role"]
+    assert last == capture.by_role("last", device="cuda:0")
+    assert sum(last.values()) == 4 * MiB  # the four leaked blocks
+    assert "no device 'cuda:7'" in error(results[3])
 
 
 def test_only_the_captures_named_and_what_lies_under_a_root(folder, tmp_path):

@@ -70,7 +70,9 @@ def test_findings_stacks_prints_each_peak_group_with_its_full_stack(capsys):
                                     "          /work/train.py:180:train",
                                     "          /work/train.py:212:<module>"]
     leak = next(i for i, line in enumerate(lines) if line.startswith("    [high] leak:"))
-    assert lines[leak + 2:leak + 4] == ["        stack:",
+    assert lines[leak + 2] == ("        187 occurrences of 256.0 KiB, their spacing varies "
+                               "by 4%, 74.4 MiB/s")
+    assert lines[leak + 3:leak + 5] == ["        stack:",
                                         "          /work/train.py:195:log_metrics"]
     assert main(["findings", str(demo)]) == 0
     assert "/work/model.py:150:MLP.forward" not in capsys.readouterr().out  # only on asking

@@ -186,3 +186,18 @@ def test_a_safe_line_is_one_line_never_a_command(text):
     line = safe_line(text)
     assert "\n" not in line and scan(line) == []
     assert scan(safe_text([text, f"  {text}", "ok"])) == []
+
+
+@pytest.mark.parametrize("name", ["::warning title=x::N.pickle", "##vso[task.x]N.pickle",
+                                  "  ::error::N.pickle"])
+def test_a_file_name_that_starts_a_line_is_escaped(files, capsys, name, monkeypatch):
+    """The path begins the first line of summary (its reopened form too), findings and
+    the rest: a name starting with ``::`` or ``##`` must not start an output line."""
+    path = files["room"] / name
+    path.write_bytes(files["snapshot"].read_bytes())
+    monkeypatch.chdir(files["room"])
+    for argv in (["summary", name], ["summary", name], ["findings", name], ["state", name],
+                 ["check", name, "--max-peak", "1KiB"], ["compare", name, name],
+                 ["whatif", name]):
+        code, text = run(capsys, argv)
+        assert code in (0, 1, 2) and scan(text) == [], (argv, text[:500])

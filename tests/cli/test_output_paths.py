@@ -271,3 +271,34 @@ def test_random_output_paths(tmp_path_factory, capsys, shared_capture, writer, k
     if code == 0:
         out = Path(output)
         assert not out.is_symlink() and _valid(writer, out)
+
+
+def test_junit_never_writes_over_the_settings_it_read(room, capsys):
+    """The pyproject.toml found above the current folder and a --roles file are inputs."""
+    (room / "pyproject.toml").write_text("[tool.memtui.check]\nmax-peak = \"1GiB\"\n")
+    (room / "rules.toml").write_text("[tool.memtui.roles]\ncache = \"kv_cache\"\n")
+    before = {p: p.read_bytes() for p in (room / "pyproject.toml", room / "rules.toml")}
+    for target, extra in (("pyproject.toml", []), ("rules.toml", ["--roles", "rules.toml"])):
+        code, err = run(capsys, ["check", "cap.pickle", *extra, "--junit", target])
+        assert code == 2 and "is the input" in err, err
+    assert {p: p.read_bytes() for p in before} == before
+
+
+@pytest.mark.skipif(not os.path.lexists("/proc/1/cwd"), reason="no /proc/1/cwd here")
+def test_a_roles_file_behind_a_link_into_proc_is_one_line(room, capsys):
+    (room / "x").symlink_to("/proc/1/cwd")
+    code, err = run(capsys, ["check", "cap.pickle", "--roles", "x/rules.toml"])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_uis_csv_export_never_writes_through_a_planted_link(room, monkeypatch):
+    """The Tables screen's export goes to ``memtui-KIND-TIME.csv`` here or in the temp
+    folder: a name a neighbour can predict and plant a link at."""
+    from memtui.tui.screens import tables
+
+    monkeypatch.setattr(tables, "_csv_name", lambda kind: f"memtui-{kind}-fixed.csv")
+    (room / "memtui-blocks-fixed.csv").symlink_to(room / "target.txt")
+    path = tables._write_csv("a,b\n1,2\n", "blocks")
+    assert path == room / "memtui-blocks-fixed.csv" and not path.is_symlink()
+    assert path.read_text() == "a,b\n1,2\n"
+    assert (room / "target.txt").read_text() == TARGET_TEXT

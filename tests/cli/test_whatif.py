@@ -117,6 +117,8 @@ def test_real_capture_prediction(capsys):
     assert 0 < predicted["reserved_peak"] < recorded["reserved_peak"]
     assert prediction["reserved_peak_saving"] == (
         recorded["reserved_peak"] - predicted["reserved_peak"])
-    assert predicted["free_at_peak"] < recorded["free_at_peak"]
+    # fewer bytes fragmented at the reserved peak (the finding's measure), and the
+    # recorded run's figure is the pool's own at that moment
+    assert predicted["fragmented_at_peak"] < recorded["fragmented_at_peak"]
     assert events.filter(pl.col("action") == "oom").is_empty()
     assert any("no device capacity is known" in line for line in prediction["cannot_know"])

@@ -33,6 +33,8 @@ HOSTILE = [
     "admin\u202e\u2066 ::set-output name=x::y\u2069\u200f",
     "line\u2028::notice::sep\u0085x",
     "  ::group::indented\t\x7f",
+    "##vso[task.setvariable variable=X]owned",
+    "##[group]azure",
 ]
 BIDI = {"\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)),
         *map(chr, range(0x2066, 0x206A))}
@@ -48,8 +50,8 @@ def scan(text: str, *, newlines: bool = True) -> list[str]:
             continue
         if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") or char in BIDI:
             found.append(f"raw {char!r}")
-    found += [f"workflow command: {line[:60]!r}" for line in text.split("\n")
-              if line.lstrip(" \t\r\x0b\x0c").startswith("::")]
+    found += [f"CI command: {line[:60]!r}" for line in text.split("\n")
+              if line.lstrip(" \t\r\x0b\x0c").startswith(("::", "##"))]
     return found
 
 
@@ -106,11 +108,12 @@ def write_hostile_memscope(path: Path) -> Path:
     for step in range(8):
         ident += 1
         t += 1000
-        rows.append(row(ident, "SYSTEM", "STEP", t, dev="N/A", name=HOSTILE[step % 6]))
+        names = [HOSTILE[(step + k) % len(HOSTILE)] for k in range(3)]
+        rows.append(row(ident, "SYSTEM", "STEP", t, dev="N/A", name=names[0]))
         ident += 1
-        rows.append(row(ident, "MSTX", "Mark", t + 10, name=f'"{HOSTILE[(step + 1) % 6]}"'))
+        rows.append(row(ident, "MSTX", "Mark", t + 10, name=f'"{names[1]}"'))
         ident += 1
-        rows.append(row(ident, "OP_LAUNCH", "ATEN_START", t + 20, name=HOSTILE[(step + 2) % 6]))
+        rows.append(row(ident, "OP_LAUNCH", "ATEN_START", t + 20, name=names[2]))
         for keep in (False, True):
             aid = 100 + 2 * step + keep
             addr = 0x10_0000 + aid * 0x1_0000
@@ -118,7 +121,7 @@ def write_hostile_memscope(path: Path) -> Path:
             ident += 1
             rows.append(mem(ident, "MALLOC", "PTA", t + 30 + keep, aid, addr, 4096,
                             py=_py_stack(step + keep), total=1 << 20, used=used,
-                            owner=f"PTA@{HOSTILE[(step + keep) % 6]}"))
+                            owner=f"PTA@{HOSTILE[(step + keep) % len(HOSTILE)]}"))
             if not keep:
                 used -= 4096
                 ident += 1

@@ -110,10 +110,18 @@ class PoolFigures:
     allocated: int
     gaps: int
     largest_gap: int
+    fragmented: int = 0  # free inside segments that hold a block
+    fragmented_largest_gap: int = 0
 
     @property
     def free(self) -> int:
         return self.reserved - self.allocated
+
+    def fragmented_text(self) -> str:
+        """The Pool header's words for the fragmented bytes."""
+        return (f"fragmented {format_bytes(self.fragmented)} "
+                f"({self.fragmented / self.reserved:.0%} of reserved, largest gap "
+                f"{format_bytes(self.fragmented_largest_gap)})")
 
 
 def pool_at(trace: MemoryTrace, device: str, event: int) -> PoolFigures:
@@ -126,18 +134,25 @@ def pool_at(trace: MemoryTrace, device: str, event: int) -> PoolFigures:
         & (pl.col("seq_free").is_null() | (pl.col("seq_free") > seq))).sort("addr")
     blocks = alive_at(trace, device, event).sort("addr")
     addrs, sizes = blocks["addr"].to_list(), blocks["size"].to_list()
-    gaps, largest = 0, 0
+    gaps, largest, fragmented, fragmented_largest = 0, 0, 0, 0
     for start, size in segments.select("addr", "size").iter_rows():
         at, end = start, start + size
+        free = []
         for addr, block_size in zip(addrs, sizes, strict=True):
             if start <= addr < end:
                 if addr > at:
-                    gaps, largest = gaps + 1, max(largest, addr - at)
+                    free.append(addr - at)
                 at = addr + block_size
+        holds = at > start  # a block in it
         if end > at:
-            gaps, largest = gaps + 1, max(largest, end - at)
+            free.append(end - at)
+        gaps, largest = gaps + len(free), max([largest, *free])
+        if holds:
+            fragmented += sum(free)
+            fragmented_largest = max([fragmented_largest, *free])
     return PoolFigures(segments=segments.height, reserved=int(segments["size"].sum()),
-                       allocated=int(blocks["size"].sum()), gaps=gaps, largest_gap=largest)
+                       allocated=int(blocks["size"].sum()), gaps=gaps, largest_gap=largest,
+                       fragmented=fragmented, fragmented_largest_gap=fragmented_largest)
 
 
 def seconds(t_ns: int, start_ns: int = 0) -> str:

@@ -135,9 +135,11 @@ def _alive_at(trace: MemoryTrace, device: str, t: int, seq: int | None) -> pl.Da
 
 
 def _headline(rows: list[dict[str, Any]]) -> str:
-    """": X holds B (S%)" for the largest group a block explains, then the bytes alive
-    before the capture (or in no operator) where they are more than that group."""
-    named = [r for r in rows if r["label"] not in REMAINDER_LABELS
+    """": X holds B (S%)" for the largest group a block's code explains, then the bytes
+    alive before the capture (or in no operator, or of blocks with no stack) where they
+    are more than that group."""
+    unnamed = (*REMAINDER_LABELS, NO_STACK)
+    named = [r for r in rows if r["label"] not in unnamed
              and not r["label"].endswith(" more)")]
     parts = []
     if named:
@@ -146,8 +148,9 @@ def _headline(rows: list[dict[str, Any]]) -> str:
                      f"({first['share']:.0%})")
     biggest = named[0]["bytes"] if named else 0
     for r in rows:
-        if r["label"] in REMAINDER_LABELS and r["bytes"] > biggest:
-            parts.append(f"{format_bytes(r['bytes'])} ({r['share']:.0%}) {r['label']}")
+        if r["label"] in unnamed and r["bytes"] > biggest:
+            words = "with no stack recorded" if r["label"] == NO_STACK else r["label"]
+            parts.append(f"{format_bytes(r['bytes'])} ({r['share']:.0%}) {words}")
     return ": " + ", ".join(parts) if parts else ""
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK
+from memtui.analysis.findings.leak import leak_rate
 from memtui.analysis.findings.model import Finding
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
@@ -298,15 +299,15 @@ def _leak_limit(trace: MemoryTrace, device: str, leaks: list[Finding],
         broken = [f for f in leaks if f.severity == "high"]
         rule = "no leak of high severity"
     else:
-        broken = [f for f in leaks if f.detail.get("bytes_per_step", f.bytes or 0) > limit]
+        broken = [f for f in leaks if leak_rate(f) > limit]
         rule = f"no leak over --max-leak-per-step {format_bytes(limit)}"
     if not broken:
-        worst = max((f.detail.get("bytes_per_step", 0) for f in leaks), default=0)
+        worst = max((leak_rate(f) for f in leaks), default=0)
         message = rule + (f" ({len(leaks)} below it, the largest {format_bytes(worst)} per "
                           "step)" if leaks else "")
         return LimitResult("leak", device, PASS, message, worst if leaks else 0, limit)
-    worst = max(broken, key=lambda f: f.detail.get("bytes_per_step", 0))
-    per_step = int(worst.detail.get("bytes_per_step", 0))
+    worst = max(broken, key=leak_rate)
+    per_step = leak_rate(worst)
     more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
     message = f"{worst.title}{more}; the limit: {rule}"
     return LimitResult("leak", device, FAIL, message, per_step, limit,
@@ -476,7 +477,7 @@ def _new_leaks(b: MemoryTrace, device: str, found_a: list[Finding],
     first = new[0]
     more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
     return LimitResult("baseline_leak", device, FAIL, f"new leak: {first.title}{more}",
-                       int(first.detail.get("bytes_per_step", 0)), None, _evidence(b, first))
+                       leak_rate(first), None, _evidence(b, first))
 
 
 # -- the whole check ----------------------------------------------------------------------------

@@ -741,11 +741,21 @@ class CachingAllocator:
     def _all_pools(self) -> list[BlockPool]:
         return [self.small, self.large] + [p for pair in self.private.values() for p in pair]
 
-    def free_bytes_and_largest(self) -> tuple[int, int]:
-        """Cached free bytes (mapped free blocks of both pools) and the largest of them."""
-        total = largest = 0
+    def free_split(self) -> tuple[int, int, int]:
+        """The pool's free bytes as memtui measures them everywhere
+        (:class:`memtui.analysis.layout.pool_state.Fragmentation`): (fragmented: free
+        blocks inside a segment that also holds a block in use or pending; cached: free
+        blocks that are a whole segment, or for an expandable segment a whole mapped
+        range; the largest fragmented block)."""
+        fragmented = cached = largest = 0
         for pool in self._all_pools():
             for key in pool.blocks:
-                total += key[1]
-                largest = max(largest, key[1])
-        return total, largest
+                block = pool.by_key[key]
+                alone = (block.prev is None or not block.prev.mapped) and \
+                    (block.next is None or not block.next.mapped)
+                if alone:
+                    cached += block.size
+                else:
+                    fragmented += block.size
+                    largest = max(largest, block.size)
+        return fragmented, cached, largest

@@ -83,8 +83,11 @@ class ReplayRun:
     events: pl.DataFrame  # the device's events (t, seq, action, addr, size, stream, ...)
     replay_addr: np.ndarray  # uint64 per event
     reserved: np.ndarray  # int64 per event: the replay's reserved after it
-    free_at_peak: int
-    largest_free_at_peak: int
+    #: at the reserved peak (its first time, after the event that reached it): the free
+    #: bytes split as memtui measures them (CachingAllocator.free_split)
+    fragmented_at_peak: int
+    cached_at_peak: int
+    largest_gap_at_peak: int
     segments: SegmentLog
     ooms: list[tuple[int, int, str]]  # (event index, bytes asked, "caused"/"avoided"/"kept")
     start_reserved: int
@@ -126,8 +129,9 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
 
     return ReplayRun(
         device=device, settings=settings, events=events, replay_addr=run.replay_addr,
-        reserved=run.reserved, free_at_peak=run.free_at_peak,
-        largest_free_at_peak=run.largest_at_peak, segments=run.log, ooms=run.ooms,
+        reserved=run.reserved, fragmented_at_peak=run.at_peak[0],
+        cached_at_peak=run.at_peak[1], largest_gap_at_peak=run.at_peak[2],
+        segments=run.log, ooms=run.ooms,
         start_reserved=start_reserved, unknown_frees=run.unknown_frees, orphans=orphans,
         release_runs=[(int(i), kind) for i, kind in releases.items()],
         pool_before=pool_before,
@@ -326,7 +330,7 @@ class _Loop:
         self.failed: set[int] = set()
         # the peak over the trace's events (the pool before the first is the recorded one)
         self.peak = -1
-        self.free_at_peak = self.largest_at_peak = 0
+        self.at_peak = (0, 0, 0)  # free_split() at the reserved peak
 
     def go(self, stop: int | None = None) -> None:
         """Replay every event (or those before event ``stop``)."""
@@ -357,11 +361,10 @@ class _Loop:
                 logged = len(seg_events)
                 if allocator.reserved > self.peak:
                     self.peak = allocator.reserved
-                    self.free_at_peak, self.largest_at_peak = \
-                        allocator.free_bytes_and_largest()
+                    self.at_peak = allocator.free_split()
             elif self.peak < 0:
                 self.peak = allocator.reserved
-                self.free_at_peak, self.largest_at_peak = allocator.free_bytes_and_largest()
+                self.at_peak = allocator.free_split()
             reserved[i] = allocator.reserved
         self.reserved[:] = reserved
 

@@ -83,6 +83,9 @@ def check_input(path: Path, allow_empty: bool = False) -> None:
         info = os.stat(path)
     except OSError as exc:
         raise CaptureError(path, _stat_problem(path, exc)) from None
+    except ValueError:  # (os.stat refuses a NUL inside a path)
+        raise CaptureError(path, "a NUL character in the path: no file has that name") \
+            from None
     if stat.S_ISDIR(info.st_mode):
         if not os.access(path, os.R_OK | os.X_OK):
             raise CaptureError(path, "cannot read the folder (permission denied)")

@@ -208,6 +208,7 @@ class TrendScreen(Screen):
         text = Text()  # wraps onto a second line in a narrow pane: no figure dropped
         line = 0
         levels = timeline.levels_at_event(timeline.event_of(cursor))
+        floor = reserved_is_floor(self.app.trace, cursor.device)  # the file contradicts
         exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
         if timeline.reserved is not None:
             exact[id(timeline.reserved)] = levels.reserved
@@ -230,7 +231,8 @@ class TrendScreen(Screen):
                 line += 1
             text.append(glyph + " ", style=plot.get_component_rich_style(component))
             label = series.short if narrow else series.label
-            text.append(f"{label} {short_bytes(value) if narrow else format_bytes(value)}  ")
+            at = ">=" if series.label == "reserved" and floor else ""  # the least it can be
+            text.append(f"{label} {at}{short_bytes(value) if narrow else format_bytes(value)}  ")
         setting = self._what_if_setting()
         if setting is not None:  # the what-if overlay: the next line colour
             overlay, note = self._what_ifs.get((cursor.device, setting), (None, "replaying..."))
@@ -253,9 +255,8 @@ class TrendScreen(Screen):
         if top is not None:
             text.append("  △ ", style="bold")
             if narrow:
-                text.append(f"resv {short_bytes(top[1])}")
+                text.append(f"resv {'>=' if floor else ''}{short_bytes(top[1])}")
             else:
-                floor = reserved_is_floor(self.app.trace, cursor.device)
                 text.append(f"reserved peak {at_least(top[1], floor)} at "
                             f"{format_time(top[0], timeline.start, unit)}")
         for char, name in self._marker_kinds(timeline.markers):
