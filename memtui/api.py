@@ -432,7 +432,13 @@ class Capture:
 
             trace = self._trace
             if has_layers(trace) and "layers" not in trace.meta.extra:
+                from memtui.progress import Phases, default
+
+                events = trace.events.height
+                layering = Phases(default()).start("memory layers", (0.0, 0.99), events,
+                                                   unit="events")
                 trace = layer_view(trace)
+                layering.finish(events)
             self._view = trace
         return self._view
 
@@ -440,8 +446,11 @@ class Capture:
         if self._findings is None:
             from memtui.analysis.findings import find_all
             from memtui.analysis.timeline.levels import allocated_level, reserved_level, seed_levels
+            from memtui.progress import Phases, default
 
             view = self.view()
+            events = view.events.height
+            finding = Phases(default()).start("finding", (0.0, 1.0), events, unit="events")
             for name in view.meta.device_names:  # made once: the findings and the figures
                 seed_levels(view, name, allocated_level(view, name),  # both read them
                             reserved_level(view, name))
@@ -451,6 +460,7 @@ class Capture:
                 self._findings = findings_of(view)
             else:
                 self._findings = find_all(view)
+            finding.finish(events)
         return self._findings
 
     def findings(self, stacks: bool = False) -> Findings:
@@ -578,7 +588,8 @@ class Capture:
                device: str | None = None) -> WhatIf:
         """Replay the caching allocator on each device (or ``device``), prove it on the
         recording, and predict what ``changes`` (``"expandable_segments:True"``,
-        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF) or a ``capacity``
+        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF; one string is one
+        setting, or several joined by commas) or a ``capacity``
         (``"80GiB"``: would it fit on a smaller card), or a per-process
         ``fraction_limit``, would change (``memtui whatif``)."""
         from dataclasses import replace
@@ -600,6 +611,8 @@ class Capture:
         if capacity is not None and fraction_limit is not None:
             raise CaptureError(self.path, "a capacity or a fraction limit, not both")
         recorded = from_capture(trace.meta.extra.get("allocator_settings"))
+        if isinstance(changes, str):  # one PYTORCH_CUDA_ALLOC_CONF, not its characters
+            changes = [changes]
         try:
             changed = apply_changes(recorded, list(changes))
             if capacity is not None:
