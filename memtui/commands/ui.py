@@ -58,6 +58,9 @@ def _run_follow(paths: list[str], rank: int | None = None) -> int:
 
     if len(paths) != 1:
         raise CaptureError("--follow", "needs one PATH: the file or folder being written")
+    from memtui.commands.paths import capture_path
+
+    capture_path(paths[0])  # "" refused: following "." is not what it meant
     from memtui.sources.follow import open_follower
 
     open_follower(paths[0], rank).close()  # what cannot be followed: one line, before the UI
