@@ -46,7 +46,9 @@ def test_each_mixin_takes_only_what_its_protocol_declares():
     textual = _textual_names()
     undeclared = {c.__name__: sorted(taken_from_others(c, textual) - declared(NEEDS[c.__name__]))
                   for c in MIXINS}
-    assert not any(undeclared.values()), {k: v for k, v in undeclared.items() if v}
+    assert not any(undeclared.values()), (
+        "declare these in the mixin's Protocol in memtui/tui/app_parts.py: "
+        f"{ {k: v for k, v in undeclared.items() if v} }")
 
 
 def test_the_app_provides_everything_declared():
