@@ -5,8 +5,10 @@ loop with a planted leak, so the leak finder does its full work), then, in one f
 interpreter per repetition, times ``load_trace`` (the open, from the file: the reopen
 cache is off) and
 ``memtui.analysis.findings.find_all`` on the loaded trace.  Goal (issue 16): findings on
-a 5M-event snapshot cost at most 0.3x the open time.  The machines are shared and noisy:
-read the ratio, best of ``--repeat``.
+a 5M-event snapshot cost at most 0.3x the open time.  Each size is measured twice: with the
+generator's ``ProfilerStep#N`` markers, and without them (the steps found from the trace's
+own period, issue 33).  The machines are shared and noisy: read the ratio, best of
+``--repeat``.
 
     python benchmarks/bench_findings.py                    # 1M and 5M events
     python benchmarks/bench_findings.py --events 200000 --repeat 1
@@ -48,14 +50,17 @@ def measure(path: Path) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def bench(n_events: int, repeat: int, folder: Path) -> dict:
+def bench(n_events: int, repeat: int, folder: Path, markers: bool = True) -> dict:
     from benchmarks.generate import write_snapshot
 
-    path = write_snapshot(folder / f"bench_findings_{n_events}.pickle", n_events=n_events)
+    path = write_snapshot(folder / f"bench_findings_{n_events}_{markers}.pickle",
+                          n_events=n_events, markers=markers)
     runs = [measure(path) for _ in range(repeat)]
+    path.unlink()
     best = min(runs, key=lambda r: r["findings_s"] / r["open_s"])
-    return {"events": n_events, "open_s": best["open_s"], "findings_s": best["findings_s"],
-            "ratio": best["findings_s"] / best["open_s"], "found": best["found"]}
+    return {"events": n_events, "markers": markers, "open_s": best["open_s"],
+            "findings_s": best["findings_s"], "ratio": best["findings_s"] / best["open_s"],
+            "found": best["found"]}
 
 
 def main() -> None:
@@ -63,13 +68,14 @@ def main() -> None:
     parser.add_argument("--events", type=int, nargs="*", default=[1_000_000, 5_000_000])
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs each")
     args = parser.parse_args()
-    print(f"{'events':>10} {'open s':>8} {'findings s':>10} {'ratio':>6}  (goal <= {GOAL})")
+    print(f"{'events':>10} {'markers':>8} {'open s':>8} {'findings s':>10} {'ratio':>6}  "
+          f"(goal <= {GOAL})")
     with tempfile.TemporaryDirectory() as folder:
-        for n in args.events:
-            row = bench(n, args.repeat, Path(folder))
+        for n, markers in ((n, m) for n in args.events for m in (True, False)):
+            row = bench(n, args.repeat, Path(folder), markers)
             flag = "ok" if row["ratio"] <= GOAL else "OVER"
-            print(f"{row['events']:>10} {row['open_s']:>8.2f} {row['findings_s']:>10.2f} "
-                  f"{row['ratio']:>6.2f}  {flag}")
+            print(f"{row['events']:>10} {'yes' if markers else 'no':>8} {row['open_s']:>8.2f} "
+                  f"{row['findings_s']:>10.2f} {row['ratio']:>6.2f}  {flag}")
             for title in row["found"][:3]:
                 print(f"{'':>12}{title}")
 

@@ -299,7 +299,7 @@ async def wait_tables(app, pilot) -> None:
 _PAINT = r"""
 import time
 start = time.perf_counter()
-import asyncio, sys
+import asyncio, resource, sys
 from memtui.tui.app import MemtuiApp
 cpu = {}
 mark_painted = MemtuiApp.mark_painted
@@ -312,7 +312,8 @@ async def main():
     async with app.run_test(size=(120, 40)):
         while "trend" not in app.painted:
             await asyncio.sleep(0.002)
-        print(app.painted["trend"] - start, cpu["trend"])
+        print(app.painted["trend"] - start, cpu["trend"],
+              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 asyncio.run(main())
 """
 
@@ -323,13 +324,24 @@ def process_paint(path: Path, cache: bool,
     paint (imports included: what a user waits for), and the process's CPU seconds by
     then (every thread; steadier than wall time on a busy machine), reading the cache or
     not (the environment ``base_env``, default this process's)."""
+    figures = paint_figures(path, cache, base_env)
+    return figures["wall"], figures["cpu"]
+
+
+def paint_figures(path: Path, cache: bool,
+                  base_env: dict[str, str] | None = None) -> dict[str, float]:
+    """:func:`process_paint`'s ``wall`` and ``cpu``, and ``rss``: the process's peak
+    resident memory by the first paint (bytes)."""
     env = {**(os.environ if base_env is None else base_env), "PYTHONPATH": str(REPO)}
     if not cache:
         env["MEMTUI_NO_CACHE"] = "1"
     done = subprocess.run([sys.executable, "-c", _PAINT, str(path)], env=env, cwd=REPO,
-                          capture_output=True, text=True, check=True)
-    wall, cpu = done.stdout.strip().splitlines()[-1].split()
-    return float(wall), float(cpu)
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the paint of {path} exited {done.returncode}: "
+                           f"{done.stderr[-4000:]}")
+    wall, cpu, rss = done.stdout.strip().splitlines()[-1].split()
+    return {"wall": float(wall), "cpu": float(cpu), "rss": float(rss)}
 
 
 def whole_process(path: Path, bare: float, rounds: int = 3) -> None:

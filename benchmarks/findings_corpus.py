@@ -24,7 +24,8 @@ as a real file in one format:
   segments; ../shared/formats/ascend_profiler.md).
 
 The truth is written beside each capture as ``<capture>.truth.json``: the leaks (function,
-msMemScope owner or profiler operator, bytes per step), the OOM causes (worked out from
+msMemScope owner or profiler operator, bytes per step as the code keeps them, and what the
+allocator's blocks hold per step), the OOM causes (worked out from
 the allocator model's own state at the failed request: the request against the pool's
 free bytes, its largest gap and the device's free bytes), and whether a fragmentation
 finding of medium or higher is due (only where fragmentation explains the OOM).
@@ -97,6 +98,10 @@ SITES = {
     "warmup": Site("Prefetcher.warm", "/work/data.py", 77, "PTA@prefetch", "aten::zeros"),
     "kv": Site("KVCache.grow", "/work/serve.py", 58, "PTA@kv_cache", "aten::new_empty"),
     "big": Site("Evaluator.run", "/work/eval.py", 19, "PTA@eval", "aten::empty_like"),
+    "evalcache": Site("Evaluator.remember", "/work/eval.py", 33, "PTA@eval_cache",
+                      "aten::empty"),
+    **{f"expert{i}": Site("Expert.forward", "/work/moe.py", 40 + 3 * i, "PTA@ops@aten",
+                          "aten::mm") for i in range(4)},
 }
 
 
@@ -148,6 +153,20 @@ class Case:
     window: int = 0
     #: activation sizes vary from step to step by up to this share (dynamic shapes)
     jitter: float = 0.0
+    #: attention and MLP activations routed at random to one of this many experts
+    mix: int = 0
+    #: each MLP activation repeated 1 to 3 times (a data-dependent count)
+    counts: bool = False
+    #: micro-batches per step (gradient accumulation: gradients kept across them)
+    accumulate: int = 1
+    #: an evaluation pass every this many steps
+    eval_every: int = 0
+    #: with eval_every: a cache kept from one evaluation to the next (bounded)
+    eval_cache: bool = False
+    #: a KV cache grown through each step, freed at its end
+    kv_grow: bool = False
+    #: a pause of up to this many seconds after each step (a jittered clock)
+    clock_jitter: float = 0.0
     description: str = ""
 
 
@@ -186,6 +205,7 @@ class _Program:
         self.addr_of: dict[int, int] = {}
         self.leaked: dict[LeakPlan, list[int]] = {}  # plan -> keys of its blocks
         self.window: list[int] = []  # keys the sliding-window cache holds
+        self.eval_kept: int | None = None  # the evaluation cache's block
         self.next_key = 0
         self._frames = {name: site.frames for name, site in SITES.items()}
         self.frames_site = {id(frames): name for name, frames in self._frames.items()}
@@ -247,39 +267,83 @@ class _Program:
 
     def training_step(self, k: int, batch: float) -> None:
         """Forward (activations kept for backward), backward (gradients), optimizer
-        temporaries; everything freed by the step's end (sizes: :func:`step_sizes`)."""
+        temporaries; everything freed by the step's end (sizes: :func:`step_sizes`).
+        With ``accumulate`` micro-batches the gradients are allocated in the first
+        backward and freed at the step's end; ``mix`` routes each attention and MLP
+        activation to one of that many experts at random, ``counts`` repeats each MLP
+        activation 1 to 3 times; ``kv_grow`` grows a cache through the step, freed at
+        its end; an evaluation every ``eval_every`` steps; ``clock_jitter`` a pause."""
         case = self.case
         sizes = step_sizes(batch * (1 + self.rng.uniform(-case.jitter, case.jitter)))
         if case.variable:
             sizes["forward"] = sizes["forward"][:self.rng.randint(3, 6)]
-        acts: list[int] = []
         temps: list[int] = []  # freed at the step's end
-        for layer, layer_sizes in enumerate(sizes["forward"]):
-            for site, size in layer_sizes:
-                acts.append(self.malloc(site, size))
-            if layer == 2:
-                for plan in case.leaks:
-                    if plan.keeps_at(k):
-                        self.keep(plan, k)
-                    if plan.with_churn:
-                        temps.append(self.malloc(plan.site, plan.size))
-                if case.window:
-                    self.window.append(self.malloc("kv", 2 * MiB))
-                    if len(self.window) > case.window:
-                        self.free(self.window.pop(0))
-                if k < case.warmup_steps:
-                    self.malloc("warmup", 2 * MiB)
-        logits = self.malloc("logits", sizes["logits"])
-        grads = []
-        for size in sizes["grad"][:len(sizes["forward"])]:
-            grads.append(self.malloc("grad", size))
-            for _ in range(3):
-                self.free(acts.pop())
-        if case.variable:  # a burst of small gradient buckets
-            grads += [self.malloc("grad", 512 * KiB) for _ in range(20)]
-        self.free(logits)
+        grads: list[int] = []
+        for micro in range(case.accumulate):
+            acts: list[int] = []
+            for layer, layer_sizes in enumerate(sizes["forward"]):
+                for site, size in layer_sizes:
+                    for _ in range(self.rng.randint(1, 3) if case.counts and site == "mlp"
+                                   else 1):
+                        acts.append(self.malloc(self.routed(site), size))
+                    if case.kv_grow:
+                        temps.append(self.malloc("kv", 256 * KiB))
+                if layer == 2 and micro == 0:
+                    temps += self.planted(k)
+            logits = self.malloc("logits", sizes["logits"])
+            for size in sizes["grad"][:len(sizes["forward"])]:
+                if micro == 0:
+                    grads.append(self.malloc("grad", size))
+                for _ in range(min(3, len(acts))):
+                    self.free(acts.pop())
+            for key in reversed(acts):
+                self.free(key)
+            if case.variable and micro == 0:  # a burst of small gradient buckets
+                grads += [self.malloc("grad", 512 * KiB) for _ in range(20)]
+            self.free(logits)
         temps += [self.malloc("adam", size) for size in sizes["adam"]]
         for key in temps + grads:
+            self.free(key)
+        if case.eval_every and k % case.eval_every == case.eval_every - 1:
+            self.quick_evaluation()
+        if case.clock_jitter:
+            self.now += self.rng.randint(0, int(case.clock_jitter * 1e9))
+
+    def routed(self, site: str) -> str:
+        """The site an activation comes from: one of ``mix`` experts, chosen at random for
+        each attention and MLP activation (the data routes it)."""
+        if self.case.mix and site in ("attn", "mlp"):
+            return f"expert{self.rng.randrange(self.case.mix)}"
+        return site
+
+    def planted(self, k: int) -> list[int]:
+        """What the case plants in step ``k`` (mid-forward): its leaks, their churn (the
+        blocks returned: freed at the step's end), the sliding window, the warm-up."""
+        case = self.case
+        temps = []
+        for plan in case.leaks:
+            if plan.keeps_at(k):
+                self.keep(plan, k)
+            if plan.with_churn:
+                temps.append(self.malloc(plan.site, plan.size))
+        if case.window:
+            self.window.append(self.malloc("kv", 2 * MiB))
+            if len(self.window) > case.window:
+                self.free(self.window.pop(0))
+        if k < case.warmup_steps:
+            self.malloc("warmup", 2 * MiB)
+        return temps
+
+    def quick_evaluation(self) -> None:
+        """An evaluation pass (a few activations, all freed); with ``eval_cache`` a cache
+        kept until the next evaluation replaces it (bounded: not a leak)."""
+        keys = [self.malloc("big", 24 * MiB + i * MiB) for i in range(4)]
+        if self.case.eval_cache:
+            kept = self.malloc("evalcache", 2 * MiB)
+            if self.eval_kept is not None:
+                self.free(self.eval_kept)
+            self.eval_kept = kept
+        for key in keys:
             self.free(key)
 
     def keep(self, plan: LeakPlan, k: int) -> None:
@@ -352,9 +416,10 @@ class _Program:
             held = [e.size for e in kept]
             leaks.append({"function": site.function, "file": site.filename,
                           "owner": site.owner, "operator": site.operator,
+                          "bytes_per_step": _bytes_per_step(plan, held),
                           # the allocator's block sizes: a large block is not split
                           # where less than 1 MiB would remain, so it may hold more
-                          "bytes_per_step": _bytes_per_step(plan, held),
+                          "held_bytes_per_step": _held_per_step(plan, held),
                           "block_sizes": held, "block_times_ns": [e.t for e in kept],
                           "requested_bytes_per_step": plan.size / plan.every,
                           "blocks": len(held),
@@ -363,13 +428,24 @@ class _Program:
                           "growing": plan.growing,
                           "share_of_step_churn": round(plan.size / plan.every / churn, 5)})
         return {"leaks": leaks, "ooms": [], "not_leaks": (
-            [SITES["warmup"].function] if case.warmup_steps else []),
+            [SITES["warmup"].function] if case.warmup_steps else [])
+            + ([SITES["kv"].function] if case.kv_grow else [])
+            + ([SITES["evalcache"].function] if case.eval_cache else []),
             "fragmentation_medium": case.oom == "fragmentation"}
 
 
 def _bytes_per_step(plan: LeakPlan, held: list[int]) -> float:
-    """What ``plan``'s blocks of sizes ``held`` (the allocator's) add per step: their mean
-    over ``every`` (a growing buffer: its growth from its first size to its last)."""
+    """What ``plan`` keeps per step as its code asks it: one block of ``size`` (rounded
+    to the allocator's 512 bytes) every ``every`` steps, whatever larger free block the
+    allocator handed out for it (``held``: its blocks' sizes); a growing buffer: its
+    growth from its first size to its last."""
+    if plan.growing:
+        return (held[-1] - held[0]) / (len(held) - 1)
+    return -(-plan.size // 512) * 512 / plan.every
+
+
+def _held_per_step(plan: LeakPlan, held: list[int]) -> float:
+    """What memory grows by per step: the mean of the blocks' sizes over ``every``."""
     if plan.growing:
         return (held[-1] - held[0]) / (len(held) - 1)
     return sum(held) / len(held) / plan.every
@@ -416,6 +492,7 @@ def _only_what_the_ring_kept(run: Run, start_ns: int) -> None:
         plan = LeakPlan(size=leak["block_size"], every=leak["every"],
                         growing=leak["growing"])
         leak["bytes_per_step"] = _bytes_per_step(plan, seen)
+        leak["held_bytes_per_step"] = _held_per_step(plan, seen)
         leak["blocks_seen"] = len(seen)
 
 
@@ -714,6 +791,35 @@ def _variants() -> list[tuple[str, dict[str, Any], str]]:
          "1 MiB per step; activations vary by up to 20% from step to step"),
         ("clean_dynamic_shapes", {"jitter": 0.2},
          "a clean loop whose activations vary by up to 20% from step to step"),
+        # shapes no corpus author controls (issue 33): the data picks the stacks and the
+        # counts, micro-batches, evaluations, a jittered clock
+        ("leak_moe_mix", {"leaks": (LeakPlan(size=1 * MiB),), "mix": 4, "counts": True,
+                          "jitter": 0.2, "clock_jitter": 0.002},
+         "1 MiB per step; activations routed at random to 4 experts, MLP counts vary"),
+        ("leak_moe_every_2nd", {"leaks": (LeakPlan(size=128 * KiB, every=2),), "mix": 2,
+                                "counts": True, "clock_jitter": 0.004},
+         "128 KiB every second step in a two-expert mixture (cuda_moe_leak's shape)"),
+        ("leak_every_4th_mix", {"leaks": (LeakPlan(size=2 * MiB, every=4),), "mix": 3,
+                                "counts": True},
+         "2 MiB every fourth step; three experts, MLP counts vary"),
+        ("leak_grad_accumulation", {"leaks": (LeakPlan(size=1 * MiB),), "accumulate": 2},
+         "1 MiB per step; two micro-batches a step, gradients kept across them"),
+        ("leak_eval_every_5th", {"leaks": (LeakPlan(size=512 * KiB),), "eval_every": 5},
+         "512 KiB per step; an evaluation pass every fifth step"),
+        ("leak_everything_varies", {"leaks": (LeakPlan(size=768 * KiB),), "mix": 4,
+                                    "counts": True, "accumulate": 2, "eval_every": 4,
+                                    "jitter": 0.2, "clock_jitter": 0.003, "variable": True},
+         "768 KiB per step; experts, counts, depth, micro-batches and evaluations vary"),
+        ("clean_moe_mix", {"mix": 4, "counts": True, "jitter": 0.2, "clock_jitter": 0.002},
+         "a clean mixture of 4 experts whose counts vary: not a leak"),
+        ("clean_grad_accumulation", {"accumulate": 3},
+         "a clean loop of three micro-batches a step, gradients freed at the step: clean"),
+        ("clean_kv_grows", {"kv_grow": True, "mix": 2},
+         "a KV cache grown through each step and freed at its end: clean"),
+        ("clean_eval_cache", {"eval_every": 3, "eval_cache": True, "mix": 2},
+         "an evaluation every third step keeps a cache until the next: bounded, clean"),
+        ("warmup_plateau_mix", {"warmup_steps": 6, "mix": 3, "counts": True},
+         "a prefetch cache grows over 6 steps, then stays, in a mixture: not a leak"),
     ]
 
 
@@ -741,7 +847,9 @@ def cases(slice_: str = "full") -> list[Case]:
         keep = {"snapshot__leak_every_3rd", "memscope_db__leak_every_step",
                 "memscope_db__leak_every_step_nomarkers", "snapshot__warmup_plateau",
                 "snapshot__clean_cached_free", "snapshot__oom_fragmentation",
-                "snapshot__oom_full", "profiler__leak_every_step", "memscope_csv__clean"}
+                "snapshot__oom_full", "profiler__leak_every_step", "memscope_csv__clean",
+                "snapshot__leak_moe_every_2nd_nomarkers", "memscope_db__clean_moe_mix_nomarkers",
+                "snapshot__leak_grad_accumulation_nomarkers"}
         out = [c for c in out if c.name in keep]
     return out
 

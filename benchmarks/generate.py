@@ -304,12 +304,16 @@ def _segment_dict(addr: int, size: int, small: bool, blocks: list[tuple]) -> dic
 
 
 def write_snapshot(path: str | Path, n_events: int = 30_000, seed: int = 0,
-                   protocol: int = 4, oom: bool = False) -> Path:
-    """Write a generated snapshot pickle to ``path`` and return the path."""
+                   protocol: int = 4, oom: bool = False, markers: bool = True) -> Path:
+    """Write a generated snapshot pickle to ``path`` and return the path (``markers``:
+    with its ``ProfilerStep#N`` annotations; without, the steps are the trace's own)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    snapshot = make_snapshot(n_events, seed, oom=oom)
+    if not markers:
+        snapshot["external_annotations"] = []
     with open(path, "wb") as fh:
-        pickle.dump(make_snapshot(n_events, seed, oom=oom), fh, protocol=protocol)
+        pickle.dump(snapshot, fh, protocol=protocol)
     return path
 
 

@@ -32,6 +32,7 @@ PID = 4242
 TID = 4243
 T0 = 1_764_753_083_996_495_030
 MB = 1 << 20
+_OP_NS = 20_000  # one ATen op every 20 us
 
 _COLUMNS = ('"ID" INTEGER, "Event" TEXT, "Event Type" TEXT, "Name" TEXT, "Timestamp(ns)" INTEGER, '
             '"Process Id" INTEGER, "Thread Id" INTEGER, "Device Id" TEXT, "Ptr" TEXT, "Attr" TEXT, '
@@ -50,25 +51,75 @@ LEAK_OWNER = "PTA@leaks_mem"
 LEAK_FUNCTION = "cache_for_debug"
 _LEAK_STACK = ('"/home/user/train.py(42): cache_for_debug\n/home/user/train.py(90): '
                'train_one_step\n/home/user/train.py(120): <module>\n"')
+#: Distinct allocation and free stacks (a training loop repeats its allocation sites).
+ALLOC_STACKS, FREE_STACKS = 2000, 40
 _INEFFICIENT = ["", "", "", "", "early_allocation", "late_deallocation",
                 "early_allocation,temporary_idleness"]
 
 
+_SITE = "/usr/lib/python3.11/site-packages"
+#: The frames every training step's stacks share at their outer end (outermost first).
+_OUTER = ["/home/user/train.py(131): <module>", "/home/user/train.py(118): main",
+          "/home/user/train.py(90): train_one_step"]
+#: One nn.Module level of a forward pass (outermost first): three frames.
+_MODULE_LEVEL = [f"{_SITE}/torch/nn/modules/module.py(1773): _wrapped_call_impl",
+                 f"{_SITE}/torch/nn/modules/module.py(1784): _call_impl",
+                 "/home/user/model.py({line}): forward"]
+#: Where an allocation is made, innermost (a torch function called from the model).
+_LEAVES = [f"{_SITE}/torch/nn/functional.py(2573): layer_norm",
+           f"{_SITE}/torch/nn/functional.py(1693): gelu",
+           f"{_SITE}/torch/nn/modules/linear.py(125): forward",
+           f"{_SITE}/torch_npu/utils/_module.py(749): npu_format_cast",
+           f"{_SITE}/torch/functional.py(407): einsum",
+           "/home/user/model.py(211): attention"]
+#: Where a block is freed (outermost first, after the script's first two frames): the
+#: autograd engine, the optimizer, the end of a step.
+_FREE_SITES = [["/home/user/train.py({line}): train_one_step",
+                f"{_SITE}/torch/_tensor.py(648): backward",
+                f"{_SITE}/torch/autograd/__init__.py(353): backward",
+                f"{_SITE}/torch/autograd/graph.py(825): _engine_run_backward"],
+               ["/home/user/train.py({line}): train_one_step",
+                f"{_SITE}/torch/optim/optimizer.py(485): wrapper",
+                f"{_SITE}/torch/optim/adamw.py(227): step"],
+               ["/home/user/train.py({line}): train_one_step",
+                f"{_SITE}/torch/optim/optimizer.py(973): zero_grad"],
+               ["/home/user/train.py({line}): train_one_step"]]
+
+
+def _quoted(frames_outermost_first: list[str]) -> str:
+    """One stack as the writer stores it: innermost frame first, a newline after each
+    frame, the whole wrapped in literal double quotes (``cpython.cpp::PythonCallstack``)."""
+    return '"' + "".join(f + "\n" for f in reversed(frames_outermost_first)) + '"'
+
+
 def _python_stacks(rng: np.random.Generator, count: int) -> list[str]:
-    """``count`` distinct quoted Python stacks of 4 to 9 frames, innermost first."""
-    files = ["/home/user/train.py", "/home/user/model.py",
-             "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py",
-             "/usr/lib/python3.11/site-packages/torch/nn/functional.py",
-             "/usr/lib/python3.11/site-packages/torch_npu/utils/_module.py"]
-    names = ["forward", "_call_impl", "_wrapped_call_impl", "linear", "layer_norm", "step",
-             "train_one_step", "<module>", "backward", "zero_grad"]
-    stacks = []
-    for _ in range(count):
-        depth = int(rng.integers(4, 10))
-        frames = [f"{files[rng.integers(len(files))]}({rng.integers(1, 2000)}): "
-                  f"{names[rng.integers(len(names))]}" for _ in range(depth)]
-        stacks.append('"' + "\n".join(frames) + '\n"')
-    return stacks
+    """``count`` distinct allocation stacks of 3 to 30 frames, as a training step makes
+    them: the script's outer frames, then nn.Module levels (three frames each: most
+    allocations are a few levels deep, a few eight), then the torch function that
+    allocates; some are the optimizer's own (3 frames).  Told apart by the model's lines."""
+    stacks: set[str] = set()
+    while len(stacks) < count:
+        levels = min(int(rng.geometric(0.5)) - 1, 8)  # nn.Module levels: mostly 0 to 2
+        if levels == 0 and rng.random() < 0.3:
+            frames = [*_OUTER[:2], f"{_SITE}/torch/optim/adamw.py({rng.integers(200, 600)}): "
+                                   "_single_tensor_adamw"]
+        else:
+            frames = list(_OUTER)
+            for _ in range(levels):
+                line = int(rng.integers(20, 400))
+                frames += [f.format(line=line) for f in _MODULE_LEVEL]
+            frames.append(_LEAVES[rng.integers(len(_LEAVES))])
+            if levels == 8 and rng.random() < 0.5:  # the deepest: 30 frames
+                frames += [f"{_SITE}/torch/_ops.py(723): __call__",
+                           f"{_SITE}/torch_npu/utils/_tensor.py(88): wrapper"]
+        stacks.add(_quoted(frames))
+    return sorted(stacks)
+
+
+def _free_stacks(count: int) -> list[str]:
+    """``count`` distinct stacks of the places blocks are freed (3 to 6 frames)."""
+    return [_quoted([*_OUTER[:2], *(f.format(line=60 + i // len(_FREE_SITES)) for f in site)])
+            for i in range(count) for site in [_FREE_SITES[i % len(_FREE_SITES)]]]
 
 
 def _c_stack(rng: np.random.Generator) -> str:
@@ -94,7 +145,9 @@ class _Plan:
         n_blocks = max((rows - 3 * n_ops) // 4, 1)
         self.rng = rng
         self.n_ops = n_ops
-        self.span = n_ops * 20_000  # 20 us per op
+        self.span = n_ops * _OP_NS
+        # STOP_TRACE is written at span + 2; the blocks still alive after it (CLEAN_UP)
+        self.clean_up = self.span + 3
         self.steps = steps
         self._ops(n_ops)
         self._blocks(n_blocks)
@@ -102,7 +155,7 @@ class _Plan:
             self._leak(leak_bytes)
 
     def _ops(self, n_ops: int) -> None:
-        start = np.arange(n_ops, dtype=np.int64) * 20_000
+        start = np.arange(n_ops, dtype=np.int64) * _OP_NS
         self.op_start = start
         self.op_end = start + 12_000
         self.op_name = self.rng.integers(len(_OPS), size=n_ops)
@@ -120,7 +173,8 @@ class _Plan:
         self.addr = (0x12C041400000 + np.arange(n_blocks, dtype=np.int64) * 0x2000)
         self.owner = rng.integers(len(_OWNERS), size=n_blocks)
         self.ineff = rng.integers(len(_INEFFICIENT), size=n_blocks)
-        self.stack = rng.integers(500, size=n_blocks)
+        self.stack = rng.integers(ALLOC_STACKS, size=n_blocks)
+        self.free_stack = rng.integers(FREE_STACKS, size=n_blocks)
 
     def step_times(self) -> np.ndarray:
         """When each ``SYSTEM``/``STEP`` row is written (the end of each step)."""
@@ -128,7 +182,7 @@ class _Plan:
 
     def _leak(self, size: int) -> None:
         """One never-freed block of ``size`` a third into each step, owner ``LEAK_OWNER``,
-        stack ``_LEAK_STACK`` (stack number 500), allocation ids after the others'."""
+        stack ``_LEAK_STACK`` (stack number ``ALLOC_STACKS``), allocation ids after the others'."""
         starts = np.concatenate([[0], self.step_times()[:-1]])
         t = starts + (self.span // self.steps) // 3
         n = t.size
@@ -140,7 +194,8 @@ class _Plan:
         self.addr = np.concatenate([self.addr, base + np.arange(n, dtype=np.int64) * size])
         self.owner = np.concatenate([self.owner, np.full(n, len(_OWNERS), self.owner.dtype)])
         self.ineff = np.concatenate([self.ineff, np.zeros(n, self.ineff.dtype)])
-        self.stack = np.concatenate([self.stack, np.full(n, 500, self.stack.dtype)])
+        self.stack = np.concatenate([self.stack, np.full(n, ALLOC_STACKS, self.stack.dtype)])
+        self.free_stack = np.concatenate([self.free_stack, np.zeros(n, self.free_stack.dtype)])
 
 
 def _memory_rows(plan: _Plan) -> pl.DataFrame:
@@ -163,8 +218,11 @@ def _memory_rows(plan: _Plan) -> pl.DataFrame:
     df = df.with_columns(size=_take(plan.size, pl.col("block"))).sort("t").with_columns(
         used=delta.cum_sum() + 2 * MB)
     total = ((df["used"].cum_max() // (20 * MB)) + 1) * (20 * MB)
-    write_t = pl.Series(np.where(plan.t_free < 0, plan.span + 1, plan.t_free))
-    return df.with_columns(total=total, write_t=_take(write_t, pl.col("block")))
+    write_t = pl.Series(np.where(plan.t_free < 0, plan.clean_up, plan.t_free))
+    # an ACCESS row names the ATen op running at its time
+    op = np.clip(df["t"].to_numpy() // _OP_NS, 0, plan.n_ops - 1)
+    return df.with_columns(total=total, write_t=_take(write_t, pl.col("block")),
+                           op=pl.Series(plan.op_name[op]))
 
 
 def _launch_rows(plan: _Plan) -> pl.DataFrame:
@@ -195,14 +253,29 @@ def _hal_rows(rng: np.random.Generator, span: int) -> pl.DataFrame:
     kind = np.concatenate([np.full(n, 9, np.int8), np.full(int((t_free >= 0).sum()), 10, np.int8)])
     block = np.concatenate([np.arange(n), np.nonzero(t_free >= 0)[0]])
     t = np.concatenate([t_alloc, t_free[t_free >= 0]])
-    write_t = np.where(t_free < 0, span + 1, t_free)[block]
+    write_t = np.where(t_free < 0, span + 3, t_free)[block]  # alive: after STOP_TRACE
     return pl.DataFrame({"kind": kind, "block": block, "t": t, "write_t": write_t})
 
 
-def _format(df: pl.DataFrame, c_stack: str, py_stacks: pl.Series) -> pl.DataFrame:
+def _hex16(values: pl.Series) -> pl.Series:
+    """``0x%016llx`` of each value, as the writer prints ``Ptr`` and Attr's ``addr`` (null
+    stays null): sixteen nibbles picked from a table, vectorised."""
+    numbers = values.fill_null(0).cast(pl.UInt64).to_numpy()
+    shifts = np.arange(60, -4, -4, dtype=np.uint64)
+    nibbles = ((numbers[:, None] >> shifts[None, :]) & np.uint64(15)).astype(np.uint8)
+    digits = np.ascontiguousarray(np.frombuffer(b"0123456789abcdef", np.uint8)[nibbles])
+    text = pl.Series(digits.view("S16").ravel()).cast(pl.String)
+    hexadecimal = ("0x" + text).alias("ptr")
+    nulls = values.is_null().arg_true()
+    return hexadecimal.scatter(nulls, None) if nulls.len() else hexadecimal
+
+
+def _format(df: pl.DataFrame, c_stack: str, py_stacks: pl.Series,
+            free_stacks: pl.Series) -> pl.DataFrame:
     """Text columns of the dump table from the numeric plan (polars string building)."""
+    df = df.with_columns(_hex16(df["addr"]))
     kind = pl.col("kind")
-    hexaddr = pl.lit("0x") + pl.col("addr").cast(pl.String).str.zfill(16)
+    hexaddr = pl.col("ptr")
     aid = pl.col("block").cast(pl.String)
     base = (pl.lit('{"allocation_id":"') + aid + pl.lit('","addr":"') + hexaddr
             + pl.lit('","size":"') + pl.col("size").cast(pl.String))
@@ -244,8 +317,9 @@ def _format(df: pl.DataFrame, c_stack: str, py_stacks: pl.Series) -> pl.DataFram
             .when(kind == 10).then(base + pl.lit('"}')).otherwise(pl.lit("{}")))
     is_mem = kind.is_in([0, 1, 2, 9, 10])
     device = pl.when(kind == 6).then(pl.lit("N/A")).otherwise(pl.lit("0"))
-    py_stack = pl.when(kind.is_in([0, 1])).then(_take(py_stacks, pl.col("stack"))).otherwise(
-        pl.lit(""))
+    py_stack = (pl.when(kind == 0).then(_take(py_stacks, pl.col("stack")))
+                .when(kind == 1).then(_take(free_stacks, pl.col("free_stack"))).otherwise(
+                    pl.lit("")))
     return df.select(
         pl.col("id"), event.alias("Event"), etype.alias("Event Type"), name.alias("Name"),
         (pl.col("t") + T0).alias("Timestamp(ns)"), pl.lit(PID).alias("Process Id"),
@@ -264,7 +338,8 @@ def _all_rows(rows: int, seed: int, steps: int | None = None,
     plan = _Plan(rows, rng, steps or max(rows // 200_000, 5), leak_bytes)
     mem = _memory_rows(plan).with_columns(
         addr=_take(plan.addr, pl.col("block")), owner=_take(plan.owner, pl.col("block")),
-        ineff=_take(plan.ineff, pl.col("block")), stack=_take(plan.stack, pl.col("block")))
+        ineff=_take(plan.ineff, pl.col("block")), stack=_take(plan.stack, pl.col("block")),
+        free_stack=_take(plan.free_stack, pl.col("block")))
     hal = _hal_rows(rng, plan.span).with_columns(
         block=pl.col("block") + plan.size.size,  # allocation ids after the PTA blocks'
         addr=pl.col("block").cast(pl.Int64) * (32 * MB) + 0x12C000000000,
@@ -323,7 +398,8 @@ def generate_db(path: Path, rows: int, seed: int = 0, trace_rows: int | None = N
             stale.unlink()
     df, plan = _all_rows(rows, seed, steps, leak_bytes)
     rng = np.random.default_rng(seed + 1)
-    py_stacks = pl.Series([*_python_stacks(rng, 500), _LEAK_STACK])
+    py_stacks = pl.Series([*_python_stacks(rng, ALLOC_STACKS), _LEAK_STACK])
+    free_stacks = pl.Series(_free_stacks(FREE_STACKS))
     c_stack = _c_stack(rng)
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=WAL")
@@ -335,7 +411,8 @@ def generate_db(path: Path, rows: int, seed: int = 0, trace_rows: int | None = N
         if bursts > 1 and index:
             time.sleep(pause)
         for sub in range(offset, min(offset + size, df.height), batch):
-            text = _format(df.slice(sub, min(batch, offset + size - sub)), c_stack, py_stacks)
+            text = _format(df.slice(sub, min(batch, offset + size - sub)), c_stack, py_stacks,
+                           free_stacks)
             con.executemany("INSERT INTO memscope_dump VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                             text.iter_rows())
         con.commit()

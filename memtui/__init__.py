@@ -28,6 +28,7 @@ _LAZY = {
     "State": "memtui.api",
     "Summary": "memtui.api",
     "CheckResult": "memtui.api",
+    "WhatIf": "memtui.api",
     "LimitResult": "memtui.analysis.limits.check",
     "Limits": "memtui.analysis.limits.check",
     "parse_size": "memtui.analysis.limits.check",
@@ -38,7 +39,7 @@ _LAZY = {
 
 __all__ = ["CaptureError", "Capture", "CheckResult", "Comparison", "DeviceSummary",
            "Evidence", "Finding", "Findings", "LimitResult", "Limits", "State", "Summary",
-           "__version__", "compare", "open", "parse_size"]
+           "WhatIf", "__version__", "compare", "open", "parse_size"]
 
 if TYPE_CHECKING:
     from memtui.analysis.findings.model import Evidence, Finding
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         Findings,
         State,
         Summary,
+        WhatIf,
         compare,
         open,
     )

@@ -19,7 +19,7 @@ and ``blocks()`` are the capture's own frames, every layer included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from memtui.analysis.across.compare import DeviceComparison
     from memtui.analysis.findings.model import Finding
     from memtui.analysis.limits.check import LimitResult, Limits, LimitsVerdict
+    from memtui.analysis.replay.predict import Prediction
+    from memtui.analysis.replay.proof import Proof
     from memtui.model import MemoryTrace
 
 PathLike = str | Path
@@ -63,6 +65,17 @@ class DeviceSummary:
         names = {f.name for f in fields(cls)} - {"extra"}
         return cls(**{k: v for k, v in data.items() if k in names},
                    extra={k: v for k, v in data.items() if k not in names})
+
+    @property
+    def by_role(self) -> dict[str, int]:
+        """Bytes per role at the peak, summing to ``peak_allocated_bytes``."""
+        return dict(self.extra.get("by_role") or {})
+
+    @property
+    def roles(self) -> dict[str, Any]:
+        """The roles at the peak (``at_peak``) and the end (``at_end``), each role's own
+        peak (``peaks``), what the phases were read from (``phases_from``)."""
+        return dict(self.extra.get("roles") or {})
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
@@ -113,6 +126,8 @@ class Findings:
     warnings: tuple[str, ...]
     _text: str | None = field(default=None, repr=False, compare=False)
     _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: Per device, bytes by role at its allocated peak (summing to it)
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def all(self) -> list[Finding]:
         """Every device's findings in one list, most severe first."""
@@ -123,11 +138,19 @@ class Findings:
     def of_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.all() if f.kind == kind]
 
+    def __iter__(self) -> Iterator[Finding]:
+        """``for finding in capture.findings()``: every finding, most severe first."""
+        return iter(self.all())
+
+    def __len__(self) -> int:
+        return sum(len(found) for found in self.devices.values())
+
     def to_dict(self) -> dict[str, Any]:
         if self._dict is not None:  # made with the full stacks
             return self._dict
         return {"source": self.source, "path": self.path,
-                "devices": [{"device": name, "findings": [f.to_json() for f in found]}
+                "devices": [{"device": name, "findings": [f.to_json() for f in found],
+                             "by_role": self.by_role.get(name, {})}
                             for name, found in self.devices.items()],
                 "warnings": list(self.warnings)}
 
@@ -148,7 +171,13 @@ class State:
     free_bytes: int
     largest_gap_bytes: int
     gaps: int
-    internal_fragmentation_bytes: int
+    # the free bytes split as every output splits them (pool_state.Fragmentation)
+    fragmented_bytes: int
+    fragmented_segments: int
+    fragmented_share: float
+    cached_bytes: int
+    cached_segments: int
+    rounding_bytes: int
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     _text: str | None = field(default=None, repr=False, compare=False)
 
@@ -157,6 +186,11 @@ class State:
         names = {f.name for f in fields(cls)} - {"extra", "_text"}
         return cls(**{k: v for k, v in data.items() if k in names},
                    extra={k: v for k, v in data.items() if k not in names}, _text=text)
+
+    @property
+    def by_role(self) -> dict[str, int]:
+        """Bytes per role at the event, summing to ``level["allocated"]``."""
+        return dict(self.extra.get("by_role") or {})
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)
@@ -193,6 +227,52 @@ class Comparison:
         from memtui.text.compare import format_comparison
 
         return format_comparison(self._result, top)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The caching allocator replayed on each device (``memtui whatif``): the ``proof``
+    that the replay reproduces the recording and, where settings or a capacity were asked
+    about, the ``prediction`` under them.  ``to_dict()`` is ``memtui whatif --json``."""
+
+    path: str
+    devices: tuple[tuple[Proof, Prediction | None], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "devices": [
+            {"proof": proof.to_dict(),
+             "prediction": prediction.to_dict() if prediction else None}
+            for proof, prediction in self.devices]}
+
+    @property
+    def refusal(self) -> str:
+        """Why no device answered ("" where one did): no replay could be made (not a
+        PyTorch snapshot, no history recorded), or every prediction asked for was refused
+        (an unproven replay makes none).  The proof of a replay that does not hold is an
+        answer where no prediction was asked for.  ``memtui whatif`` exits 2 on one."""
+        reasons = []
+        for proof, prediction in self.devices:
+            if proof.refused:
+                reasons.append(f"{proof.device}: no replay ({proof.refused})")
+            elif prediction is not None and prediction.refused:
+                reasons.append(f"{proof.device}: prediction refused ({prediction.refused})")
+            else:
+                return ""
+        if not reasons:
+            return "no device to replay"
+        more = f" (and {len(reasons) - 1} more devices)" if len(reasons) > 1 else ""
+        return f"no what-if answer: {reasons[0]}{more}"
+
+    def text(self) -> str:
+        """What ``memtui whatif`` prints."""
+        from memtui.text.replay import format_prediction, format_proof
+
+        blocks = []
+        for proof, prediction in self.devices:
+            blocks.append(format_proof(proof))
+            if prediction is not None:
+                blocks.append(format_prediction(prediction))
+        return "\n\n".join(blocks)
 
 
 # -- the capture -----------------------------------------------------------------------------
@@ -249,11 +329,16 @@ class CheckResult:
 class Capture:
     """One capture, opened by :func:`open`."""
 
-    def __init__(self, trace: MemoryTrace, cache_key: Any = None) -> None:
+    def __init__(self, trace: MemoryTrace, cache_key: Any = None, roles: Any = None) -> None:
+        if roles is not None:
+            from memtui.analysis.roles.user_rules import with_rules
+
+            trace = with_rules(trace, _role_rules(roles, trace.meta.path))
         self._trace = trace
         self._view: MemoryTrace | None = None
         self._findings: dict[str, list[Finding]] | None = None
-        self._cache_key = cache_key
+        # what is kept beside the reopen cache was found under memtui's own role rules
+        self._cache_key = cache_key if not _has_rules(trace) else None
 
     def __repr__(self) -> str:
         return f"<memtui.Capture {self.path!r} ({self.source}, devices {self.devices})>"
@@ -306,6 +391,39 @@ class Capture:
             raise CaptureError(self.path, f"no device {device!r} (it has "
                                           f"{', '.join(self.devices) or 'none'})")
 
+    def roles(self, device: str | None = None) -> pl.DataFrame:
+        """Every block (of ``device``, else of every device) with its ``role``
+        (``parameter``, ``gradient``, ``optimizer_state``, ``activation``, ``temporary``,
+        ``input``, ``cache``, ``other``), the ``rule`` that gave it (see
+        ``memtui.analysis.roles.RULES``) and whether it was ``inferred`` by pairing; the
+        blocks of each device's default memory layer for a layered capture."""
+        from memtui.analysis.roles import blocks_with_roles
+
+        if device is not None:
+            self._known(device)
+        return blocks_with_roles(self.view(), device)
+
+    def by_role(self, event: int | str | None = None, *,
+                device: str | None = None) -> dict[str, int]:
+        """Bytes per role just after ``event`` (its position in the device's trace, or
+        ``"first"``, ``"peak"``, ``"last"``: the default) on ``device`` (default: the one
+        with the most events): every role, summing to allocated there."""
+        from memtui.analysis.layout.state import START, busiest_device, resolve_event
+        from memtui.analysis.roles import by_role_at
+        from memtui.analysis.timeline.at_time import Timeline
+
+        view = self.view()
+        device = device or busiest_device(view)
+        if device is None:
+            return {}
+        self._known(device)
+        timeline = Timeline.build(view, device)
+        try:
+            position = resolve_event(timeline, event)
+        except (TypeError, ValueError) as exc:
+            raise CaptureError(self.path, f"event {event!r}: {exc}") from None
+        return by_role_at(view, device, -1 if position == START else position)
+
     def view(self) -> MemoryTrace:
         """The trace the figures come from: each device's default memory layer for a
         layered capture (msMemScope), else the capture itself."""
@@ -339,14 +457,15 @@ class Capture:
         """Leaks, the peak, OOMs, fragmentation, inefficient blocks, capture limits
         (``stacks``: the text and the dict carry the full call stack of each finding's
         evidence and of each of the peak's stack groups, ``findings --stacks``)."""
-        from memtui.analysis.findings import findings_json
+        from memtui.analysis.findings import findings_json, peak_roles
         from memtui.text.findings import format_findings
 
         view, found = self.view(), self._found()
         return Findings(source=view.meta.source, path=view.meta.path, devices=found,
                         warnings=tuple(view.meta.warnings),
                         _text=format_findings(view, found, stacks=stacks),
-                        _dict=findings_json(view, found, stacks=True) if stacks else None)
+                        _dict=findings_json(view, found, stacks=True) if stacks else None,
+                        by_role={name: peak_roles(view, name) for name in found})
 
     def summary(self) -> Summary:
         """Per-device figures (peak allocated and reserved, at the end, counts)."""
@@ -417,6 +536,9 @@ class Capture:
             data = allocator_state(trace, device, event, t)
         except ValueError as exc:
             raise CaptureError(self.path, str(exc)) from None
+        from memtui.analysis.roles.figures import annotate_state
+
+        data = annotate_state(trace, device, data)
         return State.from_dict(data, format_state(data, trace.meta.time_unit, timeline.start))
 
     def _time(self, value: int | str, start: int) -> int:
@@ -451,6 +573,52 @@ class Capture:
         chosen[device] = layer
         return layer_view(self._trace, chosen)
 
+    def whatif(self, changes: Sequence[str] = (), *, capacity: str | int | None = None,
+               fraction_limit: str | int | None = None,
+               device: str | None = None) -> WhatIf:
+        """Replay the caching allocator on each device (or ``device``), prove it on the
+        recording, and predict what ``changes`` (``"expandable_segments:True"``,
+        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF) or a ``capacity``
+        (``"80GiB"``: would it fit on a smaller card), or a per-process
+        ``fraction_limit``, would change (``memtui whatif``)."""
+        from dataclasses import replace
+
+        from memtui.analysis.replay.predict import predict
+        from memtui.analysis.replay.proof import prove
+        from memtui.analysis.replay.settings import (
+            SettingError,
+            apply_changes,
+            from_capture,
+            parse_size,
+        )
+
+        trace = self._trace
+        devices = self.devices
+        if device is not None:
+            self._known(device)
+            devices = [device]
+        if capacity is not None and fraction_limit is not None:
+            raise CaptureError(self.path, "a capacity or a fraction limit, not both")
+        recorded = from_capture(trace.meta.extra.get("allocator_settings"))
+        try:
+            changed = apply_changes(recorded, list(changes))
+            if capacity is not None:
+                changed = replace(changed, capacity=parse_size(str(capacity), "--capacity"))
+            if fraction_limit is not None:
+                changed = replace(changed, capacity=parse_size(str(fraction_limit),
+                                                               "--fraction-limit"),
+                                  memory_fraction=True)
+        except SettingError as err:
+            raise CaptureError(self.path, str(err)) from None
+        predicting = bool(changes) or changed.capacity is not None
+        out = []
+        for name in devices:
+            proof, baseline = prove(trace, name)
+            prediction = predict(trace, name, changed, (proof, baseline)) if predicting \
+                else None
+            out.append((proof, prediction))
+        return WhatIf(path=self.path, devices=tuple(out))
+
     def check(self, baseline: Capture | PathLike | None = None, *,
               limits: Limits | Mapping[str, Any] | None = None,
               **values: Any) -> CheckResult:
@@ -460,9 +628,14 @@ class Capture:
         ``baseline``: a capture or a path), ``allow_oom``; or ``limits`` made ready.  The
         result says ``passed``, lists what is ``broken`` (each with its figure and
         evidence), and gives the verdict as ``text()``, ``junit_xml()`` and
-        ``to_dict()``."""
+        ``to_dict()``.  An unknown limit or a value that is no size raises
+        :class:`memtui.CaptureError`; ``limits`` that is neither a Limits nor a mapping,
+        TypeError."""
         from memtui.analysis.limits.check import Limits, check
 
+        if limits is not None and not isinstance(limits, Limits | Mapping):
+            raise TypeError("limits is a memtui Limits or a mapping of limit names to values "
+                            f"(max_peak='40GiB', ...), not {type(limits).__name__}")
         try:
             chosen = limits if isinstance(limits, Limits) else Limits.from_mapping(limits or {})
             chosen = chosen.merged(Limits.from_mapping(values).to_dict() if values else {})
@@ -470,7 +643,10 @@ class Capture:
             raise CaptureError(self.path, str(exc)) from None
         base = None
         if baseline is not None:
-            other = baseline if isinstance(baseline, Capture) else open(baseline)
+            from memtui.analysis.roles.user_rules import rules_of
+
+            other = baseline if isinstance(baseline, Capture) \
+                else open(baseline, roles=rules_of(self._trace))
             base = (other.view(), other._found())
         view = self.view()
         figures = {d["device"]: d for d in self.summary().to_dict()["devices"]}
@@ -480,43 +656,84 @@ class Capture:
 # -- entry points ------------------------------------------------------------------------------
 
 
-def open(path: PathLike, *, use_cache: bool | None = None) -> Capture:  # noqa: A001
+def open(path: PathLike, *, use_cache: bool | None = None,  # noqa: A001
+         roles: Mapping[str, Any] | Any = None) -> Capture:
     """Open a capture: a PyTorch snapshot pickle, an msMemScope DB / CSV / folder, an Ascend
-    profiler folder or file (the format is sniffed from the content).  Bad input raises
-    :class:`memtui.CaptureError` (its ``str()`` is the CLI's one line).  ``use_cache=False``
-    neither reads nor writes the reopen cache."""
-    return _open(path, use_cache=use_cache)
+    profiler folder or file (the format is sniffed from the content); a folder holding
+    several captures is their ranks, not one capture (``memtui summary`` lists them).  Bad
+    input (a path with a NUL in it too) raises :class:`memtui.CaptureError` (its ``str()``
+    is the CLI's one line).  ``use_cache=False`` neither reads nor writes the reopen
+    cache.  ``roles``: the user's role rules, applied before memtui's, as
+    ``[tool.memtui.roles]`` writes them (``{"cache": "kv_cache", "parameter":
+    ["load_weights", ...]}``: regular expressions on frames, owners and metadata).  The
+    capture holds no open file: what is reopened from the cache is memory-mapped, the
+    files closed."""
+    return _open(path, use_cache=use_cache, roles=roles)
 
 
 def _open(path: PathLike, *, use_cache: bool | None = None,
-          store_in_background: bool = False) -> Capture:
+          store_in_background: bool = False, roles: Any = None) -> Capture:
     from memtui.loading import load_trace
 
     trace = load_trace(path, use_cache=use_cache, store_in_background=store_in_background)
-    return Capture(trace, _cache_key(path, use_cache))
+    return Capture(trace, trace.meta.cache_key, roles)  # the file as it was read, once
 
 
-def _cache_key(path: PathLike, use_cache: bool | None) -> Any:
-    from memtui import cache
+def _role_rules(roles: Any, where: str) -> Any:
+    """``roles`` made :class:`~memtui.analysis.roles.user_rules.RoleRules` (a mapping is
+    parsed; a bad one is a CaptureError naming ``where``)."""
+    from memtui.analysis.roles.user_rules import RoleRules, parse_rules
 
-    if use_cache is False or not cache.enabled():
-        return None
-    return cache.key_of(path)
+    if isinstance(roles, RoleRules):
+        return roles
+    try:
+        return parse_rules(roles, "roles")
+    except ValueError as exc:
+        raise CaptureError(where, str(exc)) from None
+
+
+def _has_rules(trace: MemoryTrace) -> bool:
+    from memtui.analysis.roles.user_rules import rules_of
+
+    return rules_of(trace) is not None
+
 
 
 def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,
-            shift: int = 0) -> Comparison:
+            shift: int = 0, roles: Mapping[str, Any] | Any = None) -> Comparison:
     """What changed from capture A to capture B, and where: ``align`` ``"step"``,
     ``"time"`` or ``"position"`` (default: step where both have steps, else time, else
-    position), ``shift`` B against A in those units.  Paths load side by side."""
-    return _compare(a, b, align=align, shift=shift)
+    position), ``shift`` B against A in those units.  Paths load side by side; ``roles``
+    are the user's role rules for both (as :func:`open` takes them).  A capture that
+    cannot be read, an unknown ``align`` or a ``shift`` beyond any capture raise
+    :class:`memtui.CaptureError`; an ``align`` or ``shift`` of the wrong type TypeError."""
+    return _compare(a, b, align=align, shift=shift, roles=roles)
+
+
+#: How B's time may be mapped onto A's (``compare(..., align=...)``).
+ALIGNMENTS = ("step", "time", "position")
 
 
 def _compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,
-             shift: int = 0, store_in_background: bool = False) -> Comparison:
+             shift: int = 0, store_in_background: bool = False,
+             roles: Any = None) -> Comparison:
     from memtui.analysis.across.compare import compare as compare_traces
 
+    if align is not None and not isinstance(align, str):
+        raise TypeError(f"align is one of {', '.join(ALIGNMENTS)} or None, not "
+                        f"{type(align).__name__}")
+    if align is not None and align not in ALIGNMENTS:
+        raise CaptureError("align", f"{align!r} is not one of {', '.join(ALIGNMENTS)}")
+    if isinstance(shift, bool) or not isinstance(shift, int):
+        raise TypeError(f"shift is a whole number of align's units, not "
+                        f"{type(shift).__name__}")
+    if not -(2**62) <= shift <= 2**62:
+        raise CaptureError("shift", f"{shift} is beyond any capture's time or positions")
     traces = _traces(a, b, store_in_background=store_in_background)
+    if roles is not None:
+        from memtui.analysis.roles.user_rules import with_rules
+
+        traces = [with_rules(t, _role_rules(roles, t.meta.path)) for t in traces]
     return Comparison(compare_traces(traces[0], traces[1], mode=align, shift=shift))
 
 
@@ -530,4 +747,4 @@ def _traces(*captures: Capture | PathLike, store_in_background: bool = False) ->
 
 
 __all__ = ["Capture", "Comparison", "DeviceSummary", "Findings", "State", "Summary",
-           "compare", "open"]
+           "WhatIf", "compare", "open"]

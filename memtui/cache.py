@@ -9,7 +9,8 @@ until touched).
 
 * **Key**: the input's resolved path, size, mtime, inode change time, a hash of its first
   and last MiB, the same figures of the files its loader reads beside it (SQLite's
-  ``-wal``, where committed rows wait for a checkpoint; every file of the folder a
+  ``-wal``, where committed rows wait for a checkpoint; the rest of a profiler CSV's
+  group and a dump's python traces, read with it; every file of the folder a
   ``profiler_info_N.json`` opens) and :data:`MODEL_VERSION` (bump it whenever a source or
   the model changes what a trace holds).  A changed input gets a new key; its old entry is
   removed when the new one is written.
@@ -54,6 +55,7 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
+import io
 import json
 import os
 import re
@@ -81,6 +83,10 @@ _EDGE = 1 << 20  # bytes hashed at each end of the input
 _MANIFEST = "manifest.json"
 #: Entries of at least this many bytes are memory-mapped (pyarrow); smaller ones are read.
 MAP_FROM_BYTES = 32 << 20
+#: Kept arrays (levels, indexes) smaller than this are read; larger ones memory-mapped
+#: through pyarrow where it is imported already (an entry's large frames import it), read
+#: below :data:`MAP_FROM_BYTES` where it is not (its import costs more than the read).
+READ_NPY_BELOW = 1 << 20
 NO_CACHE_ENV = "MEMTUI_NO_CACHE"
 MAX_BYTES_ENV = "MEMTUI_CACHE_MAX_BYTES"
 #: A ``profiler_info_N.json`` stands for the folder it sits in (the Ascend loader reads it).
@@ -182,15 +188,13 @@ def _digest_bytes(data: bytes | memoryview) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-#: Bytes a file is digested by at a time (the same digest as of the whole).
-_DIGEST_CHUNK = 4 << 20
+_READ_BLOCK = 1 << 22
 
 
 def _digest_file(file: Path) -> str:
-    """XXH3-128 of a regular file's bytes; OSError for a link or other.  Read a chunk at a
-    time into one buffer, never memory-mapped: every mapped page read would count in the
-    process's resident memory (a 5M-event entry's 0.5 GB on top of the trace it was
-    written from)."""
+    """XXH3-128 of a regular file's bytes, read a few MiB at a time (a mapping would count
+    every page of a multi-GB file in the process's resident memory); OSError for a link or
+    other."""
     import xxhash
 
     fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -199,14 +203,52 @@ def _digest_file(file: Path) -> str:
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(file))
         digest = xxhash.xxh3_128()
-        buffer = bytearray(min(_DIGEST_CHUNK, max(info.st_size, 1)))
-        view = memoryview(buffer)
-        with os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
-            while read := fh.readinto(buffer):
-                digest.update(view[:read])
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as stream:
+            while block := stream.read(_READ_BLOCK):
+                digest.update(block)
         return digest.hexdigest()
     finally:
         os.close(fd)
+
+
+class _HashingWriter(io.RawIOBase):
+    """A new file written through, its bytes hashed (XXH3-128) and counted as they pass:
+    a frame's Arrow file digested without reading it back."""
+
+    def __init__(self, file: Path) -> None:
+        import xxhash
+
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        self._stream = os.fdopen(os.open(file, flags, 0o600), "wb", buffering=0)
+        self._digest = xxhash.xxh3_128()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self._digest.update(view)
+        done = 0
+        while done < len(view):
+            done += self._stream.write(view[done:])
+        self.size += done
+        return done
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def _write_frame(frame: pl.DataFrame, file: Path) -> tuple[int, str]:
+    """``frame`` as an uncompressed Arrow IPC file (a new file): its size and digest."""
+    with _HashingWriter(file) as out:
+        frame.write_ipc(out, compression="uncompressed")
+    return out.size, out.hexdigest()
 
 
 def _check_file(file: Path, size: int, digest: str) -> None:
@@ -280,21 +322,22 @@ def _edges_digest(file: Path, size: int) -> str:
 def companions_of(resolved: Path) -> list[Path]:
     """Files the loader of ``resolved`` reads beside it, whose change changes the capture:
     SQLite's ``-wal`` (committed rows live there until a checkpoint moves them into the
-    ``.db``, which keeps its size and mtime meanwhile), and every file of the folder a
-    ``profiler_info_N.json`` stands for (at most :data:`_MAX_COMPANIONS`)."""
+    ``.db``, which keeps its size and mtime meanwhile), the files read with it
+    (:func:`memtui.sources.common.groups.read_with`: the rest of a profiler CSV's group, a
+    dump's python traces), and every file of the folder a ``profiler_info_N.json`` stands
+    for (at most :data:`_MAX_COMPANIONS`)."""
+    from memtui.sources.common.groups import read_with
+    from memtui.sources.common.walk import files_under
+
     found = []
     wal = resolved.with_name(resolved.name + "-wal")
     if wal.is_file():
         found.append(wal)
+    found += read_with(resolved)  # a profiler CSV's group, a dump's python traces
     if _FOLDER_STAND_IN.match(resolved.name):
-        for folder, dirs, files in os.walk(resolved.parent):  # links are not followed
-            dirs.sort()
-            for name in sorted(files):
-                file = Path(folder) / name
-                if file != resolved:
-                    found.append(file)
-                if len(found) >= _MAX_COMPANIONS:
-                    return found
+        for file in files_under(resolved.parent, max_entries=_MAX_COMPANIONS):
+            if file != resolved:  # (the loader's own bounded walk: links not followed)
+                found.append(file)
     return found
 
 
@@ -340,6 +383,7 @@ def code_stamp() -> str:
 def meta_to_json(meta: TraceMeta) -> dict[str, Any] | None:
     """``meta`` as JSON-ready data, or None where it would not come back equal."""
     data = dataclasses.asdict(meta)
+    data.pop("cache_key", None)  # where the trace was read from this time: never stored
     try:
         if json.loads(json.dumps(data)) != data:
             return None
@@ -430,8 +474,13 @@ def _read_arrow(file: Path, mapped: bool = True) -> pl.DataFrame:
         return pl.read_ipc(file)
     import pyarrow as pa
 
-    # not closed here: the buffers keep the mapping alive as long as the columns live
-    table = pa.ipc.open_file(pa.memory_map(str(file))).read_all()
+    # the file closed once read: its buffers keep the mapping alive as long as the
+    # columns live, and an open capture holds no file descriptor
+    source = pa.memory_map(str(file))
+    try:
+        table = pa.ipc.open_file(source).read_all()
+    finally:
+        source.close()
     return pl.from_arrow(table, rechunk=False)  # type: ignore[return-value]
 
 
@@ -479,15 +528,13 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
         for name in SCHEMAS:
             frame = trace.frame(name)
             file = staging / f"{name}.arrow"
-            frame.write_ipc(file, compression="uncompressed")
-            sizes[name], digests[file.name] = file.stat().st_size, _digest_file(file)
+            sizes[name], digests[file.name] = _write_frame(frame, file)
             rows[name] = frame.height
         extra_files = {}
         for index, (extra_key, frame) in enumerate(extra_frames.items()):
             file = staging / f"extra-{index}.arrow"
-            frame.write_ipc(file, compression="uncompressed")
-            extra_files[extra_key] = (file.name, file.stat().st_size)
-            digests[file.name] = _digest_file(file)
+            size, digests[file.name] = _write_frame(frame, file)
+            extra_files[extra_key] = (file.name, size)
         manifest = {"key": key.as_json(), "meta": meta, "meta_digest": _json_digest(meta),
                     "sizes": sizes, "rows": rows, "digests": digests,
                     "extra_frames": extra_files, "written": time.time()}
@@ -646,17 +693,37 @@ def _save_npy(entry: Path, stem: str, array: Any) -> list:
 
 
 def _load_npy(entry: Path, kept: list) -> Any:
-    """The array :func:`_save_npy` wrote, memory-mapped; a ValueError where its size or
-    digest changed or it is not a plain one-dimensional array."""
+    """The array :func:`_save_npy` wrote, memory-mapped (read where it is small); a
+    ValueError where its size or digest changed or it is not a plain one-dimensional
+    array.  The file is closed on return: the mapping lives as long as the array, and an
+    open capture holds no file descriptor (numpy's own memmap keeps one per array)."""
     import numpy as np
 
     name, size, digest = kept
     file = entry / Path(name).name
     _check_file(file, size, digest)
-    array = np.load(file, mmap_mode="r", allow_pickle=False)
-    if array.ndim != 1 or array.dtype.kind not in "iub":
-        raise ValueError(f"{file} is not a plain array")
-    return np.asarray(array)
+    with open(file, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        readers = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in readers:
+            raise ValueError(f"{file}: an .npy version memtui did not write")
+        shape, fortran, dtype = readers[version](fh)
+        offset = fh.tell()
+        if len(shape) != 1 or fortran or dtype.kind not in "iub" or dtype.hasobject:
+            raise ValueError(f"{file} is not a plain array")
+        if offset + shape[0] * dtype.itemsize != size:
+            raise ValueError(f"{file}: its header and its size differ")
+        if size < READ_NPY_BELOW or (size < MAP_FROM_BYTES and "pyarrow" not in sys.modules):
+            return np.frombuffer(fh.read(), dtype=dtype, count=shape[0])  # (no import)
+    import pyarrow as pa
+
+    source = pa.memory_map(str(file))
+    try:
+        buffer = source.read_buffer()
+    finally:
+        source.close()
+    return np.frombuffer(buffer, dtype=dtype, count=shape[0], offset=offset)
 
 
 def lookup_levels(key: CacheKey) -> dict[str, tuple[Any, Any]]:

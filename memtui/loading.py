@@ -15,6 +15,7 @@ a reopened capture's Findings arrive with its first screen.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +54,13 @@ def load_trace(path: str | Path, progress: Progress | None = None,
 
         use_cache = cache.enabled()
     levels: dict = {}
+    key = None
     if use_cache:
-        trace, levels = _cached_or_loaded(path, progress, store_in_background)
+        trace, levels, key = _cached_or_loaded(path, progress, store_in_background)
     else:
         trace = open_capture(path, progress)
     prepared = prepare_trace(trace, thresholds)
+    prepared = replace(prepared, meta=replace(prepared.meta, cache_key=key))
     if levels:
         from memtui.analysis.timeline.levels import seed_levels
 
@@ -88,9 +91,12 @@ def prepare_trace(trace: MemoryTrace,
 
 
 def _cached_or_loaded(path: str | Path, progress: Progress | None,
-                      in_background: bool) -> tuple[MemoryTrace, dict]:
-    """The trace of ``path`` and, reopened from the cache, the levels kept beside it
-    (device -> (allocated, reserved)); a fresh load is stored for next time."""
+                      in_background: bool) -> tuple[MemoryTrace, dict, Any]:
+    """The trace of ``path``, the levels kept beside it where it was reopened from the
+    cache (device -> (allocated, reserved)), and its cache key, taken once before it was
+    read; a fresh load is stored for next time.  A file that changed while it was read
+    (its key after the read differs) is neither stored nor given a key: what was read
+    may be of neither version."""
     from memtui import cache
 
     key = cache.key_of(path)
@@ -100,15 +106,17 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
             trace.meta.path = str(Path(path))  # as given this time, as a source would say
             if progress is not None:
                 progress(1.0, "opened from the cache")
-            return trace, cache.lookup_levels(key)
+            return trace, cache.lookup_levels(key), key
     trace = open_capture(path, progress)
+    if key is not None and cache.key_of(path) != key:
+        key = None  # replaced or written while it was read
     if key is not None and in_background:
         cache.store_in_background(key, trace)
     elif key is not None:
         if progress is not None:
             progress(1.0, "storing in the cache")
         cache.store(key, trace)
-    return trace, {}
+    return trace, {}, key
 
 
 #: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.
@@ -184,10 +192,10 @@ def _kept_name_and_key(trace: MemoryTrace, device: str) -> tuple[str, Any]:
 
     names = [info.name for info in trace.meta.devices]
     name = f"block-map-{names.index(device)}" if device in names else ""
-    if (not name or not trace.meta.path or has_layers(trace) or "layers" in trace.meta.extra
+    if (not name or has_layers(trace) or "layers" in trace.meta.extra
             or not cache.enabled()):
         return name, None
-    return name, cache.key_of(trace.meta.path)
+    return name, trace.meta.cache_key  # the file as it was read, not as it is now
 
 
 # -- the findings, kept beside the cache entry -------------------------------------------
@@ -248,6 +256,6 @@ def _findings_name_and_key(trace: MemoryTrace) -> tuple[str, Any]:
 
     settings = repr((trace.meta.extra.get("thresholds"), trace.meta.extra.get("layers")))
     name = "findings-" + hashlib.blake2b(settings.encode(), digest_size=6).hexdigest()
-    if not trace.meta.path or not cache.enabled():
+    if not cache.enabled():
         return name, None
-    return name, cache.key_of(trace.meta.path)
+    return name, trace.meta.cache_key  # the file as it was read, not as it is now

@@ -53,6 +53,16 @@ Definitions every screen, ``summary`` and ``state`` follow (docs/formats.md, "De
   event number shown everywhere; positions and ``seq`` are in the same order.
 * Layered sources (msMemScope): figures are per memory layer (``pool``: HAL, PTA, ATB,
   MINDSPORE, HOST_PINNED, ...), chosen per device; never a layer plus the layer inside it.
+* Invariants, at every event of a device (of each layer of a layered source): allocated
+  <= reserved, so free = reserved - allocated (pending frees counted in allocated) is
+  never negative; the segments alive add up to reserved where the device's layout is
+  complete (``DeviceInfo.layout_complete``: a snapshot's segments are its reservation),
+  and never to more than it elsewhere.  Where a file contradicts them (a pool's own total
+  below the blocks it holds, a dump whose blocks overflow their segment), the source (or
+  the layer view) shows what is known: reserved raised to the least it can be, the
+  device's ``reserved_floor`` saying why (every figure of it then reads "reserved >= X"),
+  ``reserved_ceiling`` the most it can be where that is known, and one warning naming the
+  file, the layer and the rows.  :func:`validate` checks them (:func:`level_breaches`).
 """
 
 from __future__ import annotations
@@ -60,6 +70,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 #: Event actions of the canonical model.  Sources map their own names onto these.
@@ -221,6 +232,12 @@ class DeviceInfo:
     allocated_at_end: int | None = None
     reserved_at_end: int | None = None
     segments_at_end: int | None = None
+    #: the segments are the whole reservation: at every event they add up to reserved
+    layout_complete: bool = False
+    #: why the reserved figures are only the least they can be (None: they are exact)
+    reserved_floor: str | None = None
+    #: the most reserved can be, where the file bounds it (a driver layer's bytes)
+    reserved_ceiling: int | None = None
 
 
 @dataclass
@@ -234,6 +251,12 @@ class TraceMeta:
     host: str | None = None
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The reopen cache's key of the file as it was read, taken once at open
+    #: (:mod:`memtui.loading`): what is kept beside the cache entry later (findings, the
+    #: Blocks index, the summary) goes under it, never under the key the path has by then
+    #: (a file replaced since, a relative path after a ``chdir``).  None: nothing is kept
+    #: (the cache off, a folder, a file that changed while it was read).  Never stored.
+    cache_key: Any = field(default=None, compare=False, repr=False)
 
     def device(self, name: str) -> DeviceInfo:
         for info in self.devices:
@@ -311,8 +334,9 @@ def validate(trace: MemoryTrace) -> None:
     """Check every frame against the contract; raise :class:`ModelError` on the first breach.
 
     Checks: the contract's columns exist in order with their dtypes; events are sorted by
-    ``t``; the event axis (module docstring) holds; every device named in a frame is
-    listed in ``meta.devices``; ids are unique.
+    ``t``; the event axis (module docstring) holds; the invariants of the levels hold
+    (:func:`level_breaches`); every device named in a frame is listed in
+    ``meta.devices``; ids are unique.
     """
     for name, schema in SCHEMAS.items():
         df = trace.frame(name)
@@ -327,6 +351,9 @@ def validate(trace: MemoryTrace) -> None:
     if events.height and not events["t"].is_sorted():
         raise ModelError("events are not sorted by t")
     _validate_axis(trace)
+    breaches = level_breaches(trace)
+    if breaches:
+        raise ModelError("; ".join(breaches))
     known = set(trace.meta.device_names)
     for name in ("events", "blocks", "segments", "curves"):
         df = trace.frame(name)
@@ -355,7 +382,10 @@ def _validate_axis(trace: MemoryTrace) -> None:
             raise ModelError("events.seq does not rise along a device's events (the event "
                              "axis must follow time)")
     at = events.select("device", "seq", "t")
-    for name in ("blocks", "segments"):
+    # a layer view's segments are the driver allocations its blocks live in: their events
+    # are the driver layer's, not in the view (their seq still places them on the axis)
+    names = ("blocks",) if is_layer_view(trace) else ("blocks", "segments")
+    for name in names:
         frame = trace.frame(name)
         for column, time in (("seq_alloc", "t_alloc"), ("seq_free", "t_free"),
                              ("seq_free_requested", "t_free_requested")):
@@ -373,3 +403,66 @@ def _validate_axis(trace: MemoryTrace) -> None:
         backwards = frame.filter(pl.col("seq_free") <= pl.col("seq_alloc")).height
         if backwards:
             raise ModelError(f"{name}: {backwards} freed at or before their alloc (seq)")
+
+
+#: Sources whose events mix memory layers: their figures are per layer, made by
+#: ``memtui.analysis.timeline.layers.layer_view`` (a view records its choice in
+#: ``meta.extra["layers"]``); the raw trace's levels are no figure anyone shows.
+LAYERED_SOURCES = ("msmemscope",)
+
+
+def is_layer_view(trace: MemoryTrace) -> bool:
+    """Whether ``trace`` is one memory layer per device of a layered capture."""
+    return "layers" in trace.meta.extra
+
+
+def segment_level(seq: np.ndarray, segments: pl.DataFrame) -> tuple[np.ndarray, int]:
+    """The bytes of ``segments`` alive just after each event of ``seq`` (ascending), and
+    before the first: a segment counts from its ``seq_alloc`` (a ghost, or one without a
+    ``seq_alloc``, from the start) up to its ``seq_free``; a ``seq`` between two events'
+    (an event of another layer) counts from the next event on."""
+    size = segments["size"].fill_null(0).to_numpy()
+    start = int(size[segments["seq_alloc"].is_null().to_numpy()].sum())
+    delta = np.zeros(seq.size + 1, dtype=np.int64)
+    for column, sign in ((segments["seq_alloc"], 1), (segments["seq_free"], -1)):
+        known = column.is_not_null().to_numpy()
+        rows = np.searchsorted(seq, column.fill_null(0).to_numpy()[known])
+        np.add.at(delta, np.minimum(rows, seq.size), sign * size[known])
+    return start + np.cumsum(delta[:-1]), start
+
+
+def level_breaches(trace: MemoryTrace) -> list[str]:
+    """The invariants of the levels (module docstring) each device breaks, as text (empty
+    where all hold).  A layered capture's raw trace is not checked (its levels are per
+    layer: check its layer views)."""
+    if trace.meta.source in LAYERED_SOURCES and not is_layer_view(trace):
+        return []
+    out = []
+    for info in trace.meta.devices:
+        events = trace.device_events(info.name)
+        if events.is_empty() or "seq" not in events.columns:
+            continue
+        allocated = events["allocated"].to_numpy()
+        reserved = events["reserved"]
+        if reserved.null_count() == reserved.len() or events["allocated"].null_count():
+            continue
+        known = reserved.is_not_null().to_numpy()
+        level = reserved.fill_null(0).to_numpy()
+        over = np.flatnonzero(known & (allocated > level))
+        if over.size:
+            out.append(f"{info.name}: allocated above reserved at {over.size} events (first "
+                       f"event {int(over[0])}: {int(allocated[over[0]])} > "
+                       f"{int(level[over[0]])})")
+        segments = trace.device_segments(info.name)
+        if segments.is_empty() or not info.has_segments:
+            continue
+        held, _ = segment_level(events["seq"].to_numpy(), segments)
+        wrong = known & (held != level if info.layout_complete and info.reserved_floor is None
+                         else held > level)
+        bad = np.flatnonzero(wrong)
+        if bad.size:
+            rule = "differ from" if info.layout_complete else "exceed"
+            out.append(f"{info.name}: the segments alive {rule} reserved at {bad.size} events "
+                       f"(first event {int(bad[0])}: {int(held[bad[0]])} vs "
+                       f"{int(level[bad[0]])})")
+    return out

@@ -213,6 +213,17 @@ def _one_pool(captures: Sequence[RankCapture], workers: int, points: int,
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 
+def check_connect_timeout(seconds: float) -> float:
+    """``--connect-timeout`` as given, or a CaptureError where it is no wait at all (0,
+    negative, NaN, infinite): a scheduler is never asked to answer in -1 seconds."""
+    import math
+
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds <= 0:
+        raise CaptureError("--connect-timeout", f"{seconds!r} seconds: say how long to wait "
+                                                "for a Dask scheduler, more than 0")
+    return float(seconds)
+
+
 def check_cluster_address(address: str) -> str:
     """``address`` as Dask's client takes it (``HOST:PORT`` gets ``tcp://``), or a
     :class:`CaptureError` saying what a scheduler address looks like."""
@@ -337,5 +348,6 @@ def dask_available() -> bool:
     return True
 
 
-__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "cores", "dask_available",
+__all__ = ["LOCAL_CLUSTER", "RankResult", "RankTable", "check_connect_timeout", "cores",
+           "dask_available",
            "prepare_processes", "stream_results", "summarize_capture"]

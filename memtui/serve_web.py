@@ -9,8 +9,10 @@ keeps textual-serve's page and relay and adds:
 
 * a secret token per run, printed with the address (as Jupyter does): the page wants it
   in its query (``/?token=...``), the websocket in its path (``/ws/TOKEN``);
-* the websocket's ``Origin``, where the browser sends one, must be the address the page
-  was served from;
+* the ``Host`` of every request must be an address, ``localhost`` or the ``--host`` name
+  given (a name another site's DNS rebinds to 127.0.0.1 is refused, as Jupyter does), and
+  the websocket's ``Origin``, where the browser sends one, the address the page was
+  served from; a plain GET on the websocket's path is answered (426), not dropped;
 * at most :data:`MAX_CLIENTS` connections at once, screens of at most
   :data:`MAX_COLUMNS` x :data:`MAX_ROWS` cells (asked for at the start or in a resize);
 * the page's websocket address is the one the browser came from (``--host 0.0.0.0`` or
@@ -26,10 +28,14 @@ command only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hmac
+import ipaddress
 import logging
 import re
 import secrets
+import signal
 from typing import Any
 
 import aiohttp_jinja2
@@ -62,11 +68,57 @@ def clamp_size(width: Any, height: Any) -> tuple[int, int]:
     return number(width, 80, MAX_COLUMNS), number(height, 24, MAX_ROWS)
 
 
-def same_origin(origin: str | None, request: web.Request) -> bool:
-    """Whether a websocket's ``Origin`` is the page's own (none: not a browser page)."""
+def host_name(host: str) -> str:
+    """The name or address of a ``Host`` header (its port and IPv6 brackets off)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host[1:]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+@functools.lru_cache(maxsize=8)
+def served_names(served: str) -> frozenset[str]:
+    """The names a browser may give this server by: the ``--host`` given, and for a
+    wildcard host (``0.0.0.0``, ``::``) this machine's own names, which memtui prints in
+    the address to open (no other site's DNS answers for them)."""
+    import socket
+
+    names = {host_name(served).rstrip(".")}
+    if served in ("", "0.0.0.0", "::"):
+        for name in (socket.gethostname(), socket.getfqdn()):
+            if name:
+                names.add(name.lower().rstrip("."))
+    return frozenset(n for n in names if n)
+
+
+def host_allowed(host: str | None, served: str) -> bool:
+    """Whether a request's ``Host`` names this server as a browser may reach it without
+    a DNS rebinding: an address (``127.0.0.1``, ``[::1]``, the machine's IP: no name
+    another site's DNS can point here), ``localhost`` (``*.localhost``), the ``--host``
+    name the user chose to serve on, or this machine's name when serving on all
+    addresses (:func:`served_names`).  A name such as ``evil.example`` rebound to
+    127.0.0.1 is refused (as Jupyter does)."""
+    if not host:
+        return False
+    name = host_name(host)
+    try:
+        ipaddress.ip_address(name.split("%", 1)[0])
+        return True
+    except ValueError:
+        pass
+    return name == "localhost" or name.endswith(".localhost") or \
+        name.rstrip(".") in served_names(served)
+
+
+def same_origin(origin: str | None, request: web.Request, served: str = "") -> bool:
+    """Whether a websocket's ``Origin`` is the page's own address, itself an allowed
+    host (:func:`host_allowed`); no ``Origin``: not a browser page (the token decides)."""
     if origin is None:
         return True
-    return origin.rstrip("/") in (f"http://{request.host}", f"https://{request.host}")
+    origin = origin.rstrip("/")
+    if origin not in (f"http://{request.host}", f"https://{request.host}"):
+        return False
+    return host_allowed(origin.split("://", 1)[1], served)
 
 
 class GuardedServer(Server):
@@ -97,7 +149,39 @@ class GuardedServer(Server):
     async def on_startup(self, app: web.Application) -> None:
         """(textual-serve prints a logo and its own address here; memtui printed its.)"""
 
+    def serve(self, debug: bool = False) -> None:
+        """Serve until Ctrl+C (SIGINT) or SIGTERM, then stop quietly: the tabs' app
+        processes are stopped while the event loop still runs (no "Event loop is closed"
+        from their transports afterwards), and no access log (each line would carry the
+        run's token)."""
+        self.debug = debug
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, self.request_exit)
+        try:
+            web.run_app(self._make_app(), host=self.host, port=self.port,
+                        handle_signals=False, loop=loop, print=lambda *args: None,
+                        access_log=None, shutdown_timeout=2)
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            if not loop.is_closed():
+                loop.close()
+
+    def _foreign_host(self, request: web.Request) -> web.Response | None:
+        """The 403 for a request whose ``Host`` is not this server's (a DNS rebinding)."""
+        if host_allowed(request.headers.get("Host"), self.host):
+            return None
+        return web.Response(status=403, text="memtui serve: open it by its address "
+                                             "(127.0.0.1, localhost or the --host given)\n")
+
     async def guarded_index(self, request: web.Request) -> web.Response:
+        foreign = self._foreign_host(request)
+        if foreign is not None:
+            return foreign
         if not self._token_ok(request.query.get("token")):
             return web.Response(status=403, text="memtui serve: open the address memtui "
                                                  "printed: it carries this run's token\n")
@@ -114,10 +198,17 @@ class GuardedServer(Server):
                             headers={"Referrer-Policy": "no-referrer"})
 
     async def guarded_websocket(self, request: web.Request) -> web.StreamResponse:
+        foreign = self._foreign_host(request)
+        if foreign is not None:
+            return foreign
         if not self._token_ok(request.match_info.get("token")):
             return web.Response(status=403, text="wrong token\n")
-        if not same_origin(request.headers.get("Origin"), request):
+        if not same_origin(request.headers.get("Origin"), request, self.host):
             return web.Response(status=403, text="another site's page may not connect\n")
+        if not web.WebSocketResponse().can_prepare(request).ok:
+            return web.Response(status=426, headers={"Upgrade": "websocket"},
+                                text="memtui serve: this address is the page's websocket; "
+                                     "open the page instead\n")
         if self.clients >= self.max_clients:
             return web.Response(status=503, text=f"at most {self.max_clients} connections "
                                                  "at once\n")

@@ -17,6 +17,12 @@ def format_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+def at_least(n: int | None, floor: bool) -> str:
+    """``format_bytes(n)``, written ``>= 1.5 GiB`` where ``n`` is only the least the figure
+    can be (a file that contradicts itself: DESIGN.md's invariants)."""
+    return f">= {format_bytes(n)}" if floor and n is not None else format_bytes(n)
+
+
 def counted(count: int, noun: str) -> str:
     """``count`` with ``noun`` in the right number: ``1 block``, ``0 blocks``, ``1,234
     events``, ``2 matches``, ``3 entries`` (English's regular plurals)."""

@@ -4,6 +4,9 @@ imports analysis/, a screen module imports no other screen module, nothing impor
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 
 import pytest
 
@@ -41,26 +44,137 @@ def _modules(*folders):
         yield from ([target] if target.is_file() else sorted(target.rglob("*.py")))
 
 
-@pytest.mark.parametrize("path", list(_modules("sources", "analysis", "model.py")),
-                         ids=lambda p: str(p.relative_to(REPO)))
-def test_no_textual_below_the_ui(path):
-    bad = [name for name in _imports(path) if name.split(".")[0] in ("textual", "textual_plotext")]
-    assert not bad, f"{path} imports {bad}"
+@cache
+def _imports_of(path) -> tuple[str, ...]:
+    """:func:`_imports` of ``path``, parsed once for every rule."""
+    return tuple(_imports(path))
 
 
-VIEWER = [p for p in sorted(PACKAGE.rglob("*.py")) if "record" not in p.relative_to(PACKAGE).parts]
+@dataclass(frozen=True)
+class ImportRule:
+    """A layer rule: the modules under ``folders`` (paths in memtui/) may not import a
+    name for which ``forbidden(path, name)`` is true."""
+
+    folders: tuple[str, ...]
+    forbidden: Callable[[object, str], bool]
+    why: str
+
+    def paths(self):
+        return list(_modules(*self.folders))
+
+    def offenders(self, paths=None) -> list[str]:
+        """``path: imported name`` for every breach, sorted (empty: the rule holds)."""
+        return sorted(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}: "
+                      f"{name}"
+                      for path in (self.paths() if paths is None else paths)
+                      for name in _imports_of(path) if self.forbidden(path, name))
 
 
-@pytest.mark.parametrize("path", VIEWER, ids=lambda p: str(p.relative_to(REPO)))
-def test_viewer_never_imports_torch(path):
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _imports_torch(path, name: str) -> bool:
     """Only memtui/record/ (the ``record`` extra) may import torch; memtui.record is
     imported only by its own command and the pytest plugin (which asks it to load torch
     when a marked test runs: ``record.recorder.load_torch``)."""
     plugin = path.name == "pytest_plugin.py"
-    bad = [name for name in _imports(path)
-           if name.split(".")[0] in ("torch", "torch_npu")
-           or (name.startswith("memtui.record") and path.name != "record.py" and not plugin)]
-    assert not bad, f"{path} imports {bad}"
+    return _top(name) in ("torch", "torch_npu") or (
+        name.startswith("memtui.record") and path.name != "record.py" and not plugin)
+
+
+#: The one screen module every screen may import: the base class and the parts they share.
+SHARED_SCREEN_MODULE = "memtui.tui.screens.linked"
+
+
+def _imports_another_screen(path, name: str) -> bool:
+    if path.name in ("__init__.py", "linked.py"):
+        return False  # the registry of screens, and the shared module itself
+    return name.startswith("memtui.tui.screens") and name != SHARED_SCREEN_MODULE \
+        and not name.startswith(SHARED_SCREEN_MODULE + ".")
+
+
+#: What analysis/ never imports: it computes and never presents (memtui.text, the
+#: commands, the API, the loaders, the cache or the exports).
+ABOVE_ANALYSIS = ("memtui.text", "memtui.commands", "memtui.api", "memtui.loading",
+                  "memtui.cache", "memtui.export", "memtui.cli", "memtui.rankload")
+
+IMPORT_RULES = {
+    "no textual below the UI": ImportRule(
+        ("sources", "analysis", "model.py"),
+        lambda path, name: _top(name) in ("textual", "textual_plotext"),
+        "sources/, analysis/ and the model never import textual"),
+    "the viewer never imports torch": ImportRule(
+        tuple(p.name for p in sorted(PACKAGE.iterdir())
+              if p.name != "record" and (p.suffix == ".py" or p.is_dir())
+              and p.name != "__pycache__"),
+        _imports_torch, _imports_torch.__doc__),
+    "sources never import analysis": ImportRule(
+        ("sources",),
+        lambda path, name: name.startswith(("memtui.analysis", "memtui.tui"))
+        or name == "memtui.loading",
+        "data flows one way: file -> source -> model -> analysis -> widget"),
+    "analysis never imports the UI": ImportRule(
+        ("analysis",), lambda path, name: name.startswith("memtui.tui"),
+        "analysis/ is pure functions over frames"),
+    "screens never import each other": ImportRule(
+        ("tui/screens",), _imports_another_screen,
+        f"a screen module imports no other screen module, only {SHARED_SCREEN_MODULE}"),
+    "analysis computes and never presents": ImportRule(
+        ("analysis",), lambda path, name: name.startswith(ABOVE_ANALYSIS),
+        "analysis/ never imports " + ", ".join(ABOVE_ANALYSIS)),
+    "text only presents": ImportRule(
+        ("text",),
+        lambda path, name: name.startswith(("memtui.tui", "memtui.commands", "memtui.sources",
+                                            "textual")),
+        "memtui/text/ writes results for people: it reads no file and imports no UI"),
+    "exports and the API never import the UI": ImportRule(
+        ("export", "api.py"),
+        lambda path, name: name.startswith("memtui.tui")
+        or _top(name) in ("textual", "textual_plotext"),
+        "memtui/export/ and the API write from the model and the analyses: no textual"),
+}
+
+
+@pytest.mark.parametrize("rule", list(IMPORT_RULES))
+def test_import_rule(rule):
+    """Each layer rule over every module it covers: the offenders listed, none allowed."""
+    checked = IMPORT_RULES[rule]
+    assert checked.paths(), f"{rule}: no module to check"
+    assert checked.offenders() == [], checked.why
+
+
+#: A breach of each rule, as (a module path under memtui/, its source).
+BREACHES = {
+    "no textual below the UI": ("sources/probe.py", "from textual.app import App\n"),
+    "the viewer never imports torch": ("tui/probe.py", "def later():\n    import torch\n"),
+    "sources never import analysis": ("sources/probe.py", "from ..analysis import timeline\n"),
+    "analysis never imports the UI": ("analysis/probe.py", "from memtui import tui\n"),
+    "screens never import each other": ("tui/screens/probe.py",
+                                        "from memtui.tui.screens.blocks import BlocksScreen\n"),
+    "analysis computes and never presents": ("analysis/findings/probe.py",
+                                             "from ...text import check\n"),
+    "text only presents": ("text/probe.py", "import memtui.sources.memscope\n"),
+    "exports and the API never import the UI": ("export/probe.py", "import textual_plotext\n"),
+}
+
+
+@pytest.mark.parametrize("rule", list(IMPORT_RULES))
+def test_each_import_rule_can_fail(tmp_path, rule):
+    """A module that breaks the rule (also through ``from memtui import tui``, a relative
+    import or a late one) is listed, and one that keeps it is not."""
+    place, source = BREACHES[rule]
+    checked = IMPORT_RULES[rule]
+    package = tmp_path / "memtui"
+    probe, fine = package / place, package / place.replace("probe", "fine")
+    probe.parent.mkdir(parents=True)
+    probe.write_text(source)
+    fine.write_text("import numpy\nfrom memtui import units\n")
+    inside = PACKAGE / place  # where the rule looks: the probe read as if it lay there
+    assert [n for n in _imports(probe, package) if checked.forbidden(inside, n)], \
+        f"{rule} misses {source!r} in {place}"
+    assert not [n for n in _imports(fine, package) if checked.forbidden(inside, n)]
+    assert any(place.startswith(folder) for folder in checked.folders)  # a place it checks
 
 
 def test_ui_never_parses_files():
@@ -83,35 +197,6 @@ def test_every_package_is_installed():
     }
     assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"
     assert "memtui.snapshots" in listed
-
-
-@pytest.mark.parametrize("path", list(_modules("sources")), ids=lambda p: str(p.relative_to(REPO)))
-def test_sources_never_import_analysis(path):
-    """Data flows one way: file -> source -> model -> analysis -> widget."""
-    bad = [name for name in _imports(path) if name.startswith("memtui.analysis")
-           or name.startswith("memtui.tui") or name == "memtui.loading"]
-    assert not bad, f"{path} imports {bad}"
-
-
-@pytest.mark.parametrize("path", list(_modules("analysis")), ids=lambda p: str(p.relative_to(REPO)))
-def test_analysis_never_imports_the_ui(path):
-    bad = [name for name in _imports(path) if name.startswith("memtui.tui")]
-    assert not bad, f"{path} imports {bad}"
-
-
-#: The one screen module every screen may import: the base class and the parts they share.
-SHARED_SCREEN_MODULE = "memtui.tui.screens.linked"
-
-
-@pytest.mark.parametrize("path", sorted((PACKAGE / "tui" / "screens").glob("*.py")),
-                         ids=lambda p: str(p.relative_to(REPO)))
-def test_screens_never_import_each_other(path):
-    if path.name in ("__init__.py", "linked.py"):
-        return  # the registry of screens, and the shared module itself
-    screens = [name for name in _imports(path) if name.startswith("memtui.tui.screens")]
-    bad = [name for name in screens if name != SHARED_SCREEN_MODULE
-           and not name.startswith(SHARED_SCREEN_MODULE + ".")]
-    assert not bad, f"{path} imports other screen modules {bad}"
 
 
 def test_layer_rules_catch_a_breach(tmp_path):
@@ -174,24 +259,6 @@ def test_the_room_order_can_fail():
              "memtui.analysis.findings.leak": {"memtui.analysis.timeline.levels"}}
     assert room_breaches(graph) == [("memtui.analysis.timeline.levels",
                                      "memtui.analysis.findings.leak")]
-
-
-@pytest.mark.parametrize("path", list(_modules("analysis")), ids=lambda p: str(p.relative_to(REPO)))
-def test_analysis_computes_and_never_presents(path):
-    """analysis/ is pure functions over frames: it never imports the text for people
-    (memtui.text), the commands, the API, the loaders, the cache or the exports."""
-    above = ("memtui.text", "memtui.commands", "memtui.api", "memtui.loading", "memtui.cache",
-             "memtui.export", "memtui.cli", "memtui.rankload")
-    bad = [name for name in _imports(path) if name.startswith(above)]
-    assert not bad, f"{path} imports {bad}"
-
-
-@pytest.mark.parametrize("path", list(_modules("text")), ids=lambda p: str(p.relative_to(REPO)))
-def test_text_only_presents(path):
-    """memtui/text/ writes results for people: it reads no file and imports no UI."""
-    bad = [name for name in _imports(path)
-           if name.startswith(("memtui.tui", "memtui.commands", "memtui.sources", "textual"))]
-    assert not bad, f"{path} imports {bad}"
 
 
 def _module_name(path, package=PACKAGE) -> str:
@@ -305,12 +372,3 @@ def test_the_circle_check_can_fail(tmp_path):
     assert graph["memtui.units"] == set()  # read by type checkers only
     assert graph["memtui.tui.cursor"] == set()  # the compiled module, not the package
     assert import_circles(graph) == [["memtui.tui.app", "memtui.tui.follow"]]
-
-
-@pytest.mark.parametrize("path", list(_modules("export", "api.py")),
-                         ids=lambda p: str(p.relative_to(REPO)))
-def test_exports_and_the_api_never_import_the_ui(path):
-    """memtui/export/ and the API write from the model and the analyses: no textual."""
-    bad = [name for name in _imports(path) if name.startswith("memtui.tui")
-           or name.split(".")[0] in ("textual", "textual_plotext")]
-    assert not bad, f"{path} imports {bad}"

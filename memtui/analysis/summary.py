@@ -4,7 +4,10 @@ Besides the peak and the end, each device gets the figures ``ptmem`` prints (the
 time-weighted average level, the least level, the bytes allocated in all and the median
 block size, :func:`level_figures`) and what was alive before the capture began
 (``before_capture``: pt-snap-cli's "static" blocks, those freed during the capture, and the
-start level no block explains, :mod:`memtui.analysis.timeline.attribution`).
+start level no block explains, :mod:`memtui.analysis.timeline.attribution`), and its memory by
+role (``by_role``: bytes per role at the peak, summing to ``peak_allocated_bytes``;
+``roles``: the same at the end, each role's own peak, what the phases were read from:
+:mod:`memtui.analysis.roles.figures`).
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         reserved_at_end = int(reserved.values[-1])
     peak_reserved = reserved.peak()[0] if reserved is not None and reserved.values.size \
         else None
+    from memtui.analysis.roles.figures import device_roles_summary
     from memtui.analysis.timeline.attribution import before_capture
 
+    roles = device_roles_summary(trace, device)
     return {
         "device": device,
         "events": trace.device_events(device).height,
@@ -51,8 +56,14 @@ def device_summary(trace: MemoryTrace, device: str) -> dict[str, Any]:
         "allocated_at_end_bytes": allocated_at_end,
         "reserved_at_end_bytes": reserved_at_end,
         "peak_reserved_bytes": peak_reserved,
+        # where the file contradicts itself, the reserved figures are only the least they
+        # can be: why (None: exact), and the most they can be where the file says
+        "reserved_floor": info.reserved_floor,
+        "reserved_ceiling_bytes": info.reserved_ceiling,
         **level_figures(allocated, blocks, trace.meta.time_unit),
         "before_capture": before_capture(trace, device).to_dict(),
+        "by_role": roles["at_peak"],
+        "roles": roles,
     }
 
 

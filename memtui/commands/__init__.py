@@ -22,4 +22,5 @@ COMMANDS: dict[str, str] = {
     "cache": "memtui.commands.cache",
     "serve": "memtui.commands.serve",
     "whatif": "memtui.commands.whatif",
+    "mcp": "memtui.commands.mcp",
 }

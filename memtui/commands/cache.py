@@ -17,11 +17,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memtui import cache
+    from memtui.errors import printable
 
     root = cache.cache_dir()
+    shown = printable(str(root))
     if args.action == "clear":
         done = cache.clear()
-        print(f"cleared {_entries(done.entries)} ({done.bytes / 1e6:.1f} MB) from {root}")
+        print(f"cleared {_entries(done.entries)} ({done.bytes / 1e6:.1f} MB) from {shown}")
         if done.failed:
             from memtui.errors import CaptureError
 
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     entries, size = cache.usage()
     cap = cache.max_bytes() / 1e9
-    print(f"{root}: {_entries(entries)}, {size / 1e6:.1f} MB (cap {cap:.1f} GB)")
+    print(f"{shown}: {_entries(entries)}, {size / 1e6:.1f} MB (cap {cap:.1f} GB)")
     from memtui.analysis.replay.compiled import replay_in_use
     from memtui.sources.common.compiled import pairing_in_use
     from memtui.sources.torch_snapshot.reader_choice import reader_in_use

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from memtui.commands.paths import add_cache_argument
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
 from memtui.errors import CaptureError
 
 HELP = "check a capture against memory limits or a baseline: exit 1 where one is broken"
 #: Only prints: the process may end without tearing the interpreter down (cli.entry).
 QUICK_EXIT = True
 #: The options that are limits, as ``[tool.memtui.check]`` spells them.
-LIMIT_OPTIONS = ("max-peak", "max-reserved", "max-end", "max-leak-per-step", "tolerance",
-                 "allow-oom", "baseline")
+LIMIT_OPTIONS = ("max-peak", "max-reserved", "max-end", "max-leak-per-step", "max-role",
+                 "tolerance", "allow-oom", "baseline")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-peak", metavar="SIZE", help="peak allocated, each device")
     parser.add_argument("--max-reserved", metavar="SIZE", help="peak reserved, each device")
     parser.add_argument("--max-end", metavar="SIZE", help="allocated at the end, each device")
+    parser.add_argument("--max-role", metavar="ROLE=SIZE", action="append",
+                        help="a role's bytes at any event, each device (repeatable: "
+                             "--max-role optimizer_state=4GiB --max-role activation=20GiB; "
+                             "roles: parameter, gradient, optimizer_state, activation, "
+                             "temporary, input, cache, other)")
     parser.add_argument("--max-leak-per-step", metavar="SIZE",
                         help="bytes a leak may grow per step (default: no leak finding of "
                              "high severity)")
@@ -56,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the pyproject.toml holding [tool.memtui.check] (default: the "
                              "nearest one above the current folder)")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def configured_limits(path: Path | None) -> tuple[dict[str, Any], Path | None]:
@@ -100,15 +107,33 @@ def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]
             config = find_pyproject(Path.cwd())
         except OSError:  # the current folder was removed: no settings above it
             config = None
-    if args.config and not config.is_file():
-        raise CaptureError(args.config, "no such file")
+    if args.config:
+        from memtui.sources.common.files import check_input
+
+        check_input(config)  # missing, unreadable, a folder: one line
     values, _ = configured_limits(config)
     given = {name: getattr(args, name.replace("-", "_")) for name in LIMIT_OPTIONS}
     given = {k: v for k, v in given.items() if v is not None}
     baseline = given.pop("baseline", values.pop("baseline", None))
     _validated(given, lambda key: f"--{key}")
+    if "max-role" in given and "max-role" in values:  # role by role, the command line's over
+        from memtui.analysis.limits.check import _role_pairs
+
+        given["max-role"] = dict(_role_pairs(values["max-role"])) | dict(
+            _role_pairs(given["max-role"]))
     values.update(given)
     return values, baseline
+
+
+def _settings_file() -> Path | None:
+    """The pyproject.toml the settings were looked for in (an input too: ``--junit`` never
+    writes over it)."""
+    from memtui.settings import find_pyproject
+
+    try:
+        return find_pyproject(Path.cwd())
+    except OSError:
+        return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,14 +141,23 @@ def run(args: argparse.Namespace) -> int:
     from memtui.text.check import github_annotations
 
     values, baseline = chosen_limits(args)
-    capture = _open(args.path, store_in_background=True)
-    reference = _open(baseline, store_in_background=True) if baseline else None
+    inputs = [args.path, baseline, args.config, getattr(args, "roles", None), _settings_file()]
+    junit = None
+    if args.junit is not None:
+        from memtui.outputs import output_file
+
+        junit = output_file(args.junit, inputs=inputs)  # before any work
+    rules = chosen_rules(args)
+    capture = _open(args.path, store_in_background=True, roles=rules)
+    reference = _open(baseline, store_in_background=True, roles=rules) if baseline else None
     result = capture.check(reference, limits=values)
-    if args.junit:
+    if junit is not None:
+        from memtui.outputs import write_atomically
+
         try:
-            Path(args.junit).write_bytes(result.junit_xml())
+            write_atomically(junit, result.junit_xml(), inputs)
         except OSError as exc:
-            raise CaptureError(args.junit, f"cannot write the JUnit XML ({exc.strerror})") \
+            raise CaptureError(junit, f"cannot write the JUnit XML ({exc.strerror or exc})") \
                 from None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(result.verdict):

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from memtui.commands.paths import add_cache_argument
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
 
 HELP = "compare two captures: peaks, deltas, and the stacks, owners and ops behind them"
 
@@ -23,12 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=10,
                         help="rows of each attribution in the text output (default 10)")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from memtui.api import _compare
 
     result = _compare(args.a, args.b, align=args.align, shift=args.shift,
-                      store_in_background=True)
+                      store_in_background=True, roles=chosen_rules(args))
     print(json.dumps(result.to_dict()) if args.json else result.text(args.top))
     return 0

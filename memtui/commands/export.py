@@ -9,10 +9,10 @@ model's frames, Arrow types kept, for analysis elsewhere (:mod:`memtui.export.pa
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from memtui.commands.paths import add_cache_argument
-from memtui.errors import CaptureError
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
+from memtui.errors import CaptureError, printable
 
 HELP = "export a capture: Perfetto trace-event JSON, or Parquet frames"
 QUICK_EXIT = True
@@ -26,27 +26,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the JSON file (perfetto) or the folder (parquet) to write")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
 
     from memtui.api import _open
+    from memtui.outputs import output_file, output_folder
 
-    capture = _open(args.path, store_in_background=True)
-    out = Path(args.output)
+    inputs = [args.path]
+    if args.to == "perfetto":  # checked before any work
+        out = output_file(args.output, inputs=inputs)
+    else:
+        from memtui.export.parquet import is_export
+
+        out = output_folder(args.output, inputs=inputs, marker=is_export)
+    capture = _open(args.path, store_in_background=True, roles=chosen_rules(args))
     try:
         if args.to == "perfetto":
             from memtui.export.perfetto import export_perfetto
 
-            samples = export_perfetto(capture.view(), capture.findings().devices, out)
+            samples = export_perfetto(capture.view(), capture.findings().devices, out,
+                                      inputs=inputs)
             what = f"{samples} counter samples"
         else:
             from memtui.export.parquet import export_parquet
 
-            files = export_parquet(capture.trace, out)
+            files = export_parquet(capture.trace, out, inputs=inputs)
             what = ", ".join(p.name for p in files)
     except OSError as exc:
         raise CaptureError(out, f"cannot write it ({exc.strerror or exc})") from None
-    print(f"memtui: wrote {out} ({what})", file=sys.stderr)
+    print(f"memtui: wrote {printable(str(out))} ({what})", file=sys.stderr)
     return 0

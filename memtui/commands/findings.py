@@ -7,6 +7,7 @@ import argparse
 import json
 
 from memtui.commands.paths import add_cache_argument
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
 from memtui.errors import printable
 
 HELP = "find leaks, the peak, OOM causes, fragmentation and capture limits"
@@ -26,13 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full call stack of each finding and of each of the "
                              "peak's stack groups")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from memtui.api import _open
     from memtui.commands.paths import capture_path
 
-    capture = _open(capture_path(args.path), store_in_background=True)
+    capture = _open(capture_path(args.path), store_in_background=True,
+                    roles=chosen_rules(args))
     found = capture.findings(stacks=args.stacks)
     print(json.dumps(found.to_dict()) if args.json else printable_lines(found.text()))
     return 0

@@ -32,7 +32,9 @@ def several_captures(paths: list[str], force: bool = False, at_least: int = 2) -
     several captures, or ``force`` (``--ranks``)."""
     if force or len(paths) >= at_least:
         return bool(paths)
-    if len(paths) != 1 or not Path(paths[0]).is_dir():
+    from memtui.sources.common.files import is_folder
+
+    if len(paths) != 1 or not is_folder(paths[0]):
         return False  # one file: no need to import every source to count captures
     from memtui.sources.ranks import count_captures
 

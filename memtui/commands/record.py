@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise CaptureError("record", "--max-entries and --keep must be positive, "
                                      "--every 0 or more")
     out = Path(args.out).resolve()
+    made = not os.path.lexists(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -90,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
                            ) from None
     settings = Settings(out=str(out), every=args.every or None, on_oom=args.on_oom,
                         max_entries=args.max_entries, stacks=args.stacks, keep=args.keep)
-    print(f"memtui record: dumps go to {out}; watch them live in another pane with:\n"
-          f"    memtui --follow {shlex.quote(str(out))}", file=sys.stderr, flush=True)
+    from memtui.errors import printable
+
+    print(f"memtui record: dumps go to {printable(str(out))}; watch them live in another "
+          f"pane with:\n    memtui --follow {printable(shlex.quote(str(out)))}",
+          file=sys.stderr, flush=True)
     from memtui.record.recorder import SEEN_ENV
 
     env = child_environment(settings.to_json())
@@ -99,13 +103,22 @@ def run(args: argparse.Namespace) -> int:
     env[SEEN_ENV] = seen
     try:
         code = _run_child(command, env)
-        if not os.listdir(seen):
-            print(f"memtui record: {shlex.quote(command[0])} ran no Python that memtui could "
-                  "record in: nothing was recorded (memtui record -- python script.py ARGS)",
-                  file=sys.stderr, flush=True)
+        seen_names = os.listdir(seen)
     finally:
         shutil.rmtree(seen, ignore_errors=True)
-    return code
+    if any(name.endswith(".recording") for name in seen_names):
+        return code
+    if made:  # nothing recorded: no empty folder left behind
+        with contextlib.suppress(OSError):
+            out.rmdir()
+    if code:  # the job's own failure says more than what was not recorded
+        return code
+    if not seen_names:
+        raise CaptureError(shlex.quote(command[0]), "ran no Python that memtui could record "
+                                                    "in: nothing was recorded (memtui record "
+                                                    "-- python script.py ARGS)")
+    raise CaptureError("record", "nothing was recorded (the line above says why): the job "
+                                 "ran to its end unrecorded")
 
 
 #: What memtui passes on to the job's process group.

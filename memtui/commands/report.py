@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from memtui.commands.paths import add_cache_argument, capture_path
-from memtui.errors import CaptureError
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
+from memtui.errors import CaptureError, printable
 
 HELP = "write one self-contained HTML page of a capture (or of B against A)"
 QUICK_EXIT = True
@@ -27,16 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--align", choices=("step", "time", "position"), default=None,
                         help="with two captures: how B's time maps onto A's (as compare)")
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from memtui.api import _compare, _open
     from memtui.export.report import compare_html, report_html, write_report
+    from memtui.outputs import output_file
 
     if len(args.paths) > 2:
         raise CaptureError(args.paths[2], "report takes one capture, or two (A and B)")
     paths = args.paths or [capture_path(None)]  # no capture: the demo, as every command
-    captures = [_open(p, store_in_background=True) for p in paths]
+    out = output_file(args.output, inputs=paths)  # before any work
+    rules = chosen_rules(args)
+    captures = [_open(p, store_in_background=True, roles=rules) for p in paths]
     last = captures[-1]
     summary, found = last.summary().to_dict(), last.findings().devices
     if len(captures) == 1:
@@ -45,10 +49,9 @@ def run(args: argparse.Namespace) -> int:
         comparison = _compare(captures[0], last, align=args.align)
         page = compare_html(comparison, captures[0].trace, last.view(), summary,
                             found)
-    out = Path(args.output)
     try:
-        write_report(page, out)
+        write_report(page, out, inputs=paths)
     except OSError as exc:
         raise CaptureError(out, f"cannot write it ({exc.strerror or exc})") from None
-    print(f"memtui: wrote {out} ({len(page) / 1e3:.0f} kB)", file=sys.stderr)
+    print(f"memtui: wrote {printable(str(out))} ({len(page) / 1e3:.0f} kB)", file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ import socket
 import sys
 from pathlib import Path
 
-from memtui.errors import CaptureError
+from memtui.errors import CaptureError, printable
 
 HELP = "serve the UI to a web browser (textual-serve), on 127.0.0.1 by default"
 DEFAULT_PORT = 8000
@@ -41,9 +41,13 @@ def ui_command(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = Path(args.path).resolve()
-    if not path.exists():
-        raise CaptureError(path, "no such file or folder")
+    from memtui.sources.common.files import check_input
+
+    try:
+        path = Path(args.path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        raise CaptureError(args.path, "cannot be resolved (a link loop?)") from None
+    check_input(path)  # missing, unreadable, not a file or folder: one line
     if not 0 < args.port < 65536:
         raise CaptureError(path, f"--port {args.port} is not a port number")
     if args.max_clients < 1:
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     check_can_listen(args.host, args.port)
     server = GuardedServer(ui_command(path), host=args.host, port=args.port,
                            title=f"memtui {path.name}", max_clients=args.max_clients)
-    print(f"memtui: serving {path.name} at {page_address(args.host, args.port)}"
+    print(f"memtui: serving {printable(path.name)} at {page_address(args.host, args.port)}"
           f"/?token={server.token} (Ctrl+C stops)", file=sys.stderr, flush=True)
     try:
         server.serve()

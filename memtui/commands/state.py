@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
+
 HELP = "print the allocator state (segments, blocks, free gaps) just after one event"
 #: Only prints: the process may end without tearing the interpreter down (cli.entry).
 QUICK_EXIT = True
@@ -30,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="msMemScope memory layer: PTA, HAL, ATB, ... (default: the "
                              "framework pool, else HAL)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from memtui.loading import NO_DEVICE
 
     try:
-        state = open_capture(capture_path(args.path)).state(
+        state = open_capture(capture_path(args.path), roles=chosen_rules(args)).state(
             args.event, device=args.device, time=args.time, layer=args.layer)
     except CaptureError as exc:
         if not exc.problem.startswith(NO_DEVICE) or args.device is not None:

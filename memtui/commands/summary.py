@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from memtui.commands.paths import add_cache_argument
-from memtui.errors import printable
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
+from memtui.errors import safe_line
 
 HELP = "print per-device memory figures of a capture (or of every rank of a folder)"
 #: Only prints: the process may end without tearing the interpreter down (cli.entry).
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_rank_arguments(parser)
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from memtui.api import _open
 
-    capture = _open(path, store_in_background=True)
+    capture = _open(path, store_in_background=True, roles=chosen_rules(args))
     result = capture.summary()
     print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
     capture._keep_summary(result, SUMMARY_TEXT)
@@ -90,28 +92,27 @@ def _print_from_cache(path: Path, as_json: bool) -> bool:
     stored = cache.load_derived(key, SUMMARY_TEXT)
     if not isinstance(stored, dict) or not isinstance(stored.get("text"), str):
         return False
-    text, named = stored["text"], printable(str(stored.get("path")))
+    text, named = stored["text"], safe_line(str(stored.get("path")))
     if not text.startswith(named):
         return False
-    print(printable(str(path)) + text[len(named):], flush=True)
+    print(safe_line(str(path)) + text[len(named):], flush=True)
     return True
 
 
 def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.commands.paths import common_folder
     from memtui.errors import CaptureError
-    from memtui.rankload import RankTable, stream_results
-    from memtui.sources.ranks import discover_ranks
+    from memtui.rankload import RankTable, check_connect_timeout, stream_results
+    from memtui.sources.ranks import complete_ranks
     from memtui.text.ranks import format_ranks
 
+    check_connect_timeout(args.connect_timeout)  # bad options: one line, before any work
     if args.cluster:
         from memtui.rankload import check_cluster_address
 
         check_cluster_address(args.cluster)  # a bad address: one line, before any work
-    found = discover_ranks(args.paths)
     path = common_folder(args.paths)
-    if not found.captures:
-        raise CaptureError(path, "holds no capture memtui reads")
+    found = complete_ranks(args.paths, path)
     table = RankTable(len(found.captures))
     table.warnings.extend(found.warnings)
     for result in stream_results(found.captures, cluster=args.cluster, workers=args.workers,

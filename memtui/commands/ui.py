@@ -66,17 +66,18 @@ def _run_ranks(args: argparse.Namespace) -> int:
     from memtui.commands.paths import common_folder
     from memtui.errors import CaptureError
     from memtui.rankload import CLUSTER_HINT, dask_available
-    from memtui.sources.ranks import discover_ranks
+    from memtui.sources.ranks import complete_ranks
     from memtui.tui.ranks_app import run_ranks_app
 
     if args.cluster and not dask_available():
         raise CaptureError("--cluster", CLUSTER_HINT)
+    from memtui.rankload import check_connect_timeout
+
+    check_connect_timeout(args.connect_timeout)  # bad options: one line, before any work
     if args.cluster:
         from memtui.rankload import check_cluster_address
 
         check_cluster_address(args.cluster)
-    found = discover_ranks(args.paths)
-    if not found.captures:
-        raise CaptureError(common_folder(args.paths), "holds no capture memtui reads")
+    found = complete_ranks(args.paths, common_folder(args.paths))
     return run_ranks_app(found, cluster=args.cluster, workers=args.workers,
                          connect_timeout=args.connect_timeout)

@@ -34,54 +34,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from memtui.analysis.replay.predict import predict
-    from memtui.analysis.replay.proof import prove
-    from memtui.analysis.replay.settings import (
-        SettingError,
-        apply_changes,
-        from_capture,
-        parse_size,
-    )
+    from memtui.api import open as open_capture
     from memtui.commands.paths import capture_path
-    from memtui.errors import CaptureError
-    from memtui.loading import load_trace
-    from memtui.text.replay import format_prediction, format_proof
 
     path = capture_path(args.path)
-    trace = load_trace(path)
-    devices = trace.meta.device_names
-    if args.device is not None:
-        if args.device not in devices:
-            raise CaptureError(path, f"no device {args.device!r} (it has {', '.join(devices)})")
-        devices = [args.device]
-    recorded = from_capture(trace.meta.extra.get("allocator_settings"))
-    try:
-        changed = apply_changes(recorded, args.changes)
-        if args.capacity is not None:
-            changed = replace(changed, capacity=parse_size(args.capacity))
-        if args.fraction_limit is not None:
-            changed = replace(changed, capacity=parse_size(args.fraction_limit),
-                              memory_fraction=True)
-    except SettingError as err:
-        raise CaptureError(path, str(err)) from None
-    predicting = bool(args.changes) or changed.capacity is not None
-    out = []
-    for device in devices:
-        proof, baseline = prove(trace, device)
-        prediction = predict(trace, device, changed, (proof, baseline)) if predicting else None
-        out.append((proof, prediction))
-    if args.json:
-        print(json.dumps({"path": str(path), "devices": [
-            {"proof": proof.to_dict(),
-             "prediction": prediction.to_dict() if prediction else None}
-            for proof, prediction in out]}))
-        return 0
-    blocks = []
-    for proof, prediction in out:
-        blocks.append(format_proof(proof))
-        if prediction is not None:
-            blocks.append(format_prediction(prediction))
-    print("\n\n".join(blocks))
+    result = open_capture(path).whatif(args.changes, capacity=args.capacity,
+                                       fraction_limit=args.fraction_limit, device=args.device)
+    print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
+    if result.refusal:  # no device answered: after the report, the refusal's line, exit 2
+        from memtui.errors import CaptureError
+
+        raise CaptureError(path, result.refusal)
     return 0
+

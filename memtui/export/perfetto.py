@@ -1,7 +1,9 @@
 """Chrome trace-event JSON of a capture's memory, for Perfetto and ``chrome://tracing``.
 
-One process per device (``pid`` 1, 2, ... named ``memtui DEVICE``), with two counter
-tracks: ``allocated`` and ``reserved`` (bytes; ``args.bytes``), one sample per distinct
+One process per device (``pid`` 1, 2, ... named ``memtui DEVICE``), with counter tracks
+``allocated`` and ``reserved`` and one per role holding bytes (``role parameter``, ``role
+optimizer_state``, ...: memory by role, summing to allocated), bytes in ``args.bytes``,
+one sample per distinct
 timestamp (the level after the last event there), so each track's timestamps increase,
 and only where the value changed (a counter holds until its next sample; the track's
 first and last samples are always written).
@@ -30,6 +32,7 @@ import polars as pl
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
 from memtui.model import MemoryTrace
+from memtui.outputs import atomic_file
 
 CHUNK = 50_000
 #: Figures of a finding's ``detail`` carried into its instant event's ``args``.
@@ -137,6 +140,18 @@ def _step_slices(trace: MemoryTrace, device: str, pid: int) -> list[str]:
                                      start, end, strict=True)]
 
 
+def role_tracks(trace: MemoryTrace, device: str) -> list[tuple[str, Level]]:
+    """Each role holding bytes on ``device`` and its level (memory by role, summing to
+    allocated at every event: :mod:`memtui.analysis.roles`)."""
+    from memtui.analysis.roles import levels_by_role
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    if not timeline.events and trace.blocks.is_empty():
+        return []
+    return list(levels_by_role(trace, device).series(timeline).items())
+
+
 def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
                        out: IO[str]) -> int:
     """Write the trace-event JSON of ``trace`` to ``out``; the number of counter samples."""
@@ -157,8 +172,10 @@ def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
     for pid, device in enumerate(trace.meta.device_names, start=1):
         for line in _metadata(pid, device, trace.meta.path):
             emit(line)
-        for name, level in (("allocated", allocated_level(trace, device)),
-                            ("reserved", reserved_level(trace, device))):
+        levels = [("allocated", allocated_level(trace, device)),
+                  ("reserved", reserved_level(trace, device))]
+        levels += [(f"role {role}", level) for role, level in role_tracks(trace, device)]
+        for name, level in levels:
             if level is None or level.values.size == 0:
                 continue
             for count, chunk in _counter_lines(trace, name, pid, level):
@@ -175,16 +192,12 @@ def write_trace_events(trace: MemoryTrace, findings: dict[str, list[Finding]],
 
 
 def export_perfetto(trace: MemoryTrace, findings: dict[str, list[Finding]],
-                    path: Path) -> int:
-    """Write the trace-event JSON file at ``path`` (a temporary name, then renamed)."""
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8") as out:
-            samples = write_trace_events(trace, findings, out)
-        temp.replace(path)
-    finally:
-        temp.unlink(missing_ok=True)
-    return samples
+                    path: Path, inputs: Iterable[str | Path | None] = ()) -> int:
+    """Write the trace-event JSON file at ``path`` (through an exclusive temporary beside
+    it, renamed over it: :func:`memtui.outputs.atomic_file`, never over one of
+    ``inputs``)."""
+    with atomic_file(path, "w", inputs) as out:
+        return write_trace_events(trace, findings, out)
 
 
 __all__ = ["distinct_samples", "export_perfetto", "write_trace_events"]

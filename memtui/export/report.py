@@ -6,7 +6,10 @@ as an e-mail attachment.  It shows
 
 * per device the figures of ``memtui summary`` and the allocated / reserved curve with
   the peak marked (``id="peak-allocated-N"``), OOMs and step starts;
-* every finding (``memtui findings``) with its figures, advice and evidence stack;
+* per device its memory by role: one line per role over time (``id="roles-N"``) and the
+  bytes of each at the peak (:mod:`memtui.analysis.roles`);
+* every finding (``memtui findings``) with its figures, advice and evidence stack, the
+  :data:`MAX_FINDINGS` most severe of a device (the page says how many more there are);
 * what held memory at the peak: by stack, by owner (operators, for the Ascend profiler)
   and by pool, with bytes and shares (the peak finding's attribution);
 * for two captures, per device pair: A's and B's allocated curves on one axis, aligned
@@ -15,12 +18,15 @@ as an e-mail attachment.  It shows
 * last, the capture's facts (source, devices, history kept, call stacks, allocator
   settings, warnings: :mod:`memtui.analysis.findings.capture_facts`).
 
-Every string from a file goes through :func:`html.escape`.
+Every string from a file goes through :func:`memtui.export.svg.html_text` (cut to a
+thousand characters, no raw control or bidi character, then :func:`html.escape`); a
+chart marks at most fifty OOMs and a few hundred steps: the page stays small whatever
+the capture holds.
 """
 
 from __future__ import annotations
 
-import html
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +34,14 @@ import numpy as np
 
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
-from memtui.export.svg import Marks, Series, level_chart
+from memtui.export.svg import Marks, Series, html_text, level_chart
 from memtui.model import MemoryTrace
-from memtui.units import format_bytes
+from memtui.outputs import write_atomically
+from memtui.units import at_least, format_bytes
 
 TOP_ROWS = 15
+#: Findings a device's section lists at most (2,000 OOMs would make a 12 MB page).
+MAX_FINDINGS = 50
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto;
@@ -64,11 +73,20 @@ code, .stack { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace;
 .chart tspan.allocated, .chart tspan.run-a { fill: #2e86de; }
 .chart tspan.reserved { fill: #8e44ad; } .chart tspan.run-b { fill: #e67e22; }
 .muted { color: #667; } .delta-up { color: #c0392b; } .delta-down { color: #1e8449; }
+.chart .role-parameter { stroke: #2e86de; } .chart tspan.role-parameter { fill: #2e86de; }
+.chart .role-gradient { stroke: #e67e22; } .chart tspan.role-gradient { fill: #e67e22; }
+.chart .role-optimizer_state { stroke: #8e44ad; }
+.chart tspan.role-optimizer_state { fill: #8e44ad; }
+.chart .role-activation { stroke: #27ae60; } .chart tspan.role-activation { fill: #27ae60; }
+.chart .role-temporary { stroke: #95a5a6; } .chart tspan.role-temporary { fill: #95a5a6; }
+.chart .role-input { stroke: #16a085; } .chart tspan.role-input { fill: #16a085; }
+.chart .role-cache { stroke: #d35400; } .chart tspan.role-cache { fill: #d35400; }
+.chart .role-other { stroke: #7f8c8d; } .chart tspan.role-other { fill: #7f8c8d; }
 """
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return html_text(value)
 
 
 def _table(header: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
@@ -111,16 +129,62 @@ def device_chart(trace: MemoryTrace, device: str, found: list[Finding], index: i
                        css_id=f"curve-{index}")
 
 
+def role_chart(trace: MemoryTrace, device: str, index: int) -> str:
+    """One line per role holding bytes (memory by role: the lines add up to allocated at
+    every event), ``id="roles-N"``."""
+    from memtui.analysis.roles import levels_by_role
+    from memtui.analysis.roles.model import ROLE_LABELS
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    tracks = levels_by_role(trace, device).series(timeline)
+    if not tracks:
+        return ""
+    series = [Series(ROLE_LABELS[role], level, f"role-{role}") for role, level in tracks.items()]
+    return level_chart(series, time_unit=trace.meta.time_unit, css_id=f"roles-{index}",
+                       title=f"{device}: memory by role over time")
+
+
+def roles_table(entry: dict[str, Any]) -> str:
+    """Bytes by role at the peak (and each role's own peak), summing to the peak."""
+    from memtui.analysis.roles.model import ROLE_LABELS, ROLES
+
+    at_peak = entry.get("by_role") or {}
+    peaks = (entry.get("roles") or {}).get("peaks") or {}
+    total = sum(at_peak.values()) or 1
+    rows = [[ROLE_LABELS[r], format_bytes(at_peak.get(r, 0)), f"{at_peak.get(r, 0) / total:.1%}",
+             format_bytes(peaks.get(r, {}).get("bytes", 0))]
+            for r in ROLES if at_peak.get(r) or peaks.get(r)]
+    source = (entry.get("roles") or {}).get("phases_from")
+    note = (f"<p class='muted'>phases read from {_e(source)}; other: no rule explains it</p>"
+            if source else "<p class='muted'>no forward or backward pass seen: the roles "
+                           "are not told apart</p>")
+    return _table(["role", "at the peak", "share", "its own peak"], rows,
+                  numeric={1, 2, 3}) + note
+
+
 def _figures(entry: dict[str, Any]) -> str:
     rows = [["events", entry["events"]], ["blocks", f"{entry['blocks']} "
                                                     f"({entry['ghost_blocks']} ghost)"],
             ["segments at the end", entry["segments"] if entry["segments"] is not None
              else "-"],
             ["peak allocated", format_bytes(entry["peak_allocated_bytes"])],
-            ["peak reserved", format_bytes(entry["peak_reserved_bytes"])],
+            ["peak reserved", _reserved(entry, entry["peak_reserved_bytes"])],
             ["allocated at the end", format_bytes(entry["allocated_at_end_bytes"])],
-            ["reserved at the end", format_bytes(entry["reserved_at_end_bytes"])]]
+            ["reserved at the end", _reserved(entry, entry["reserved_at_end_bytes"])]]
+    if entry.get("reserved_floor"):  # the file contradicts itself: what is known, and why
+        rows.append(["reserved", entry["reserved_floor"]])
     return _table(["", ""], rows)
+
+
+def _reserved(entry: dict[str, Any], value: int | None) -> str:
+    """A reserved figure as known: ``>= X`` where the file contradicts itself (DESIGN.md's
+    invariants), with its ceiling where the file gives one."""
+    text = at_least(value, bool(entry.get("reserved_floor")))
+    ceiling = entry.get("reserved_ceiling_bytes")
+    if entry.get("reserved_floor") and ceiling is not None and value is not None:
+        text += f" (at most {format_bytes(ceiling)})"
+    return text
 
 
 def _stack(finding: Finding) -> str:
@@ -142,10 +206,16 @@ def finding_html(finding: Finding, trace: MemoryTrace) -> str:
         if d.get(key) and d[key] not in finding.title:
             lines.append(f"<div><i>{key}</i>: {_e(d[key])}</div>")
     if finding.kind == "leak":
-        lines.append(f"<div>{format_bytes(d.get('bytes_per_step'))} per step since "
-                     f"{_e(d.get('first_step_name'))}; {_e(d.get('blocks'))} blocks, "
-                     f"{format_bytes(d.get('total_bytes'))} in all; steps from "
-                     f"{_e(d.get('steps_from'))}</div>")
+        rate = (f"{format_bytes(d.get('bytes_per_step'))} per step since "
+                f"{_e(d.get('first_step_name'))}" if d.get("bytes_per_step") is not None else
+                f"{format_bytes(d.get('bytes_per_occurrence'))} in each of "
+                f"{_e(d.get('occurrences'))} occurrences")
+        per_second = (f", {format_bytes(d['bytes_per_second'])}/s"
+                      if d.get("bytes_per_second") is not None else "")
+        source = f"steps from {_e(d['steps_from'])}" if d.get("steps_from") else \
+            "no steps found"
+        lines.append(f"<div>{rate}{per_second}; {_e(d.get('blocks'))} blocks, "
+                     f"{format_bytes(d.get('total_bytes'))} in all; {source}</div>")
     ev = finding.evidence
     where = []
     if ev.t is not None:
@@ -197,8 +267,14 @@ def _device_section(trace: MemoryTrace, entry: dict[str, Any], found: list[Findi
     device = entry["device"]
     parts = [f'<section class="device" id="device-{index}"><h2>{_e(device)}</h2>',
              device_chart(trace, device, found, index), _figures(entry),
+             "<h3>By role</h3>", role_chart(trace, device, index), roles_table(entry),
              f"<h3>Findings ({len(found)})</h3>"]
-    parts += [finding_html(f, trace) for f in found] or ['<p class="muted">none</p>']
+    shown = found[:MAX_FINDINGS]  # the most severe first: the page stays a page
+    parts += [finding_html(f, trace) for f in shown] or ['<p class="muted">none</p>']
+    if len(found) > len(shown):
+        parts.append(f'<p class="muted">{len(found) - len(shown):,} more findings of '
+                     f"{_e(device)} left out here (the page lists the {len(shown)} most "
+                     "severe): memtui findings lists them all</p>")
     parts += ["<h3>At the peak</h3>", at_the_peak(found), "</section>"]
     return "".join(parts)
 
@@ -253,6 +329,15 @@ def _compared_device(d, a: MemoryTrace, index: int) -> str:
     parts = [f'<section class="pair" id="pair-{index}"><h2>{_e(d.device_a)} (A) against '
              f"{_e(d.device_b)} (B)</h2><p class='muted'>aligned by {_e(d.alignment.mode)}"
              f"</p>", chart, figures]
+    moved = [r for r in data.get("by_role", []) if r["delta"]]
+    if moved:
+        from memtui.text.roles import role_name
+
+        parts.append("<h3>The difference by role</h3>" + _table(
+            ["B - A", "at", "A", "B", "role"],
+            [[_delta(r["delta"]), r["at"], format_bytes(r["a_bytes"]),
+              format_bytes(r["b_bytes"]), role_name(r["role"])] for r in moved],
+            numeric={0, 2, 3}))
     for title, rows in (("by stack (the innermost user frame)", data["by_stack"]),
                         ("by owner", [r for r in data["by_owner"]
                                       if r["label"] != "(no owner)"]),
@@ -296,14 +381,10 @@ def compare_html(comparison, a: MemoryTrace, b: MemoryTrace, summary_b: dict[str
     return _page(f"memtui report {Path(b.meta.path).name}", body)
 
 
-def write_report(text: str, path: Path) -> None:
-    """The page at ``path``, appearing whole (a temporary name, then renamed)."""
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(path)
-    finally:
-        temp.unlink(missing_ok=True)
+def write_report(text: str, path: Path, inputs: Iterable[str | Path | None] = ()) -> None:
+    """The page at ``path``, appearing whole (an exclusive temporary beside it, renamed
+    over it: :func:`memtui.outputs.write_atomically`, never over one of ``inputs``)."""
+    write_atomically(path, text, inputs)
 
 
 __all__ = ["at_the_peak", "compare_html", "device_chart", "finding_html", "report_html",

@@ -5,7 +5,8 @@ two runs' allocated lines) min-max downsampled to the chart's width
 (:mod:`memtui.analysis.timeline.downsample`: no peak narrower than a pixel is lost), with marks:
 the peak of each series (``<circle class="peak-marker">`` and its label), OOMs (red
 vertical lines, ``class="oom-marker"``) and step starts (ticks under the axis,
-``class="step-marker"``).  Every text comes through :func:`html.escape`.
+``class="step-marker"``).  Every text comes through :func:`html_text`
+(:func:`memtui.errors.safe_line`, then :func:`html.escape`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,30 @@ import numpy as np
 
 from memtui.analysis.timeline.downsample import bin_start, minmax_bins
 from memtui.analysis.timeline.levels import Level
+from memtui.errors import safe_line
 from memtui.units import format_bytes
 
 WIDTH, HEIGHT = 960, 280
 LEFT, RIGHT, TOP, BOTTOM = 78, 16, 24, 40
 MAX_STEP_MARKS = 400
+
+
+#: Characters of one string from a file shown on the page (names of a thousand
+#: characters are cut there, as the snapshot loader cuts them).
+MAX_TEXT = 1000
+#: OOM lines drawn on one chart at most (evenly thinned beyond).
+MAX_OOM_MARKS = 50
+
+
+def html_text(value: object) -> str:
+    """``value`` as the text of an HTML element or attribute: cut to :data:`MAX_TEXT`
+    characters (saying how many more there were), no raw control or bidi character
+    (:func:`memtui.errors.safe_line`: escaped as ``\\x1b``, never a line a CI log reader
+    takes for a command), then :func:`html.escape`."""
+    text = "" if value is None else str(value)
+    if len(text) > MAX_TEXT:
+        text = f"{text[:MAX_TEXT]}... ({len(text) - MAX_TEXT:,} more characters)"
+    return html.escape(safe_line(text))
 
 
 @dataclass(frozen=True)
@@ -89,7 +109,7 @@ def _peak(series: Series, t0: int, t1: int, top: int) -> str:
         return ""
     x = float(_x(int(series.level.t[index]), t0, t1))
     y = float(_y(value, top))
-    label = html.escape(f"{series.name} peak {format_bytes(value)}")
+    label = html_text(f"{series.name} peak {format_bytes(value)}")
     anchor = "end" if x > WIDTH * 0.7 else "start"
     dx = -8 if anchor == "end" else 8
     return (f'<g class="peak-marker" id="{series.peak_id}"><title>{label}</title>'
@@ -108,11 +128,14 @@ def _marks(marks: Marks, t0: int, t1: int) -> str:
         x = float(_x(t, t0, t1))
         parts.append(f'<line class="step-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{base}" '
                      f'y2="{base + 6}"/>')
-    for t, label in marks.ooms:
+    ooms = marks.ooms
+    if len(ooms) > MAX_OOM_MARKS:  # evenly thinned: each one is a line and a label
+        ooms = ooms[:: -(-len(ooms) // MAX_OOM_MARKS)]
+    for t, label in ooms:
         x = float(_x(t, t0, t1))
         right = x > WIDTH * 0.9
         parts.append(f'<line class="oom-marker" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" '
-                     f'y2="{base}"><title>{html.escape(label)}</title></line>'
+                     f'y2="{base}"><title>{html_text(label)}</title></line>'
                      f'<text class="oom-label" x="{x - 3 if right else x + 3:.1f}" '
                      f'y="{TOP + 10}" text-anchor="{"end" if right else "start"}">OOM</text>')
     return "".join(parts)
@@ -154,11 +177,11 @@ def level_chart(series: list[Series], marks: Marks | None = None, *, title: str 
     body += [_bins_path(s, t0, t1, top) for s in series]
     body.append(_marks(marks or Marks(), t0, t1))
     body += [_peak(s, t0, t1, top) for s in series]
-    legend = "".join(f'<tspan class="{s.css} legend" dx="14">&#9632; {html.escape(s.name)}'
+    legend = "".join(f'<tspan class="{s.css} legend" dx="14">&#9632; {html_text(s.name)}'
                      f"</tspan>" for s in series)
     ident = f' id="{css_id}"' if css_id else ""
     return (f'<svg{ident} class="chart" xmlns="http://www.w3.org/2000/svg" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img"><title>{html.escape(title)}</title>'
+            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img"><title>{html_text(title)}</title>'
             f'<text class="legend" x="{LEFT}" y="14">{legend}</text>{"".join(body)}</svg>')
 
 

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import pickle
+import secrets
 import signal
 import sys
 import threading
@@ -162,11 +163,22 @@ def say(message: str) -> None:
 
 
 def write_atomically(path: Path, payload: bytes) -> None:
-    """``payload`` at ``path``, appearing whole or not at all (temporary name, rename); the
-    temporary file is removed where the write fails (a full disk leaves nothing behind)."""
-    temp = path.with_name(f".{path.name}{TEMP_SUFFIX}")
+    """``payload`` at ``path``, appearing whole or not at all (a temporary created
+    exclusively under a random hidden name, then renamed); the temporary file is removed
+    where the write fails (a full disk leaves nothing behind)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
+        getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):  # a random name, created exclusively: a link planted at a
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        try:  # predictable one in a shared folder is never written through
+            fd = os.open(temp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
     try:
-        with open(temp, "wb") as fh:
+        with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
         os.replace(temp, path)
     except BaseException:
@@ -326,6 +338,7 @@ class _ProcessRecording:
             return
         self.recorder = Recorder(self.settings, backend)
         self.recorder.start()
+        _say_seen(".recording")
         atexit.register(self.recorder.stop)  # after torch's own: runs before them
         _dump_on_sigterm(self.recorder)
         say(f"recording {backend.name} memory history into {self.settings.out}")
@@ -366,11 +379,13 @@ def _is_helper_process() -> bool:
 SEEN_ENV = "MEMTUI_RECORD_SEEN"
 
 
-def _say_seen() -> None:
+def _say_seen(suffix: str = "") -> None:
+    """Leave this process's pid in :data:`SEEN_ENV` (``suffix`` ``.recording``: once its
+    recording started), for ``memtui record`` to tell whether anything was recorded."""
     folder = os.environ.get(SEEN_ENV)
     if folder:
         with contextlib.suppress(OSError):
-            open(os.path.join(folder, str(os.getpid())), "w").close()
+            open(os.path.join(folder, f"{os.getpid()}{suffix}"), "w").close()
 
 
 def install_from_environment() -> None:

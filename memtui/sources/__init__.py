@@ -65,21 +65,53 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
     """
     path = Path(path)
     check_input(path)
+    if path.is_dir():
+        return _open_folder(path, progress)
+    return _open_sniffed(path, progress)
+
+
+def _open_folder(path: Path, progress: Progress | None) -> MemoryTrace:
+    """A folder, as it means one capture (:func:`memtui.sources.folders.folder_target`:
+    its layout, the one capture in it, or several that are one result); the warnings of
+    its listing join the trace's."""
+    from memtui.sources.folders import folder_target
+
+    target = folder_target(path)
+    if target.profiler_roots:
+        from memtui.sources import ascend
+
+        trace = _loaded(ascend, path, lambda: ascend.load_roots(path, target.profiler_roots,
+                                                                progress))
+    elif target.capture is not None and target.capture != path:
+        trace = open_capture(target.capture, progress)
+    else:
+        trace = _open_sniffed(path, progress)
+    trace.meta.warnings = [*trace.meta.warnings, *target.warnings]
+    return trace
+
+
+def _loaded(source: ModuleType, path: Path, load: Callable[[], MemoryTrace]) -> MemoryTrace:
+    """``load()``, whatever it raises said in one line naming ``path``."""
+    try:
+        return load()
+    except CaptureError:
+        raise
+    except MemoryError:
+        raise CaptureError(path, "not enough memory to load it") from None
+    except OSError as exc:
+        raise CaptureError(path, f"cannot read it ({exc.strerror or exc})") from None
+    except Exception as exc:  # a loader bug must still not show a traceback
+        raise CaptureError(
+            path, f"could not be read as {source.NAME}: it is malformed in a way "
+            f"memtui does not handle yet ({type(exc).__name__}; please report it)"
+        ) from None
+
+
+def _open_sniffed(path: Path, progress: Progress | None) -> MemoryTrace:
+    """``path`` loaded by the first source that claims it."""
     for source in _each_source():
         if _sniffs(source, path):
-            try:
-                return source.load(path, progress)
-            except CaptureError:
-                raise
-            except MemoryError:
-                raise CaptureError(path, "not enough memory to load it") from None
-            except OSError as exc:
-                raise CaptureError(path, f"cannot read it ({exc.strerror or exc})") from None
-            except Exception as exc:  # a loader bug must still not show a traceback
-                raise CaptureError(
-                    path, f"could not be read as {source.NAME}: it is malformed in a way "
-                    f"memtui does not handle yet ({type(exc).__name__}; please report it)"
-                ) from None
+            return _loaded(source, path, lambda source=source: source.load(path, progress))
     packed = compression(path) if path.is_file() else None
     if packed is not None:
         raise CaptureError(path, f"compressed with {packed}: decompress it first")

@@ -472,8 +472,6 @@ class SnapshotFollower(Follower):
 
 #: msMemScope's dump files, by name (a file being created may not sniff yet).
 _DUMP_NAME = re.compile(r"(memscope_dump|leaks_dump)_.*\.(db|csv)$")
-_MAX_DEPTH = 6
-_MAX_ENTRIES = 20_000
 
 
 class FolderFollower(Follower):
@@ -532,21 +530,15 @@ class FolderFollower(Follower):
 def newest_dump_file(folder: Path, ranks: RankChoice | None = None) -> Path | None:
     """The most recently modified msMemScope dump file under ``folder`` (a few levels deep),
     a DB before a CSV of the same time; of one rank (``ranks``) where it holds several."""
+    from memtui.sources.common.walk import files_under
+
     found: list[tuple[tuple[int, bool, str], Path]] = []
-    seen = 0
-    base = len(folder.parts)
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = [] if len(Path(root).parts) - base >= _MAX_DEPTH else sorted(dirs)
-        for name in files:
-            seen += 1
-            if not _DUMP_NAME.search(name):
-                continue
-            path = Path(root) / name
-            stat = _FileId.of(path)
-            if stat is not None:
-                found.append(((stat.mtime_ns, name.endswith(".db"), name), path))
-        if seen > _MAX_ENTRIES:
-            break
+    for path in files_under(folder):  # bounded: no link to a folder followed, capped
+        if not _DUMP_NAME.search(path.name):
+            continue
+        stat = _FileId.of(path)
+        if stat is not None:
+            found.append(((stat.mtime_ns, path.name.endswith(".db"), path.name), path))
     if ranks is not None:
         chosen = set(ranks.pick([path for _, path in found]))
         found = [item for item in found if item[1] in chosen]
@@ -618,10 +610,13 @@ def open_follower(path: str | Path, rank: int | None = None) -> Follower:
     """The follower for ``path`` (see the module docstring); a CaptureError otherwise.
     ``rank``: of a folder holding several ranks' dumps, the rank followed
     (:class:`RankChoice`)."""
+    from memtui.sources.common.files import check_input, is_folder
+
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise CaptureError(path, "no such file or folder")
-    if path.is_dir():
+    if is_folder(path):
+        check_input(path)  # a folder that cannot be read: one line
         return FolderFollower(path, rank)
     if rank is not None:
         raise CaptureError(path, "--rank picks a rank of a folder; this is one file")

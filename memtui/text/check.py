@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtui.errors import printable
+from memtui.errors import printable, safe_text
 from memtui.units import format_bytes
 
 if TYPE_CHECKING:
@@ -47,11 +47,17 @@ def evidence_lines(result: LimitResult, frames: int = 4) -> list[str]:
     if ev.get("grew_bytes"):
         lines.append(f"grew most at the peak: +{format_bytes(ev['grew_bytes'])} from the stack "
                      "below (memtui compare says more)")
-    if ev.get("top"):
-        lines.append(f"held most by {ev['top']}")
+    held = ev.get("held_by") or []
+    if held:
+        lines.append("held most by " + "; ".join(
+            f"{row['label']} {format_bytes(row['bytes'])} ({row['share']:.0%})"
+            for row in held))
     stack = ev.get("stack") or []
     if stack:
-        lines.append("stack: " + " <- ".join(_frame(f) for f in stack[:frames]))
+        group = ev.get("stack_of") or ""
+        of = f" ({group})" if group and not group.startswith(f"{stack[0].get('name')} (") \
+            else ""
+        lines.append(f"stack{of}: " + " <- ".join(_frame(f) for f in stack[:frames]))
     return lines
 
 
@@ -71,7 +77,7 @@ def format_verdict(result: CheckResult) -> str:
             lines.append(f"  {r.device}: {r.limit}: skipped, {r.message}")
     if not result.results:
         lines.append("  no limit to check: give --max-peak, --baseline, ... (memtui check -h)")
-    return "\n".join(printable(line) for line in lines)
+    return safe_text(lines)
 
 
 def _case_name(r: LimitResult) -> str:
@@ -90,7 +96,7 @@ def junit_xml(result: CheckResult) -> bytes:
                              name=printable(_case_name(r)))
         if r.status == "fail":
             failure = ET.SubElement(case, "failure", type=r.limit, message=printable(r.message))
-            failure.text = "\n".join(printable(x) for x in [r.message, *evidence_lines(r, 12)])
+            failure.text = safe_text([r.message, *evidence_lines(r, 12)])
         elif r.status == "skipped":
             ET.SubElement(case, "skipped", message=printable(r.message))
         else:
@@ -133,8 +139,8 @@ def github_annotations(result: CheckResult, root: Path | None = None) -> list[st
         props = [f"title={_escape_property(printable(f'memtui check: {r.limit} [{r.device}]'))}"]
         where = _repo_file(r.evidence.get("stack") or [], root)
         if where is not None:
-            props[:0] = [f"file={_escape_property(where[0])}", f"line={where[1]}"]
-        body = "\n".join(printable(x) for x in [r.message, *evidence_lines(r)])
+            props[:0] = [f"file={_escape_property(printable(where[0]))}", f"line={where[1]}"]
+        body = safe_text([r.message, *evidence_lines(r)])
         lines.append(f"::error {','.join(props)}::{_escape_data(body)}")
     return lines
 

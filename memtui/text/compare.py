@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from memtui.analysis.across.compare import Comparison, DeviceComparison
+from memtui.errors import safe_text
 from memtui.units import counted, format_bytes, signed_bytes
 
 
@@ -56,6 +57,24 @@ def _rows(title: str, frame: pl.DataFrame, label: str, top: int, launches: bool 
     return lines
 
 
+def _role_rows(d: DeviceComparison, top: int) -> list[str]:
+    """By role at the peaks and ends, the largest change first (``optimizer state
+    +3.2 GiB at peak``); one line where no role changed."""
+    from memtui.text.roles import role_name
+
+    moved = [r for r in d.by_role if r["delta"]]
+    if not d.by_role:
+        return []
+    if not moved:
+        return ["  by role: the same at both peaks and ends"]
+    lines = ["  by role:"]
+    for row in moved[:top]:
+        lines.append(f"    {signed_bytes(row['delta']):>12} at {row['at']:<4} "
+                     f"({format_bytes(row['a_bytes'])} -> {format_bytes(row['b_bytes'])})  "
+                     f"{role_name(row['role'])}")
+    return lines
+
+
 def format_device(d: DeviceComparison, top: int = 10) -> list[str]:
     align = d.alignment
     shift = f", B shifted by {align.shift}" if align.shift else ""
@@ -64,6 +83,7 @@ def format_device(d: DeviceComparison, top: int = 10) -> list[str]:
              _figure("peak allocated", (d.a.peak, d.b.peak)),
              _figure("peak reserved", (d.a.peak_reserved, d.b.peak_reserved)),
              _figure("allocated at end", (d.a.end_allocated, d.b.end_allocated))]
+    lines += _role_rows(d, top)
     if d.by_stack.is_empty() and d.by_owner.is_empty() and d.by_op.is_empty():
         lines.append("  the same bytes by stack, owner and op at both peaks and ends")
     lines += _rows("by stack (innermost user frame)", d.by_stack, "label", top)
@@ -95,7 +115,7 @@ def format_comparison(result: Comparison, top: int = 10) -> str:
         lines += format_device(device, top)
     if not result.devices:
         lines.append("  no device to compare: one of the captures has none")
-    return "\n".join(lines)
+    return safe_text(lines)
 
 
 __all__ = ["format_comparison", "format_device", "signed_bytes"]

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from memtui.analysis.findings import Finding, full_stack
+from memtui.analysis.findings import Finding
+from memtui.analysis.findings.frames import evidence_stack
+from memtui.analysis.timeline.attribution import BEFORE_CAPTURE
+from memtui.errors import safe_text
 from memtui.model import MemoryTrace
 from memtui.units import counted, format_bytes
 
 
 def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
-    """The full call stacks of a finding, for ``findings --stacks``: each of the peak's
-    stack groups (its commonest stack), else the evidence's stack."""
-    def frames(stack_id: int | None, indent: str) -> list[str]:
-        stack = full_stack(trace, stack_id)
+    """The call stacks of a finding, for ``findings --stacks``: each of the peak's stack
+    groups (its commonest stack), else the evidence's stack; each from the frame that
+    names it outward (the user's line first; every frame is in ``--json --stacks``)."""
+    def frames(stack_id: int | None, indent: str, before: bool = False) -> list[str]:
+        stack = evidence_stack(trace, stack_id, limit=1 << 30)
+        if not stack and before:
+            return [f"{indent}(allocated before the capture: no allocation stack)"]
         if not stack:
             return [f"{indent}(no stack recorded)"]
         return [f"{indent}{f.filename or '?'}:{f.line if f.line is not None else '?'}:"
@@ -24,20 +30,44 @@ def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
             lines.append(f"        {row['label']}: {format_bytes(row['bytes'])} "
                          f"({row['share']:.0%}) in {row['blocks']} blocks")
             if "stack_id" in row:
-                lines += frames(row["stack_id"], "          ")
+                lines += frames(row["stack_id"], "          ", row["label"] == BEFORE_CAPTURE)
         return lines
     if finding.evidence.stack_id is not None:
         return ["        stack:", *frames(finding.evidence.stack_id, "          ")]
     return []
 
 
+def _leak_lines(detail: dict) -> list[str]:
+    """A leak's steps and rate: where its steps come from, its blocks, its occurrences
+    and bytes per second."""
+    source = f"steps from {detail['steps_from']}" if detail.get("steps_from") else \
+        "no steps found: the growth of its never-freed blocks"
+    lines = [f"        {source}; {counted(detail['blocks'], 'block')}, "
+             f"{format_bytes(detail['total_bytes'])} in all"]
+    rate = []
+    if detail.get("occurrences"):
+        rate.append(f"{counted(detail['occurrences'], 'occurrence')} of "
+                    f"{format_bytes(detail['bytes_per_occurrence'])}")
+    if detail.get("regularity") is not None:
+        rate.append(f"their spacing varies by {detail['regularity']:.0%}")
+    if detail.get("bytes_per_second") is not None:
+        rate.append(f"{format_bytes(detail['bytes_per_second'])}/s")
+    if rate:
+        lines.append("        " + ", ".join(rate))
+    return lines
+
+
 def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
                     stacks: bool = False) -> str:
     """The human text of ``memtui findings``: every finding by severity, per device
     (``stacks``: each followed by its full call stacks)."""
+    from memtui.analysis.findings import peak_roles
+    from memtui.text.roles import roles_text
+
     lines = [f"{trace.meta.path}  ({trace.meta.source})"]
     for device, found in findings.items():
         lines.append(f"  {device}: {counted(len(found), 'finding')}")
+        lines.append(f"    by role at the peak: {roles_text(peak_roles(trace, device))}")
         for finding in found:
             lines.append(f"    [{finding.severity}] {finding.kind}: {finding.title}")
             for key in ("cause", "advice"):
@@ -46,11 +76,9 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
             for conflict in finding.detail.get("conflicts") or []:
                 lines.append(f"        conflict: {conflict}")
             if finding.kind == "leak":
-                lines.append(f"        steps from {finding.detail['steps_from']}; "
-                             f"{counted(finding.detail['blocks'], 'block')}, "
-                             f"{format_bytes(finding.detail['total_bytes'])} in all")
+                lines += _leak_lines(finding.detail)
             if stacks:
                 lines += _stack_lines(trace, finding)
     if not findings:
         lines.append("  no device has events or blocks")
-    return "\n".join(lines)
+    return safe_text(lines)

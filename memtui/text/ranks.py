@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memtui.analysis.across.ranks import RankRow
+from memtui.errors import safe_text
 from memtui.units import format_bytes
 
 
@@ -42,4 +43,4 @@ def format_ranks(data: dict[str, Any], rows: Sequence[RankRow]) -> str:
             lines.append(f"  outlier: rank {rank} {row.device}: {row.why}")
     for warning in data["warnings"]:
         lines.append(f"  warning: {warning}")
-    return "\n".join(lines)
+    return safe_text(lines)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from memtui.analysis.replay.predict import Prediction, RunFigures
 from memtui.analysis.replay.proof import ADDRESS_GOAL, Proof
-from memtui.errors import printable
+from memtui.errors import printable, safe_line, safe_text
 from memtui.units import format_bytes as fb
 
 
 def format_proof(proof: Proof) -> str:
     if proof.refused:
-        return f"{printable(proof.device)}  no replay: {printable(proof.refused)}"
+        return safe_line(f"{proof.device}  no replay: {proof.refused}")
     head = f"{printable(proof.device)}  proof: replayed under the recorded settings " \
            f"({proof.settings.describe()})"
     recorded = ", ".join(f"{a} {proof.segment_reproduced.get(a, 0)}/{n}"
@@ -36,7 +36,7 @@ def format_proof(proof: Proof) -> str:
     verdict = "proven: a prediction (--set) can be made" if proof.holds else \
         f"NOT proven ({printable(proof.why_not())}): no prediction is made"
     lines.append(f"  => {verdict}")
-    return "\n".join(lines)
+    return safe_text(lines)
 
 
 def _row(name: str, recorded: str, predicted: str, change: str = "") -> str:
@@ -51,15 +51,17 @@ def _delta(before: int, after: int) -> str:
     return f"{sign}{fb(abs(after - before))}{share}"
 
 
-def _frag(f: RunFigures) -> str:
-    return f"{f.fragmentation_at_peak:.1%}"
+def _fragmented(f: RunFigures) -> str:
+    """Fragmented bytes at the reserved peak and their share of it (the one measure every
+    screen and finding calls fragmentation)."""
+    return f"{fb(f.fragmented_at_peak)} ({f.fragmented_share_at_peak:.1%})"
 
 
 def format_prediction(prediction: Prediction) -> str:
     p = prediction
     head = f"{printable(p.device)}  what if {p.settings.describe()}"
     if p.refused:
-        return f"{head}\n  refused: {printable(p.refused)}"
+        return safe_text([head, f"  refused: {p.refused}"])
     capacity = (f"capacity {fb(p.settings.capacity)} ({printable(p.capacity_source)})"
                 if p.settings.capacity is not None else "capacity unknown")
     r, n = p.recorded, p.predicted
@@ -75,9 +77,10 @@ def format_prediction(prediction: Prediction) -> str:
              f"{n.cuda_malloc - r.cuda_malloc:+d}"),
         _row("cudaFree calls", str(r.cuda_free), str(n.cuda_free),
              f"{n.cuda_free - r.cuda_free:+d}"),
-        _row("fragmentation at peak", _frag(r), _frag(n)),
-        _row("  cached free at peak", fb(r.free_at_peak), fb(n.free_at_peak)),
-        _row("  largest free block", fb(r.largest_free_at_peak), fb(n.largest_free_at_peak)),
+        _row("at the reserved peak:", "", ""),
+        _row("  fragmented", _fragmented(r), _fragmented(n)),
+        _row("  largest gap", fb(r.largest_gap_at_peak), fb(n.largest_gap_at_peak)),
+        _row("  cached", fb(r.cached_at_peak), fb(n.cached_at_peak)),
         _row("OOMs", str(r.ooms), str(n.ooms)),
     ]
     for change in p.oom_changes[:5]:
@@ -87,4 +90,4 @@ def format_prediction(prediction: Prediction) -> str:
         lines.append(f"  ... {len(p.oom_changes) - 5} more OOM changes (--json lists all)")
     lines.append("  cannot know:")
     lines += [f"    - {limit}" for limit in p.limits]
-    return "\n".join(lines)
+    return safe_text(lines)

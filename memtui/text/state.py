@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from memtui.errors import safe_text
+
+#: Rows of the roles split by the capture's own labels the text shows (``--json`` has all).
+DETAIL_ROWS = 8
+
 
 def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     """The human text of ``memtui state``: the figures, then one line per segment."""
     from memtui.analysis.tables import format_time
+    from memtui.units import at_least
     from memtui.units import format_bytes as fb
 
     level = data["level"]
@@ -16,11 +22,26 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     lines = [
         f"{data['device']} {where} ({format_time(data['t'], start, unit)})",
         f"  allocated {fb(level['allocated'])}, active {fb(level['active'])}, "
-        f"reserved {fb(level['reserved'])}",
+        f"reserved {at_least(level['reserved'], bool(level.get('reserved_is_floor')))}"
+        + (f" (at most {fb(level['reserved_ceiling'])})"
+           if level.get("reserved_is_floor") and level.get("reserved_ceiling") is not None
+           else ""),
         f"  free {fb(data['free_bytes'])} in {data['gaps']} gaps, largest "
-        f"{fb(data['largest_gap_bytes'])}; lost to rounding "
-        f"{fb(data['internal_fragmentation_bytes'])}",
+        f"{fb(data['largest_gap_bytes'])}: fragmented {fb(data['fragmented_bytes'])} "
+        f"({data['fragmented_share']:.0%} of reserved, free inside "
+        f"{data['fragmented_segments']} partly used segments), cached "
+        f"{fb(data['cached_bytes'])} (in {data['cached_segments']} wholly free segments); "
+        f"lost to rounding {fb(data['rounding_bytes'])}",
     ]
+    if data.get("by_role"):
+        from memtui.text.roles import roles_text
+
+        lines.append(f"  by role: {roles_text(data['by_role'])}")
+        for row in data.get("by_role_detail", [])[:DETAIL_ROWS]:
+            labels = ", ".join(f"{k} {row[k]}" for k in ("user_metadata", "compile_context")
+                               if row.get(k))
+            if labels:
+                lines.append(f"    {row['role']} {labels}: {fb(row['bytes'])}")
     for row in data.get("unattributed", []):
         lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
                      "shown below)")
@@ -36,4 +57,4 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         lines.append(f"  {where}: {counts['allocated']} allocated, "
                      f"{counts['pending_free']} pending free ({fb(held)}), "
                      f"{counts['free']} free")
-    return "\n".join(lines)
+    return safe_text(lines)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from memtui.analysis.summary import device_start
-from memtui.errors import printable
+from memtui.errors import safe_text
 from memtui.model import MemoryTrace
-from memtui.units import counted, format_bytes
+from memtui.units import at_least, counted, format_bytes
 
 
 def _level_lines(d: dict[str, Any]) -> list[str]:
@@ -40,6 +40,29 @@ def _level_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _role_lines(d: dict[str, Any]) -> list[str]:
+    """The memory by role at the peak (entries kept by an older cache lack it)."""
+    from memtui.text.roles import roles_text
+
+    if not d.get("by_role"):
+        return []
+    roles = d.get("roles") or {}
+    source = roles.get("phases_from")
+    how = (f"phases from {source}" if source
+           else "no forward or backward pass seen, roles not told apart")
+    return [f"    by role at the peak: {roles_text(d['by_role'])}; {how}"]
+
+
+def _reserved(d: dict[str, Any], value: int | None) -> str:
+    """A reserved figure as known: ``>= X`` (and ``at most Y``) where the file contradicts
+    itself (its warning says how)."""
+    text = at_least(value, bool(d.get("reserved_floor")))
+    ceiling = d.get("reserved_ceiling_bytes")
+    if d.get("reserved_floor") and ceiling is not None and value is not None:
+        text += f" (at most {format_bytes(ceiling)})"
+    return text
+
+
 def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
     """The short human summary printed by ``memtui summary`` without ``--json``.
 
@@ -64,9 +87,10 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
         lines.append(
             f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}; at end: "
             f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
-            f"reserved {format_bytes(d['reserved_at_end_bytes'])}"
+            f"reserved {_reserved(d, d['reserved_at_end_bytes'])}"
         )
         lines += _level_lines(d)
+        lines += _role_lines(d)
         found = [f"{n} {kind}" for kind, n in d.get("findings", {}).items() if n]
         if found:
             lines.append(f"    findings: {', '.join(found)} (memtui findings PATH)")
@@ -77,4 +101,4 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
     for warning in data["warnings"]:
         lines.append(f"  warning: {warning}")
     # Paths, device names and warnings come from files: no control character goes raw.
-    return "\n".join(printable(line) for line in lines)
+    return safe_text(lines)

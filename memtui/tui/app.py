@@ -276,11 +276,13 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         (``memtui serve``) the browser downloads it."""
         if self.is_web:
             return super().deliver_screenshot(filename, path, time_format)
+        from memtui.outputs import write_atomically
+
         name = filename or f"memtui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
         for folder in screenshot_folders(path):
             target = folder / name
-            try:
-                target.write_text(self.export_screenshot(), encoding="utf-8")
+            try:  # (an exclusive temporary renamed into place: never through a link)
+                write_atomically(target, self.export_screenshot())
             except OSError:
                 continue
             self.notify(f"Screenshot saved to {target}", title="screenshot", timeout=8)

@@ -17,7 +17,7 @@ from memtui.analysis.across.compare import align, compare, device_pairs, steps_o
 from memtui.loading import load_traces
 from memtui.sources import open_capture
 from tests.conftest import require_shared, shared_files
-from tests.helpers.compare_traces import MiB, write_loop
+from tests.helpers.compare_traces import MiB, write_devices, write_loop
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +115,29 @@ def test_without_steps_the_default_is_time(pair_files, tmp_path):
     assert compare(a, b, mode="step").mode == "time"  # falls back
 
 
-def test_device_pairs_by_name_then_order(pair_files):
-    a = open_capture(pair_files["clean"])
-    assert device_pairs(a, a) == [("cuda:0", "cuda:0")]
+def test_device_pairs_by_name_then_order(tmp_path):
+    """A holds cuda:0 (clean) and cuda:1 (1 MiB leaked a step), B cuda:1 (2 MiB a step)
+    and cuda:2 (1 MiB a step): cuda:1 pairs with cuda:1 though it comes second in A and
+    first in B, and the two left over pair in order (by order alone every pair would be
+    wrong)."""
+    a = open_capture(write_devices(tmp_path / "a.pickle", {0: {}, 1: {"leak": MiB}}))
+    b = open_capture(write_devices(tmp_path / "b.pickle",
+                                   {1: {"leak": 2 * MiB}, 2: {"leak": MiB}}))
+    assert a.meta.device_names == ["cuda:0", "cuda:1"]
+    assert b.meta.device_names == ["cuda:1", "cuda:2"]
+    assert device_pairs(a, b) == [("cuda:1", "cuda:1"), ("cuda:0", "cuda:2")]
+    same, rest = (d.to_json() for d in compare(a, b).devices)
+    assert (same["device_a"], same["device_b"]) == ("cuda:1", "cuda:1")
+    # 4 steps: the peak is a step's 4 + 2 MiB plus the three leaks before it; the end holds
+    # the four leaks
+    assert same["peak_allocated"] == [9 * MiB, 12 * MiB, 3 * MiB]
+    assert same["end_allocated"] == [4 * MiB, 8 * MiB, 4 * MiB]
+    assert [(r["at"], r["delta"], r["only_in"]) for r in same["by_stack"]] == [
+        ("end", 4 * MiB, None), ("peak", 3 * MiB, None)]
+    assert (rest["device_a"], rest["device_b"]) == ("cuda:0", "cuda:2")
+    assert rest["peak_allocated"] == [6 * MiB, 9 * MiB, 3 * MiB]
+    assert rest["end_allocated"] == [0, 4 * MiB, 4 * MiB]
+    assert {r["only_in"] for r in rest["by_stack"]} == {"b"}
 
 
 def test_the_files_load_in_parallel_in_order(pair_files):

@@ -238,12 +238,32 @@ def test_oom_advice_knows_the_settings():
     assert "max_split_size_mb:128" in oom.detail["conflicts"][0]
 
 
-def test_settings_from_the_conf_string_alone():
-    b = TraceBuilder(settings={"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"})
+def _settings(conf: str):
+    b = TraceBuilder(settings={"PYTORCH_CUDA_ALLOC_CONF": conf})
     b.alloc("x", 1)
-    s = settings_of(b.build())
+    return settings_of(b.build())
+
+
+def test_settings_from_the_conf_string_alone():
+    """The dict holds only the configuration string: each option is read from it, and the
+    advice for a fragmented pool follows what is already set."""
+    s = _settings("garbage_collection_threshold:0.6")
     assert s.known and s.garbage_collection_threshold == 0.6 and not s.expandable_segments
-    assert "0.6" in advice(s, "fragmentation") or "expandable" in advice(s, "fragmentation")
+    assert s.max_split_size is None
+    # expandable segments are what is missing: the advice sets them, not the threshold
+    assert advice(s, "fragmentation") == (
+        "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so that segments grow in "
+        "place instead of leaving free gaps too small for large requests")
+    s = _settings("expandable_segments:True,garbage_collection_threshold:0.6")
+    assert s.expandable_segments and s.garbage_collection_threshold == 0.6
+    text = advice(s, "fragmentation")
+    assert text.startswith("expandable segments are already on: ")
+    assert "garbage_collection_threshold is already 0.6" in text
+    assert "garbage_collection_threshold:0.8" not in text
+    s = _settings(" expandable_segments : True , max_split_size_mb:256")
+    assert s.expandable_segments and s.max_split_size == 256 * MiB
+    assert s.garbage_collection_threshold is None
+    assert "garbage_collection_threshold:0.8" in advice(s, "fragmentation")
 
 
 # -- inefficient blocks -----------------------------------------------------------------------
@@ -280,13 +300,12 @@ def test_inefficient_blocks_summarised():
 # -- fragmentation ----------------------------------------------------------------------------
 
 
-def test_fragmentation_split_and_gap_ratio():
-    """Five 12 MiB blocks at a 22 MiB stride in a 100 MiB segment, then all freed.  Most
-    unused: at the segment's alloc, 100 MiB in one wholly free segment (not fragmentation).
-    At the allocated peak (after the fifth alloc), 40 MiB free in four 10 MiB gaps of that
-    partly used segment: external fragmentation, under 64 MiB: info, no setting named (a
-    segment being filled, after the first alloc, does not count); its gap ratio
-    1 - 10/40 = 75%."""
+def test_fragmentation_measured_at_the_peaks():
+    """Five 12 MiB blocks at a 22 MiB stride in a 100 MiB segment, then all freed.  At the
+    reserved peak (the segment's alloc, moved to the alloc that needed it) 88 MiB free
+    beside the first block: fragmented by definition, but one gap (no crumbs).  At the
+    allocated peak (after the fifth alloc) 40 MiB free in four 10 MiB gaps: the moment
+    the finding names (30 MiB beyond its largest gap); under 64 MiB: info, no setting."""
     from memtui.analysis.findings.fragmentation import find_fragmentation
 
     b = _pool_with_gaps()
@@ -294,18 +313,18 @@ def test_fragmentation_split_and_gap_ratio():
         b.free(block)
     (frag,) = find_fragmentation(b.build(), DEVICE)
     d = frag.detail
-    assert (d["max_unused_bytes"], d["unused_share"], d["max_unused_t"]) == (100 * MiB, 1.0, 0)
-    assert (d["wholly_free_bytes"], d["wholly_free_segments"]) == (100 * MiB, 1)
-    assert (d["external_fragmentation_bytes"], d["external_fragmentation_segments"],
-            d["external_largest_gap_bytes"], d["external_fragmentation_t"]) == (
-        40 * MiB, 1, 10 * MiB, 5000)
+    assert [(m["at"], m["seq"], m["fragmented_bytes"], m["largest_gap_bytes"],
+             m["cached_bytes"]) for m in d["moments"]] == [
+        ("reserved peak", 1, 88 * MiB, 88 * MiB, 0),
+        ("allocated peak", 5, 40 * MiB, 10 * MiB, 0)]
+    assert (d["measured_at"], d["fragmented_bytes"], d["fragmented_segments"],
+            d["largest_gap_bytes"], d["fragmented_share"], d["cached_bytes"]) == (
+        "allocated peak", 40 * MiB, 1, 10 * MiB, 0.4, 0)
     assert frag.bytes == 40 * MiB and frag.evidence.seq == 5
-    assert d["fragmentation"] == 0.75  # 1 - 10/40, in the partly used segment
-    assert (d["end_external_fragmentation_bytes"], d["end_wholly_free_bytes"],
-            d["end_fragmentation"]) == (0, 100 * MiB, 0.0)
     assert frag.severity == "info"
-    assert d["advice"] is None and d["saving_bytes"] is None
-    assert d["predicted_saving_bytes"] is None
+    assert d["advice"] is None and d["predicted_saving_bytes"] is None
+    assert frag.title == ("at the allocated peak: 40.0 MiB fragmented (free inside 1 partly "
+                          "used segment; 40% of 100.0 MiB reserved; largest gap 10.0 MiB)")
 
 
 def _strided_pool(settings: dict | None = None) -> TraceBuilder:
@@ -319,17 +338,34 @@ def _strided_pool(settings: dict | None = None) -> TraceBuilder:
     return b
 
 
-def test_fragmentation_is_medium_when_a_setting_would_merge_the_gaps():
+def test_fragmentation_without_a_proven_replay_recommends_nothing():
+    """512 MiB in eight 64 MiB gaps (448 MiB beyond the largest): low, the setting only
+    in the advice as a thing to try; no replay of this trace can be proven (not a
+    snapshot), so no title recommends it and no saving is claimed."""
     from memtui.analysis.findings.fragmentation import find_fragmentation
 
     (frag,) = find_fragmentation(_strided_pool().build(), DEVICE)
-    assert frag.severity == "medium"
-    assert frag.bytes == 512 * MiB == frag.detail["saving_bytes"]
-    assert frag.title.startswith("512.0 MiB free inside 1 partly used segment (50% of 1.0 GiB "
-                                 "reserved; largest gap 64.0 MiB)")
-    assert frag.title.endswith("; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so "
-                               "that the 512.0 MiB free in 1 partly used segment can merge "
-                               "and be given back")
+    assert frag.severity == "low"
+    assert frag.bytes == 512 * MiB == frag.detail["fragmented_bytes"]
+    assert frag.title == ("at the allocated peak: 512.0 MiB fragmented (free inside 1 partly "
+                          "used segment; 50% of 1.0 GiB reserved; largest gap 64.0 MiB)")
+    assert frag.detail["advice"].startswith("try PYTORCH_CUDA_ALLOC_CONF=expandable_segments"
+                                            ":True")
+    assert frag.detail["predicted_saving_bytes"] is None
+    assert "saving_bytes" not in frag.detail
+
+
+def test_a_proven_saving_of_five_percent_makes_it_medium_and_says_how_much():
+    from memtui.analysis.findings.fragmentation import find_fragmentation, with_prediction
+
+    (frag,) = find_fragmentation(_strided_pool().build(), DEVICE)
+    kept = with_prediction(frag, 1000 * MiB, 951 * MiB, "PYTORCH_CUDA_ALLOC_CONF", False)
+    assert kept is frag  # 4.9%: not enough, nothing recommended
+    raised = with_prediction(frag, 1000 * MiB, 950 * MiB, "PYTORCH_CUDA_ALLOC_CONF", False)
+    assert raised.severity == "medium"
+    assert raised.title.endswith("; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
+                                 "a proven replay saves 50.0 MiB (5%) of the 1000.0 MiB "
+                                 "reserved peak")
 
 
 def test_fragmentation_is_low_when_the_setting_is_on_already():
@@ -338,11 +374,13 @@ def test_fragmentation_is_low_when_the_setting_is_on_already():
     on = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "expandable_segments": True}
     (frag,) = find_fragmentation(_strided_pool(on).build(), DEVICE)
     assert frag.severity == "low" and frag.detail["advice"] is None
-    assert frag.detail["external_fragmentation_bytes"] == 512 * MiB
+    assert frag.detail["fragmented_bytes"] == 512 * MiB
 
 
 def test_wholly_free_segments_are_not_fragmentation():
-    """2 GiB cached in two wholly free segments: low at most, no setting named."""
+    """Two 1 GiB segments, each filled and emptied in turn.  At the allocated and reserved
+    peak (the first alloc, after the second segment came) the second is wholly free:
+    1 GiB cached, half of reserved: low at most, no setting named."""
     from memtui.analysis.findings.fragmentation import find_fragmentation
 
     b = TraceBuilder()
@@ -352,9 +390,9 @@ def test_wholly_free_segments_are_not_fragmentation():
     b.free(b.alloc("forward", 1024 * MiB, addr=0x30_0000_0000))
     (frag,) = find_fragmentation(b.build(), DEVICE)
     assert frag.severity == "low"
-    assert frag.title == ("2.0 GiB reserved but unused, all in 2 wholly free segments "
-                          "(cached: reusable, not fragmentation)")
-    assert frag.detail["external_fragmentation_bytes"] == 0
+    assert frag.title == ("at the allocated and reserved peak: 1.0 GiB cached (in 1 wholly "
+                          "free segment: reusable, not fragmentation)")
+    assert frag.detail["fragmented_bytes"] == 0
     assert frag.detail["advice"] is None
 
 
@@ -450,8 +488,8 @@ def test_counts_by_kind():
 
 def test_leak_bytes_per_step_is_what_the_blocks_hold():
     """A 2 MiB tensor kept every step, handed out alternately as a 2 MiB and a 3 MiB block
-    (a free block the allocator does not split): memory grows by 2.5 MiB a step, the code
-    asks 2 MiB a step."""
+    (a free block the allocator does not split): the code keeps 2 MiB a step (the figure,
+    exact to the block it asked for), memory grows by 2.5 MiB a step."""
     b = TraceBuilder()
     b.alloc("init_params", 50 * MiB)
     for k in range(8):
@@ -461,5 +499,7 @@ def test_leak_bytes_per_step_is_what_the_blocks_hold():
         for block in acts:
             b.free(block)
     (leak,) = leaks(b.build())
-    assert leak.detail["bytes_per_step"] == 5 * MiB // 2
-    assert leak.detail["requested_bytes_per_step"] == 2 * MiB
+    assert leak.detail["bytes_per_step"] == 2 * MiB
+    assert leak.detail["held_bytes_per_step"] == 5 * MiB // 2
+    assert leak.detail["every_steps"] == 1
+    assert "leaks 2.0 MiB per step" in leak.title

@@ -32,38 +32,47 @@ NOT_FAILED = [p for p in REAL if "oom" not in p.name.lower()]
                                            "beside the checkout, not in it")
 @pytest.mark.parametrize("path", NOT_FAILED, ids=lambda p: p.name)
 def test_no_medium_fragmentation_where_nothing_failed(path):
-    """Issue 22: on a capture that did not fail, fragmentation is never medium or higher,
-    its figures agree with each other (the split is of one pool state: no "unused (90%)
-    ... 0% fragmented"), and a capture without segments has no fragmentation finding."""
+    """Issues 22 and 33: on a capture that did not fail, fragmentation is medium only where
+    a proven replay predicts that expandable segments save at least 5% of the reserved
+    peak, and its title then says how much; its figures agree with each other (one pool
+    state per moment: the largest gap within the fragmented bytes, the split within
+    reserved), and a capture without segments has no fragmentation finding."""
     trace = open_capture(path)
     for finding in flat(find_all(trace)):
         if finding.kind != "fragmentation":
             continue
         assert trace.device_segments(finding.device).height > 0
-        assert finding.severity in ("low", "info"), finding.title
         d = finding.detail
-        assert d["external_largest_gap_bytes"] <= d["external_fragmentation_bytes"] \
-            <= d["external_reserved_bytes"]
-        assert d["wholly_free_bytes"] <= d["max_unused_bytes"] <= d["reserved_bytes"]
-        assert d["advice"] is None or d["external_fragmentation_bytes"] >= 64 << 20
+        if finding.severity not in ("low", "info"):
+            saving, predicted = d["predicted_saving_bytes"], d["predicted_reserved_peak_bytes"]
+            assert saving / (saving + predicted) >= 0.05, finding.title
+            assert "a proven replay saves" in finding.title
+        for moment in d["moments"]:
+            assert moment["largest_gap_bytes"] <= moment["fragmented_bytes"]
+            assert moment["fragmented_bytes"] + moment["cached_bytes"] <= \
+                moment["reserved_bytes"]
+        assert d["advice"] is None or d["fragmented_bytes"] - d["largest_gap_bytes"] \
+            >= 64 << 20 or "proven on it" in d["advice"]
 
 
 def test_magma27_cached_segments_are_not_fragmentation():
-    """t211_cs336_magma27: 11.0 GiB of the 11.9 GiB unused are 170 wholly free cached
-    segments; free space inside partly used segments is 0.96 GiB (41 segments)."""
+    """t211_cs336_magma27 at the reserved peak: 10.9 GiB of the 13.2 GiB reserved are 169
+    wholly free cached segments; free space inside partly used segments is 0.96 GiB (41
+    segments); low for the cache, and the proven replay says expandable segments would
+    not help (13.2 GiB either way): the title recommends nothing."""
     paths = [p for p in REAL if p.name == "t211_cs336_magma27_memory_snapshot.pickle"]
     if not paths:
         pytest.skip("../shared/data/torch_snapshots/t211_cs336_magma27... is absent")
     (frag,) = [f for f in flat(find_all(open_capture(paths[0]))) if f.kind == "fragmentation"]
     d = frag.detail
-    assert (d["wholly_free_segments"], round(d["wholly_free_bytes"] / (1 << 30), 1)) == (170, 11.0)
-    assert (d["external_fragmentation_segments"],
-            round(d["external_fragmentation_bytes"] / (1 << 30), 2)) == (41, 0.96)
+    assert d["measured_at"] == "reserved peak"
+    assert (d["cached_segments"], round(d["cached_bytes"] / (1 << 30), 1)) == (169, 10.9)
+    assert (d["fragmented_segments"], round(d["fragmented_bytes"] / (1 << 30), 2)) == (41, 0.96)
     assert frag.severity == "low"
-    assert frag.title.startswith("982.1 MiB free inside 41 partly used segments")
-    # the dump is the most unused moment too: the end holds the same split
-    assert (d["end_wholly_free_bytes"], d["end_external_fragmentation_bytes"]) == (
-        d["wholly_free_bytes"], d["external_fragmentation_bytes"])
+    assert frag.title.startswith("at the reserved peak: 982.1 MiB fragmented (free inside 41 "
+                                 "partly used segments")
+    assert "expandable_segments" not in frag.title
+    assert d["advice"].startswith("expandable_segments:True would not help here")
 
 
 def test_flexgen_oom_dump_says_what_is_known():

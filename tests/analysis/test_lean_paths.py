@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from memtui.analysis.findings.fragmentation import _rows_to_measure
+from memtui.analysis.findings.fragmentation import reserved_peak_row
 from memtui.analysis.timeline.live import sorted_by
 
 
@@ -16,20 +16,22 @@ def test_sorted_by_keeps_a_sorted_frame_and_sorts_the_others():
     assert sorted_by(shuffled, "block_id").equals(ordered)
 
 
-def test_rows_to_measure_skips_rows_without_levels():
-    # rows 1 and 3 lack a level: the picks are rows of the frame as given
-    events = pl.DataFrame({
-        "allocated": [10, None, 50, 70, 20],
-        "reserved": [100, 999, 60, None, 100],
-    })
-    # most unused: row 0 (90), allocated peak: row 2 (50 of the known), last reserved
-    # peak: row 4 (100, later than row 0), then the end
-    assert _rows_to_measure(events) == [0, 2, 4]
-    full = pl.DataFrame({"allocated": [10, 50, 20], "reserved": [100, 60, 100]})
-    assert _rows_to_measure(full) == [0, 1, 2]
-    empty = pl.DataFrame({"allocated": [None, None], "reserved": [1, 2]},
-                         schema={"allocated": pl.Int64, "reserved": pl.Int64})
-    assert _rows_to_measure(empty) == [1]
+def _levels(reserved: list, actions: list) -> pl.DataFrame:
+    return pl.DataFrame({"reserved": reserved, "action": actions},
+                        schema={"reserved": pl.Int64, "action": pl.String})
+
+
+def test_reserved_peak_row_moves_past_the_segment_event_to_its_alloc():
+    """The reserved peak's moment is the alloc that needed the segment (where ``memtui
+    whatif`` measures its runs), never the segment event before it; rows without a
+    level are skipped; a frame without any has no reserved peak."""
+    assert reserved_peak_row(_levels([100, 120, 120, 80],
+                                      ["alloc", "segment_alloc", "alloc", "free"])) == 2
+    assert reserved_peak_row(_levels([100, 120, 120],
+                                      ["alloc", "segment_map", "segment_map"])) == 2
+    assert reserved_peak_row(_levels([None, 5, None], ["alloc", "alloc", "free"])) == 1
+    assert reserved_peak_row(_levels([120, 100, 120], ["alloc", "free", "alloc"])) == 0
+    assert reserved_peak_row(_levels([None, None], ["alloc", "free"])) is None
 
 
 def test_allocations_without_stacks_are_said_by_count():

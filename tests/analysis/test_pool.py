@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtui.analysis.layout.pool_state import (
+    Fragmentation,
     explain_oom,
-    fragmentation,
     oom_events,
     state_at,
     state_at_seq,
@@ -60,9 +60,12 @@ def test_state_after_three_allocations(hand):
     assert _gaps(state) == [(0x1A00, 1536), (0x10600, 512)]
     assert (state.reserved, state.allocated, state.pending, state.free) == (6144, 4096, 0, 2048)
     assert state.largest_gap == 1536
-    assert state.total_fragmentation == pytest.approx(0.25)
     assert state.seg_largest_gap.tolist() == [1536, 512]
-    assert state.seg_fragmentation.tolist() == [0.0, 0.0]
+    # both segments hold blocks: all 2,048 free bytes are fragmented, none cached
+    assert state.fragmentation == Fragmentation(
+        reserved=6144, fragmented=2048, fragmented_segments=2, largest_gap=1536, cached=0,
+        cached_segments=0, rounding=0)
+    assert state.fragmentation.share == pytest.approx(2048 / 6144)
 
 
 def test_free_requested_is_pending_until_completed(hand):
@@ -72,8 +75,7 @@ def test_free_requested_is_pending_until_completed(hand):
     after = state_at(hand, "cuda:0", us(6))
     assert _gaps(after) == [(0x1400, 1024), (0x1A00, 1536), (0x10600, 512)]
     assert after.seg_free.tolist() == [2560, 512]
-    assert after.seg_fragmentation[0] == pytest.approx(1 - 1536 / 2560)
-    assert after.total_fragmentation == pytest.approx(0.5)
+    assert (after.fragmentation.fragmented, after.fragmentation.largest_gap) == (3072, 1536)
 
 
 def test_ghost_freed_in_the_trace_and_address_reused(hand):
@@ -127,10 +129,18 @@ def test_oom_is_explained_by_fragmentation(hand):
     assert "100 free on the device" in why.message
 
 
-def test_fragmentation_formula():
-    assert fragmentation(0, 0) == 0.0
-    assert fragmentation(50, 100) == pytest.approx(0.5)
-    assert fragmentation(np.array([10, 0]), np.array([10, 0])).tolist() == [0.0, 0.0]
+def test_fragmentation_measures_one_name_each():
+    """The three measures and their share of reserved, as every output names them."""
+    measures = Fragmentation(reserved=0, fragmented=0, fragmented_segments=0, largest_gap=0,
+                             cached=0, cached_segments=0, rounding=0)
+    assert measures.share == 0.0
+    measures = Fragmentation(reserved=400, fragmented=100, fragmented_segments=2,
+                             largest_gap=60, cached=200, cached_segments=1, rounding=4)
+    assert measures.share == pytest.approx(0.25)
+    assert measures.to_dict() == {
+        "reserved_bytes": 400, "fragmented_bytes": 100, "fragmented_segments": 2,
+        "fragmented_share": 0.25, "largest_gap_bytes": 60, "cached_bytes": 200,
+        "cached_segments": 1, "rounding_bytes": 4}
 
 
 # -- the interval index ---------------------------------------------------------------------

@@ -74,7 +74,7 @@ def test_leak_and_fragmentation_come_from_the_findings():
              Finding(kind="leak", severity="low", title="b", device="d",
                      detail={"bytes_per_step": MiB}),
              Finding(kind="fragmentation", severity="low", title="c", device="d",
-                     detail={"unused_share": 0.5, "fragmentation": 0.25}),
+                     detail={"fragmented_share": 0.25, "cached_bytes": MiB}),
              Finding(kind="peak", severity="info", title="e", device="d")]
     assert finding_figures(found) == (4 * MiB, 0.25)
     assert finding_figures(found[-1:]) == (0, 0.0)

@@ -45,8 +45,8 @@ def outcome(trace, device: str, settings: Settings, retries: bool, pure: bool,
         run = replay_device(trace, device, settings, replay_retries=retries)
     except ReplayError as err:
         return ("stopped", str(err))
-    return (run.replay_addr.tolist(), run.reserved.tolist(), run.free_at_peak,
-            run.largest_free_at_peak, run.segments.owner, run.segments.action,
+    return (run.replay_addr.tolist(), run.reserved.tolist(), run.fragmented_at_peak,
+            run.cached_at_peak, run.largest_gap_at_peak, run.segments.owner, run.segments.action,
             run.segments.addr, run.segments.size, run.ooms, run.unknown_frees, run.orphans,
             run.start_reserved, run.release_runs)
 
@@ -220,6 +220,8 @@ def test_a_valid_hand_over_runs():
     # best fit from the one free block, split: each 2 MiB request after the one before
     assert addresses == [0x1000 + k * 2 * MIB for k in range(4)]
     assert np.frombuffer(reserved, dtype=np.int64).tolist() == [20 * MIB] * 4
+    # the peak is the first event's pool: 18 MiB free beside the block in use (fragmented)
+    assert figures == (0, 18 * MIB, 0, 18 * MIB)
 
 
 ARRAYS = {0: 12, 1: 7, 2: 3}  # argument index -> row width (blocks, segments, pools)

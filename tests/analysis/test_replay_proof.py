@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memtui.analysis.replay.allocator import INVENTED_BASE, CachingAllocator
 from memtui.analysis.replay.predict import predict
 from memtui.analysis.replay.proof import compare, prove
 from memtui.analysis.replay.run import replay_device
@@ -154,8 +155,20 @@ def test_real_capture_without_history_is_refused():
     assert not proof.holds
 
 
-def test_generated_addresses_are_real_looking():
-    assert BASE < 1 << 48  # a device address, far below the replay's invented ones
+def test_invented_addresses_never_meet_recorded_ones():
+    """The writer's segments lie at real device addresses (from BASE, below 2**48, where a
+    GPU's virtual addresses are); a cudaMalloc the recording did not make is put at
+    INVENTED_BASE and up, one after another, never on a recorded address."""
+    snapshot = run_ops([("alloc", 40 * MIB, 0), ("alloc", 3 * MIB, 0), ("free", 0),
+                        ("alloc", 100, 7)])
+    recorded = {e["addr"] for e in snapshot["device_traces"][0]} \
+        | {s["address"] for s in snapshot["segments"]}
+    assert min(recorded) == BASE and max(recorded) < 1 << 48
+    allocator = CachingAllocator(Settings())
+    first, second = allocator.malloc(40 * MIB, 0), allocator.malloc(40 * MIB, 0)
+    assert first.addr == INVENTED_BASE > max(recorded)
+    assert second.addr >= first.addr + 40 * MIB
+    assert [e.addr for e in allocator.segment_events] == [first.addr, second.addr]
 
 
 # -- the captures recorded on an H100 by memtui record (tests/data) -------------------------

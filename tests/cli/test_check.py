@@ -188,7 +188,7 @@ def test_a_bad_pyproject_is_one_line_and_exit_2(captures, capsys, tmp_path, conf
     (["--max-peak", "12QB"], "--max-peak: not a size: '12QB'"),
     (["--tolerance", "lots"], "--tolerance: tolerance must be a percentage"),
     (["--baseline", "missing.pickle"], "missing.pickle"),
-    (["--junit", "/no/such/folder/x.xml"], "cannot write the JUnit XML"),
+    (["--junit", "/no/such/folder/x.xml"], "its folder /no/such/folder does not exist"),
 ])
 def test_bad_options_are_one_line_and_exit_2(captures, capsys, argv, problem):
     code, out, err = run(capsys, captures["clean"], *argv)

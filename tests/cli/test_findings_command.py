@@ -33,7 +33,7 @@ def test_summary_gains_peak_reserved_and_findings(capsys):
     (device,) = summary(b.build())["devices"]
     assert device["peak_reserved_bytes"] == 120 * MiB
     assert device["findings"] == {"leak": 0, "peak": 1, "oom": 0, "fragmentation": 1,
-                                  "inefficient": 0, "capture": 0}
+                                  "inefficient": 0, "capture": 0, "savings": 0}
 
 
 def test_findings_of_a_layered_capture_come_from_its_default_layer(capsys):
@@ -70,7 +70,9 @@ def test_findings_stacks_prints_each_peak_group_with_its_full_stack(capsys):
                                     "          /work/train.py:180:train",
                                     "          /work/train.py:212:<module>"]
     leak = next(i for i, line in enumerate(lines) if line.startswith("    [high] leak:"))
-    assert lines[leak + 2:leak + 4] == ["        stack:",
+    assert lines[leak + 2] == ("        187 occurrences of 256.0 KiB, their spacing varies "
+                               "by 4%, 74.4 MiB/s")
+    assert lines[leak + 3:leak + 5] == ["        stack:",
                                         "          /work/train.py:195:log_metrics"]
     assert main(["findings", str(demo)]) == 0
     assert "/work/model.py:150:MLP.forward" not in capsys.readouterr().out  # only on asking

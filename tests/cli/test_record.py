@@ -286,6 +286,24 @@ def test_record_says_torch_is_missing_not_that_it_was_never_imported(tmp_path):
     assert "never imported" not in result.stderr
 
 
+def test_a_script_that_records_nothing_says_so_and_fails(tmp_path):
+    """Issue 31 item 14: without torch the script ran unrecorded, exited 0 and left an
+    empty memtui_record/; now it says so, exits 2 and leaves no empty folder (a folder
+    that was there before is kept)."""
+    result = run_record(tmp_path, "--", sys.executable, "-c", "print('trained')")
+    assert result.returncode == 2, result.stderr
+    assert "trained" in result.stdout
+    assert "no accelerator memory history could be recorded" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "memtui: record: nothing was recorded")
+    assert not (tmp_path / "memtui_record").exists()
+    (tmp_path / "kept").mkdir()
+    result = run_record(tmp_path, "--out", "kept", "--", sys.executable, "-c", "pass")
+    assert result.returncode == 2 and (tmp_path / "kept").is_dir()
+    result = run_record(tmp_path, "--", sys.executable, "-c", "raise SystemExit(7)")
+    assert result.returncode == 7  # the job's own failure passes through
+
+
 def test_the_sitecustomize_keeps_the_users_own(tmp_path):
     pytest.importorskip("torch", reason="the record extra (torch) is not installed")
     user = tmp_path / "user"
@@ -298,6 +316,22 @@ def test_the_sitecustomize_keeps_the_users_own(tmp_path):
     """))
     result = run_record(tmp_path, "--out", str(tmp_path / "d"), "--", str(script),
                         env_path=str(user))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # it ran, unrecorded: said, not a success
     assert "user site: 1" in result.stdout
     assert "the script never imported torch" in result.stderr
+
+
+def test_a_dump_is_never_written_through_a_planted_link(tmp_path):
+    """A neighbour who can write in a shared --out folder plants links at the temporary
+    names a dump used to take (``.NAME.tmp``): the dump is written beside them, never
+    through them, and appears whole under its own name."""
+    target = tmp_path / "target.txt"
+    target.write_text("theirs\n")
+    out = tmp_path / "dumps"
+    out.mkdir()
+    name = "snapshot_000_exit.pickle"
+    (out / f".{name}.tmp").symlink_to(target)
+    write_atomically(out / name, b"payload")
+    assert target.read_text() == "theirs\n"
+    assert (out / name).read_bytes() == b"payload" and not (out / name).is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == [f".{name}.tmp", name]

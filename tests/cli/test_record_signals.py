@@ -112,9 +112,10 @@ def test_an_out_folder_that_cannot_be_written_fails_at_once(tmp_path):
 
 def test_a_command_that_runs_no_python_says_nothing_was_recorded(tmp_path):
     result = run_record(tmp_path, "--out", str(tmp_path / "d"), "--", "true")
-    assert result.returncode == 0
-    assert "true ran no Python that memtui could record in: nothing was recorded" in \
-        result.stderr
+    assert result.returncode == 2  # (issue 31 item 14: nothing recorded is no success)
+    assert "memtui: true: ran no Python that memtui could record in: nothing was recorded" \
+        in result.stderr
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_shell_script_that_runs_python_is_recorded_in(tmp_path):

@@ -20,7 +20,8 @@ from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapsho
 
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
-        "internal_fragmentation_bytes", "unattributed"]
+        "fragmented_bytes", "fragmented_segments", "fragmented_share", "cached_bytes",
+        "cached_segments", "rounding_bytes", "unattributed", "by_role"]
 
 
 def state(capsys, *args) -> dict:
@@ -37,7 +38,8 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
     assert list(data) == KEYS
     assert (data["device"], data["event"], data["t"]) == ("cuda:0", 9, us(10))
     assert data["level"] == {"allocated": 1024 + 512 + 512 + 1024, "active": 3072,
-                             "reserved": 6144}
+                             "reserved": 6144, "reserved_is_floor": False,
+                             "reserved_ceiling": None}
     a, g = data["segments"]
     assert (a["addr"], a["size"], a["stream"]) == (0x1000, 4096, 0)
     assert [(b["addr"], b["size"], b["requested_size"], b["state"]) for b in a["blocks"]] == [
@@ -57,7 +59,13 @@ def test_hand_snapshot_after_the_pending_free(tmp_path, capsys):
             assert block["block_id"] in trace.blocks["block_id"].to_list()
     assert a["blocks"][1]["block_id"] == ids[0x1400]
     assert (data["free_bytes"], data["largest_gap_bytes"], data["gaps"]) == (3072, 1536, 4)
-    assert data["internal_fragmentation_bytes"] == 12
+    # both segments hold blocks: every free byte is fragmented (half of reserved)
+    assert (data["fragmented_bytes"], data["fragmented_segments"], data["fragmented_share"],
+            data["cached_bytes"], data["cached_segments"], data["rounding_bytes"]) == (
+        3072, 2, 0.5, 0, 0, 12)
+    # memory by role (issue 32): every role, summing to allocated; each block's role
+    assert sum(data["by_role"].values()) == data["level"]["allocated"]
+    assert all(b.get("role") for b in a["blocks"] + g["blocks"] if b["state"] != "free")
 
 
 def test_event_names_and_times(tmp_path, capsys):

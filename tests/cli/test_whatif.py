@@ -59,10 +59,11 @@ def test_refused_where_the_proof_fails(tmp_path, capsys):
     # the hand snapshot's 4 KiB segment is no caching allocator's: the proof fails, and says
     # which rule (get_allocation_size gives 2 MiB)
     path = write_hand_snapshot(tmp_path / "hand.pickle")
-    code, out, _ = whatif(capsys, path, "--set", "expandable_segments:True")
-    assert code == 0
+    code, out, err = whatif(capsys, path, "--set", "expandable_segments:True")
+    assert code == 2  # a refused prediction (issue 31 item 12): the report, then one line
     assert "NOT proven" in out and "get_allocation_size gives 2.0 MiB" in out
     assert "refused: the replay is not proven" in out
+    assert err.count("\n") == 1 and "prediction refused (the replay is not proven" in err
 
 
 @pytest.mark.parametrize("args, problem", [
@@ -78,8 +79,46 @@ def test_bad_settings_are_one_line(tmp_path, capsys, args, problem):
     assert problem in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_real_capture_prediction():
+def test_real_capture_prediction(capsys):
+    """cs336's full step (6,769 allocs, 589 cudaMallocs, 790 cudaFrees, reserved peak
+    62,830,673,920 bytes, all read from the capture below): the replay is proven exactly,
+    its recorded figures are the capture's, and expandable segments save what the two
+    peaks differ by."""
+    import polars as pl
+
+    from memtui.sources import open_capture
+
     folder = require_shared("torch_snapshots")
-    code = main(["whatif", str(folder / "t26_cs336_kk_ctx512_fullstep.pickle"), "--set",
-                 "expandable_segments:True", "--json"])
+    path = folder / "t26_cs336_kk_ctx512_fullstep.pickle"
+    code, out, _ = whatif(capsys, path, "--set", "expandable_segments:True", "--json")
     assert code == 0
+    [device] = json.loads(out)["devices"]
+    events = open_capture(path).device_events("cuda:0")
+    count = dict(events.group_by("action").len().iter_rows())
+    reserved = events["reserved"]
+    proof = device["proof"]
+    assert proof["holds"] and proof["refused"] is None
+    assert proof["allocs"] == proof["allocs_at_recorded_address"] == count["alloc"]
+    recorded_segments = {"segment_alloc": count["segment_alloc"],
+                         "segment_free": count["segment_free"]}
+    assert proof["segment_events_recorded"] == recorded_segments
+    assert proof["segment_events_reproduced"] == recorded_segments
+    assert proof["reserved_max_error"] == 0 and proof["reserved_share"] == 1.0
+    prediction = device["prediction"]
+    assert prediction["settings"] == "expandable_segments:True"
+    recorded, predicted = prediction["recorded"], prediction["predicted"]
+    assert recorded["reserved_peak"] == reserved.max() == 62_830_673_920
+    assert reserved[recorded["reserved_peak_event"]] == reserved.max()
+    assert recorded["cuda_malloc"] == count["segment_alloc"]
+    assert recorded["cuda_free"] == count["segment_free"]
+    assert recorded["reserved_at_end"] == reserved[-1]
+    assert recorded["ooms"] == predicted["ooms"] == 0
+    # expandable segments: fewer bytes reserved at the peak, and the saving is the gap
+    assert 0 < predicted["reserved_peak"] < recorded["reserved_peak"]
+    assert prediction["reserved_peak_saving"] == (
+        recorded["reserved_peak"] - predicted["reserved_peak"])
+    # fewer bytes fragmented at the reserved peak (the finding's measure), and the
+    # recorded run's figure is the pool's own at that moment
+    assert predicted["fragmented_at_peak"] < recorded["fragmented_at_peak"]
+    assert events.filter(pl.col("action") == "oom").is_empty()
+    assert any("no device capacity is known" in line for line in prediction["cannot_know"])

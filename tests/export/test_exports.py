@@ -44,7 +44,14 @@ def test_perfetto_of_the_demo_is_valid_trace_event_json(tmp_path, capsys):
     assert export(capsys, DEMO, "perfetto", out) == 0
     data = json.loads(out.read_text())
     found = tracks(data)
-    assert set(found) == {(1, "allocated"), (1, "reserved")}
+    roles = {key for key in found if key[1].startswith("role ")}
+    assert set(found) - roles == {(1, "allocated"), (1, "reserved")}
+    assert {name for _, name in roles} >= {"role parameter", "role activation"}
+    # one track per role (issue 32): held since their last samples, they add up to the
+    # allocated level at each of its samples
+    for ts, value in found[(1, "allocated")]:
+        held = [next((v for t, v in reversed(found[key]) if t <= ts), 0) for key in roles]
+        assert sum(held) == value, ts
     for samples in found.values():
         times = [ts for ts, _ in samples]
         assert all(isinstance(v, int) and v >= 0 for _, v in samples)

@@ -4,8 +4,11 @@ wrong kind, corrupted SQLite pages, hostile pickle opcodes and reference bombs."
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
+import tempfile
+from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -89,10 +92,31 @@ def sqlite_page_damage(draw, data: bytes) -> bytes:
     return bytes(data)
 
 
+#: The file a code-running payload creates where it runs: one per test process (the
+#: fuzz tests assert it never appears; ``test_hostile_payloads_are_live`` that stock
+#: ``pickle.loads`` does make it).
+PWNED = Path(tempfile.gettempdir()) / f"memtui-fuzz-pwned-{os.getpid()}"
+
+
+def _short(text: str) -> bytes:
+    """``text`` as a SHORT_BINUNICODE operand (protocol 4)."""
+    data = text.encode()
+    return b"\x8c" + bytes([len(data)]) + data
+
+
+#: Pickles that run code where an unpickler resolves globals, each creating :data:`PWNED`
+#: by a different way in: GLOBAL + REDUCE of os.system (protocol 0 text), STACK_GLOBAL +
+#: REDUCE of builtins.open (no shell), and INST of os.system.
+CODE_RUNNING = {
+    "global-reduce": f"cos\nsystem\n(S'touch {PWNED}'\ntR.".encode(),
+    "stack-global": _short("builtins") + _short("open") + b"\x93" + _short(str(PWNED))
+    + _short("w") + b"\x86R.",
+    "inst": f"(S'touch {PWNED}'\nios\nsystem\n.".encode(),
+}
+
 #: Opcode snippets that would run code, exhaust memory or recurse without the guards.
 HOSTILE_OPCODES = [
-    b"cos\nsystem\n(S'echo pwned'\ntR.",  # GLOBAL + REDUCE
-    b"\x8c\x02os\x8c\x06system\x93\x8c\x04true\x85R.",  # STACK_GLOBAL
+    *CODE_RUNNING.values(),
     b"N" + b"r" + struct.pack("<I", 2**27),  # LONG_BINPUT far past the memo
     b"p99999999999\n",  # PUT with a text index
     b"\x8d" + struct.pack("<Q", 2**40),  # BINUNICODE8 claiming a terabyte

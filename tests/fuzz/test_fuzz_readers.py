@@ -26,7 +26,13 @@ from memtui.errors import CaptureError
 from memtui.sources.common.safe_pickle import load_pickle
 from memtui.sources.torch_snapshot import columnar
 from tests.fuzz.harness import FUZZ, MEMORY_FLOOR, MEMORY_PER_BYTE, load_bounded
-from tests.fuzz.mutators import byte_damage, pickle_damage, reference_bomb
+from tests.fuzz.mutators import (
+    CODE_RUNNING,
+    PWNED,
+    byte_damage,
+    pickle_damage,
+    reference_bomb,
+)
 from tests.fuzz.seeds import PICKLE_SEEDS, seeds
 from tests.helpers.both_readers import no_data_limit_under_asan, outcome, reader  # noqa: F401
 
@@ -68,8 +74,25 @@ def test_byte_damage_both_readers(name, data):
 @FUZZ
 @given(data=st.data())
 def test_hostile_opcodes_both_readers(name, data):
+    PWNED.unlink(missing_ok=True)
     _both(name, data.draw(pickle_damage(seeds()[name])))
-    assert not Path("/tmp/pwned").exists()
+    assert not PWNED.exists(), "a hostile pickle ran code while it was loaded"
+
+
+@pytest.mark.parametrize("payload", list(CODE_RUNNING.values()), ids=list(CODE_RUNNING))
+def test_code_running_pickles_both_readers(payload):
+    """Each reader refuses every code-running payload with the same line; nothing runs
+    (tests/fuzz/test_fuzz_loaders.py shows the payloads do run under stock pickle)."""
+    PWNED.unlink(missing_ok=True)
+    data = b"\x80\x04" + payload
+    _both("evil.pickle", data)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "evil.pickle"
+        path.write_bytes(data)
+        with reader("compiled"):
+            result = load_bounded(path)
+    assert not PWNED.exists(), "a hostile pickle ran code while it was loaded"
+    assert isinstance(result, CaptureError) and "unsafe pickle" in str(result)
 
 
 @FUZZ
@@ -101,12 +124,22 @@ def _alone(name: str, data: bytes) -> None:
         assert peak <= MEMORY_PER_BYTE * len(data) + MEMORY_FLOOR, (peak, len(data))
         if read is None:
             assert columnar.last_fallback
+            _handed_over(path)
             return
         try:
             expected = load_pickle(path)
         except CaptureError as exc:
             pytest.fail(f"the compiled reader read what the safe unpickler refuses: {exc}")
         assert _same(_as_lists(read), expected)
+
+
+def _handed_over(path: Path) -> None:
+    """What the loader does with a file the compiled reader hands over: the safe
+    unpickler reads it, and may only build it or refuse it in one line."""
+    try:
+        load_pickle(path)
+    except CaptureError as exc:
+        assert "\n" not in str(exc)
 
 
 def _same(left, right) -> bool:
@@ -148,8 +181,23 @@ def test_byte_damage_compiled_alone(name, data):
 @FUZZ
 @given(data=st.data())
 def test_hostile_opcodes_compiled_alone(name, data):
+    PWNED.unlink(missing_ok=True)
     _alone(name, data.draw(pickle_damage(seeds()[name])))
-    assert not Path("/tmp/pwned").exists()
+    assert not PWNED.exists(), "a hostile pickle ran code while it was loaded"
+
+
+@pytest.mark.parametrize("payload", list(CODE_RUNNING.values()), ids=list(CODE_RUNNING))
+def test_code_running_pickles_compiled_alone(payload):
+    """The compiled reader hands every code-running payload over (it builds no global),
+    and the safe unpickler behind it runs nothing."""
+    PWNED.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "evil.pickle"
+        path.write_bytes(b"\x80\x04" + payload)
+        _alone("evil.pickle", path.read_bytes())
+        with reader("compiled"):
+            assert columnar.read_columnar(path) is None
+    assert not PWNED.exists(), "a hostile pickle ran code while it was loaded"
 
 
 @FUZZ

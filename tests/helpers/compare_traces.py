@@ -92,3 +92,22 @@ def _block(addr: int, size: int, state: str, frames: list) -> dict:
 def write_loop(path: Path, **options) -> Path:
     path.write_bytes(pickle.dumps(loop_snapshot(**options), protocol=4))
     return path
+
+
+def devices_snapshot(loops: dict[int, dict]) -> dict:
+    """One snapshot holding a :func:`loop_snapshot` per device index (``{1: {"leak": MiB}}``:
+    device 1 runs the leaking loop); devices not named have an empty trace."""
+    snapshot: dict = {"segments": [], "device_traces": [[] for _ in range(max(loops) + 1)],
+                      "external_annotations": []}
+    for device, options in loops.items():
+        one = loop_snapshot(**options)
+        snapshot["segments"] += [{**seg, "device": device} for seg in one["segments"]]
+        snapshot["device_traces"][device] = one["device_traces"][0]
+        snapshot["external_annotations"] += [
+            {**note, "device": device} for note in one["external_annotations"]]
+    return snapshot
+
+
+def write_devices(path: Path, loops: dict[int, dict]) -> Path:
+    path.write_bytes(pickle.dumps(devices_snapshot(loops), protocol=4))
+    return path

@@ -1,6 +1,7 @@
 """A small builder of hand-made traces for the findings tests (answers known by hand).
 
-``TraceBuilder`` records allocs and frees one event at a time (``t = 1000 * seq`` ns),
+``TraceBuilder`` records allocs and frees one event at a time (``t = 1000 * seq`` ns, plus
+whatever :meth:`TraceBuilder.wait` added: a jittered clock),
 each from a named call stack ``[name (/work/NAME.py:LINE), train (/work/train.py:10)]``,
 optional segments with explicit addresses (for pool states) and step markers, and builds
 a :class:`~memtui.model.MemoryTrace` with blocks, levels and frames as a source would.
@@ -30,10 +31,20 @@ class TraceBuilder:
         self.next_addr = 0x10_0000_0000
         self.level = 0
         self.reserved = 0
+        self.offset = 0  # ns added to every later event's time by wait()
 
     @property
     def seq(self) -> int:
         return len(self.events)
+
+    @property
+    def now(self) -> int:
+        """The time (ns) of the next event."""
+        return self.seq * 1000 + self.offset
+
+    def wait(self, ns: int) -> None:
+        """Let ``ns`` nanoseconds pass before the next event (a sleep, a data load)."""
+        self.offset += ns
 
     def _stack(self, name: str | None) -> int | None:
         if name is None:
@@ -42,7 +53,7 @@ class TraceBuilder:
 
     def _event(self, action: str, addr: int, size: int, block: int | None,
                stack: str | None) -> dict:
-        row = {"t": self.seq * 1000, "seq": self.seq, "device": DEVICE, "action": action,
+        row = {"t": self.now, "seq": self.seq, "device": DEVICE, "action": action,
                "addr": addr, "size": size, "stream": 0, "pool": "CUDA", "block_id": block,
                "stack_id": self._stack(stack), "allocated": self.level,
                "reserved": self.reserved}
@@ -52,7 +63,7 @@ class TraceBuilder:
     def segment(self, addr: int, size: int, kind: str = "large") -> None:
         self.reserved += size
         self.segments.append({"segment_id": len(self.segments), "device": DEVICE,
-                              "addr": addr, "size": size, "t_alloc": self.seq * 1000,
+                              "addr": addr, "size": size, "t_alloc": self.now,
                               "seq_alloc": self.seq, "stream": 0, "kind": kind,
                               "ghost": False})
         self._event("segment_alloc", addr, size, None, None)
@@ -65,7 +76,7 @@ class TraceBuilder:
         block = len(self.blocks)
         self.level += size
         self.blocks[block] = {"block_id": block, "device": DEVICE, "addr": addr, "size": size,
-                              "requested_size": requested or size, "t_alloc": self.seq * 1000,
+                              "requested_size": requested or size, "t_alloc": self.now,
                               "seq_alloc": self.seq, "stack_id": self._stack(stack),
                               "pool": "CUDA", "stream": 0, "ghost": False, "owner": owner}
         self._event("alloc", addr, size, block, stack)
@@ -74,7 +85,7 @@ class TraceBuilder:
     def free(self, block: int) -> None:
         info = self.blocks[block]
         self.level -= info["size"]
-        info["t_free"] = self.seq * 1000
+        info["t_free"] = self.now
         info["seq_free"] = self.seq
         self._event("free", info["addr"], info["size"], block,
                     self._name_of(info["stack_id"]))
@@ -87,20 +98,20 @@ class TraceBuilder:
         self.blocks[block] = {"block_id": block, "device": DEVICE, "addr": addr, "size": size,
                               "requested_size": size, "t_alloc": 0, "stack_id": None,
                               "pool": "CUDA", "stream": 0, "ghost": True,
-                              "t_free": self.seq * 1000, "seq_free": self.seq}
+                              "t_free": self.now, "seq_free": self.seq}
         self.level -= size
         self._event("free", addr, size, block, stack)
 
     def oom(self, size: int, device_free: int, stack: str | None = "oom_site") -> None:
         self._event("oom", 0, size, None, stack)
-        self.markers.append({"t": (self.seq - 1) * 1000, "t_end": None, "device": DEVICE,
+        self.markers.append({"t": self.now - 1000, "t_end": None, "device": DEVICE,
                              "kind": "oom",
                              "name": f"out of memory: {size} bytes requested, "
                                      f"{device_free} free on the device"})
 
     def oom_trigger(self, size: int) -> None:
         """msMemScope's OOM_DETAIL trigger: a marker only, the request in its detail."""
-        self.markers.append({"t": self.seq * 1000 - 1, "t_end": None, "device": DEVICE,
+        self.markers.append({"t": self.now - 1, "t_end": None, "device": DEVICE,
                              "kind": "oom", "name": "oom trigger",
                              "detail": f"{{func:malloc,req_size:{size},flag:0}}"})
 
@@ -108,8 +119,8 @@ class TraceBuilder:
         """A step marker (``ProfilerStep#N``) starting at the next event."""
         if self.markers and self.markers[-1].get("kind") == kind \
                 and self.markers[-1]["t_end"] is None:
-            self.markers[-1]["t_end"] = self.seq * 1000
-        self.markers.append({"t": self.seq * 1000, "t_end": None, "device": DEVICE,
+            self.markers[-1]["t_end"] = self.now
+        self.markers.append({"t": self.now, "t_end": None, "device": DEVICE,
                              "kind": kind, "name": name})
 
     def _name_of(self, stack_id: int | None) -> str | None:

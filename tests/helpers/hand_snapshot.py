@@ -112,9 +112,16 @@ def blocks_trace(rows: list[dict], events_t: list[int], levels: list[int] | None
 
 def reference_replay(snapshot: dict, device: int, index: int) -> tuple[set, set]:
     """Segments ``{(addr, size)}`` and blocks ``{(addr, size, pending)}`` just after
-    event ``index`` of ``device``, undoing the trace from the dump as MemoryViz.js does."""
-    segments = {(s["address"], s["total_size"]) for s in snapshot["segments"]
-                if s.get("device", 0) == device}
+    event ``index`` of ``device``, undoing the trace from the dump as MemoryViz.js does
+    (``MemoryView.simulate_memory``): an undone ``segment_free`` puts its segment back, an
+    undone ``segment_alloc`` takes the segment at its address out; an undone
+    ``segment_unmap`` puts its range back, merged with an adjacent range of the same
+    stream on either side; an undone ``segment_map`` takes its range out of the range
+    holding it (shrinking it at either end or splitting it in two).  A map whose range no
+    range holds is a trace the viewer cannot undo: AssertionError."""
+    segments = sorted(([s["address"], s["total_size"], s.get("stream", 0)]
+                       for s in snapshot["segments"] if s.get("device", 0) == device),
+                      key=lambda seg: seg[0])
     blocks: dict[int, tuple[int, bool]] = {}
     for s in snapshot["segments"]:
         if s.get("device", 0) != device:
@@ -134,8 +141,53 @@ def reference_replay(snapshot: dict, device: int, index: int) -> tuple[set, set]
                 blocks[addr] = (blocks[addr][0], False)
         elif action == "free_completed":
             blocks[addr] = (event["size"], True)
-        elif action == "segment_alloc":
-            segments.discard((addr, event["size"]))
-        elif action == "segment_free":
-            segments.add((addr, event["size"]))
-    return segments, {(a, size, pending) for a, (size, pending) in blocks.items()}
+        elif action in ("segment_free", "segment_unmap"):
+            _viewer_put_back(segments, [addr, event["size"], event.get("stream", 0)],
+                             merge=action == "segment_unmap")
+        elif action in ("segment_alloc", "segment_map"):
+            _viewer_take_out(segments, addr, event["size"], merge=action == "segment_map")
+    return ({(a, size) for a, size, _ in segments},
+            {(a, size, pending) for a, (size, pending) in blocks.items()})
+
+
+def _viewer_put_back(segments: list[list[int]], seg: list[int], merge: bool) -> None:
+    """MemoryViz.js ``map_segment``: insert in address order; with ``merge``, join an
+    adjacent range of the same stream after it, then before it."""
+    idx = next((i for i, s in enumerate(segments) if s[0] > seg[0]), len(segments))
+    segments.insert(idx, seg)
+    if not merge:
+        return
+    if idx + 1 < len(segments):
+        after = segments[idx + 1]
+        if seg[0] + seg[1] == after[0] and seg[2] == after[2]:
+            seg[1] += after[1]
+            del segments[idx + 1]
+    if idx > 0:
+        before = segments[idx - 1]
+        if before[0] + before[1] == seg[0] and before[2] == seg[2]:
+            before[1] += seg[1]
+            del segments[idx]
+
+
+def _viewer_take_out(segments: list[list[int]], addr: int, size: int, merge: bool) -> None:
+    """MemoryViz.js ``unmap_segment``: without ``merge`` remove the segment at ``addr``;
+    with it, cut ``[addr, addr + size)`` out of the range holding it."""
+    if not merge:
+        segments[:] = [s for s in segments if s[0] != addr] if any(
+            s[0] == addr for s in segments) else segments
+        return
+    end = addr + size
+    idx = next((i for i, s in enumerate(segments) if s[0] <= addr and end <= s[0] + s[1]),
+               None)
+    assert idx is not None, f"the viewer cannot undo a map of {addr:#x}+{size}"
+    seg = segments[idx]
+    seg_end = seg[0] + seg[1]
+    if seg[0] == addr:
+        seg[0], seg[1] = addr + size, seg[1] - size
+        if seg[1] == 0:
+            del segments[idx]
+    elif seg_end == end:
+        seg[1] -= size
+    else:
+        seg[1] = addr - seg[0]
+        segments.insert(idx + 1, [end, seg_end - end, seg[2]])

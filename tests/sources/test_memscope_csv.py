@@ -156,9 +156,9 @@ def test_result_folder_every_device(tmp_path):
                "FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id\n"
                "main,1764753083996495000,1764753083996495200,31,31\n")
     write_text(root / "msmemscope_logs" / "msmemscope_1.log", "log text\n")
-    for path in (tmp_path / "memscopeDumpResults", root, root / "device_1"):
+    for path in (root, root / "device_1"):  # the layout, not whatever lies below
         assert memscope.sniff(path)
-    trace = open_capture(tmp_path / "memscopeDumpResults")
+    trace = open_capture(tmp_path / "memscopeDumpResults")  # its one process folder
     validate(trace)
     data = {d["device"]: d for d in summary(trace)["devices"]}
     assert list(data) == ["npu:0", "npu:1"]

@@ -90,7 +90,7 @@ def test_pool_at_1450(pool_trace):
     assert state.gap_addr.tolist() == [S + 1024, S + 3584]
     assert state.gap_size.tolist() == [1024, 512]
     assert (state.free, state.largest_gap) == (1536, 1024)
-    assert state.total_fragmentation == pytest.approx(1 / 3)
+    assert state.fragmentation.fragmented == 1536  # the segment holds blocks
     assert state.orphans == 1  # the pinned block; the HAL block is no orphan
     assert state.allocated == 2560 + 256
 
@@ -102,11 +102,10 @@ def test_pool_at_1650(pool_trace):
     assert state.seg_allocated.tolist() == [1536, 512]
     assert state.seg_free.tolist() == [2560, 1536]
     assert state.seg_largest_gap.tolist() == [2048, 1024]
-    assert state.seg_fragmentation.tolist() == pytest.approx([0.2, 1 / 3])
     assert state.gap_addr.tolist() == [S, S + 3584, T, T + 1536]
     assert state.gap_size.tolist() == [2048, 512, 1024, 512]
     assert (state.free, state.largest_gap) == (4096, 2048)
-    assert state.total_fragmentation == pytest.approx(0.5)
+    assert (state.fragmentation.fragmented, state.fragmentation.largest_gap) == (4096, 2048)
     assert state.allocated == 2048 + 256
 
 
@@ -147,6 +146,7 @@ async def test_pool_screen_shows_hal_segments(pool_trace):
         screen = app.screen
         header = str(screen.query_one("#status-line").render())
         assert "2 segments" in header and "no pool segments" not in header
-        assert "largest 2.0 KiB" in header and "fragmentation 50%" in header
+        # both segments hold blocks: the 4 KiB free is fragmented, 2 KiB the largest gap
+        assert "fragmented 4.0 KiB (67% of reserved, largest gap 2.0 KiB)" in header
         detail = str(screen.query_one("#detail").render())
         assert "driver segment, stream -, pool -" in detail

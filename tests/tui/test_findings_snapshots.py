@@ -6,12 +6,24 @@ Accept a deliberate change of looks with
 
 from __future__ import annotations
 
+import re
+
+import polars as pl
 import pytest
 
 from memtui.loading import load_trace
 from memtui.tui.app import MemtuiApp
+from memtui.units import format_bytes
 from tests.conftest import REPO
-from tests.helpers.toy_traces import ready, settle
+from tests.helpers.screen_figures import (
+    Shown,
+    alive_at,
+    bytes_by_frame,
+    events_of,
+    innermost_user_frame,
+    peak_event,
+    seconds,
+)
 
 DEMO = REPO / "snapshots" / "demo_training.pickle"
 
@@ -21,24 +33,49 @@ def demo():
     return load_trace(DEMO)
 
 
-def _keys(*keys):
-    async def run(pilot):
-        await ready(pilot)
-        for key in keys:
-            await pilot.press(key)
-            await settle(pilot)
-
-    return run
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 def test_findings_screen_first_on_the_demo(snap_compare, demo, size):
-    """The demo's planted leak is of high severity: the Findings screen comes first."""
+    """The demo's planted leak is of high severity: the Findings screen comes first.  Its
+    figures, from the blocks: log_metrics keeps one 256 KiB block in each of the 187
+    ProfilerStep#N steps, never freed."""
+    shown = Shown()
     assert snap_compare(MemtuiApp(demo, findings_first=True), terminal_size=size,
-                        run_before=_keys())
+                        run_before=shown)
+    kept = innermost_user_frame(demo, demo.blocks.filter(pl.col("t_free").is_null())).filter(
+        pl.col("frame") == "log_metrics (train.py:195)")
+    steps = demo.markers.filter(pl.col("name").str.starts_with("ProfilerStep")).height
+    assert kept.height == steps
+    per_step = kept["size"].sum() // steps
+    text = _flat(shown.text)
+    assert (f"HIGH leak on cuda:0 log_metrics (train.py:195) leaks {format_bytes(per_step)} "
+            f"per step since ProfilerStep#0 ({format_bytes(kept['size'].sum())} in {steps} "
+            "steps)") in text
+    assert f"blocks {kept.height}," in text and f"steps {steps}," in text
+    found = int(re.search(r"(\d+) found", shown.lines[0]).group(1))
+    listed = [line for line in shown.lines[1:found + 2]
+              if re.match(r"^ (HIGH|MED|MEDIUM|LOW|info) ", line)]
+    assert len(listed) == found and listed[0].startswith(" HIGH leak")
 
 
 def test_findings_screen_on_the_peak(snap_compare, demo):
     """The peak's detail: bytes by stack, share and blocks."""
-    assert snap_compare(MemtuiApp(demo), terminal_size=(120, 40),
-                        run_before=_keys("6", "down", "down"))
+    shown = Shown("6", "down", "down")
+    assert snap_compare(MemtuiApp(demo), terminal_size=(120, 40), run_before=shown)
+    peak = peak_event(demo, "cuda:0")
+    events = events_of(demo, "cuda:0")
+    alive = alive_at(demo, "cuda:0", peak)
+    total = int(alive["size"].sum())
+    shown.has(f"peak allocated {format_bytes(total)}, peak at "
+              f"{seconds(events['t'][peak], events['t'][0])}, blocks alive {alive.height}, "
+              f"peak reserved {format_bytes(events['reserved'].max())}")
+    by_stack = [line.rstrip() for line in shown.lines].index(" by stack:")
+    for offset, (frame, size, blocks) in enumerate(bytes_by_frame(demo, alive)[:5], 1):
+        assert re.match(rf"^\s+{re.escape(format_bytes(size))}\s+{round(100 * size / total)}%"
+                        rf"\s+{blocks} blocks\s+{re.escape(frame)}$",
+                        shown.lines[by_stack + offset].rstrip()), shown.lines[by_stack + offset]
+    assert re.search(rf"{re.escape(format_bytes(total))}\s+100%\s+{alive.height} blocks\s+CUDA",
+                     shown.text)

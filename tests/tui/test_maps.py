@@ -201,9 +201,10 @@ async def test_pool_shows_the_state_at_the_cursor(hand, size):
         await pilot.pause()
         screen = app.screen
         header = str(screen.query_one("#status-line").render())
-        # by hand: A has 2560 free in two gaps, G 512: 3072 free, largest 1536
-        assert "free 3.0 KiB in 3 gaps" in header and "largest 1.5 KiB" in header
-        assert "fragmentation 50%" in header
+        # by hand: A has 2560 free in two gaps, G 512: 3072 free, largest 1536; both hold
+        # blocks, so all of it is fragmented: half of the 6 KiB reserved
+        assert "free 3.0 KiB in 3 gaps" in header
+        assert "fragmented 3.0 KiB (50% of reserved, largest gap 1.5 KiB)" in header
         # the pixels of segment A: b1, free (b2 freed), b3, free
         ids = screen.map.pixel_ids(screen.state, 0, 16)
         assert ids[:4].tolist() == [ids[0]] * 4 and ids[0] >= 4  # b1

@@ -26,7 +26,7 @@ DEMO = REPO / "snapshots" / "demo_training.pickle"
 KEY_FIGURES = {
     "1": [r"alloc\s+\d", r"resv\s+\d", r"peak\s+\d", r"△ resv\s+\d"],
     "2": [r"detail\s+[\d,]+/[\d,]+"],
-    "3": [r"resv\s+\d", r"alloc\s+\d", r"free\s+\d", r"largest\s+\d", r"frag\s+\d+%"],
+    "3": [r"resv\s+\d", r"alloc\s+\d", r"free\s+\d", r"frag\s+\d", r"\d+% of\s+resv"],
     "4": [r"\d\s+\w?i?B\s+live\s+at", r"[\d,]+\s+blocks\s+\(m\)", r"user\s+frames"],
     "5": [r"[\d,]+ of [\d,]+ rows"],
     "6": [r"\d+ found", r"HIGH leak"],

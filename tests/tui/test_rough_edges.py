@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memtui.sources import open_capture
-from tests.helpers.map_pilot import maps_app, open_screen, screen_text
+from tests.helpers.map_pilot import coloured_cells, maps_app, open_screen, screen_text
 from tests.helpers.run_profile import pairwise, sizes
 
 DEMO = Path(__file__).resolve().parents[2] / "snapshots" / "demo_training.pickle"
@@ -241,12 +241,30 @@ async def test_maps_draw_shapes_without_colour(demo, monkeypatch, name):
 
 @pytest.mark.parametrize("name", ["trend", "blocks", "pool", "stacks", "tables"])
 async def test_every_screen_draws_with_no_color(demo, monkeypatch, name):
+    """Under NO_COLOR no screen sends a colour (only greys), and what colour told apart
+    is told apart by shape: the trend's curves by their legend's glyphs."""
     monkeypatch.setenv("NO_COLOR", "1")
     app = maps_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_screen(pilot, name)
         assert app.return_code is None  # no crash in the no-colour filter
         assert "^p palette" in screen_text(app)
+        assert coloured_cells(app) == set()
+        if name == "trend":
+            lines = screen_text(app).splitlines()
+            assert "█ alloc" in lines[0] and "⠶ resv" in lines[0]
+            plot = "\n".join(lines[2:12])
+            assert "█" in plot and any("\u2800" < ch <= "\u28ff" for ch in plot)
+
+
+async def test_screens_are_coloured_without_no_color(demo, monkeypatch):
+    """The control: without NO_COLOR the same screens do send colours."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    app = maps_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for name in ("trend", "stacks"):
+            await open_screen(pilot, name)
+            assert coloured_cells(app), name
 
 
 async def test_stack_top_rule_is_said_and_can_be_changed(demo):

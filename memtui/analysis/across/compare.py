@@ -24,6 +24,8 @@ events):
   B launches more often than A shows even when it holds no device memory.
 * **New blocks**: blocks alive at B's end without a counterpart (same stack and size)
   alive at A's end.
+* **By role**: bytes by role (:mod:`memtui.analysis.roles`) at each run's peak and end,
+  B against A (``optimizer state +3.2 GiB``).
 
 A stack's identity across captures is its naming frame's (function, file base name,
 line): the same code run on two machines or with two torch versions keeps it.
@@ -531,6 +533,9 @@ class DeviceComparison:
     new_blocks: pl.DataFrame
     keyed_a: pl.DataFrame = field(repr=False)
     keyed_b: pl.DataFrame = field(repr=False)
+    #: Bytes by role at each run's peak and end: ``{role, at, a_bytes, b_bytes, delta}``,
+    #: the largest change first (memory by role, issue 32)
+    by_role: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         stack_cols = ["label", "file", "line", "at", "a_bytes", "b_bytes", "delta", "only_in"]
@@ -549,6 +554,7 @@ class DeviceComparison:
                 only_in="only_in").to_dicts(),
             "steps": self.steps,
             "new_blocks_at_end": self.new_blocks.to_dicts(),
+            "by_role": self.by_role,
         }
 
 
@@ -565,8 +571,31 @@ def compare_devices(a: MemoryTrace, b: MemoryTrace, dev_a: str, dev_b: str,
         by_stack=_stack_rows(ka, kb), by_owner=attribute(ka, kb, "owner"),
         by_op=attribute(ka, kb, "op", extra=counts),
         steps=aligned_steps(a, b, ma, mb, alignment), new_blocks=new_blocks(ka, kb),
-        keyed_a=ka, keyed_b=kb,
+        keyed_a=ka, keyed_b=kb, by_role=role_changes(a, b, dev_a, dev_b),
     )
+
+
+def role_changes(a: MemoryTrace, b: MemoryTrace, dev_a: str, dev_b: str
+                 ) -> list[dict[str, Any]]:
+    """Bytes by role at each run's allocated peak and at its last event, B against A:
+    ``{role, at, a_bytes, b_bytes, delta}`` for each role and moment where either run
+    holds some, the largest change first (``optimizer_state +3.2 GiB at peak``)."""
+    from memtui.analysis.roles import by_role_at
+    from memtui.analysis.roles.model import ROLES
+    from memtui.analysis.timeline.at_time import Timeline
+
+    def at(trace: MemoryTrace, device: str) -> dict[str, dict[str, int]]:
+        tl = Timeline.build(trace, device)
+        peak = -1 if tl.peak_at_start else tl.peak_event
+        return {"peak": by_role_at(trace, device, peak),
+                "end": by_role_at(trace, device, tl.positions - 1)}
+
+    ra, rb = at(a, dev_a), at(b, dev_b)
+    rows = [{"role": role, "at": moment, "a_bytes": ra[moment][role],
+             "b_bytes": rb[moment][role], "delta": rb[moment][role] - ra[moment][role]}
+            for moment in MOMENTS for role in ROLES
+            if ra[moment][role] or rb[moment][role]]
+    return sorted(rows, key=lambda r: -abs(r["delta"]))
 
 
 def realign(d: DeviceComparison, a: MemoryTrace, b: MemoryTrace, mode: str | None,

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis.findings import Finding, find_all
+from memtui.analysis.findings.leak import leak_rate
 from memtui.analysis.summary import device_summary
 from memtui.analysis.timeline.downsample import minmax_bins
 from memtui.analysis.timeline.levels import allocated_level, reserved_level
@@ -118,14 +119,15 @@ def rank_rows(trace: MemoryTrace, path: str, rank: int | None = None,
 
 def finding_figures(found: Sequence[Finding]) -> tuple[int, float]:
     """(leak bytes per step, fragmentation) of one device's findings: the leaks' growth
-    per step summed (0: no leak found), and the pool's fragmentation when the most bytes
-    were reserved but unused (else that unused share; 0: the pool never cached any)."""
-    leak = sum(int(f.detail.get("bytes_per_step") or 0) for f in found if f.kind == "leak")
+    per step summed (per occurrence where the device has no steps; 0: no leak found), and
+    the fragmentation finding's fragmented share of reserved (free inside partly used
+    segments, at the moment it names: the one measure every output calls fragmentation;
+    0: no such finding)."""
+    leak = sum(leak_rate(f) for f in found if f.kind == "leak")
     fragmentation = 0.0
     for f in found:
         if f.kind == "fragmentation":
-            value = f.detail.get("fragmentation", f.detail.get("unused_share"))
-            fragmentation = float(value or 0.0)
+            fragmentation = float(f.detail.get("fragmented_share") or 0.0)
     return leak, fragmentation
 
 

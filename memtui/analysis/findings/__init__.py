@@ -9,7 +9,10 @@ numpy (no loop over events) and returns typed :class:`Finding` objects:
 * :mod:`.oom`: why each out-of-memory happened, with the allocator setting that helps;
 * :mod:`.fragmentation`: reserved but unused bytes, free gaps, rounding;
 * :mod:`.inefficient`: Insight's early allocation / late deallocation / idleness;
-* :mod:`.capture`: what the capture lacks (history, stacks, clock, rows).
+* :mod:`.capture`: what the capture lacks (history, stacks, clock, rows);
+* :mod:`.savings`: what each change would save, read from the memory by role at the
+  peak (activation checkpointing, sharding the optimizer state, bf16, a smaller
+  micro-batch, gradients freed between steps).
 
 :func:`find_all` runs them all; :func:`findings_json` is the ``memtui findings --json``
 object; :func:`format_findings` its text form.  With ``stacks`` both give the full call
@@ -27,16 +30,17 @@ import numpy as np
 
 from memtui.analysis.findings.capture import find_capture_limits, find_capture_wide
 from memtui.analysis.findings.fragmentation import find_fragmentation
-from memtui.analysis.findings.frames import evidence_stack
+from memtui.analysis.findings.frames import full_stack_frames
 from memtui.analysis.findings.inefficient import find_inefficient
 from memtui.analysis.findings.leak import find_leaks
 from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame, ranked
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
+from memtui.analysis.findings.savings import find_savings
 from memtui.model import MemoryTrace
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
-           find_capture_limits)
+           find_capture_limits, find_savings)
 
 
 def device_findings(trace: MemoryTrace, device: str) -> list[Finding]:
@@ -91,8 +95,9 @@ def counts_by_kind(findings: dict[str, list[Finding]]) -> dict[str, int]:
 
 
 def full_stack(trace: MemoryTrace, stack_id: int | None) -> tuple[StackFrame, ...]:
-    """Every frame of ``stack_id``, innermost first."""
-    return evidence_stack(trace, stack_id, limit=1 << 30)
+    """Every frame of ``stack_id``, innermost first (the internals that never name a
+    stack left out, unless they are all it has)."""
+    return full_stack_frames(trace, stack_id)
 
 
 def _with_stacks(trace: MemoryTrace, finding: Finding) -> dict[str, Any]:
@@ -111,19 +116,30 @@ def _with_stacks(trace: MemoryTrace, finding: Finding) -> dict[str, Any]:
 
 def findings_json(trace: MemoryTrace, findings: dict[str, list[Finding]] | None = None,
                   stacks: bool = False) -> dict[str, Any]:
-    """The ``memtui findings --json`` object (``stacks``: with full call stacks)."""
+    """The ``memtui findings --json`` object (``stacks``: with full call stacks); each
+    device carries ``by_role``, its bytes by role at the allocated peak."""
     findings = find_all(trace) if findings is None else findings
     def one(f: Finding) -> dict[str, Any]:
         return _with_stacks(trace, f) if stacks else f.to_json()
     return {
         "source": trace.meta.source,
         "path": trace.meta.path,
-        "devices": [{"device": name, "findings": [one(f) for f in found]}
+        "devices": [{"device": name, "findings": [one(f) for f in found],
+                     "by_role": peak_roles(trace, name)}
                     for name, found in findings.items()],
         "warnings": list(trace.meta.warnings),
     }
 
 
-__all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind",
+def peak_roles(trace: MemoryTrace, device: str) -> dict[str, int]:
+    """Bytes by role at the device's allocated peak (summing to it)."""
+    from memtui.analysis.roles import by_role_at
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    return by_role_at(trace, device, -1 if timeline.peak_at_start else timeline.peak_event)
+
+
+__all__ = ["FINDERS", "KINDS", "Evidence", "Finding", "StackFrame", "counts_by_kind", "peak_roles",
            "device_findings", "find_all", "findings_json", "flat", "full_stack",
            "with_event_numbers"]

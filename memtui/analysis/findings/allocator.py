@@ -48,17 +48,21 @@ def settings_of(trace: MemoryTrace) -> AllocatorSettings:
     raw = extra.get("allocator_settings")
     if not isinstance(raw, dict) or not raw:
         return AllocatorSettings(env=env, known=False)
-    conf = str(raw.get(env) or raw.get("PYTORCH_CUDA_ALLOC_CONF") or
-               raw.get("PYTORCH_NPU_ALLOC_CONF") or "")
+    conf = raw.get(env) or raw.get("PYTORCH_CUDA_ALLOC_CONF") or \
+        raw.get("PYTORCH_NPU_ALLOC_CONF") or ""
+    conf = conf if isinstance(conf, str) else ""
     options = _parse_conf(conf)
-    expandable = bool(raw.get("expandable_segments")) or \
-        options.get("expandable_segments", "").lower() == "true"
+    flag = raw.get("expandable_segments")
+    expandable = (flag is True or (isinstance(flag, str) and flag.strip().lower() == "true")
+                  or options.get("expandable_segments", "").lower() == "true")
     split = raw.get("max_split_size")
-    max_split = int(split) if isinstance(split, int | float) and 0 < split < (1 << 62) else None
+    max_split = int(split) if isinstance(split, int | float) and not isinstance(split, bool) \
+        and 0 < split < (1 << 62) else None
     if max_split is None and options.get("max_split_size_mb", "").isdigit():
         max_split = int(options["max_split_size_mb"]) * MiB
     gc = raw.get("garbage_collection_threshold")
-    threshold = float(gc) if isinstance(gc, int | float) and gc > 0 else None
+    threshold = float(gc) if isinstance(gc, int | float) and not isinstance(gc, bool) \
+        and 0 < gc < 1 else None
     if threshold is None and options.get("garbage_collection_threshold"):
         try:
             threshold = float(options["garbage_collection_threshold"]) or None

@@ -3,32 +3,30 @@
 Only a capture with a segment layout (snapshots, msMemScope's driver segments) gets this
 finding: without segments nothing says where the free bytes lie (profiler captures).
 
-Reserved minus allocated is split three ways (:attr:`PoolState.unused`): *wholly free*
-cached segments (no live block in them: the next requests that fit reuse them, and
-``empty_cache()`` or an out-of-memory retry gives them back: not fragmentation), free
-space inside *partly used* segments (external fragmentation: the figure this finding
-calls fragmentation) and the allocator's rounding inside the blocks (internal).  The pool
-is measured where fragmentation costs: where the most bytes sat reserved but
-unallocated, at the allocated peak, at the (last) reserved peak and at the end; the
-finding reports the one of those with the most external fragmentation (a segment being
-filled has free space beside its first blocks for a while: only these moments count).
-Its ``fragmentation`` figure is ``1 - largest gap / free`` over the partly used segments
-only (a wholly free segment is one gap, reusable whole).
+The measures are the pool's one definition (:class:`~memtui.analysis.layout.pool_state.
+Fragmentation`): *fragmented* (free inside partly used segments), *cached* (wholly free
+segments: reusable, not fragmentation) and *rounding*.  The pool is measured where it
+matters: at the allocated peak, at the reserved peak (the first time reserved reaches its
+highest, just after the allocation that needed it: where ``memtui whatif`` measures its
+runs) and at each out-of-memory error.  The finding names the moment with the most
+fragmented bytes beyond its largest gap (:func:`crumbs`: one gap, however large, serves
+any request up to its size) and lists every moment in ``detail["moments"]``.
 
-Severity follows what the user can do about it.  ``medium`` only when the finding is
-actionable: it explains an out-of-memory error (an OOM finding's cause is
-fragmentation), or external fragmentation is at least ``MEDIUM_BYTES`` and
-``MEDIUM_SHARE`` of reserved, and the allocator setting that merges split segments
-(``expandable_segments``) is not on yet: the finding then names the setting and the
-bytes it acts on (``saving_bytes``: the free bytes of the partly used segments, an
-estimate, not a bound: the allocator's other choices change too; a proven replay of the
-allocator fills ``predicted_saving_bytes`` and its own figure).  Advice is given only
-above ``MIN_ADVICE_BYTES``; wholly free segments make a ``low`` finding at most.
+Severity follows what the user can do about it.  ``medium`` only where it explains an
+out-of-memory error (an OOM finding's cause is fragmentation), or where a proven replay
+of the allocator predicts that ``expandable_segments:True`` lowers the reserved peak by
+at least :data:`MEDIUM_SAVING_SHARE` of it (:func:`with_prediction`, called by the
+findings' what-if hook, :mod:`memtui.analysis.findings.quote`): the title then says the
+setting and how much it saves.  Without such a replay the title recommends nothing; the
+advice names the setting as a thing to try (``memtui whatif`` says what it would do), and
+``predicted_saving_bytes`` stays None: no estimate stands in for the replay.  ``low``
+where the fragmented bytes beyond the largest gap, or the cached bytes, are large, else
+``info``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,83 +36,137 @@ from memtui.analysis.findings.allocator import MIN_ADVICE_BYTES, AllocatorSettin
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.pool import pool_at_seq
-from memtui.analysis.layout.pool_state import PoolState, UnusedSplit, fragmentation
+from memtui.analysis.layout.pool_state import FRAGMENTED_MEANS, Fragmentation
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
 
 MiB = 1 << 20
 GiB = 1 << 30
-#: External fragmentation worth a setting: this many bytes and this share of reserved.
-MEDIUM_BYTES = 256 * MiB
-MEDIUM_SHARE = 0.25
+#: Fragmented bytes worth a (low) finding: this many bytes and this share of reserved.
 LOW_BYTES = 64 * MiB
 LOW_SHARE = 0.10
-#: Wholly free cached segments worth a (low) mention: this many bytes, this share.
+#: Cached (wholly free) bytes worth a (low) mention: this many bytes, this share.
 LOW_CACHED_BYTES = 1 * GiB
 LOW_CACHED_SHARE = 0.5
+#: A proven replay's saving on the reserved peak that makes the finding ``medium``.
+MEDIUM_SAVING_SHARE = 0.05
+#: The setting that lets fragmented segments merge and be given back.
+SETTING = "expandable_segments:True"
 
 
 @dataclass(frozen=True)
-class _Moment:
+class Moment:
+    """The pool measured at one event: ``at`` names it (allocated peak, reserved peak,
+    out-of-memory error)."""
+
+    at: str
     t: int
     seq: int
-    state: PoolState
-    split: UnusedSplit
+    measures: Fragmentation
+    allocated: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": self.at, "t": self.t, "seq": self.seq, "allocated_bytes": self.allocated,
+                **self.measures.to_dict()}
 
 
 def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
     """One ``fragmentation`` finding for ``device`` where its pool ever held unused bytes."""
     if trace.device_segments(device).is_empty():
         return []  # no segment layout: nothing says where free bytes lie
-    events = trace.device_events(device).select("t", "seq", "allocated", "reserved")
+    events = trace.device_events(device).select("t", "seq", "action", "allocated",
+                                                "reserved")
     if events["seq"].null_count():  # else no copy of every event
         events = events.filter(pl.col("seq").is_not_null())
     if events.is_empty():
         return []
-    rows = _rows_to_measure(events)
-    moments = {row: _measure(trace, device, events, row) for row in rows}
-    unused = {row: m.state.free for row, m in moments.items()}  # free inside segments
-    most_unused = moments[max(rows, key=lambda r: (unused[r], -r))]
-    if max(unused.values()) <= 0:
+    moments = measure_moments(trace, device, events)
+    if not moments or not any(m.measures.fragmented or m.measures.cached for m in moments):
         return []
-    worst = moments[max(rows, key=lambda r: (moments[r].split.external, unused[r], -r))]
-    end = moments[events.height - 1]
+    worst = max(moments, key=lambda m: (crumbs(m.measures), m.measures.fragmented,
+                                        m.measures.cached, -m.seq))
     settings = settings_of(trace)
     oom = _oom_explained(trace, device)
-    severity, action, saving = _judge(worst, most_unused, settings, oom)
-    detail = _detail(trace, device, most_unused, worst, end)
-    detail.update(advice=action, saving_bytes=saving, predicted_saving_bytes=None,
-                  explains_oom_t=oom.evidence.t if oom is not None else None)
+    severity = _severity(worst.measures, moments, oom)
+    advice = _advice(worst.measures, settings)
+    detail: dict[str, Any] = {
+        **worst.measures.to_dict(),
+        "measured_at": worst.at,
+        "moments": [m.to_dict() for m in moments],
+        "advice": advice,
+        "predicted_saving_bytes": None,
+        "explains_oom_t": oom.evidence.t if oom is not None else None,
+    }
+    if _no_requested_sizes(trace, device):
+        detail.pop("rounding_bytes")
     return [Finding(kind="fragmentation", severity=severity,
-                    title=_title(worst, most_unused, severity, action, oom), device=device,
-                    bytes=worst.split.external or most_unused.split.wholly_free,
+                    title=title_of(worst, oom is not None), device=device,
+                    bytes=worst.measures.fragmented or worst.measures.cached,
                     detail=detail, evidence=Evidence(t=worst.t, seq=worst.seq))]
 
 
-def _rows_to_measure(events: pl.DataFrame) -> list[int]:
-    """Rows of ``events`` to measure the pool at: where the most bytes sat reserved but
-    unallocated (by the levels the source reports), the allocated peak, the last reserved
-    peak and the end."""
-    n = events.height
-    known = (events["allocated"].is_not_null() & events["reserved"].is_not_null()).to_numpy()
-    rows = np.flatnonzero(known)  # the rows with both levels, read without a copy of them
-    picks: list[int] = []
-    if rows.size:
-        allocated = events["allocated"].to_numpy()[rows] if rows.size < n else \
-            events["allocated"].to_numpy()
-        reserved = events["reserved"].to_numpy()[rows] if rows.size < n else \
-            events["reserved"].to_numpy()
-        last_reserved_peak = reserved.size - 1 - int(np.argmax(reserved[::-1]))
-        picks = [int(rows[i]) for i in (
-            int(np.argmax(reserved - allocated)), int(np.argmax(allocated)),
-            last_reserved_peak)]
-    return list(dict.fromkeys([*picks, n - 1]))
+def measure_moments(trace: MemoryTrace, device: str, events: pl.DataFrame) -> list[Moment]:
+    """The pool at the allocated peak, the reserved peak and each out-of-memory error of
+    ``device`` (``events``: its t, seq, action, allocated and reserved), in event order,
+    one per event."""
+    picks: dict[int, str] = {}
+    allocated = events["allocated"]
+    if allocated.null_count() < allocated.len():
+        picks.setdefault(int(allocated.fill_null(-1).arg_max()), "allocated peak")
+    reserved_row = reserved_peak_row(events)
+    if reserved_row is not None:
+        picks[reserved_row] = ("reserved peak" if reserved_row not in picks
+                               else "allocated and reserved peak")
+    for row in _oom_rows(trace, device, events):
+        picks[row] = "out-of-memory error" if row not in picks else \
+            f"{picks[row]}, out-of-memory error"
+    out = []
+    for row in sorted(picks):
+        seq, t = int(events["seq"][row]), int(events["t"][row])
+        state = pool_at_seq(trace, device, seq, t)
+        level = events["reserved"][row]  # the device's reserved (a layer's may exceed
+        out.append(Moment(at=picks[row], t=t, seq=seq,  # the segments listed)
+                          measures=state.fragmentation_of(level),
+                          allocated=state.allocated + state.pending))
+    return out
 
 
-def _measure(trace: MemoryTrace, device: str, events: pl.DataFrame, row: int) -> _Moment:
-    seq, t = int(events["seq"][row]), int(events["t"][row])
-    state = pool_at_seq(trace, device, seq, t)
-    return _Moment(t=t, seq=seq, state=state, split=state.unused)
+def reserved_peak_row(events: pl.DataFrame) -> int | None:
+    """The row at which reserved first reaches its highest, moved past the segment event
+    to the allocation that needed it (a ``segment_alloc`` or ``segment_map`` comes just
+    before its alloc, at the same level): where ``memtui whatif`` measures its runs."""
+    reserved = events["reserved"]
+    if reserved.null_count() == reserved.len():
+        return None
+    values = reserved.fill_null(-1).to_numpy()
+    row = int(np.argmax(values))
+    actions = events["action"].cast(pl.String)
+    while row + 1 < values.size and values[row + 1] == values[row] and \
+            actions[row] in ("segment_alloc", "segment_map"):
+        row += 1
+    return row
+
+
+def crumbs(measures: Fragmentation) -> int:
+    """The fragmented bytes beyond the largest gap: what no single request can use whole
+    (a segment being filled has one gap beside its first blocks: no crumbs).  It picks
+    the moment a finding names and its severity; the figures said stay the measures."""
+    return measures.fragmented - measures.largest_gap
+
+
+def _oom_rows(trace: MemoryTrace, device: str, events: pl.DataFrame) -> list[int]:
+    """Rows of the device's out-of-memory errors: its ``oom`` events, else (msMemScope)
+    the event at or before each ``oom`` marker."""
+    rows = np.flatnonzero((events["action"] == "oom").fill_null(False).to_numpy()).tolist()
+    if rows:
+        return rows
+    markers = trace.markers.filter((pl.col("kind") == "oom") & (
+        pl.col("device").is_null() | (pl.col("device") == device)))
+    if markers.is_empty():
+        return []
+    times = events["t"].to_numpy()
+    at = np.searchsorted(times, markers["t"].to_numpy(), side="right") - 1
+    return sorted({int(r) for r in at if r >= 0})
 
 
 def _oom_explained(trace: MemoryTrace, device: str) -> Finding | None:
@@ -128,32 +180,48 @@ def _oom_explained(trace: MemoryTrace, device: str) -> Finding | None:
     return None
 
 
-def _judge(worst: _Moment, most_unused: _Moment, settings: AllocatorSettings,
-           oom: Finding | None) -> tuple[str, str | None, int | None]:
-    """(severity, what to do, the bytes it acts on)."""
-    external, reserved = worst.split.external, worst.state.reserved
-    share = external / reserved if reserved else 0.0
-    action = _action(worst.split, settings) if external >= MIN_ADVICE_BYTES else None
+def _severity(worst: Fragmentation, moments: list[Moment], oom: Finding | None) -> str:
+    """``medium`` where it explains an OOM; ``low`` where the fragmented or the cached
+    bytes are large; else ``info`` (a proven replay may raise it later)."""
     if oom is not None:
-        return "medium", action or oom.detail.get("advice"), external or None
-    if external >= MEDIUM_BYTES and share >= MEDIUM_SHARE and not settings.expandable_segments:
-        return "medium", action, external
-    cached = most_unused.split.wholly_free
-    cached_share = cached / most_unused.state.reserved if most_unused.state.reserved else 0.0
-    if (external >= LOW_BYTES and share >= LOW_SHARE) or \
-            (cached >= LOW_CACHED_BYTES and cached_share >= LOW_CACHED_SHARE):
-        return "low", action, external if action else None
-    return "info", None, None
+        return "medium"
+    if crumbs(worst) >= LOW_BYTES and worst.share >= LOW_SHARE:
+        return "low"
+    cached = max(moments, key=lambda m: m.measures.cached).measures
+    if cached.cached >= LOW_CACHED_BYTES and cached.reserved and \
+            cached.cached / cached.reserved >= LOW_CACHED_SHARE:
+        return "low"
+    return "info"
 
 
-def _action(split: UnusedSplit, settings: AllocatorSettings) -> str | None:
-    """What the user can set against ``split``'s external fragmentation, or None."""
-    if settings.expandable_segments:
-        return None  # the setting that merges split segments is on already
-    free = format_bytes(split.external)
-    return (f"set {settings.env}=expandable_segments:True so that the {free} free in "
-            f"{_segments(split.external_segments, 'partly used')} can merge and be given "
-            "back")
+def _advice(worst: Fragmentation, settings: AllocatorSettings) -> str | None:
+    """What to try against the fragmented bytes (not a claim: a proven replay, where one
+    can be made, replaces it with what the setting does on this capture)."""
+    if settings.expandable_segments or crumbs(worst) < MIN_ADVICE_BYTES:
+        return None
+    return (f"try {settings.env}={SETTING}: it lets the {format_bytes(worst.fragmented)} "
+            f"{FRAGMENTED_MEANS} merge and be given back; `memtui whatif --set {SETTING}` "
+            "says what it does on this capture where a replay of it can be proven")
+
+
+def title_of(moment: Moment, explains_oom: bool) -> str:
+    """The title: the moment's measures, one name each (no recommendation: see
+    :func:`with_prediction`)."""
+    m = moment.measures
+    parts = []
+    if m.fragmented:
+        parts.append(f"{format_bytes(m.fragmented)} fragmented (free inside "
+                     f"{_segments(m.fragmented_segments, 'partly used')}; {m.share:.0%} of "
+                     f"{format_bytes(m.reserved)} reserved; largest gap "
+                     f"{format_bytes(m.largest_gap)})")
+    if m.cached:
+        parts.append(f"{format_bytes(m.cached)} cached (in "
+                     f"{_segments(m.cached_segments, 'wholly free')}: reusable, not "
+                     "fragmentation)")
+    title = f"at the {moment.at}: " + "; ".join(parts)
+    if explains_oom:
+        title += "; explains the out-of-memory error"
+    return title
 
 
 def _segments(count: int, kind: str) -> str:
@@ -161,62 +229,25 @@ def _segments(count: int, kind: str) -> str:
     return f"{count} {kind} segment" + ("" if count == 1 else "s")
 
 
-def _title(worst: _Moment, most_unused: _Moment, severity: str, action: str | None,
-           oom: Finding | None) -> str:
-    split, reserved = worst.split, worst.state.reserved
-    cached = most_unused.split
-    if split.external:
-        title = (f"{format_bytes(split.external)} free inside "
-                 f"{_segments(split.external_segments, 'partly used')} "
-                 f"({split.external / reserved:.0%} of {format_bytes(reserved)} reserved; "
-                 "largest gap "
-                 f"{format_bytes(split.external_largest_gap)})")
-        if cached.wholly_free:
-            title += (f"; {format_bytes(cached.wholly_free)} more sat in "
-                      f"{_segments(cached.wholly_free_segments, 'wholly free')} "
-                      "(cached: reusable, not fragmentation)")
-    else:
-        title = (f"{format_bytes(cached.wholly_free)} reserved but unused, all in "
-                 f"{_segments(cached.wholly_free_segments, 'wholly free')} "
-                 "(cached: reusable, not fragmentation)")
-    if oom is not None:
-        title += "; explains the out-of-memory error"
-    elif action and severity in ("high", "medium"):
-        title += f"; {action}"
-    return title
-
-
-def _detail(trace: MemoryTrace, device: str, most_unused: _Moment, worst: _Moment,
-            end: _Moment) -> dict[str, Any]:
-    state = most_unused.state
-    detail: dict[str, Any] = {
-        "max_unused_bytes": state.free,  # wholly free + external: outside blocks apart
-        "max_unused_t": most_unused.t,
-        "reserved_bytes": state.reserved,
-        "allocated_bytes": state.allocated,
-        "unused_share": round(state.free / state.reserved, 4) if state.reserved else 0.0,
-        "wholly_free_bytes": most_unused.split.wholly_free,
-        "wholly_free_segments": most_unused.split.wholly_free_segments,
-        "external_fragmentation_bytes": worst.split.external,
-        "external_fragmentation_segments": worst.split.external_segments,
-        "external_largest_gap_bytes": worst.split.external_largest_gap,
-        "external_fragmentation_t": worst.t,
-        "external_reserved_bytes": worst.state.reserved,
-        "external_share": round(worst.split.external / worst.state.reserved, 4)
-        if worst.state.reserved else 0.0,
-        "fragmentation": _gap_ratio(worst.split),
-        "end_external_fragmentation_bytes": end.split.external,
-        "end_wholly_free_bytes": end.split.wholly_free,
-        "end_fragmentation": _gap_ratio(end.split),
-    }
-    if not _no_requested_sizes(trace, device):
-        detail["internal_fragmentation_bytes"] = worst.split.internal
-    return detail
-
-
-def _gap_ratio(split: UnusedSplit) -> float:
-    """``1 - largest gap / free`` over the partly used segments."""
-    return round(float(fragmentation(split.external_largest_gap, split.external)), 4)
+def with_prediction(finding: Finding, reserved_peak: int, predicted_peak: int,
+                    env: str, avoids_oom: bool) -> Finding:
+    """``finding`` once a proven replay predicted ``expandable_segments:True``: the title
+    recommends it, and the finding is ``medium`` at least, only where it lowers the
+    reserved peak by :data:`MEDIUM_SAVING_SHARE` of it or more, or avoids the OOM this
+    finding explains; it says how much.  Otherwise the title recommends nothing."""
+    saving = reserved_peak - predicted_peak
+    share = saving / reserved_peak if reserved_peak else 0.0
+    explains = finding.detail.get("explains_oom_t") is not None
+    helps = share >= MEDIUM_SAVING_SHARE or (explains and avoids_oom)
+    if not helps:
+        return finding
+    severity = finding.severity if finding.severity in ("high", "medium") else "medium"
+    what = (f"saves {format_bytes(saving)} ({share:.0%}) of the {format_bytes(reserved_peak)} "
+            "reserved peak" if saving > 0 else "the reserved peak does not grow")
+    if explains and avoids_oom:
+        what += " and avoids the out-of-memory error"
+    return replace(finding, severity=severity,
+                   title=f"{finding.title}; set {env}={SETTING}: a proven replay {what}")
 
 
 def _no_requested_sizes(trace: MemoryTrace, device: str) -> bool:
@@ -224,4 +255,5 @@ def _no_requested_sizes(trace: MemoryTrace, device: str) -> bool:
     return blocks["requested_size"].null_count() == blocks.height
 
 
-__all__ = ["find_fragmentation"]
+__all__ = ["MEDIUM_SAVING_SHARE", "Moment", "find_fragmentation", "measure_moments",
+           "reserved_peak_row", "title_of", "with_prediction"]

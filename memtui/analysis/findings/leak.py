@@ -1,28 +1,50 @@
-"""Leaks: code (or an msMemScope owner) whose live bytes grow step after step.
+"""Leaks: code (or an msMemScope owner) whose live bytes grow and are never given back.
 
 The blocks of a device are grouped by memory pool, owner and the frame that names their
-call stack (:mod:`memtui.analysis.findings.frames`).  Each group's live bytes are taken
-at every step boundary (:mod:`memtui.analysis.timeline.steps`) with one ``bincount``
-over all blocks, so a group's level ``L[k]`` is what it held when step ``k`` began, and,
-where the last step finished, at its end too.  Blocks allocated in a last step that did not
-finish are never counted: a capture that stopped mid-step leaves its activations alive, and
-they are not leaks.
+call stack (:mod:`memtui.analysis.findings.frames`).
 
-A group leaks when its level rises at three boundaries or more, falls back by at most a
-quarter of what it rose, and still grows in the second half of the steps (a warm-up
-that stops is not a leak).  Bytes per step is the growth over the rises, from before the
-first to after the last, divided by their number times their period: exact for a leak
-every step and for one every k-th step alike, and the mean where block sizes vary.
+Where the device has steps (:mod:`memtui.analysis.timeline.steps`: markers, a stack that
+keeps the loop's time, or the period of the allocation signal), each group's live bytes
+are taken at every step boundary with one ``bincount`` over all blocks, so a group's
+level ``L[k]`` is what it held when step ``k`` began, and, where the last step finished, at
+its end too.  Blocks allocated in a last step that did not finish are never counted: a
+capture that stopped mid-step leaves its activations alive, and they are not leaks.  A
+group leaks when its level rises at three boundaries or more, falls back by at most a
+quarter of what it rose, and still grows in the second half of the steps (a warm-up that
+stops is not a leak).  Without markers the steps must also free most of what they
+allocate (a loop does; the layers of one pass do not).
+
+Bytes per step are what the code keeps (the sizes it asked for, where the capture knows
+them, else the allocator's): where every occurrence keeps the same bytes at a whole
+number of steps apart (``every_steps``), that figure over that number, exact to the block
+(3 MiB a step, 128 KiB every 2nd step); else the mean of what each step that grew kept,
+over their period.  ``held_bytes_per_step`` is what the allocator's blocks grow by (a
+free block handed out whole holds more than was asked), from the levels.
+
+Where the device has no steps (nothing recurs: the equal slices of
+:func:`memtui.analysis.timeline.steps.find_steps`), never-freed bytes that grow steadily
+through the trace are a leak all the same (:mod:`memtui.analysis.findings.leak_growth`),
+said per occurrence and per second.  Every leak says its rate: occurrences (count,
+bytes, regularity, first and last time) and bytes per second.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK, evidence_stack, stack_frames
+from memtui.analysis.findings.leak_growth import (
+    SAME_SHARE,
+    occurrences,
+    rate_figures,
+    steady_groups,
+    typical_bytes,
+)
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN
 from memtui.analysis.timeline.steps import Steps, find_steps
@@ -39,6 +61,8 @@ HIGH_BYTES = 1 << 20
 #: Without step markers, the share of bytes a step must free again for the trace to be
 #: a loop at all (a training step frees its activations, gradients and temporaries).
 MIN_CHURN = 0.5
+#: How much a leak found without steps is trusted, against one found at step boundaries.
+WITHOUT_STEPS = 0.85
 
 
 @dataclass(frozen=True)
@@ -60,11 +84,21 @@ class _Blocks:
 def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> list[Finding]:
     """Leak findings of ``device``, largest growth first (none on a flat capture)."""
     steps = steps if steps is not None else find_steps(trace, device)
-    if steps is None or steps.sliced or steps.count < MIN_STEPS_FOR_LEAK:
-        return []  # without steps a pass that grows is no evidence of a leak
-    blocks = _leak_blocks(trace, device, steps.axis)
+    axis = steps.axis if steps is not None else "t"
+    blocks = _leak_blocks(trace, device, axis)
     if blocks is None:
         return []
+    if steps is None or steps.sliced or steps.count < MIN_STEPS_FOR_LEAK:
+        found = _leaks_without_steps(trace, device, blocks, steps)
+    else:
+        found = _leaks_by_step(trace, device, blocks, steps)
+    found.sort(key=lambda f: -(f.detail["total_bytes"]))
+    return found
+
+
+def _leaks_by_step(trace: MemoryTrace, device: str, blocks: _Blocks,
+                   steps: Steps) -> list[Finding]:
+    """The groups whose level grows at the step boundaries (module docstring)."""
     bounds, times = steps.edges()
     n_bounds = bounds.size
     # boundary k sees a block when start < bounds[k] <= end: k in [k_first, k_end)
@@ -91,8 +125,17 @@ def find_leaks(trace: MemoryTrace, device: str, steps: Steps | None = None) -> l
                          k_end)
         if finding is not None:
             findings.append(finding)
-    findings.sort(key=lambda f: -(f.detail["total_bytes"]))
     return findings
+
+
+def leak_rate(finding: Finding) -> int:
+    """A leak's bytes per step where its device has steps, else per occurrence (what one
+    occurrence of it keeps: the nearest there is to a step in a loop without one)."""
+    detail = finding.detail
+    value = detail.get("bytes_per_step")
+    if value is None:
+        value = detail.get("bytes_per_occurrence")
+    return int(value if value is not None else finding.bytes or 0)
 
 
 def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
@@ -217,27 +260,99 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
     if level[-1] - level[mid] < MIN_LATE_SHARE * net:
         return None
     first = int(rises[0])
-    per_step = _per_step(level, rises)
     total = int(level[-1] - level[first])
     confidence = _confidence(level[first:], rises.size, rise_total, fall_total,
                              steps.by_markers)
     n_bounds = times.size
     leaked = (blocks.group == group) & (k_first > first) & (k_first < n_bounds) \
         & (k_end == n_bounds)
-    leaked_ids = blocks.block_id[leaked]
-    order = np.argsort(blocks.seq_alloc[leaked], kind="stable")
+    per_step, every, occurrence = _per_step_figures(blocks, leaked, k_first, level, rises)
+    grown_over = n_bounds - 1 - first  # steps from the first that grew to the last seen
+    rate = f"{format_bytes(int(round(per_step)))} per step" if every in (None, 1) else \
+        f"{format_bytes(int(round(occurrence)))} every {_ordinal(every)} step"
+    detail = {
+        "bytes_per_step": int(round(per_step)),
+        "held_bytes_per_step": int(round(_per_step(level, rises))),
+        "every_steps": every,
+        "steps": steps.count,
+        "steps_grown": int(rises.size),
+        "first_step": first,
+        "first_step_name": steps.name(first),
+        "steps_from": _steps_source(trace, steps),
+        "level_at_steps": [int(v) for v in level[:: max(1, level.size // 200)]],
+    }
+
+    def title(who: str) -> str:
+        return (f"{who} leaks {rate} since {steps.name(first)} "
+                f"({format_bytes(total)} in {grown_over} steps)")
+
+    return _finding(trace, device, blocks, group, np.flatnonzero(leaked), total, confidence,
+                    title, detail, window=(int(times[first]), int(times[-1])))
+
+
+def _per_step_figures(blocks: _Blocks, leaked: np.ndarray, k_first: np.ndarray,
+                      level: np.ndarray, rises: np.ndarray) -> tuple[float, int | None, float]:
+    """(bytes per step, every how many steps it keeps where that is a whole number, what
+    one occurrence keeps) of the blocks ``leaked`` (module docstring): one block of the
+    same size every ``k`` steps on average (a step boundary may fall either side of one
+    of them now and then), or the same bytes kept every ``k`` steps, is exact; else the
+    mean of what the steps that grew kept.  Where those blocks do not explain the growth
+    (one buffer re-allocated larger, the old one freed: only the last is never freed)
+    the levels' growth is the figure."""
+    level_rate = _per_step(level, rises)
+    rows = np.flatnonzero(leaked)
+    if rows.size == 0:
+        return level_rate, None, level_rate
+    step = k_first[rows] - 1  # boundary k first sees a block of step k - 1
+    sizes = _rate_sizes(blocks)[rows]
+    keeping, position = np.unique(step, return_inverse=True)
+    if keeping.size < max(2, rises.size // 2):
+        return level_rate, None, level_rate
+    block = typical_bytes(sizes)
+    spacing = (keeping[-1] - keeping[0]) / (rows.size - 1) if rows.size > 1 else 0.0
+    if _whole(spacing) and np.mean(sizes == block) >= SAME_SHARE:
+        return block / round(spacing), round(spacing), block
+    kept = np.bincount(position, weights=sizes).astype(np.int64)
+    period = (keeping[-1] - keeping[0]) / (keeping.size - 1)
+    typical = typical_bytes(kept)
+    if _whole(period) and np.mean(kept == typical) >= SAME_SHARE:
+        return typical / round(period), round(period), typical
+    return float(kept.sum()) / (keeping.size * period), None, typical
+
+
+def _whole(steps: float) -> bool:
+    """Whether ``steps`` is a whole number of steps, 1 or more (within 5%)."""
+    return round(steps) >= 1 and abs(steps - round(steps)) <= 0.05 * round(steps)
+
+
+def _rate_sizes(blocks: _Blocks) -> np.ndarray:
+    """The sizes a leak's rate is counted in: what the code asked, where known."""
+    return blocks.requested if blocks.requested is not None else blocks.size
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _finding(trace: MemoryTrace, device: str, blocks: _Blocks, group: int, rows: np.ndarray,
+             total: int, confidence: float, title: Callable[[str], str],
+             figures: dict[str, Any], window: tuple[int, int] | None) -> Finding:
+    """The leak finding of ``group`` whose never-freed blocks are ``rows``: who leaks,
+    the rate of its occurrences (:func:`rate_figures`), the evidence."""
+    order = rows[np.argsort(blocks.start[rows], kind="stable")]
     info = blocks.groups.row(group, named=True)
-    stacks = blocks.stack_id[leaked]
+    stacks = blocks.stack_id[order]
     stack_id = int(np.bincount(stacks[stacks >= 0]).argmax()) if (stacks >= 0).any() else None
-    first_block = np.flatnonzero(leaked)[order[0]] if leaked.any() else None
+    first_block = order[0] if order.size else None
     pool = f"{info['pool']} blocks" if info["pool"] else "blocks"
     where = info["label"] or info["owner"] or f"{pool} {NO_STACK}"
     owner = info["owner"]
     who = f"{owner} in {where}" if owner and info["label"] else where
     severity = "high" if confidence >= HIGH_CONFIDENCE and total >= HIGH_BYTES else "medium"
-    grown_over = n_bounds - 1 - first  # steps from the first that grew to the last seen
-    title = (f"{who} leaks {format_bytes(int(round(per_step)))} per step "
-             f"since {steps.name(first)} ({format_bytes(total)} in {grown_over} steps)")
+    occurrence = occurrences(blocks.start[order], np.zeros(order.size, dtype=np.int64))
+    starts = np.flatnonzero(np.diff(occurrence, prepend=-1) > 0)
+    kept = np.add.reduceat(_rate_sizes(blocks)[order], starts) if order.size else order
     detail = {
         "function": info["name"],
         "file": info["filename"],
@@ -245,37 +360,55 @@ def _judge(trace: MemoryTrace, device: str, steps: Steps, times: np.ndarray,
         "frame_is_user_code": bool(info["user"]) if info["user"] is not None else False,
         "owner": owner,
         "pool": info["pool"] or None,
-        "bytes_per_step": int(round(per_step)),
-        "requested_bytes_per_step": _requested_per_step(blocks, leaked, per_step),
-        "steps": steps.count,
-        "steps_grown": int(rises.size),
-        "first_step": first,
-        "first_step_name": steps.name(first),
-        "blocks": int(leaked.sum()),
+        **figures,
+        **rate_figures(blocks.t_alloc[order][starts], kept, trace.meta.time_unit == "ns"),
+        "blocks": int(order.size),
         "total_bytes": total,
         "confidence": round(float(confidence), 2),
-        "steps_from": _steps_source(trace, steps),
-        "level_at_steps": [int(v) for v in level[:: max(1, level.size // 200)]],
     }
     evidence = Evidence(
         t=int(blocks.t_alloc[first_block]) if first_block is not None else None,
         seq=int(blocks.seq_alloc[first_block]) if first_block is not None
         and blocks.seq_alloc[first_block] >= 0 else None,
-        block_ids=tuple(int(b) for b in leaked_ids[order]),
+        block_ids=tuple(int(b) for b in blocks.block_id[order]),
         stack=evidence_stack(trace, stack_id), owner=owner, stack_id=stack_id,
-        window=(int(times[first]), int(times[-1])),
+        window=window,
     )
-    return Finding(kind="leak", severity=severity, title=title, device=device,
+    return Finding(kind="leak", severity=severity, title=title(who), device=device,
                    bytes=total, detail=detail, evidence=evidence)
 
 
-def _requested_per_step(blocks: _Blocks, leaked: np.ndarray, per_step: float) -> int | None:
-    """Bytes per step as the code asked them (the allocator may hold more: a free block
-    handed out whole), where the source knows requested sizes."""
-    held = int(blocks.size[leaked].sum())
-    if blocks.requested is None or held <= 0:
-        return None
-    return int(round(per_step * int(blocks.requested[leaked].sum()) / held))
+def _leaks_without_steps(trace: MemoryTrace, device: str, blocks: _Blocks,
+                         steps: Steps | None) -> list[Finding]:
+    """Groups whose never-freed bytes grow steadily through a trace without steps
+    (:func:`memtui.analysis.findings.leak_growth.steady_groups`)."""
+    axis = steps.axis if steps is not None else "t"
+    span = trace.device_events(device).select(
+        low=pl.col(axis).min(), high=pl.col(axis).max()).row(0)
+    if span[0] is None:
+        return []
+    found = []
+    for steady in steady_groups(
+            blocks.group, blocks.start, blocks.end == INT64_MAX, blocks.start == INT64_MIN,
+            blocks.size, _rate_sizes(blocks), (int(span[0]), int(span[1])))[:MAX_GROUPS]:
+        rows = steady.rows
+        total = int(blocks.size[rows].sum())
+        count = steady.occurrence_rows.size
+        confidence = steady.linear * min(1.0, count / 6.0) * WITHOUT_STEPS
+        occurrence = typical_bytes(steady.occurrence_bytes)
+        t = blocks.t_alloc[rows]
+        figures = {"kept_at_occurrences": [int(v) for v in np.cumsum(
+                       blocks.size[rows])[:: max(1, rows.size // 200)]]}
+
+        def title(who: str, occurrence: float = occurrence, count: int = count,
+                  total: int = total) -> str:
+            return (f"{who} leaks {format_bytes(int(round(occurrence)))} {count} times "
+                    f"over the capture and never frees it ({format_bytes(total)}; no steps "
+                    "found)")
+
+        found.append(_finding(trace, device, blocks, steady.group, rows, total, confidence,
+                              title, figures, window=(int(t.min()), int(t.max()))))
+    return found
 
 
 def _per_step(level: np.ndarray, rises: np.ndarray) -> float:
@@ -314,4 +447,4 @@ def _steps_source(trace: MemoryTrace, steps: Steps) -> str:
     return f"the recurring allocations of {label}"
 
 
-__all__ = ["find_leaks"]
+__all__ = ["find_leaks", "leak_rate"]

@@ -2,7 +2,8 @@
 
 A :class:`Finding` is one answer memtui gives on its own (a leak, the peak, an OOM, ...):
 its ``kind``, a ``severity`` (``high`` > ``medium`` > ``low`` > ``info``), a one-line
-``title``, the ``bytes`` it is about, a ``detail`` dict of figures (JSON-ready) and the
+``title`` (names from the file in it escaped: :func:`memtui.errors.printable`), the
+``bytes`` it is about, a ``detail`` dict of figures (JSON-ready) and the
 :class:`Evidence` that the UI moves its cursor to (a time, an event, blocks, a stack,
 an owner).
 """
@@ -12,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("leak", "peak", "oom", "fragmentation", "inefficient", "capture")
+from memtui.errors import printable
+
+KINDS = ("leak", "peak", "oom", "fragmentation", "inefficient", "capture", "savings")
 SEVERITIES = ("high", "medium", "low", "info")
 #: Where the JSON lists at most this many block ids (``detail`` says how many there are).
 JSON_BLOCK_IDS = 1000
@@ -67,6 +70,8 @@ class Finding:
     evidence: Evidence = field(default_factory=Evidence)
 
     def __post_init__(self) -> None:
+        if not self.title.isprintable():  # names from a file: one line, nothing raw
+            object.__setattr__(self, "title", printable(self.title))
         if self.kind not in KINDS:
             raise ValueError(f"unknown finding kind {self.kind!r}")
         if self.severity not in SEVERITIES:

@@ -41,21 +41,25 @@ _REQ_SIZE = re.compile(r"req_?size\W{0,3}(\d+)", re.IGNORECASE)
 def find_ooms(trace: MemoryTrace, device: str) -> list[Finding]:
     """One finding per OOM of ``device``, or one for an OOM dump without its event."""
     events = trace.device_events(device).filter(pl.col("action") == "oom")
-    findings = [_oom_finding(trace, device, row) for row in events.iter_rows(named=True)]
+    stacks: dict[int | None, tuple] = {}  # one evidence stack per stack (an OOM loop's
+    findings = [_oom_finding(trace, device, row, stacks)  # thousands share a few)
+                for row in events.iter_rows(named=True)]
     findings += _marker_ooms(trace, device, set(events["t"].to_list()))
     if not findings and _looks_like_oom_dump(trace, device):
         findings.append(_dump_finding(trace, device))
     return findings
 
 
-def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any]) -> Finding:
+def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any],
+                 stacks: dict[int | None, tuple] | None = None) -> Finding:
     seq = int(event["seq"])
     why = explain_oom(trace, device, seq)
     state = state_at_seq(trace, device, seq)
     match = _DEVICE_FREE.search(why.message or "")
     device_free = int(match.group(1)) if match else None
     return _finding(trace, device, why.requested, why.stream, event.get("pool"), device_free,
-                    state, why.largest_usable_gap, int(event["t"]), seq, event.get("stack_id"))
+                    state, why.largest_usable_gap, int(event["t"]), seq, event.get("stack_id"),
+                    stacks)
 
 
 def _marker_ooms(trace: MemoryTrace, device: str, event_times: set[int]) -> list[Finding]:
@@ -86,8 +90,10 @@ def _marker_ooms(trace: MemoryTrace, device: str, event_times: set[int]) -> list
 
 def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None,
              pool: str | None, device_free: int | None, state: PoolState, largest_gap: int,
-             t: int, seq: int, stack_id: int | None) -> Finding:
-    """An OOM finding from the request and the pool state at it."""
+             t: int, seq: int, stack_id: int | None,
+             stacks: dict[int | None, tuple] | None = None) -> Finding:
+    """An OOM finding from the request and the pool state at it (``stacks``: evidence
+    stacks already made, by stack id)."""
     why = _Why(free=state.free, reserved=state.reserved, largest_usable_gap=largest_gap,
                largest_gap=state.largest_gap, stream=stream)
     settings = settings_of(trace)
@@ -137,8 +143,17 @@ def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None
         title=f"out of memory {asked}: {cause}",
         detail=detail,
         evidence=Evidence(t=t, seq=seq, stack_id=stack_id,
-                          stack=evidence_stack(trace, stack_id)),
+                          stack=_evidence(trace, stack_id, stacks)),
     )
+
+
+def _evidence(trace: MemoryTrace, stack_id: int | None,
+              stacks: dict[int | None, tuple] | None) -> tuple:
+    if stacks is None:
+        return evidence_stack(trace, stack_id)
+    if stack_id not in stacks:
+        stacks[stack_id] = evidence_stack(trace, stack_id)
+    return stacks[stack_id]
 
 
 @dataclass(frozen=True)
@@ -169,7 +184,8 @@ def _dump_finding(trace: MemoryTrace, device: str) -> Finding:
              f"{format_bytes(state.reserved)} reserved ({format_bytes(state.allocated)} "
              f"allocated, largest free gap {format_bytes(gap)}): any request above "
              f"{format_bytes(gap)} needed a new segment from the device")
-    fragmented = state.free >= 0.05 * state.reserved and state.total_fragmentation > 0.5
+    measures = state.fragmentation
+    fragmented = measures.fragmented >= 0.05 * state.reserved
     detail = {
         "requested_bytes": None,
         "reserved_bytes": state.reserved,
@@ -177,7 +193,8 @@ def _dump_finding(trace: MemoryTrace, device: str) -> Finding:
         "pending_free_bytes": state.pending,
         "pool_free_bytes": state.free,
         "largest_gap_bytes": gap,
-        "fragmentation": round(float(state.total_fragmentation), 4),
+        "fragmented_bytes": measures.fragmented,
+        "fragmented_share": round(measures.share, 4),
         "cause_kind": "unknown",
         "cause": cause,
         "advice": advice(settings, "fragmentation" if fragmented else "full", None, state.free),

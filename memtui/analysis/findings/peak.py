@@ -81,7 +81,8 @@ def find_peak(trace: MemoryTrace, device: str) -> list[Finding]:
         at_reserved = _alive_at(trace, device, int(reserved.t[r_at]), r_seq)
         detail["reserved_peak_by_stack"] = _by(at_reserved, "label", r_peak)
     key = "owner" if by_operator else "label"
-    stack_id, block_ids = _top_blocks(alive, key)
+    group, stack_id, block_ids = _evidence_blocks(alive, key)
+    detail["evidence_group"] = group
     title = f"peak {format_bytes(peak)} allocated" + _headline(
         by_owner if by_operator else (by_stack or by_owner))
     if "peak_reserved_bytes" in detail:
@@ -122,17 +123,23 @@ def _alive_at(trace: MemoryTrace, device: str, t: int, seq: int | None) -> pl.Da
         rows = index.blocks_at(t)
     rows = rows[~index.is_segment[rows]]
     blocks = index.blocks[np.sort(rows)] if rows.size else index.blocks.clear()
-    names = stack_frames(trace).select("stack_id", "label")
+    names = stack_frames(trace).select("stack_id", "label", "user")
     ghost = pl.col("ghost").fill_null(False)
     return blocks.join(names, on="stack_id", how="left").with_columns(
         label=pl.when(ghost).then(pl.lit(BEFORE_CAPTURE)).otherwise(
-            pl.col("label").fill_null(NO_STACK)))
+            pl.col("label").fill_null(NO_STACK)),
+        # a block from before the capture freed in it carries its free's stack
+        # (``THPVariable_dealloc``): never evidence of what allocated it
+        stack_known=~(ghost & pl.col("t_free").is_not_null()),
+    ).with_columns(user=pl.col("user").fill_null(False) & pl.col("stack_known"))
 
 
 def _headline(rows: list[dict[str, Any]]) -> str:
-    """": X holds B (S%)" for the largest group a block explains, then the bytes alive
-    before the capture (or in no operator) where they are more than that group."""
-    named = [r for r in rows if r["label"] not in REMAINDER_LABELS
+    """": X holds B (S%)" for the largest group a block's code explains, then the bytes
+    alive before the capture (or in no operator, or of blocks with no stack) where they
+    are more than that group."""
+    unnamed = (*REMAINDER_LABELS, NO_STACK)
+    named = [r for r in rows if r["label"] not in unnamed
              and not r["label"].endswith(" more)")]
     parts = []
     if named:
@@ -141,8 +148,9 @@ def _headline(rows: list[dict[str, Any]]) -> str:
                      f"({first['share']:.0%})")
     biggest = named[0]["bytes"] if named else 0
     for r in rows:
-        if r["label"] in REMAINDER_LABELS and r["bytes"] > biggest:
-            parts.append(f"{format_bytes(r['bytes'])} ({r['share']:.0%}) {r['label']}")
+        if r["label"] in unnamed and r["bytes"] > biggest:
+            words = "with no stack recorded" if r["label"] == NO_STACK else r["label"]
+            parts.append(f"{format_bytes(r['bytes'])} ({r['share']:.0%}) {words}")
     return ": " + ", ".join(parts) if parts else ""
 
 
@@ -184,7 +192,8 @@ def _by(alive: pl.DataFrame, column: str, total: int, rest: list[Remainder] = ()
 def _commonest_stacks(alive: pl.DataFrame, rows: list[dict[str, Any]]) -> list[int | None]:
     """The commonest ``stack_id`` of each group of ``rows`` (by ``label``)."""
     labels = [r["label"] for r in rows]
-    modes = (alive.filter(pl.col("label").is_in(labels) & pl.col("stack_id").is_not_null())
+    modes = (alive.filter(pl.col("label").is_in(labels) & pl.col("stack_id").is_not_null()
+                          & pl.col("stack_known"))
              .group_by("label", "stack_id").agg(n=pl.len())
              .sort(["label", "n", "stack_id"], descending=[False, True, False])
              .group_by("label", maintain_order=True).first())
@@ -192,17 +201,26 @@ def _commonest_stacks(alive: pl.DataFrame, rows: list[dict[str, Any]]) -> list[i
     return [int(found[label]) if found.get(label) is not None else None for label in labels]
 
 
-def _top_blocks(alive: pl.DataFrame, key: str = "label") -> tuple[int | None, tuple[int, ...]]:
-    """The commonest stack of the group (by ``key``) holding most at the peak, and its
-    blocks."""
+def _evidence_blocks(alive: pl.DataFrame, key: str = "label",
+                     ) -> tuple[str | None, int | None, tuple[int, ...]]:
+    """The group (by ``key``) a person acts on at the peak, its commonest stack and its
+    blocks: the group holding most of the blocks named by the user's code, else of those
+    with an allocation stack, else of all.  A block from before the capture freed in it
+    never gives the stack (theirs is the stack of the free)."""
     if alive.is_empty() or alive[key].null_count() == alive.height:
-        return None, ()
-    top = alive.drop_nulls(key).group_by(key).agg(bytes=pl.col("size").sum()).sort(
+        return None, None, ()
+    keyed = alive.drop_nulls(key)
+    stacked = keyed.filter(pl.col("stack_known") & pl.col("stack_id").is_not_null())
+    for pool in (stacked.filter("user"), stacked, keyed):
+        if not pool.is_empty():
+            break
+    top = pool.group_by(key).agg(bytes=pl.col("size").sum()).sort(
         ["bytes", key], descending=[True, False])[key][0]
-    rows = alive.filter(pl.col(key) == top)
-    stacks = rows["stack_id"].drop_nulls()
+    stacks = pool.filter(pl.col(key) == top)["stack_id"].drop_nulls() \
+        if pool is not keyed else pl.Series([], dtype=pl.Int32)
     stack_id = int(stacks.mode().sort()[0]) if stacks.len() else None
-    return stack_id, tuple(int(b) for b in rows["block_id"].to_list())
+    rows = keyed.filter(pl.col(key) == top)
+    return str(top), stack_id, tuple(int(b) for b in rows["block_id"].to_list())
 
 
 __all__ = ["find_peak"]

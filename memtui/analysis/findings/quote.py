@@ -9,7 +9,11 @@ findings must stay a fraction of the open time (``memtui whatif`` has no such li
 The general advice is kept beside the quote (``detail["general_advice"]``); a device whose
 proof fails says why in ``detail["replay"]``.  A fragmentation finding that gives no advice
 of its own gets the prediction for ``expandable_segments:True`` (where it is off) as its
-advice.
+advice; a fragmentation finding's title and severity follow the prediction
+(:func:`memtui.analysis.findings.fragmentation.with_prediction`: it recommends the setting
+only where the replay says it saves at least 5% of the reserved peak or avoids the OOM
+the finding explains), so no title recommends what the proven replay says would not
+help.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from memtui.analysis.findings.fragmentation import SETTING, with_prediction
 from memtui.analysis.findings.model import Finding
 from memtui.analysis.replay.predict import Prediction, predict
 from memtui.analysis.replay.proof import can_replay, prove
@@ -62,8 +67,12 @@ def quote_predictions(trace: MemoryTrace,
     out = {}
     recorded = from_capture(trace.meta.extra.get("allocator_settings"))
     for device, found in findings.items():
+        # (an info fragmentation finding is replayed where its advice names the setting:
+        # fragmented bytes worth trying it on; the replay may raise it to medium)
         wanted = [f for f in found if f.kind in ("oom", "fragmentation")
-                  and f.severity != "info" and setting_for(f, recorded)]
+                  and (f.severity != "info" or (f.kind == "fragmentation"
+                                                 and recommended_setting(f)))
+                  and setting_for(f, recorded)]
         if not wanted or not _replayable(trace, device):
             out[device] = found
             continue
@@ -100,10 +109,14 @@ def _quoted(trace: MemoryTrace, device: str, finding: Finding, proof_and_run,
     prediction = cache[setting]
     env = _ENV.search(str(finding.detail.get("advice") or ""))
     env_name = env.group(1) if env else "PYTORCH_CUDA_ALLOC_CONF"
-    helps = (prediction.saving or 0) > 0 or any(c.change == "avoided"
-                                                for c in prediction.oom_changes)
+    avoided = any(c.change == "avoided" for c in prediction.oom_changes)
+    helps = (prediction.saving or 0) > 0 or avoided
     advice = (f"set {env_name}={setting}: {quote}" if helps
               else f"{setting} would not help here: {quote}")
+    if finding.kind == "fragmentation" and setting == SETTING and prediction.recorded \
+            and prediction.predicted:
+        finding = with_prediction(finding, prediction.recorded.reserved_peak,
+                                  prediction.predicted.reserved_peak, env_name, avoided)
     return replace(finding, detail={
         **finding.detail,
         "advice": advice,

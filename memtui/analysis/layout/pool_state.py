@@ -8,15 +8,19 @@ step is numpy over the live rows only.
 
 A live block is *allocated*, or *pending free* between its ``free_requested`` and its
 ``free_completed`` (PyTorch waits for the streams that used it).  The rest of a segment
-is *free*, as gaps.  Fragmentation is ``1 - largest free gap / free`` (0 with nothing
-free): 0 when all free bytes are one gap, near 1 when they are crumbs.
+is *free*, as gaps.
 
-Reserved but unallocated bytes split three ways (:attr:`PoolState.unused`): segments that
-hold no live block at all (*wholly free*: cached, reused by the next requests that fit,
-given back by ``empty_cache()``; not fragmentation), free ranges inside segments that
-also hold blocks (*external fragmentation*: a segment cannot be given back while one
-block lives in it, and its gaps serve only requests that fit them), and, inside the
-blocks, the allocator's rounding (*internal fragmentation*: size - requested size).
+Fragmentation has one definition here, used by every screen, ``memtui state``, the
+findings, ``memtui whatif`` and the report (:class:`Fragmentation`,
+:attr:`PoolState.fragmentation`).  Reserved but unallocated bytes split three ways, each
+with one name: **fragmented** (free inside *partly used* segments, those that also hold
+a live block: a segment cannot be given back while one block lives in it, and its gaps
+serve only requests that fit them), **cached** (segments that hold no live block at
+all, *wholly free*: the next requests that fit reuse them, ``empty_cache()`` gives them
+back: not fragmentation) and **rounding** (inside the live blocks, the allocator's
+rounding: size - requested size).  Fragmented bytes are said as a share *of reserved*,
+never as a ratio of gaps; the largest gap of the partly used segments says what the
+largest request they could serve is.
 
 :func:`explain_oom` reads the state at an ``oom`` event: the request against the
 largest gap the allocator could have used.
@@ -24,7 +28,7 @@ largest gap the allocator could have used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -36,25 +40,38 @@ from memtui.model import MemoryTrace
 SMALL_REQUEST = 1 << 20
 
 
-def fragmentation(largest_gap: np.ndarray | int, free: np.ndarray | int) -> np.ndarray | float:
-    """``1 - largest_gap / free``, 0 where nothing is free."""
-    largest = np.asarray(largest_gap, dtype=np.float64)
-    free_ = np.asarray(free, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.where(free_ > 0, 1.0 - largest / np.where(free_ > 0, free_, 1.0), 0.0)
-    return float(value) if value.ndim == 0 else value
+#: The names of the three measures (module docstring), as every output says them.
+FRAGMENTED = "fragmented"
+FRAGMENTED_MEANS = "free inside partly used segments"
+CACHED = "cached"
+CACHED_MEANS = "wholly free segments"
+ROUNDING = "rounding"
+ROUNDING_MEANS = "lost to rounding inside blocks"
 
 
 @dataclass(frozen=True)
-class UnusedSplit:
+class Fragmentation:
     """Where a pool's reserved but unallocated bytes are (see the module docstring)."""
 
-    wholly_free: int  # bytes of live segments that hold no live block
-    wholly_free_segments: int
-    external: int  # free bytes inside segments that also hold blocks: fragmentation
-    external_segments: int  # segments with blocks and free bytes
-    external_largest_gap: int  # the largest free range inside those segments
-    internal: int  # rounding inside the live blocks (size - requested)
+    reserved: int
+    fragmented: int  # free inside partly used segments
+    fragmented_segments: int  # segments with live blocks and free bytes
+    largest_gap: int  # the largest free range inside those segments
+    cached: int  # bytes of live segments that hold no live block
+    cached_segments: int
+    rounding: int  # size - requested inside the live blocks
+
+    @property
+    def share(self) -> float:
+        """Fragmented bytes as a share of reserved (0 with nothing reserved)."""
+        return self.fragmented / self.reserved if self.reserved else 0.0
+
+    def to_dict(self) -> dict[str, int | float]:
+        return {"reserved_bytes": self.reserved, "fragmented_bytes": self.fragmented,
+                "fragmented_segments": self.fragmented_segments,
+                "fragmented_share": round(self.share, 4),
+                "largest_gap_bytes": self.largest_gap, "cached_bytes": self.cached,
+                "cached_segments": self.cached_segments, "rounding_bytes": self.rounding}
 
 
 @dataclass(frozen=True)
@@ -97,10 +114,6 @@ class PoolState:
         return int(self.piece_segment[hits[0]]) if hits.size else None
 
     @property
-    def seg_fragmentation(self) -> np.ndarray:
-        return fragmentation(self.seg_largest_gap, self.seg_free)
-
-    @property
     def reserved(self) -> int:
         return int(self.seg_size.sum())
 
@@ -114,7 +127,7 @@ class PoolState:
         return int(self.blk_size[self.blk_pending].sum())
 
     @property
-    def internal_fragmentation(self) -> int:
+    def rounding(self) -> int:
         """Bytes lost to rounding in the live blocks: size - requested_size (memory_viz's
         "free space lost to rounding"); 0 where the source knows no requested size."""
         return int(np.maximum(self.blk_size - self.blk_requested, 0).sum())
@@ -127,23 +140,30 @@ class PoolState:
     def largest_gap(self) -> int:
         return int(self.gap_size.max()) if self.gap_size.size else 0
 
-    @property
-    def total_fragmentation(self) -> float:
-        return fragmentation(self.largest_gap, self.free)
+    def fragmentation_of(self, reserved: int | None) -> Fragmentation:
+        """:attr:`fragmentation` measured against the device's reserved level at this
+        moment (``reserved``: where a layer's reserved holds more than the segments
+        listed, the share is of it; None: of the segments)."""
+        measures = self.fragmentation
+        if reserved is None or reserved <= measures.reserved:
+            return measures
+        return replace(measures, reserved=int(reserved))
 
     @property
-    def unused(self) -> UnusedSplit:
-        """Reserved but unallocated bytes, split (see the module docstring)."""
+    def fragmentation(self) -> Fragmentation:
+        """Reserved but unallocated bytes, split (see the module docstring); the share is
+        of the segments listed (:meth:`fragmentation_of` for a device's level)."""
         empty = self.seg_blocks == 0
         partly = ~empty & (self.seg_free > 0)
         in_partly = ~empty[self.gap_segment] if self.gap_size.size else np.zeros(0, bool)
-        return UnusedSplit(
-            wholly_free=int(self.seg_size[empty].sum()),
-            wholly_free_segments=int(empty.sum()),
-            external=int(self.seg_free[partly].sum()),
-            external_segments=int(partly.sum()),
-            external_largest_gap=int(self.gap_size[in_partly].max()) if in_partly.any() else 0,
-            internal=self.internal_fragmentation,
+        return Fragmentation(
+            reserved=self.reserved,
+            fragmented=int(self.seg_free[partly].sum()),
+            fragmented_segments=int(partly.sum()),
+            largest_gap=int(self.gap_size[in_partly].max()) if in_partly.any() else 0,
+            cached=int(self.seg_size[empty].sum()),
+            cached_segments=int(empty.sum()),
+            rounding=self.rounding,
         )
 
     @property

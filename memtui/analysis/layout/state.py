@@ -74,6 +74,7 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
     """The state of ``device`` just after the event named by ``event`` or ``t`` (see
     :func:`resolve_event`), as the JSON object of ``memtui state --json``."""
     timeline = Timeline.build(trace, device)
+    info = trace.meta.device(device)
     position = resolve_event(timeline, event, t)
     if position == START:
         state = _state_before_first_event(trace, device, timeline)
@@ -89,12 +90,17 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         "event": None if position == START else position,
         "t": timeline.time_of(max(position, 0)),
         "level": {"allocated": levels.allocated, "active": levels.active,
-                  "reserved": levels.reserved},
+                  "reserved": levels.reserved,
+                  # the file contradicts itself: reserved is only the least it can be
+                  "reserved_is_floor": bool(info.reserved_floor),
+                  "reserved_ceiling": info.reserved_ceiling},
         "segments": segments,
         "free_bytes": int(sum(free)),
         "largest_gap_bytes": int(max(free, default=0)),
         "gaps": len(free),
-        "internal_fragmentation_bytes": state.internal_fragmentation,
+        # the free bytes split as every output splits them (pool_state.Fragmentation)
+        **{key: value for key, value in state.fragmentation_of(levels.reserved).to_dict()
+           .items() if key not in ("reserved_bytes", "largest_gap_bytes")},
         "unattributed": [{"label": r.label, "bytes": r.bytes}
                          for r in remainder_rows(trace, device, levels.allocated, held)],
     }
@@ -104,7 +110,8 @@ def empty_state() -> dict[str, Any]:
     """The JSON of ``memtui state`` on a capture without any device (no memory data)."""
     return {"device": None, "event": None, "t": None, "level": None, "segments": [],
             "free_bytes": 0, "largest_gap_bytes": 0, "gaps": 0,
-            "internal_fragmentation_bytes": 0}
+            "fragmented_bytes": 0, "fragmented_segments": 0, "fragmented_share": 0.0,
+            "cached_bytes": 0, "cached_segments": 0, "rounding_bytes": 0}
 
 
 def _state_before_first_event(trace: MemoryTrace, device: str,
@@ -128,7 +135,8 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
         row = int(state.seg_row[i])
         out.append({
             "addr": int(state.seg_addr[i]), "size": int(state.seg_size[i]),
-            "stream": int(index.seg_stream[row]), "pool": pool[row], "kind": kind[row],
+            "stream": int(index.seg_stream[row]), "pool": _pool_of(state, index, pool, i),
+            "kind": kind[row],
             "blocks": _blocks_of(state, state.blocks_of_segment(i), state.gaps_of_segment(i)),
         })
     orphans = np.flatnonzero(state.blk_segment < 0)
@@ -138,17 +146,29 @@ def _segments(trace: MemoryTrace, device: str, state: PoolState) -> list[dict[st
     return out
 
 
+def _pool_of(state: PoolState, index, pools: list, i: int) -> str | None:
+    """The pool of segment ``i``: the first its pieces name (an expandable segment's range
+    unmapped before the dump names none; the dumped ones do)."""
+    for piece in state.piece_id[state.piece_segment == i].tolist():
+        row = index.row_of_segment(int(piece))
+        if row is not None and pools[row] is not None:
+            return pools[row]
+    return None
+
+
 def _join_expandable(segments: list[dict]) -> list[dict]:
-    """Adjacent mapped ranges of one expandable segment (same stream and pool) as the one
-    segment the allocator dumps, free ranges across the seam as one; ``kind`` dropped."""
+    """Adjacent mapped ranges of one expandable segment (same stream) as the one segment
+    the allocator dumps, free ranges across the seam as one, its pool the first one a
+    range names (a range unmapped before the dump names none); ``kind`` dropped."""
     out: list[dict] = []
     for seg in segments:
         prev = out[-1] if out else None
         if (prev is not None and seg.get("kind") == "expandable"
                 and prev.get("kind") == "expandable"
                 and prev["addr"] is not None and seg["addr"] == prev["addr"] + prev["size"]
-                and (seg["stream"], seg["pool"]) == (prev["stream"], prev["pool"])):
+                and seg["stream"] == prev["stream"]):
             prev["size"] += seg["size"]
+            prev["pool"] = prev["pool"] if prev["pool"] is not None else seg["pool"]
             blocks = seg["blocks"]
             if prev["blocks"] and blocks and prev["blocks"][-1]["state"] == "free" \
                     and blocks[0]["state"] == "free":

@@ -19,6 +19,9 @@ The limits:
 * ``max_leak_per_step``: no leak finding grows faster than this (unset: no leak finding
   of high severity);
 * ``allow_oom``: unless set, an out-of-memory error in the capture breaks the ``oom`` limit;
+* ``max_role``: ``(role, bytes)`` pairs: each role's bytes (memory by role,
+  :mod:`memtui.analysis.roles`) at most that many at every event (``--max-role
+  optimizer_state=4GiB``; ``max-role = {optimizer_state = "4 GiB"}`` in pyproject.toml);
 * against a baseline, with ``tolerance`` percent: peak, reserved and end of each aligned
   device at most the baseline's plus the tolerance, no leak the baseline lacks (by its
   frame, owner and pool) and no more OOMs than the baseline had.
@@ -34,6 +37,7 @@ from typing import Any
 import polars as pl
 
 from memtui.analysis.findings.frames import NO_STACK
+from memtui.analysis.findings.leak import leak_rate
 from memtui.analysis.findings.model import Finding
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
@@ -67,6 +71,8 @@ class Limits:
     max_leak_per_step: int | None = None
     tolerance: float = DEFAULT_TOLERANCE
     allow_oom: bool = False
+    #: ``(role, bytes)`` pairs: each role's bytes at most this many at every event
+    max_role: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Limits:
@@ -88,18 +94,58 @@ class Limits:
         return cls(**chosen)
 
     def merged(self, other: Mapping[str, Any]) -> Limits:
-        """These limits with those of ``other`` (already parsed) that are not None."""
+        """These limits with those of ``other`` (already parsed) that are not None; role
+        limits merged role by role (``other``'s over these)."""
         values = asdict(self)
-        values.update({k: v for k, v in other.items() if v is not None})
+        roles = dict(self.max_role)
+        roles.update(dict(_role_pairs(other.get("max_role"))))
+        values.update({k: v for k, v in other.items() if v is not None and k != "max_role"})
+        values["max_role"] = tuple(roles.items())
         return Limits(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["max_role"] = dict(self.max_role)
+        return data
+
+
+def _role_pairs(value: Any) -> tuple[tuple[str, int], ...]:
+    """``max_role`` as ``(role, bytes)`` pairs from a mapping (``{optimizer_state =
+    "4GiB"}``), a list of ``ROLE=SIZE`` texts or one such text, or pairs already made."""
+    from memtui.analysis.roles.model import ROLES
+
+    if value is None or value == () or value == {}:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = []
+        for item in value:
+            if isinstance(item, list | tuple) and len(item) == 2:
+                items.append((item[0], item[1]))
+            elif isinstance(item, str) and "=" in item:
+                role, _, size = item.partition("=")
+                items.append((role.strip(), size.strip()))
+            else:
+                raise ValueError(f"max-role takes ROLE=SIZE, not {str(item)[:80]!r}")
+    else:
+        raise ValueError(f"max-role takes ROLE=SIZE pairs, not {type(value).__name__}")
+    pairs = []
+    for role, size in items:
+        if role not in ROLES:
+            raise ValueError(f"max-role: {str(role)[:80]!r} is not a role (roles: "
+                             f"{', '.join(ROLES)})")
+        pairs.append((str(role), parse_size(size)))
+    return tuple(pairs)
 
 
 def _limit_value(name: str, value: Any) -> Any:
     if value is None:
         return None
+    if name == "max_role":
+        return _role_pairs(value)
     if name == "allow_oom":
         if not isinstance(value, bool):
             raise ValueError(f"allow-oom must be true or false, not {value!r}")
@@ -147,6 +193,8 @@ class LimitsVerdict:
     baseline: str | None
     limits: Limits
     results: tuple[LimitResult, ...]
+    #: Per device, bytes by role at its peak (summing to its peak allocated)
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -164,7 +212,7 @@ class LimitsVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "source": self.source, "baseline": self.baseline,
                 "passed": self.passed, "limits": self.limits.to_dict(),
-                "results": [r.to_dict() for r in self.results]}
+                "results": [r.to_dict() for r in self.results], "by_role": self.by_role}
 
 
 # -- evidence -------------------------------------------------------------------------------
@@ -186,7 +234,14 @@ def step_at(trace: MemoryTrace, device: str, t: int | None) -> str | None:
     return row["name"] or f"step {row['step']}"
 
 
+#: How many of the groups holding most at a peak its evidence names.
+HELD_BY = 3
+
+
 def _evidence(trace: MemoryTrace, finding: Finding | None) -> dict[str, Any]:
+    """Where a finding's figure comes from: its time, event, step, owner, the stack of
+    what a person acts on (from its user frame outward: :func:`evidence_stack`) and, for
+    the peak, the groups holding most (``held_by``)."""
     if finding is None:
         return {}
     ev = finding.evidence
@@ -198,7 +253,24 @@ def _evidence(trace: MemoryTrace, finding: Finding | None) -> dict[str, Any]:
     if finding.kind == "leak":
         step = finding.detail.get("first_step_name") or step
     found["step"] = step
+    if finding.kind == "peak":
+        grouped = "by_owner" if finding.detail.get("grouped_by") == "operator" else "by_stack"
+        held = held_by(finding.detail.get(grouped) or [])
+        if held:
+            found["held_by"] = held
+        if found["stack"] and finding.detail.get("evidence_group"):
+            found["stack_of"] = finding.detail["evidence_group"]
     return found
+
+
+def held_by(rows: list[dict[str, Any]], count: int = HELD_BY) -> list[dict[str, Any]]:
+    """The first ``count`` groups of a peak's split (largest first) that name something:
+    a stack's user frame, an owner, or the bytes alive before the capture; never the
+    "(N more)" row or a group without a stack."""
+    named = [r for r in rows if not r["label"].endswith(" more)") and r["label"] != NO_STACK
+             and r["label"] not in ("(no owner)", "(no pool)")]
+    return [{"label": r["label"], "bytes": r["bytes"], "share": r["share"]}
+            for r in named[:count]]
 
 
 def _of_kind(found: list[Finding], kind: str) -> list[Finding]:
@@ -227,15 +299,15 @@ def _leak_limit(trace: MemoryTrace, device: str, leaks: list[Finding],
         broken = [f for f in leaks if f.severity == "high"]
         rule = "no leak of high severity"
     else:
-        broken = [f for f in leaks if f.detail.get("bytes_per_step", f.bytes or 0) > limit]
+        broken = [f for f in leaks if leak_rate(f) > limit]
         rule = f"no leak over --max-leak-per-step {format_bytes(limit)}"
     if not broken:
-        worst = max((f.detail.get("bytes_per_step", 0) for f in leaks), default=0)
+        worst = max((leak_rate(f) for f in leaks), default=0)
         message = rule + (f" ({len(leaks)} below it, the largest {format_bytes(worst)} per "
                           "step)" if leaks else "")
         return LimitResult("leak", device, PASS, message, worst if leaks else 0, limit)
-    worst = max(broken, key=lambda f: f.detail.get("bytes_per_step", 0))
-    per_step = int(worst.detail.get("bytes_per_step", 0))
+    worst = max(broken, key=leak_rate)
+    per_step = leak_rate(worst)
     more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
     message = f"{worst.title}{more}; the limit: {rule}"
     return LimitResult("leak", device, FAIL, message, per_step, limit,
@@ -267,7 +339,37 @@ def check_device(trace: MemoryTrace, device: str, figures: Mapping[str, Any],
     ]
     if not limits.allow_oom:
         results.append(_oom_limit(trace, device, _of_kind(found, "oom")))
+    results += _role_limits(trace, device, limits)
     return [r for r in results if r is not None]
+
+
+def _role_limits(trace: MemoryTrace, device: str, limits: Limits) -> list[LimitResult]:
+    """``max_role``: each named role's highest bytes over the trace against its bound,
+    the evidence the event of that high (its time and step)."""
+    if not limits.max_role:
+        return []
+    from memtui.analysis.roles.figures import role_peaks
+    from memtui.analysis.roles.model import ROLE_LABELS
+    from memtui.analysis.timeline.at_time import Timeline
+
+    peaks = role_peaks(trace, device)
+    timeline = Timeline.build(trace, device)
+    out = []
+    for role, bound in limits.max_role:
+        high = peaks.get(role, {"bytes": 0, "event": -1})
+        figure, event = high["bytes"], high["event"]
+        status = FAIL if figure > bound else PASS
+        relation = ">" if figure > bound else "<="
+        message = (f"{ROLE_LABELS[role]} peak {format_bytes(figure)} {relation} "
+                   f"--max-role {role}={format_bytes(bound)}")
+        evidence: dict[str, Any] = {}
+        if status == FAIL:
+            t = timeline.time_of(max(event, 0))
+            evidence = {"t": t, "event": event if event >= 0 else None, "role": role,
+                        "step": step_at(trace, device, t)}
+        out.append(LimitResult(f"max_role:{role}", device, status, message, figure, bound,
+                               evidence))
+    return out
 
 
 def _reserved_evidence(trace: MemoryTrace, device: str, found: list[Finding]) -> dict:
@@ -277,8 +379,9 @@ def _reserved_evidence(trace: MemoryTrace, device: str, found: list[Finding]) ->
     t = peak.detail["peak_reserved_t"]
     rows = peak.detail.get("reserved_peak_by_stack") or []
     evidence: dict[str, Any] = {"t": t, "step": step_at(trace, device, t)}
-    if rows and rows[0]["label"] != NO_STACK:
-        evidence["top"] = rows[0]["label"]
+    held = held_by(rows)
+    if held:
+        evidence["held_by"] = held
     return evidence
 
 
@@ -374,7 +477,7 @@ def _new_leaks(b: MemoryTrace, device: str, found_a: list[Finding],
     first = new[0]
     more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
     return LimitResult("baseline_leak", device, FAIL, f"new leak: {first.title}{more}",
-                       int(first.detail.get("bytes_per_step", 0)), None, _evidence(b, first))
+                       leak_rate(first), None, _evidence(b, first))
 
 
 # -- the whole check ----------------------------------------------------------------------------
@@ -392,9 +495,10 @@ def check(trace: MemoryTrace, figures: Mapping[str, Mapping[str, Any]],
     if baseline is not None:
         results += check_against(baseline[0], trace, baseline[1], found, limits)
     return LimitsVerdict(path=trace.meta.path, source=trace.meta.source,
-                       baseline=baseline[0].meta.path if baseline is not None else None,
-                       limits=limits, results=tuple(results))
+                         baseline=baseline[0].meta.path if baseline is not None else None,
+                         limits=limits, results=tuple(results),
+                         by_role={d: dict(figures[d].get("by_role") or {}) for d in figures})
 
 
 __all__ = ["LimitsVerdict", "LimitResult", "Limits", "check", "check_against", "check_device",
-           "parse_size", "step_at"]
+           "held_by", "parse_size", "step_at"]

@@ -14,7 +14,8 @@
  * the pending set, the hints, the trace's block ids.  This file copies that state, runs the
  * events and returns what the Python loop records: the address given to each alloc, the
  * reserved bytes after each event, the segment events made (owned by the event that made
- * them), the OOMs met, the frees of unknown blocks, and the free bytes at the reserved peak.
+ * them), the OOMs met, the frees of unknown blocks, and the free bytes at the reserved peak
+ * (fragmented, cached, the largest gap: allocator.py's free_split).
  *
  * Where the Python loop would meet something odd (a free of a block already free or merged
  * away, a key already in a pool, a key missing from one, a division by a zero page, a
@@ -31,6 +32,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The constants at the top of CUDACachingAllocator.cpp (allocator.py). */
@@ -345,14 +347,16 @@ static Py_ssize_t in_order(const Allocator *a, int32_t t, int32_t *out, int32_t 
     return n;
 }
 
-/* BlockPool.insert / erase: the tree by ``mapped``; a key already there, or one missing,
- * is a trace the Python pool would hold twice or fail on: the reference takes it. */
+/* BlockPool.insert / erase: the tree by ``mapped``; a key already there (in either tree: the
+ * Python pool looks both up in one dict), or one missing, is a trace the Python pool would
+ * hold twice or fail on: the reference takes it. */
 static int pool_insert(Allocator *a, int32_t x) {
     Block *b = &a->blocks[x];
     if (b->tree != IN_NONE || b->dead) FALLBACK(a, "a block inserted twice");
     Pool *p = &a->pools[b->pool];
     int which = b->mapped ? IN_FREE : IN_UNMAPPED;
-    if (treap_find(a, p->root[which], x) >= 0) FALLBACK(a, "two free blocks with one key");
+    if (treap_find(a, p->root[IN_FREE], x) >= 0 || treap_find(a, p->root[IN_UNMAPPED], x) >= 0)
+        FALLBACK(a, "two free blocks with one key");
     b->left = b->right = -1;
     p->root[which] = treap_insert(a, p->root[which], x);
     b->tree = (int8_t)which;
@@ -789,15 +793,47 @@ static int has_room(const Allocator *a, int32_t x, int64_t size) {
     return room >= size;
 }
 
+/* The stream's unmapped ranges by address (PyTorch's pool->unmapped is ordered by
+ * (stream, ptr)); ties, in overlapping invented ranges, in the tree's order. */
+typedef struct {
+    int64_t addr;
+    Py_ssize_t order;
+    int32_t block;
+} ByAddress;
+
+static int by_address(const void *x, const void *y) {
+    const ByAddress *p = x, *q = y;
+    if (p->addr != q->addr) return p->addr < q->addr ? -1 : 1;
+    return p->order < q->order ? -1 : (p->order > q->order);
+}
+
+/* find_expandable_block: the lowest unmapped range of the stream with room from it (or
+ * from the free block just before it); else a new expandable segment. */
 static int32_t find_expandable_block(Allocator *a, int32_t pool, int64_t size, int64_t stream) {
     int32_t root = a->pools[pool].root[IN_UNMAPPED];
-    int32_t x = lower_bound(a, root, stream, 0, -1);
-    while (x >= 0 && a->blocks[x].stream == stream) {
-        int32_t candidate = x;
-        if (allocatable(a, a->blocks[candidate].prev)) candidate = a->blocks[candidate].prev;
-        if (has_room(a, candidate, size)) return candidate;
-        x = after_block(a, root, x);
+    ByAddress *ranges = NULL;
+    Py_ssize_t n = 0, cap = 0;
+    for (int32_t x = lower_bound(a, root, stream, 0, -1);
+         x >= 0 && a->blocks[x].stream == stream; x = after_block(a, root, x)) {
+        ByAddress *bigger = grow(ranges, &cap, n + 1, sizeof(ByAddress));
+        if (!bigger) {
+            PyMem_RawFree(ranges);
+            NOMEM(a);
+        }
+        ranges = bigger;
+        ranges[n] = (ByAddress){a->blocks[x].addr, n, x};
+        n++;
     }
+    if (n > 1) qsort(ranges, (size_t)n, sizeof(ByAddress), by_address);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int32_t candidate = ranges[k].block;
+        if (allocatable(a, a->blocks[candidate].prev)) candidate = a->blocks[candidate].prev;
+        if (has_room(a, candidate, size)) {
+            PyMem_RawFree(ranges);
+            return candidate;
+        }
+    }
+    PyMem_RawFree(ranges);
     return new_expandable_segment(a, pool, stream);
 }
 
@@ -975,20 +1011,25 @@ static int32_t malloc_block(Allocator *a, int64_t orig_size, int64_t stream, int
     return alloc_found_block(a, x, size, stream);
 }
 
-/* free_bytes_and_largest: mapped free bytes of every pool, and the largest block. */
-static int free_and_largest(Allocator *a, int64_t *total, int64_t *largest) {
-    *total = *largest = 0;
+/* free_split: the pools' free (mapped) bytes as memtui measures them: fragmented (a free
+ * block beside a mapped neighbour in its segment), cached (a free block with no mapped
+ * neighbour: a whole segment, or a whole mapped range) and the largest fragmented block. */
+static int free_split(Allocator *a, int64_t *fragmented, int64_t *cached, int64_t *largest) {
+    *fragmented = *cached = *largest = 0;
     for (Py_ssize_t p = 0; p < a->n_pools; p++) {
         Py_ssize_t n;
         int32_t *listed = listed_tree(a, a->pools[p].root[IN_FREE], &n);
         if (!listed) return -1;
         for (Py_ssize_t k = 0; k < n; k++) {
-            int64_t size = a->blocks[listed[k]].size;
-            if (add_checked(a, *total, size, total)) {
+            const Block *b = &a->blocks[listed[k]];
+            int alone = (b->prev < 0 || !a->blocks[b->prev].mapped) &&
+                        (b->next < 0 || !a->blocks[b->next].mapped);
+            int64_t *into = alone ? cached : fragmented;
+            if (add_checked(a, *into, b->size, into)) {
                 PyMem_RawFree(listed);
                 return -1;
             }
-            if (size > *largest) *largest = size;
+            if (!alone && b->size > *largest) *largest = b->size;
         }
         PyMem_RawFree(listed);
     }
@@ -1025,7 +1066,7 @@ typedef struct {
     int64_t *oom_event, *oom_size;
     int8_t *oom_kind;
     Py_ssize_t n_ooms;
-    int64_t unknown_frees, peak, free_at_peak, largest_at_peak;
+    int64_t unknown_frees, peak, fragmented_at_peak, cached_at_peak, largest_at_peak;
 } Loop;
 
 static Py_ssize_t id_slot(const Loop *l, int64_t id) {
@@ -1132,11 +1173,13 @@ static int run_loop(Allocator *a, Loop *l) {
             logged = a->n_log;
             if (a->reserved > l->peak) {
                 l->peak = a->reserved;
-                if (free_and_largest(a, &l->free_at_peak, &l->largest_at_peak)) return -1;
+                if (free_split(a, &l->fragmented_at_peak, &l->cached_at_peak,
+                           &l->largest_at_peak)) return -1;
             }
         } else if (l->peak < 0) {
             l->peak = a->reserved;
-            if (free_and_largest(a, &l->free_at_peak, &l->largest_at_peak)) return -1;
+            if (free_split(a, &l->fragmented_at_peak, &l->cached_at_peak,
+                           &l->largest_at_peak)) return -1;
         }
         l->reserved[i] = a->reserved;
     }
@@ -1428,10 +1471,10 @@ static PyObject *run(PyObject *module, PyObject *args) {
             Py_XDECREF(ooms);
             goto done;
         }
-        result = Py_BuildValue("(ONNNN(LLL))", Py_None, int64_bytes(l.replay_addr, n),
+        result = Py_BuildValue("(ONNNN(LLLL))", Py_None, int64_bytes(l.replay_addr, n),
                                int64_bytes(l.reserved, n), log, ooms,
-                               (long long)l.unknown_frees, (long long)l.free_at_peak,
-                               (long long)l.largest_at_peak);
+                               (long long)l.unknown_frees, (long long)l.fragmented_at_peak,
+                               (long long)l.cached_at_peak, (long long)l.largest_at_peak);
     }
 done:
     release(v, 17);

@@ -141,7 +141,9 @@ class Segment:
 
 class BlockPool:
     """``BlockPool``: the free blocks of one size class, by (stream, size, address), and
-    an expandable segment's unmapped ranges (``unmapped``, by the same key)."""
+    an expandable segment's unmapped ranges (``unmapped``, kept by the same key; PyTorch
+    orders them by (stream, address), as :meth:`CachingAllocator._find_expandable_block`
+    walks them)."""
 
     def __init__(self, is_small: bool, private: bool = False) -> None:
         self.is_small = is_small
@@ -216,15 +218,61 @@ class CachingAllocator:
 
         ``expandable``: the mapped range of an expandable segment; unmapped address space
         follows it (the dump shows only what is mapped)."""
+        if expandable:
+            return self.add_expandable_segment([(addr, size, allocated)], stream, is_small,
+                                               pool_id)[0]
         small_pool, large_pool = self.pools(pool_id)
         pool = small_pool if is_small else large_pool
-        if expandable:
-            page = self._page_size(pool)
-            segment = Segment(addr, self._address_space(page), stream, is_small,
-                              expandable=True, page=page)
-        else:
-            segment = Segment(addr, size, stream, is_small)
+        segment = Segment(addr, size, stream, is_small)
         self.segments[addr] = segment
+        out, pieces = self._lay(addr, size, allocated, stream, pool, segment)
+        self._link_and_pool(pieces, pool)
+        self.reserved += size
+        return out
+
+    def add_expandable_segment(self, mapped: list[tuple[int, int, list[tuple[int, int]]]],
+                               stream: int, is_small: bool, pool_id: str | None = None
+                               ) -> list[list[Block | None]]:
+        """One expandable segment alive before the first event: its mapped ranges
+        (addr, size, allocated ranges inside it), sorted by address and disjoint, in one
+        address range from the first (the lowest address known to be mapped stands for
+        the segment's base) with the holes between them unmapped and unmapped address
+        space after the last, as ``ExpandableSegment`` keeps them.  Returns the allocated
+        blocks of each mapped range (see :meth:`add_segment`)."""
+        small_pool, large_pool = self.pools(pool_id)
+        pool = small_pool if is_small else large_pool
+        page = self._page_size(pool)
+        base = mapped[0][0]
+        last_end = mapped[-1][0] + mapped[-1][1]
+        space = max(self._address_space(page), -(-(last_end - base) // page) * page)
+        segment = Segment(base, space, stream, is_small, expandable=True, page=page)
+        self.segments[base] = segment
+        outs, pieces, cursor = [], [], base
+        for addr, size, allocated in mapped:
+            if addr > cursor:
+                pieces.append(self._unmapped(cursor, addr - cursor, stream, pool, segment))
+            out, laid = self._lay(addr, size, allocated, stream, pool, segment)
+            outs.append(out)
+            pieces += laid
+            cursor = addr + size
+            self.reserved += size
+        if cursor < base + space:
+            pieces.append(self._unmapped(cursor, base + space - cursor, stream, pool, segment))
+        self._link_and_pool(pieces, pool)
+        return outs
+
+    @staticmethod
+    def _unmapped(addr: int, size: int, stream: int, pool: BlockPool,
+                  segment: Segment) -> Block:
+        block = Block(addr, size, stream, pool, segment)
+        block.mapped = False
+        return block
+
+    @staticmethod
+    def _lay(addr: int, size: int, allocated: list[tuple[int, int]], stream: int,
+             pool: BlockPool, segment: Segment) -> tuple[list[Block | None], list[Block]]:
+        """The blocks of the range [addr, addr + size): the allocated ranges and the free
+        ones between them (see :meth:`add_segment`)."""
         out: list[Block | None] = []
         pieces: list[Block] = []
         cursor = addr
@@ -242,17 +290,15 @@ class CachingAllocator:
             cursor = block_addr + block_size
         if cursor < addr + size:
             pieces.append(Block(cursor, addr + size - cursor, stream, pool, segment))
-        if expandable and segment.size > size:
-            tail = Block(addr + size, segment.size - size, stream, pool, segment)
-            tail.mapped = False
-            pieces.append(tail)
+        return out, pieces
+
+    @staticmethod
+    def _link_and_pool(pieces: list[Block], pool: BlockPool) -> None:
         for before, after in zip(pieces, pieces[1:], strict=False):
             before.next, after.prev = after, before
         for piece in pieces:
             if not piece.allocated:
                 pool.insert(piece)
-        self.reserved += size
-        return out
 
     # -- malloc ------------------------------------------------------------------------
 
@@ -580,14 +626,16 @@ class CachingAllocator:
             return room >= size
 
         keys = pool.unmapped
-        i = keys.bisect_left((stream, 0, -1))
-        while i < len(keys) and keys[i][0] == stream:
-            candidate = pool.by_key[keys[i]]
+        lo = keys.bisect_left((stream, 0, -1))
+        hi = keys.bisect_left((stream + 1, 0, -1))
+        # pool->unmapped is ordered by BlockComparatorAddress (stream, ptr), not by size:
+        # the lowest unmapped address of the stream comes first
+        for key in sorted(keys[lo:hi], key=lambda k: k[2]):
+            candidate = pool.by_key[key]
             if allocatable(candidate.prev):
                 candidate = candidate.prev
             if has_room(candidate):
                 return candidate
-            i += 1
         return self._new_expandable_segment(pool, stream)
 
     def _map_block(self, block: Block, size: int) -> bool:
@@ -693,11 +741,21 @@ class CachingAllocator:
     def _all_pools(self) -> list[BlockPool]:
         return [self.small, self.large] + [p for pair in self.private.values() for p in pair]
 
-    def free_bytes_and_largest(self) -> tuple[int, int]:
-        """Cached free bytes (mapped free blocks of both pools) and the largest of them."""
-        total = largest = 0
+    def free_split(self) -> tuple[int, int, int]:
+        """The pool's free bytes as memtui measures them everywhere
+        (:class:`memtui.analysis.layout.pool_state.Fragmentation`): (fragmented: free
+        blocks inside a segment that also holds a block in use or pending; cached: free
+        blocks that are a whole segment, or for an expandable segment a whole mapped
+        range; the largest fragmented block)."""
+        fragmented = cached = largest = 0
         for pool in self._all_pools():
             for key in pool.blocks:
-                total += key[1]
-                largest = max(largest, key[1])
-        return total, largest
+                block = pool.by_key[key]
+                alone = (block.prev is None or not block.prev.mapped) and \
+                    (block.next is None or not block.next.mapped)
+                if alone:
+                    cached += block.size
+                else:
+                    fragmented += block.size
+                    largest = max(largest, block.size)
+        return fragmented, cached, largest

@@ -268,4 +268,5 @@ def _fill(loop: _Loop, replay_addr: bytes, reserved: bytes, log: tuple, ooms: tu
             np.frombuffer(events, dtype=np.int64).tolist(),
             np.frombuffer(sizes, dtype=np.int64).tolist(),
             np.frombuffer(kinds, dtype=np.int8).tolist(), strict=True))
-    loop.unknown_frees, loop.free_at_peak, loop.largest_at_peak = figures
+    loop.unknown_frees, fragmented, cached, largest = figures
+    loop.at_peak = (fragmented, cached, largest)

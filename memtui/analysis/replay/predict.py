@@ -2,10 +2,12 @@
 the recorded run's.
 
 Per device: reserved peak, reserved at the end, cudaMalloc and cudaFree calls (with
-expandable segments: page maps and unmaps), external fragmentation at the reserved peak
-(``1 - largest cached free block / cached free bytes``, as the pool screen measures it),
-and each OOM avoided (a recorded ``oom`` the new run serves) or caused (an alloc the new
-run cannot serve within the capacity).
+expandable segments: page maps and unmaps), the free bytes at the reserved peak split as
+every screen and finding splits them (fragmented: free inside partly used segments;
+cached: wholly free segments; the largest fragmented gap:
+:class:`memtui.analysis.layout.pool_state.Fragmentation`), and each OOM avoided (a
+recorded ``oom`` the new run serves) or caused (an alloc the new run cannot serve within
+the capacity).
 
 A prediction is refused on a device whose proof (:mod:`.proof`) failed: if the replay
 cannot reproduce what happened, what it says would happen is worth nothing.
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from memtui.analysis.layout.pool_state import fragmentation
+from memtui.analysis.layout.pool_state import state_at_seq
 from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
 from memtui.analysis.replay.run import (
@@ -56,22 +58,25 @@ class RunFigures:
     reserved_at_end: int
     cuda_malloc: int
     cuda_free: int
-    free_at_peak: int
-    largest_free_at_peak: int
+    fragmented_at_peak: int
+    cached_at_peak: int
+    largest_gap_at_peak: int
     ooms: int  # allocs the run could not serve (recorded: the trace's oom events)
     first_oom_event: int | None
 
     @property
-    def fragmentation_at_peak(self) -> float:
-        return float(fragmentation(self.largest_free_at_peak, self.free_at_peak))
+    def fragmented_share_at_peak(self) -> float:
+        """Fragmented bytes at the reserved peak as a share of it."""
+        return self.fragmented_at_peak / self.reserved_peak if self.reserved_peak else 0.0
 
     def to_dict(self) -> dict:
         return {
             "reserved_peak": self.reserved_peak, "reserved_peak_event": self.reserved_peak_event,
             "reserved_at_end": self.reserved_at_end, "cuda_malloc": self.cuda_malloc,
-            "cuda_free": self.cuda_free, "free_at_peak": self.free_at_peak,
-            "largest_free_at_peak": self.largest_free_at_peak,
-            "fragmentation_at_peak": self.fragmentation_at_peak, "ooms": self.ooms,
+            "cuda_free": self.cuda_free, "fragmented_at_peak": self.fragmented_at_peak,
+            "fragmented_share_at_peak": round(self.fragmented_share_at_peak, 4),
+            "cached_at_peak": self.cached_at_peak,
+            "largest_gap_at_peak": self.largest_gap_at_peak, "ooms": self.ooms,
             "first_oom_event": self.first_oom_event,
         }
 
@@ -166,7 +171,7 @@ def predict(trace: MemoryTrace, device: str, settings: Settings,
                    "after it assume the program went on without that block",)
     return Prediction(
         device=device, proof=proof, settings=settings, capacity_source=capacity_source,
-        recorded=figures(baseline, recorded_ooms.tolist()),
+        recorded=recorded_figures(trace, device, baseline, recorded_ooms.tolist()),
         predicted=figures(run, [i for i, _, kind in run.ooms if kind != "avoided"]),
         oom_changes=changes, limits=limits, curve=run.reserved,
     )
@@ -183,9 +188,25 @@ def figures(run: ReplayRun, oom_events: list[int]) -> RunFigures:
         reserved_at_end=run.reserved_at_end,
         cuda_malloc=run.count("segment_alloc") + run.count("segment_map"),
         cuda_free=run.count("segment_free") + run.count("segment_unmap"),
-        free_at_peak=run.free_at_peak, largest_free_at_peak=run.largest_free_at_peak,
+        fragmented_at_peak=run.fragmented_at_peak, cached_at_peak=run.cached_at_peak,
+        largest_gap_at_peak=run.largest_gap_at_peak,
         ooms=len(oom_events), first_oom_event=min(oom_events) if oom_events else None,
     )
+
+
+def recorded_figures(trace: MemoryTrace, device: str, baseline: ReplayRun,
+                     oom_events: list[int]) -> RunFigures:
+    """The recorded run's figures: the proven replay's, but its free bytes at the reserved
+    peak are the recording's own pool there (:func:`state_at_seq`, as the findings, ``memtui
+    state`` and the Pool screen measure it: a block the dump does not know has its trace
+    size, the requested one, as in PyTorch's viewer; the replay's allocator rounds it)."""
+    out = figures(baseline, oom_events)
+    if out.reserved_peak_event is None:
+        return out
+    row = baseline.events.row(out.reserved_peak_event, named=True)
+    measures = state_at_seq(trace, device, int(row["seq"])).fragmentation_of(row["reserved"])
+    return replace(out, fragmented_at_peak=measures.fragmented, cached_at_peak=measures.cached,
+                   largest_gap_at_peak=measures.largest_gap)
 
 
 _DEVICE_FREE = re.compile(r"(\d+) free on the device")

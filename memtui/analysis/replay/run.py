@@ -1,7 +1,9 @@
 """Feed one device of a capture through :class:`CachingAllocator`, event by event.
 
 The replay starts from the pool memtui reconstructs just before the device's first event
-(:func:`memtui.analysis.layout.pool_state.state_at_seq`: the dump walked back), then takes the
+(:func:`memtui.analysis.layout.pool_state.state_at_seq`: the dump walked back; the mapped
+ranges of an expandable segment laid into one segment per stream with unmapped holes
+between them, as the trace's maps and unmaps leave them), then takes the
 trace in order: ``alloc`` -> ``malloc(requested size, stream)``, ``free_requested`` -> the
 block waits, ``free`` (free_completed) -> ``free_block``, and each run of recorded
 ``segment_free``/``segment_unmap`` events -> ``emptyCache`` where the program called it
@@ -81,8 +83,11 @@ class ReplayRun:
     events: pl.DataFrame  # the device's events (t, seq, action, addr, size, stream, ...)
     replay_addr: np.ndarray  # uint64 per event
     reserved: np.ndarray  # int64 per event: the replay's reserved after it
-    free_at_peak: int
-    largest_free_at_peak: int
+    #: at the reserved peak (its first time, after the event that reached it): the free
+    #: bytes split as memtui measures them (CachingAllocator.free_split)
+    fragmented_at_peak: int
+    cached_at_peak: int
+    largest_gap_at_peak: int
     segments: SegmentLog
     ooms: list[tuple[int, int, str]]  # (event index, bytes asked, "caused"/"avoided"/"kept")
     start_reserved: int
@@ -124,8 +129,9 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
 
     return ReplayRun(
         device=device, settings=settings, events=events, replay_addr=run.replay_addr,
-        reserved=run.reserved, free_at_peak=run.free_at_peak,
-        largest_free_at_peak=run.largest_at_peak, segments=run.log, ooms=run.ooms,
+        reserved=run.reserved, fragmented_at_peak=run.at_peak[0],
+        cached_at_peak=run.at_peak[1], largest_gap_at_peak=run.at_peak[2],
+        segments=run.log, ooms=run.ooms,
         start_reserved=start_reserved, unknown_frees=run.unknown_frees, orphans=orphans,
         release_runs=[(int(i), kind) for i, kind in releases.items()],
         pool_before=pool_before,
@@ -135,7 +141,13 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
 def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
                 allocator: CachingAllocator) -> tuple[dict[int, Block], int]:
     """Lay the pool alive before the first event into ``allocator``: each segment with its
-    live blocks (allocated, or pending free: either way not reusable yet)."""
+    live blocks (allocated, or pending free: either way not reusable yet).
+
+    The mapped ranges of an expandable segment (the pieces the source found mapped before
+    the history began, :mod:`memtui.sources.torch_snapshot.mapped`) go into one segment
+    per stream, pool and size class, the holes between them unmapped, as PyTorch keeps
+    one ``ExpandableSegment`` per stream: the replay then maps into the lowest unmapped
+    hole first, as the allocator does."""
     first_seq = int(events["seq"][0]) if events.height else 0
     state = state_at_seq(trace, device, first_seq - 1)
     segments = trace.device_segments(device)
@@ -146,6 +158,7 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
                        strict=True))
     blocks: dict[int, Block] = {}
     orphans = state.orphans  # live blocks in no segment, and those that cannot be laid
+    expandable: dict[tuple, list[tuple[int, int, list, np.ndarray]]] = {}
     for index in range(state.seg_id.size):
         rows = state.blocks_of_segment(index)
         seg_id = int(state.seg_id[index])
@@ -160,18 +173,47 @@ def _start_pool(trace: MemoryTrace, device: str, events: pl.DataFrame,
         ranges = _allocator_sizes([(int(state.blk_addr[r]), int(state.blk_size[r]))
                                    for r in rows], seg_addr + seg_size, small,
                                   allocator.settings)
-        made = allocator.add_segment(seg_addr, seg_size, int(streams.get(seg_id, 0)), small,
-                                     ranges, expandable=kind == "expandable",
-                                     pool_id=pool_ids.get(seg_id))
-        for r, block in zip(rows, made, strict=True):
-            if block is None:
-                orphans += 1
-                continue
-            blocks[int(state.blk_id[r])] = block
-            if state.blk_pending[r]:
-                block.allocated, block.pending = False, True
-                allocator.pending.add(block)
+        stream, pool_id = int(streams.get(seg_id, 0)), _pool_of_pieces(state, index, pool_ids)
+        if kind == "expandable":
+            expandable.setdefault((stream, pool_id, small), []).append(
+                (seg_addr, seg_size, ranges, rows))
+            continue
+        made = allocator.add_segment(seg_addr, seg_size, stream, small, ranges,
+                                     pool_id=pool_id)
+        orphans += _keep_blocks(state, rows, made, blocks, allocator)
+    for (stream, pool_id, small), mapped in expandable.items():
+        made_all = allocator.add_expandable_segment(
+            [(addr, size, ranges) for addr, size, ranges, _ in mapped], stream, small,
+            pool_id)
+        for (_, _, _, rows), made in zip(mapped, made_all, strict=True):
+            orphans += _keep_blocks(state, rows, made, blocks, allocator)
     return blocks, orphans
+
+
+def _pool_of_pieces(state, index: int, pool_ids: dict) -> str | None:
+    """The pool of segment ``index`` of ``state``: the first its pieces name (an
+    expandable segment's range unmapped before the dump names none)."""
+    pieces = state.piece_id[state.piece_segment == index].tolist()
+    for piece in pieces:
+        if pool_ids.get(piece) is not None:
+            return pool_ids[piece]
+    return None
+
+
+def _keep_blocks(state, rows: np.ndarray, made: list[Block | None],
+                 blocks: dict[int, Block], allocator: CachingAllocator) -> int:
+    """Keep the blocks the allocator laid for ``rows`` (pending ones marked); how many
+    could not be laid."""
+    lost = 0
+    for r, block in zip(rows, made, strict=True):
+        if block is None:
+            lost += 1
+            continue
+        blocks[int(state.blk_id[r])] = block
+        if state.blk_pending[r]:
+            block.allocated, block.pending = False, True
+            allocator.pending.add(block)
+    return lost
 
 
 def _allocator_sizes(ranges: list[tuple[int, int]], segment_end: int, small: bool,
@@ -303,7 +345,7 @@ class _Loop:
         self.failed: set[int] = set()
         # the peak over the trace's events (the pool before the first is the recorded one)
         self.peak = -1
-        self.free_at_peak = self.largest_at_peak = 0
+        self.at_peak = (0, 0, 0)  # free_split() at the reserved peak
 
     def go(self, stop: int | None = None) -> None:
         """Replay every event (or those before event ``stop``): in the compiled core where
@@ -341,11 +383,10 @@ class _Loop:
                 logged = len(seg_events)
                 if allocator.reserved > self.peak:
                     self.peak = allocator.reserved
-                    self.free_at_peak, self.largest_at_peak = \
-                        allocator.free_bytes_and_largest()
+                    self.at_peak = allocator.free_split()
             elif self.peak < 0:
                 self.peak = allocator.reserved
-                self.free_at_peak, self.largest_at_peak = allocator.free_bytes_and_largest()
+                self.at_peak = allocator.free_split()
             reserved[i] = allocator.reserved
         self.reserved[:] = reserved
 

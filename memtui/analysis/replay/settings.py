@@ -71,32 +71,55 @@ class Settings:
         return ",".join(parts) or "defaults"
 
 
-def from_capture(allocator_settings: dict[str, Any] | None) -> Settings:
+def from_capture(allocator_settings: Any) -> Settings:
     """The settings a snapshot recorded (``allocator_settings``; None before torch 2.4:
-    the defaults, which the proof then checks)."""
-    if not allocator_settings:
+    the defaults, which the proof then checks).  The loader keeps only values of the
+    types PyTorch writes (``memtui.sources.torch_snapshot.settings``); whatever else
+    reaches here (a hand-built trace) is read where it can be and taken as the default
+    where it cannot, never an exception."""
+    if not isinstance(allocator_settings, dict) or not allocator_settings:
         return Settings()
-    raw_split = allocator_settings.get("max_split_size", -1)
-    max_split = NO_MAX_SPLIT if raw_split is None or int(raw_split) < 0 else int(raw_split)
+    raw_split = _number(allocator_settings.get("max_split_size"))
+    max_split = NO_MAX_SPLIT if raw_split is None or raw_split < 0 else int(raw_split)
     divisions = allocator_settings.get("roundup_power2_divisions") or {}
     if isinstance(divisions, dict):
-        ordered = tuple(int(divisions.get(str(1 << i), 0) or 0) for i in range(16))
+        ordered = tuple(int(_number(divisions.get(str(1 << i))) or 0) for i in range(16))
     else:
-        ordered = (int(divisions),) * 16
+        ordered = (int(_number(divisions) or 0),) * 16
+    threshold = _number(allocator_settings.get("garbage_collection_threshold")) or 0.0
     return Settings(
         max_split_size=max_split,
         roundup_power2_divisions=ordered,
-        garbage_collection_threshold=float(
-            allocator_settings.get("garbage_collection_threshold") or 0.0),
-        expandable_segments=bool(allocator_settings.get("expandable_segments")),
+        garbage_collection_threshold=threshold if 0.0 <= threshold < 1.0 else 0.0,
+        expandable_segments=_flag(allocator_settings.get("expandable_segments")),
     )
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite number (an int stays an int), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not (value == value and abs(value) < 1e300):
+        return None
+    return value
+
+
+def _flag(value: Any) -> bool:
+    """A recorded flag: True, or the string ``"True"`` (never ``bool("False")``)."""
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return value is True or (isinstance(value, int) and value == 1)
 
 
 def apply_changes(settings: Settings, changes: list[str]) -> Settings:
     """``settings`` with each ``KEY:VALUE`` of ``changes`` applied (several may be joined by
     commas, as in PYTORCH_CUDA_ALLOC_CONF).  A bad key or value raises SettingError."""
     for change in changes:
-        for part in _split_conf(change):
+        parts = _split_conf(change)
+        if not parts:
+            raise SettingError(f"--set {change!r}: no setting in it (say "
+                               "expandable_segments:True)")
+        for part in parts:
             key, _, value = part.partition(":")
             settings = _apply_one(settings, key.strip(), value.strip())
     return settings
@@ -124,6 +147,9 @@ def _apply_one(settings: Settings, key: str, value: str) -> Settings:
             # CUDAAllocatorConfig::parseMaxSplitSize: at least kLargeBuffer / MiB (20)
             if mb < 20:
                 raise ValueError("max_split_size_mb must be at least 20 (kLargeBuffer)")
+            if mb * MIB > MAX_SIZE:
+                raise ValueError("max_split_size_mb of more than a petabyte: no device has "
+                                 "that much (leave it unset for no limit)")
             return replace(settings, max_split_size=mb * MIB)
         if key == "roundup_power2_divisions":
             return replace(settings, roundup_power2_divisions=_parse_divisions(value))
@@ -169,12 +195,20 @@ def _parse_divisions(value: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def parse_size(text: str) -> int:
+#: The largest size a setting or a capacity may name (a petabyte: beyond any device).
+MAX_SIZE = 1 << 50
+
+
+def parse_size(text: str, option: str = "--capacity") -> int:
     """``80GiB``, ``24 GB``, ``1.5T``, ``4096`` (bytes) -> bytes.  Binary units either way
-    (a card's "80 GB" is 80 GiB)."""
+    (a card's "80 GB" is 80 GiB).  ``option`` names what was given, in the error."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(i?[bB])?\s*", text)
     if not match:
-        raise SettingError(f"--capacity {text}: not a size (say 80GiB, 24GB, 40960MiB)")
+        raise SettingError(f"{option} {text}: not a size (say 80GiB, 24GB, 40960MiB)")
     number, unit = float(match.group(1)), match.group(2).upper()
     scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
-    return int(number * scale)
+    size = number * scale
+    if not 0 < size <= MAX_SIZE:
+        raise SettingError(f"{option} {text}: {'0' if size <= 0 else 'more than a petabyte'}"
+                           ": not a device's memory")
+    return int(size)

@@ -307,50 +307,61 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
 
     Taken from the block's ``seq_alloc``/``seq_free`` where its events are in the trace;
     a ghost is alive from before the first event (-1), a block never freed to the end;
-    blocks with no events (profiler operator tables) are placed by time."""
+    blocks with no events (profiler operator tables) are placed by time.  A ``seq`` is
+    found by binary search on the device's ``seq`` (rising along its events, model.py
+    "One event axis"; a join where it does not rise)."""
     events = trace.device_events(device)
     blocks = trace.device_blocks(device)
     times = events["t"].to_numpy().astype(np.int64)
     if times.size == 0:  # positions count the level's times (as Timeline.times does)
         times = unique_sorted(allocated_level(trace, device).t)
-    by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(), dtype=pl.Int64))
-    columns = ["block_id", "seq_alloc", "seq_free", "t_alloc", "t_free", "ghost"]
-    columns += [c for c in ("seq_free_requested", "t_free_requested") if c in blocks.columns]
-    frame = blocks.select(columns)
-    frame = frame.join(by_seq.rename({"seq": "seq_alloc", "pos": "a"}), on="seq_alloc",
-                       how="left", maintain_order="left")
-    frame = frame.join(by_seq.rename({"seq": "seq_free", "pos": "f"}), on="seq_free",
-                       how="left", maintain_order="left")
+    find = _seq_finder(events)
     never = np.iinfo(np.int64).max
-    t_alloc = frame["t_alloc"].fill_null(np.iinfo(np.int64).min).to_numpy()
-    t_free = frame["t_free"].fill_null(never).to_numpy()
-    by_time_alloc = np.searchsorted(times, t_alloc, side="left").astype(np.int64)
-    by_time_free = np.where(t_free == never, never,
-                            np.searchsorted(times, t_free, side="left")).astype(np.int64)
-    ghost = frame["ghost"].fill_null(False).to_numpy()
-    pos_alloc = np.where(ghost, -1, frame["a"].fill_null(-2).to_numpy())
-    pos_alloc = np.where(pos_alloc == -2, by_time_alloc, pos_alloc)
-    pos_free = frame["f"].fill_null(-2).to_numpy()
-    pos_free = np.where(pos_free == -2, by_time_free, pos_free)
-    out = pl.DataFrame({"block_id": frame["block_id"], "pos_alloc": pos_alloc.astype(np.int64),
-                        "pos_free": pos_free.astype(np.int64)})
-    if "seq_free_requested" in frame.columns and "t_free_requested" in frame.columns:
-        out = out.with_columns(pos_free_requested=_requested_positions(frame, by_seq, times))
+
+    def placed(seq: str, time: str, missing_time: int) -> np.ndarray:
+        """Positions of the events ``seq`` names, by ``time`` where it names none."""
+        found = find(blocks[seq])
+        lost = found < 0
+        if lost.any():
+            t = blocks[time].fill_null(missing_time).to_numpy()[lost]
+            by_time = np.searchsorted(times, t, side="left").astype(np.int64)
+            found[lost] = np.where(t == never, never, by_time)
+        return found
+
+    ghost = blocks["ghost"].fill_null(False).to_numpy()
+    pos_alloc = np.where(ghost, -1, placed("seq_alloc", "t_alloc", np.iinfo(np.int64).min))
+    out = pl.DataFrame({"block_id": blocks["block_id"],
+                        "pos_alloc": pos_alloc.astype(np.int64),
+                        "pos_free": placed("seq_free", "t_free", never)})
+    if "seq_free_requested" in blocks.columns and "t_free_requested" in blocks.columns:
+        out = out.with_columns(pos_free_requested=placed(
+            "seq_free_requested", "t_free_requested", never))
     return out
 
 
-def _requested_positions(frame: pl.DataFrame, by_seq: pl.DataFrame,
-                         times: np.ndarray) -> np.ndarray:
-    """Position of each block's free request (its ``seq_free_requested`` event, else the
-    first event at or after ``t_free_requested``; never requested: INT64 max)."""
-    never = np.iinfo(np.int64).max
-    joined = frame.select("seq_free_requested", "t_free_requested").join(
-        by_seq.rename({"seq": "seq_free_requested", "pos": "r"}), on="seq_free_requested",
-        how="left", maintain_order="left")
-    t_req = joined["t_free_requested"].fill_null(never).to_numpy()
-    by_time = np.where(t_req == never, never, np.searchsorted(times, t_req, side="left"))
-    return np.where(joined["r"].is_null().to_numpy(), by_time,
-                    joined["r"].fill_null(0).to_numpy()).astype(np.int64)
+def _seq_finder(events: pl.DataFrame):
+    """A function from a column of ``seq`` values to their event positions (-1 where no
+    event of the device has it, or the value is null)."""
+    seq = events["seq"].to_numpy().astype(np.int64, copy=False) if events.height \
+        else np.zeros(0, dtype=np.int64)
+    rising = events["seq"].null_count() == 0 and bool(np.all(seq[1:] > seq[:-1]))
+
+    def find(values: pl.Series) -> np.ndarray:
+        known = ~values.is_null().to_numpy()
+        wanted = values.fill_null(-1).to_numpy().astype(np.int64, copy=False)
+        if not seq.size:
+            return np.full(wanted.size, -1, dtype=np.int64)
+        if rising:
+            at = np.searchsorted(seq, wanted)
+            hit = known & (at < seq.size) & (seq[np.minimum(at, seq.size - 1)] == wanted)
+            return np.where(hit, at, -1).astype(np.int64)
+        by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(),
+                                                                    dtype=pl.Int64))
+        joined = pl.DataFrame({"seq": values}).join(by_seq, on="seq", how="left",
+                                                    maintain_order="left")
+        return joined["pos"].fill_null(-1).to_numpy().astype(np.int64)
+
+    return find
 
 
 __all__ = ["Levels", "LiveBlocks", "Timeline", "active_level", "block_positions"]

@@ -18,11 +18,13 @@ them as the containers of the pool).  Everything else (stacks, markers, calls) i
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from memtui.model import DeviceInfo, MemoryTrace, conform
+from memtui.model import DeviceInfo, MemoryTrace, conform, segment_level
+from memtui.units import counted, format_bytes
 
 FRAMEWORK_LAYERS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
 DRIVER_LAYERS = ("HAL", "HOST_PINNED")
@@ -65,12 +67,24 @@ def layer_view(trace: MemoryTrace, layers: dict[str, str] | None = None) -> Memo
     layers = default_layers(trace) if layers is None else layers
     blocks = _in_layer(trace.blocks, layers).drop("layer")
     events = _in_layer(trace.events, layers)
-    events = _levels(events, blocks, trace.curves)
-    segments = _containers(trace.segments, blocks, layers)
+    segments, contained = _containers(trace.segments, blocks, layers)
+    outside = blocks.filter(pl.col("device").is_in(list(contained))
+                            & ~pl.col("block_id").is_in(sorted(
+                                {b for ids in contained.values() for b in ids})))
+    events = _levels(events, blocks, trace.curves, segments, outside)
     curves = trace.curves.filter(~pl.col("device").is_in(list(layers)))
     devices = [_device_info(info, layers.get(info.name), events, blocks, segments)
                for info in trace.meta.devices]
-    meta = replace(trace.meta, devices=devices,
+    warnings = list(trace.meta.warnings)
+    for info in devices:
+        layer = layers.get(info.name)
+        if layer in FRAMEWORK_LAYERS:
+            _bound_reserved(trace, info, layer, events)
+            if info.reserved_floor:
+                warnings.append(f"{Path(trace.meta.path).name} {info.name} {layer}: "
+                                f"{info.reserved_floor}")
+    events = events.drop("reported")
+    meta = replace(trace.meta, devices=devices, warnings=warnings,
                    extra={**trace.meta.extra, "layers": dict(layers)})
     return replace(trace, meta=meta, events=conform(events, "events"),
                    blocks=conform(blocks, "blocks"), segments=conform(segments, "segments"),
@@ -107,18 +121,16 @@ def _block_sizes(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:
     return pl.Series("block_size", lookup[index], dtype=pl.Int64)
 
 
-def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame) -> pl.DataFrame:
-    """allocated (from the layer's blocks, starting from its ghosts) and reserved (the
-    framework pool's reported total) after each of the layer's events."""
-    starts = {device: start for device, start in blocks.filter(pl.col("ghost").fill_null(False))
-              .group_by("device").agg(start=pl.col("size").sum()).iter_rows()
-              if device is not None}  # (as a join: a null device has no start)
-    action = pl.col("action")
-    sign = pl.when(action == "alloc").then(1).when(action == "free").then(-1).otherwise(0)
-    start = pl.col("device").replace_strict(starts, default=0, return_dtype=pl.Int64) \
-        if starts else pl.lit(0, pl.Int64)
-    events = events.with_columns(block_size=_block_sizes(events, blocks)).with_columns(
-        allocated=start.fill_null(0) + (sign * pl.col("block_size")).cum_sum().over("device"))
+def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame,
+            segments: pl.DataFrame, outside: pl.DataFrame) -> pl.DataFrame:
+    """allocated (from the layer's blocks, starting from its ghosts) and reserved after
+    each of the layer's events: for a framework pool its reported total, but never less
+    than what is known to be its own: its live blocks, and the driver allocations holding
+    them (``_containers``) plus the blocks no driver allocation holds (``outside``: they
+    live in one the capture does not show); ``reported`` keeps the pool's own figure
+    (dropped by :func:`layer_view` once :func:`_bound_reserved` has read it)."""
+    events = events.with_columns(allocated=_allocated(events, blocks),
+                                 outside=_allocated(events, outside))
     reported = curves.filter(pl.col("series") == "Reserved").select(
         "device", "t", layer=pl.col("component"), pool_total=pl.col("bytes")).sort("t")
     if events.height and reported.height:
@@ -129,29 +141,145 @@ def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame) ->
     else:
         events = events.with_columns(pool_total=pl.lit(None, pl.Int64))
     framework = pl.col("layer").is_in(list(FRAMEWORK_LAYERS))
+    events = events.with_columns(held=_containers_level(events, segments) + pl.col("outside"))
+    known = pl.max_horizontal("pool_total", "allocated", "held")
     return events.with_columns(
         reserved=pl.when(pl.col("layer").is_null()).then(pl.col("reserved"))
-        .when(framework).then(pl.col("pool_total")),
+        .when(framework).then(
+            pl.when(pl.col("pool_total").is_null() & (known <= 0)).then(None)
+            .otherwise(known)),
+        reported=pl.when(framework).then(pl.col("pool_total")),
         active=pl.col("allocated"),
-    ).drop("layer", "block_size", "pool_total")
+    ).drop("layer", "outside", "pool_total", "held")
 
 
-def _containers(segments: pl.DataFrame, blocks: pl.DataFrame,
-                layers: dict[str, str]) -> pl.DataFrame:
-    """For a framework layer, the driver allocations holding at least one of its blocks;
-    none for a driver layer (its allocations are the blocks)."""
+def _allocated(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:
+    """The bytes of ``blocks`` alive after each event (their ghosts from the start; an
+    event of a block not in ``blocks`` moves nothing)."""
+    starts = {device: start for device, start in blocks.filter(pl.col("ghost").fill_null(False))
+              .group_by("device").agg(start=pl.col("size").sum()).iter_rows()
+              if device is not None}  # (as a join: a null device has no start)
+    action = pl.col("action")
+    sign = pl.when(action == "alloc").then(1).when(action == "free").then(-1).otherwise(0)
+    start = pl.col("device").replace_strict(starts, default=0, return_dtype=pl.Int64) \
+        if starts else pl.lit(0, pl.Int64)
+    return events.with_columns(block_size=_block_sizes(events, blocks)).select(
+        start.fill_null(0) + (sign * pl.col("block_size")).cum_sum().over("device"))\
+        .to_series()
+
+
+def _containers_level(events: pl.DataFrame, segments: pl.DataFrame) -> pl.Series:
+    """The bytes of the driver allocations holding a framework layer's blocks alive just
+    after each of the layer's events (0 on a device without any), by the event axis."""
+    out = np.zeros(events.height, dtype=np.int64)
+    if segments.is_empty() or events.is_empty():
+        return pl.Series("held", out)
+    devices = events["device"].to_numpy()
+    for device in segments["device"].unique().to_list():
+        rows = np.flatnonzero(devices == device)
+        if not rows.size:
+            continue
+        seq = events["seq"].to_numpy()[rows]
+        order = np.argsort(seq, kind="stable")
+        level, _ = segment_level(seq[order], segments.filter(pl.col("device") == device))
+        out[rows[order]] = level
+    return pl.Series("held", out)
+
+
+def _bound_reserved(trace: MemoryTrace, info: DeviceInfo, layer: str,
+                    events: pl.DataFrame) -> None:
+    """Where the pool's own total is below what it is known to hold, say so on ``info``:
+    the reserved figures are then a floor (``reserved_floor``), and the driver layer's
+    peak is their ceiling (``reserved_ceiling``): the driver rows do not say which pool
+    each allocation serves."""
+    mine = events.filter(pl.col("device") == info.name)
+    if mine.is_empty() or "reported" not in mine.columns:
+        return
+    raised = mine.filter(pl.col("reserved").is_not_null() & (
+        pl.col("reported").is_null() | (pl.col("reserved") > pl.col("reported"))))
+    if raised.is_empty():
+        return
+    ids = raised["id" if "id" in raised.columns else "row" if "row" in raised.columns
+                 else "seq"]
+    worst = raised.row(int((raised["reserved"] - raised["reported"].fill_null(0)).arg_max()),
+                       named=True)
+    ceiling = _driver_peak(trace, info.name)
+    info.reserved_ceiling = ceiling
+    text = (f"the pool's own total (its reserved) is below the bytes its blocks and the "
+            f"driver allocations holding them take at {counted(raised.height, 'row')} of "
+            f"{mine.height} (rows {ids.min()} to {ids.max()}; at worst "
+            f"{format_bytes(worst['reserved'])} held against a total of "
+            f"{format_bytes(worst['reported'])}): reserved is shown as at least what is held")
+    if ceiling is not None:
+        text += (f"; at most the driver layer's {format_bytes(ceiling)}: its rows do not say "
+                 "which pool each allocation serves")
+    info.reserved_floor = text
+
+
+def _driver_peak(trace: MemoryTrace, device: str) -> int | None:
+    """The most bytes the device's driver layer (HAL) held at once, from its blocks."""
+    hal = trace.device_blocks(device).filter(pl.col("pool").is_in(list(DRIVER_LAYERS)))
+    if hal.is_empty():
+        return None
+    size = hal["size"].fill_null(0).to_numpy()
+    start = np.where(hal["ghost"].fill_null(False).to_numpy(), np.iinfo(np.int64).min,
+                     hal["t_alloc"].fill_null(np.iinfo(np.int64).min).to_numpy())
+    end = hal["t_free"].fill_null(np.iinfo(np.int64).max).to_numpy()
+    times = np.concatenate([start, end])
+    steps = np.concatenate([size, -size])
+    order = np.lexsort((steps, times))  # a free before an alloc at the same time
+    return int(np.cumsum(steps[order]).max(initial=0))
+
+
+def _containers(segments: pl.DataFrame, blocks: pl.DataFrame, layers: dict[str, str]
+                ) -> tuple[pl.DataFrame, dict[str, set[int]]]:
+    """For a framework layer, the driver allocations holding at least one of its blocks
+    while both were alive (an address the driver gave out again later is another
+    allocation); none for a driver layer (its allocations are the blocks).  Also, per
+    framework device, the ids of the blocks some of them hold."""
     framework = [d for d, layer in layers.items() if layer in FRAMEWORK_LAYERS]
     untouched = segments.filter(~pl.col("device").is_in(list(layers)))
     candidates = segments.filter(pl.col("device").is_in(framework))
+    contained: dict[str, set[int]] = {device: set() for device in framework}
     if candidates.is_empty():
-        return untouched
-    ends = candidates.select("device", "segment_id", s_addr="addr",
-                             s_end=pl.col("addr") + pl.col("size").cast(pl.UInt64)).sort("s_addr")
-    held = _join_asof_by(
-        blocks.filter(pl.col("device").is_in(framework) & pl.col("addr").is_not_null())
-        .select("device", "addr", s_addr="addr").sort("s_addr"), ends, on="s_addr", by=["device"]
-    ).filter(pl.col("addr") < pl.col("s_end"))["segment_id"].unique().implode()
-    return pl.concat([untouched, candidates.filter(pl.col("segment_id").is_in(held))])
+        return untouched, contained
+    held = []
+    for device in candidates["device"].unique().to_list():
+        mine = candidates.filter(pl.col("device") == device)
+        theirs = blocks.filter((pl.col("device") == device) & pl.col("addr").is_not_null())
+        rows, inside = _holding(mine, theirs)
+        held.extend(mine["segment_id"].gather(rows).to_list())
+        contained[device] = set(theirs["block_id"].filter(pl.Series(inside)).to_list())
+    return pl.concat([untouched, candidates.filter(pl.col("segment_id").is_in(held))]), \
+        contained
+
+
+def _holding(segments: pl.DataFrame, blocks: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``segments`` whose address range holds a block of ``blocks`` allocated
+    while the segment was alive (by the event axis; ghosts count from the start), and
+    per block (in ``blocks``' order) whether one holds it.  One search per segment over
+    the blocks sorted by address: segments are driver allocations, few; the blocks in a
+    segment's range are one slice."""
+    low = np.iinfo(np.int64).min
+    order = np.argsort(blocks["addr"].to_numpy(), kind="stable")
+    b_addr = blocks["addr"].to_numpy()[order].astype(np.int64)
+    b_seq = blocks["seq_alloc"].fill_null(low).to_numpy()[order]
+    s_addr = segments["addr"].to_numpy().astype(np.int64)
+    s_end = s_addr + segments["size"].fill_null(0).to_numpy()
+    s_born = segments["seq_alloc"].fill_null(low).to_numpy()
+    s_died = segments["seq_free"].fill_null(np.iinfo(np.int64).max).to_numpy()
+    lo = np.searchsorted(b_addr, s_addr, side="left")
+    hi = np.searchsorted(b_addr, s_end, side="left")
+    inside = np.zeros(b_addr.size, dtype=bool)
+    rows = []
+    for i in np.flatnonzero(hi > lo).tolist():
+        alive = (b_seq[lo[i]:hi[i]] >= s_born[i]) & (b_seq[lo[i]:hi[i]] < s_died[i])
+        if alive.any():
+            rows.append(i)
+            inside[lo[i]:hi[i]] |= alive
+    by_block = np.zeros(b_addr.size, dtype=bool)
+    by_block[order] = inside
+    return np.asarray(rows, dtype=np.int64), by_block
 
 
 def _join_asof_by(left: pl.DataFrame, right: pl.DataFrame, on: str,

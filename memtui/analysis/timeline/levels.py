@@ -63,6 +63,16 @@ def _seeded(trace: MemoryTrace, kind: str, device: str) -> tuple[bool, Level | N
         return True, entry[1][(kind, device)]
 
 
+def reserved_is_floor(trace: MemoryTrace, device: str) -> bool:
+    """Whether ``device``'s reserved figures are only the least they can be (its file
+    contradicts itself: ``DeviceInfo.reserved_floor`` says how; every figure then reads
+    ``>= X``)."""
+    try:
+        return bool(trace.meta.device(device).reserved_floor)
+    except KeyError:
+        return False
+
+
 def allocated_level(trace: MemoryTrace, device: str) -> Level:
     """allocated(t) of DESIGN.md section 3 for ``device`` (made once per trace and device:
     the reopen cache's writer, the findings and the screens share it)."""

@@ -104,17 +104,16 @@ class DeviceIndex:
     @cached_property
     def seg_expandable_key(self) -> np.ndarray:
         """Per segment: -1 for an ordinary segment; for a mapped range of an expandable
-        segment a key (its stream and pool) that the adjacent ranges of the same
-        expandable segment share (:func:`memtui.analysis.layout.pool_state.pool_state` draws
-        them as one segment)."""
+        segment its stream, which the adjacent ranges of the same expandable segment
+        share (:func:`memtui.analysis.layout.pool_state.pool_state` draws them as one
+        segment, as PyTorch's viewer merges adjacent mapped ranges of one stream: a range
+        unmapped before the dump names no pool there, the dumped ones do)."""
         s = self.segments
         if "kind" not in s.columns or s.is_empty():
             return np.full(s.height, -1, dtype=np.int64)
-        pool = s["pool_id"] if "pool_id" in s.columns else pl.Series([None] * s.height)
-        key = pl.DataFrame({"stream": s["stream"], "pool": pool.cast(pl.String)}).hash_rows()
-        key = (key.to_numpy() >> np.uint64(2)).astype(np.int64)  # non-negative
         expandable = (s["kind"] == "expandable").fill_null(False).to_numpy()
-        return np.where(expandable, key, -1)
+        stream = self.seg_stream - int(self.seg_stream.min()) if s.height else self.seg_stream
+        return np.where(expandable, stream, -1)
 
     @cached_property
     def segment_life(self) -> IntervalIndex:

@@ -5,6 +5,10 @@ Steps come, in this order, from
 * markers that name steps: snapshot ``external_annotations`` such as ``ProfilerStep#N``,
   msMemScope ``STEP`` / mstx marks and ranges (any marker whose name says "step"); of
   those, the name pattern (digits ignored) seen most often;
+* the period of the whole allocation signal (:mod:`.period`): the level of the blocks
+  the trace allocates and frees again returns to its floor at the end of every step,
+  whatever the step allocated on the way (stacks chosen by the data, counts and sizes
+  that vary, an evaluation every few steps, a jittered clock);
 * the recurring allocation pattern: a training loop allocates from the same call stacks
   every iteration, and frees what it allocates there within the iteration (activations,
   gradients, temporaries).  A stack (or, without stacks, a size) *beats* at each of its
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from memtui.analysis.timeline.period import periodic_steps
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
@@ -132,6 +137,14 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                          names=tuple(n for n, k in zip(names, keep, strict=True) if k),
                          last_finished=_last_finished(index[keep], t.size), **end)
     rows = _allocator_rows(events)
+    periodic = periodic_steps(events[rows])
+    if periodic is not None:
+        index, period = periodic
+        index = rows[index]
+        return Steps(bounds=pos[index], times=t[index], axis=axis,
+                     source=f"the period of the allocations and frees (about "
+                            f"{period:.0f} of them a step)", by_markers=False,
+                     last_finished=_last_finished(index, t.size), **end)
     rhythm = rhythm_steps(events[rows])
     if rhythm is not None:
         index, label, stack = rhythm
@@ -203,11 +216,12 @@ def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
 
 
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
-    """Steps from the rhythm of the blocks' allocations, for a source whose events hold
-    no allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
+    """Steps from the blocks' allocations and frees, for a source whose events hold no
+    allocations (an Ascend profiler folder: operator_memory rows are blocks, its events
     are memory_record levels).  The blocks' allocations and frees, in time order, are read
-    as events (:func:`rhythm_steps`: only a stack whose blocks are freed again is a
-    clock), blocks recurring by owner (the operator) and size as stacks do elsewhere."""
+    as events: first the period of their transient level (:mod:`.period`), then their
+    rhythm (:func:`rhythm_steps`: only a stack whose blocks are freed again is a clock),
+    blocks recurring by owner (the operator) and size as stacks do elsewhere."""
     blocks = trace.device_blocks(device).filter(
         ~pl.col("ghost").fill_null(False) & pl.col("t_alloc").is_not_null()
         & pl.col("size").is_not_null())
@@ -223,18 +237,25 @@ def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
                  "block_id", "size", "stack_id", "owner", t=pl.col("t_free"),
                  action=pl.lit("free"), order=pl.lit(0))]
     events = pl.concat(parts).sort("t", "order", "block_id")
+    t = events["t"].to_numpy().astype(np.int64, copy=False)
+    end = {"end": int(t[-1]) + 1, "end_time": int(t[-1])}
+    periodic = periodic_steps(events)
+    if periodic is not None:
+        times = t[periodic[0]]
+        return Steps(bounds=times, times=times, axis="t",
+                     source=f"the period of the blocks' allocations and frees (about "
+                            f"{periodic[1]:.0f} of them a step)", by_markers=False,
+                     last_finished=_last_finished(periodic[0], t.size), **end)
     rhythm = rhythm_steps(events)
     if rhythm is None:
         return None
     index = rhythm[0]
     clock = events.row(int(index[0]), named=True)
-    t = events["t"].to_numpy().astype(np.int64, copy=False)
     times = _fill_missed_beats(t[index])
     label = f"{clock['size']}-byte {clock['owner']} blocks".replace("  ", " ")
     return Steps(bounds=times, times=times, axis="t",
                  source=f"the recurring allocations of {label}", by_markers=False,
-                 last_finished=_last_finished(np.searchsorted(t, times), t.size),
-                 end=int(t[-1]) + 1, end_time=int(t[-1]))
+                 last_finished=_last_finished(np.searchsorted(t, times), t.size), **end)
 
 
 def _fill_missed_beats(times: np.ndarray) -> np.ndarray:

@@ -77,6 +77,7 @@ from memtui.sources.ascend.files import (
 )
 from memtui.sources.ascend.read_csv import read_kind
 from memtui.sources.ascend.read_db import read_db
+from memtui.sources.common.groups import profiler_group
 
 NAME = "Ascend profiler"
 _FRAME_OF_KIND = {"memory_record": "records", "npu_mem": "records",
@@ -98,7 +99,22 @@ def sniff(path: Path) -> bool:
 def load(path: Path, progress=None) -> MemoryTrace:
     path = Path(path)
     warnings: list[str] = []
-    rank_files = _rank_files(path, warnings)
+    return _load_ranks(path, _rank_files(path, warnings), warnings, progress)
+
+
+def load_roots(folder: Path, roots: list[Path], progress=None) -> MemoryTrace:
+    """The profiler rank folders ``roots`` (found under ``folder`` by
+    :func:`memtui.sources.folders.folder_target`) as one capture, a device per rank."""
+    warnings: list[str] = []
+    rank_files = [files for root in roots for files in discover(root)]
+    if not rank_files:
+        raise CaptureError(folder, "holds no Ascend profiler memory data (no memory_record, "
+                                   "operator_memory or ascend_pytorch_profiler DB)")
+    return _load_ranks(Path(folder), rank_files, warnings, progress)
+
+
+def _load_ranks(path: Path, rank_files: list[RankFiles], warnings: list[str],
+                progress) -> MemoryTrace:
     # One file asked for: its problem is the error.  A folder: a bad file is a warning,
     # unless no file at all could be read.
     errors: list[CaptureError] | None = None if path.is_file() else []
@@ -130,12 +146,35 @@ def _rank_files(path: Path, warnings: list[str]) -> list[RankFiles]:
             warnings.append(f"{path.name}: profiler metadata only; the memory data would be "
                             "in an ASCEND_PROFILER_OUTPUT folder beside it, and there is none")
         return found
-    return [RankFiles(root=rank_root(path), files={kind: [path]})]
+    if kind == DB:
+        return [RankFiles(root=rank_root(path), files={kind: [path]})]
+    return [_csv_group(path, kind, warnings)]
+
+
+def _csv_group(path: Path, kind: str, warnings: list[str]) -> RankFiles:
+    """A profiler CSV with the rest of its group (:func:`memtui.sources.common.groups.
+    profiler_group`: the same folder and name prefix, each file's kind by its content):
+    memory_record's levels and operator_memory's blocks are halves of one picture."""
+    group, info = profiler_group(path)
+    files: dict[str, list[Path]] = {kind: [path]}
+    for other in group:
+        if other == path:
+            continue
+        other_kind = classify_file(other)
+        if other_kind in _FRAME_OF_KIND:
+            files.setdefault(other_kind, []).append(other)
+        else:
+            warnings.append(f"{other.name}: named like a profiler CSV of {path.name}'s rank "
+                            "but not one by its content: left out")
+    for paths in files.values():
+        paths.sort(key=lambda p: p.name)
+    return RankFiles(root=rank_root(path), files=files, info=info)
 
 
 def _load_rank(files: RankFiles, warnings: list[str],
                errors: list[CaptureError] | None) -> RankData:
-    rank_id, info = rank_of_root(files.root)
+    rank_id, info = rank_of_root(files.root, files.info)
+    warnings.extend(f"{files.label}: {note}" for note in files.notes)
     data = RankData(root=files.root, rank=rank_id,
                     files=[str(p) for p in files.all_files()],
                     extra={k: info[k] for k in _INFO_KEYS if k in info})

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtui.sources.common.files import read_head
+from memtui.sources.common.groups import PROFILER_INFO
 from memtui.sources.common.sqlite import is_sqlite, table_names
+from memtui.sources.common.walk import WalkNotes, walk
 
 # Kinds of file.
 RECORD = "memory_record"
@@ -68,16 +69,22 @@ _SNIFF_BYTES = 8192
 # -- single files, by content ------------------------------------------------------------
 
 def read_header(path: Path) -> list[str] | None:
-    """The stripped cells of a text file's first non-blank line, or None if it is not
-    text or that line holds no comma."""
-    head = read_head(path, _SNIFF_BYTES)
-    if not head or b"\x00" in head:
-        return None
-    text = head.decode("utf-8-sig", errors="replace")
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    if "," not in line:
+    """The stripped cells of a text file's first non-blank line, or None if that line
+    holds a NUL (a binary file) or no comma."""
+    line = first_line(path)
+    if line is None or "\x00" in line or "," not in line:
         return None
     return [cell.strip() for cell in next(csv.reader([line]), [])]
+
+
+def first_line(path: Path) -> str | None:
+    """The first non-blank line of a file's first bytes, as text (None: an empty file).
+    A NUL there marks a binary file; one in a later row is that row's problem."""
+    head = read_head(path, _SNIFF_BYTES)
+    if not head:
+        return None
+    text = head.decode("utf-8-sig", errors="replace")
+    return next((line for line in text.splitlines() if line.strip()), "")
 
 
 def classify_header(cells: list[str]) -> str | None:
@@ -142,10 +149,13 @@ def classify_file(path: Path) -> str | None:
 
 @dataclass
 class RankFiles:
-    """The files to read for one rank (one profiler folder)."""
+    """The files to read for one rank (one profiler folder, or one group of loose files
+    with its ``profiler_info`` file), and notes on the files of it left out."""
 
     root: Path
     files: dict[str, list[Path]] = field(default_factory=dict)
+    info: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -166,16 +176,20 @@ def rank_root(file: Path) -> Path:
     return parent
 
 
-def rank_of_root(root: Path) -> tuple[int | None, dict]:
-    """(rank id, the profiler_info dict) from ``profiler_info_N.json`` in ``root``.
+def rank_of_root(root: Path, info: Path | None = None) -> tuple[int | None, dict]:
+    """(rank id, the profiler_info dict) from ``profiler_info_N.json`` in ``root`` (or
+    from ``info``, a group's own ``<prefix>profiler_info_N.json``).
 
     ``rank_id`` ``-1`` (not distributed) gives None; without the key, the ``N`` of the
     file name is taken.
     """
-    try:
-        candidates = sorted(p for p in root.iterdir() if _INFO_NAME.match(p.name))
-    except OSError:
-        return None, {}
+    if info is not None:
+        candidates = [info]
+    else:
+        try:
+            candidates = sorted(p for p in root.iterdir() if _INFO_NAME.match(p.name))
+        except OSError:
+            return None, {}
     for path in candidates:
         try:
             data = json.loads(read_head(path, 1 << 20).decode("utf-8", errors="replace"))
@@ -185,7 +199,8 @@ def rank_of_root(root: Path) -> tuple[int | None, dict]:
             continue
         rank = _int_or_none(data.get("rank_id"))
         if rank is None and "rank_id" not in data:
-            rank = _int_or_none(_INFO_NAME.match(path.name).group(2))
+            named = PROFILER_INFO.match(path.name)
+            rank = _int_or_none(named.group("rank")) if named else None
         return (rank if rank is not None and rank >= 0 else None), data
     return None, {}
 
@@ -196,56 +211,40 @@ def rank_of_db_name(path: Path) -> int | None:
     return _int_or_none(match.group(3)) if match else None
 
 
-def discover(path: Path) -> list[RankFiles]:
-    """The ranks under the folder ``path``, each with the files to read, by rank root."""
+def discover(path: Path, notes: WalkNotes | None = None) -> list[RankFiles]:
+    """The ranks under the folder ``path``, each with the files to read, by rank root
+    (a bounded walk: :func:`memtui.sources.common.walk.walk`; ``notes`` gathers what it
+    passed over)."""
     by_root: dict[Path, list[tuple[str, Path]]] = {}
-    for kind, file in _walk(Path(path), 0):
+    for kind, file in _walk(Path(path), notes=notes):
         by_root.setdefault(rank_root(file), []).append((kind, file))
     ranks = []
     for root in sorted(by_root, key=lambda p: _natural_key(str(p))):
-        chosen = _choose(by_root[root])
+        chosen, left_out = _choose(by_root[root])
         if chosen:
-            ranks.append(RankFiles(root=root, files=chosen))
+            ranks.append(RankFiles(root=root, files=chosen, notes=left_out))
     return ranks
 
 
 def has_profiler_files(path: Path) -> bool:
     """Cheap check for sniff: does the folder hold a profiler memory file (by name)?"""
-    return any(True for _ in _walk(Path(path), 0, stop_early=True))
+    return any(True for _ in _walk(Path(path), stop_early=True))
 
 
-def _walk(folder: Path, depth: int, stop_early: bool = False):
-    """(kind, path) of profiler files by name under ``folder``, ``_MAX_DEPTH`` deep."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: _natural_key(e.name))
-    except OSError:
-        return
-    subdirs = []
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=True):
-                if depth < _MAX_DEPTH and not _PRUNE.match(entry.name):
-                    subdirs.append(Path(entry.path))
-                continue
-            if not entry.is_file():
-                continue
-        except OSError:
-            continue
-        for kind, pattern in NAME_PATTERNS.items():
-            if pattern.match(entry.name):
-                if kind == DB and stop_early and not _db_has_memory(Path(entry.path)):
+def _walk(folder: Path, stop_early: bool = False, notes: WalkNotes | None = None):
+    """(kind, path) of profiler files by name under ``folder``, ``_MAX_DEPTH`` deep, in
+    the bounded walk (links to folders never followed; raw-data folders pruned)."""
+    for found in walk(folder, max_depth=_MAX_DEPTH, notes=notes):
+        found.dirs[:] = [d for d in found.dirs if not _PRUNE.match(d.name)]
+        for file in sorted(found.files, key=lambda p: _natural_key(p.name)):
+            for kind, pattern in NAME_PATTERNS.items():
+                if pattern.match(file.name):
+                    if kind == DB and stop_early and not _db_has_memory(file):
+                        break
+                    yield kind, file
+                    if stop_early:
+                        return
                     break
-                yield kind, Path(entry.path)
-                if stop_early:
-                    return
-                break
-    for sub in subdirs:
-        found = False
-        for item in _walk(sub, depth + 1, stop_early):
-            found = True
-            yield item
-        if found and stop_early:
-            return
 
 
 def _db_has_memory(path: Path) -> bool:
@@ -253,22 +252,33 @@ def _db_has_memory(path: Path) -> bool:
     return bool(tables) and not tables & MEMSCOPE_TABLES and bool(tables & MEMORY_TABLES)
 
 
-def _choose(found: list[tuple[str, Path]]) -> dict[str, list[Path]]:
-    """Which of a rank's files to read: framework DB > framework CSVs > msprof DB > CSVs."""
+def _choose(found: list[tuple[str, Path]]) -> tuple[dict[str, list[Path]], list[str]]:
+    """Which of a rank's files to read: framework DB > framework CSVs > msprof DB > CSVs
+    (as MindStudio Insight reads them), and a note naming what was left out and why."""
     framework = [(k, p) for k, p in found if p.parent.name != "mindstudio_profiler_output"
                  and not p.name.startswith("msprof_")]
     msprof = [(k, p) for k, p in found if (k, p) not in framework]
     for group in (framework, msprof):
         dbs = [p for k, p in group if k == DB and _db_has_memory(p)]
         if dbs:
-            return {DB: dbs[:1]}
+            return {DB: dbs[:1]}, _left_out(found, dbs[:1], f"its DB {dbs[0].name} is read")
         csvs = [(k, p) for k, p in group if k in CSV_KINDS]
         if csvs:
             chosen: dict[str, list[Path]] = {}
             for kind, file in csvs:
                 chosen.setdefault(kind, []).append(file)
-            return chosen
-    return {}
+            read = [p for _, p in csvs]
+            return chosen, _left_out(found, read, "its framework CSVs are read")
+    return {}, []
+
+
+def _left_out(found: list[tuple[str, Path]], read: list[Path], why: str) -> list[str]:
+    """One note naming the files of a rank not read (the same data, in another form)."""
+    rest = [p.name for _, p in found if p not in read]
+    if not rest:
+        return []
+    names = ", ".join(rest[:4]) + (f" and {len(rest) - 4} more" if len(rest) > 4 else "")
+    return [f"left out {names}: {why} (the same data; MindStudio Insight reads it so)"]
 
 
 def _int_or_none(value) -> int | None:

@@ -32,6 +32,7 @@ from memtui.sources.ascend.files import (
     RECORD,
     STATIC,
     classify_header,
+    first_line,
     read_header,
 )
 
@@ -64,12 +65,23 @@ def read_table(path: Path) -> CsvTable:
     last cell (every profiler CSV's last column is required), are skipped and counted."""
     header = _header_of(path)
     if header is None:
-        raise CaptureError(path, "the file holds no CSV header")
+        raise CaptureError(path, _no_header(path))
     if header[-1] in _REQUIRED_LAST:
         table = _read_fast(path, header)
         if table is not None:
             return table
     return _read_lines(path, header)
+
+
+def _no_header(path: Path) -> str:
+    """Why ``path`` has no CSV header: empty, binary (a NUL in its first line), or a
+    first line without commas."""
+    line = first_line(path)
+    if line is None:
+        return "the file is empty: no CSV header"
+    if "\x00" in line:
+        return "its first line holds a NUL byte: a binary file, not a CSV"
+    return "its first line holds no comma: no CSV header"
 
 
 def _header_of(path: Path) -> list[str] | None:

@@ -67,6 +67,15 @@ def read_head(path: Path, size: int) -> bytes:
         return b""
 
 
+def is_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a folder (a link to one too); False where it cannot be looked
+    at (missing, ``x -> /proc/1/cwd``: permission denied), never an exception."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def check_input(path: Path, allow_empty: bool = False) -> None:
     """Raise a :class:`CaptureError` saying why ``path`` cannot be read, if it cannot
     (``allow_empty``: an empty file is fine, as one followed before its writer wrote)."""
@@ -74,6 +83,9 @@ def check_input(path: Path, allow_empty: bool = False) -> None:
         info = os.stat(path)
     except OSError as exc:
         raise CaptureError(path, _stat_problem(path, exc)) from None
+    except ValueError:  # (os.stat refuses a NUL inside a path)
+        raise CaptureError(path, "a NUL character in the path: no file has that name") \
+            from None
     if stat.S_ISDIR(info.st_mode):
         if not os.access(path, os.R_OK | os.X_OK):
             raise CaptureError(path, "cannot read the folder (permission denied)")

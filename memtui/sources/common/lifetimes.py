@@ -171,7 +171,9 @@ def _numpy_runs(addr: pl.Series, kind: np.ndarray) -> Runs:
     order = _by_address(addr)
     sorted_kind = kind[order]
     is_open = sorted_kind == _OPEN
-    values = addr.to_numpy()[order]
+    # the addresses as integers: with a null among them to_numpy would give float64,
+    # where neighbours above 2**53 compare equal (nulls are told apart by ``valid``)
+    values = addr.fill_null(0).to_numpy()[order]
     new_address = np.ones(len(values), dtype=bool)
     if addr.null_count():  # each null address a lifetime of its own
         valid = addr.is_not_null().to_numpy()[order]

@@ -13,12 +13,13 @@ thresholds are a user setting, not a property of the file).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
+from memtui.sources.common.groups import memscope_traces
+from memtui.sources.common.walk import walk
 from memtui.sources.memscope.build import build_trace
 from memtui.sources.memscope.read import (
     RawFile,
@@ -32,8 +33,7 @@ from memtui.sources.memscope.read import (
 
 NAME = "msMemScope capture"
 _FILE_NAME = re.compile(r"(memscope_dump|leaks_dump)_.*\.(db|csv)$|python_trace_.*\.csv$")
-_MAX_DEPTH = 6
-_MAX_ENTRIES = 20_000
+_DEVICE_DIR = re.compile(r"^device_(\d{1,4}|cpu)$")
 
 
 def sniff(path: Path) -> bool:
@@ -55,29 +55,41 @@ def _file_is_ours(path: Path) -> bool:
 
 
 def _folder_files(folder: Path, first_only: bool = False) -> list[Path]:
-    """msMemScope files under ``folder`` (by name, then content), a few levels deep."""
+    """msMemScope files of the result folder ``folder`` (by name, then content), where
+    msMemScope's layout puts them and nowhere else: in the folder itself, in its
+    ``dump/``, or in its ``device_N/dump/`` (a process's ``msmemscope_{pid}_{ts}_ascend``
+    folder); never a backup copy further down, never through a link to a folder."""
     found: list[Path] = []
-    seen = 0
-    base = len(folder.parts)
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        if len(Path(root).parts) - base >= _MAX_DEPTH:
-            dirs[:] = []
-        for name in sorted(files):
-            seen += 1
-            candidate = Path(root) / name
-            if _FILE_NAME.search(name) and _file_is_ours(candidate):
+    for listed in walk(folder, max_depth=2):
+        listed.dirs[:] = [d for d in listed.dirs if _in_layout(folder, d)]
+        if not _holds_dumps(folder, listed.path):
+            continue
+        for candidate in listed.files:
+            if _FILE_NAME.search(candidate.name) and _file_is_ours(candidate):
                 found.append(candidate)
                 if first_only:
                     return found
-        if seen > _MAX_ENTRIES:
-            break
     return found
+
+
+def _in_layout(root: Path, folder: Path) -> bool:
+    """Whether ``folder`` is on msMemScope's way down from ``root`` to its dump files."""
+    parts = folder.relative_to(root).parts
+    if len(parts) == 1:
+        return parts[0] == "dump" or _DEVICE_DIR.match(parts[0]) is not None
+    return len(parts) == 2 and _DEVICE_DIR.match(parts[0]) is not None and parts[1] == "dump"
+
+
+def _holds_dumps(root: Path, folder: Path) -> bool:
+    """Whether ``folder`` (the root, its ``dump/`` or a ``device_N/dump/``) holds dumps
+    by the layout (a ``device_N`` folder itself holds only its ``dump/``)."""
+    parts = folder.relative_to(root).parts
+    return not parts or parts[-1] == "dump"
 
 
 def load(path: Path, progress=None) -> MemoryTrace:
     path = Path(path)
-    files = _folder_files(path) if path.is_dir() else [path]
+    files = _folder_files(path) if path.is_dir() else [path, *memscope_traces(path)]
     if not files:
         raise CaptureError(path, "a folder without msMemScope dump or python-trace files")
     raws: list[RawFile] = []

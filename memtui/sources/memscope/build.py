@@ -36,14 +36,14 @@ import polars as pl
 
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
 from memtui.sources.common.event_axis import time_ordered_axis
-from memtui.sources.memscope.read import ATTR_SIZE, RAW_COLUMNS, RawFile, device_column
+from memtui.sources.memscope.pairing import EVENT_CODES, Runs, block_runs, row_keys
+from memtui.sources.memscope.read import ATTR_SIZE, MEMORY_COLUMNS, RAW_COLUMNS, RawFile
 from memtui.sources.memscope.timeline import calls_of, markers_of
 
 SOURCE = "msmemscope"
 FRAMEWORK_POOLS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
 DRIVER_POOLS = ("HAL", "HOST_PINNED")
 SEGMENT_POOL = "HAL"
-_POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
 _ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
 #: The order of block ids: by allocation, blocks from before the capture by their free.
 #: (A time, then a row: the same order whether rows are numbered as written or in time
@@ -113,7 +113,7 @@ def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
             if frame is not None and frame.height:
                 # (Only later files pay for a new column: it realigns the frame's chunks.)
                 out.append(frame.with_columns(seq=pl.col("seq") + offset) if offset else frame)
-                size = max(size, int(frame["row"].max()) + 1)
+                size = max(size, int(frame["seq"].max()) + 1)
         f.memory = f.other = f.trace = None  # the rows live on in the frames built here only
         offset += size
     return (_stack_frames(memory, _MEMORY_EMPTY), _stack_frames(other, _OTHER_EMPTY),
@@ -124,9 +124,11 @@ _RAW_SCHEMA = {c: (pl.Int64 if c in ("id", "t", "pid", "tid") else pl.String) fo
 _COMMON = {"row": pl.Int64, "seq": pl.Int64, "file_device": pl.String}
 _OTHER_EMPTY = {k: v for k, v in {**_COMMON, **_RAW_SCHEMA}.items()
                 if k not in ("py_stack", "c_stack")}
-_MEMORY_EMPTY = {**_COMMON, **_RAW_SCHEMA, "py_stack": pl.Categorical, "c_stack": pl.Categorical,
-                 "aid": pl.Int64, "size": pl.Int64, "owner": pl.String, "ineff": pl.String,
-                 "total": pl.Int64, "apool": pl.String}
+_MEMORY_TYPES = {**_RAW_SCHEMA, "seq": pl.Int64, "py_stack": pl.Categorical,
+                 "c_stack": pl.Categorical, "aid": pl.Int64, "size": pl.Int64,
+                 "total": pl.Int64, "owner": pl.String, "ineff": pl.String, "device": pl.String,
+                 "addr": pl.UInt64, "pool": pl.String}
+_MEMORY_EMPTY = {name: _MEMORY_TYPES[name] for name in MEMORY_COLUMNS}
 _TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64,
                 "tid": pl.Int64, "pid": pl.Int64}
 
@@ -156,20 +158,8 @@ def _bounds(memory: pl.DataFrame, other: pl.DataFrame,
 
 
 def _memory_columns(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
-    """Device names, addresses and pools; FREE rows without a device get their MALLOC's."""
-    ptr = pl.col("ptr").str.strip_chars()
-    is_hex = ptr.str.starts_with("0x") | ptr.str.starts_with("0X")
-    hexadecimal = ptr.str.slice(2).str.to_integer(base=16, strict=False)
-    decimal = ptr.str.to_integer(base=10, strict=False)
-    hex_rows = memory.select(is_hex.sum()).item()  # one notation per file, as a rule
-    addr = (hexadecimal if hex_rows == memory.height else decimal if hex_rows == 0
-            else pl.when(is_hex).then(hexadecimal).otherwise(decimal))
-    pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
-    memory = memory.with_columns(
-        device=device_column(memory).fill_null(pl.col("file_device")),
-        addr=addr.cast(pl.UInt64, strict=False),
-        pool=pool.replace(_POOL_ALIASES),
-    ).drop("ptr", "dev", "apool", "file_device", "row")
+    """FREE rows without a device get their MALLOC's (the reader has read the rest:
+    devices, addresses, pools)."""
     return _resolve_free_devices(memory, warnings)
 
 
@@ -201,62 +191,68 @@ def _resolve_free_devices(memory: pl.DataFrame, warnings: list[str]) -> pl.DataF
     return memory.filter(~lost)
 
 
+def _time_ordered(memory: pl.DataFrame) -> pl.DataFrame:
+    """The rows sorted by (time, row): ``memory``'s columns move one by one into the frame
+    returned (never two copies of the rows at once; ``memory`` is left empty); rows already
+    in that order (a DB written in time order) as they are."""
+    if _in_time_order(memory):
+        return memory
+    order = memory.select(pl.arg_sort_by("t", "seq")).to_series()  # (seq is unique)
+    return pl.DataFrame([memory.drop_in_place(name).gather(order)
+                         for name in list(memory.columns)])
+
+
 def _blocks(memory: pl.DataFrame, start: int | None,
             warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Pair rows into blocks; return the rows (same order) with ``block_id``, and the blocks.
-
-    Only narrow key columns are sorted; the wide rows are gathered once per block.
-    """
-    memory = memory.with_row_index("_i")
-    keys = memory.select("_i", "pid", "aid", "device", "addr", "pool", "t", "seq", "event")
-    by_id = keys.filter(pl.col("aid").is_not_null())  # (the narrow columns only: no copy
-    by_addr = keys.filter(pl.col("aid").is_null())  # of the wide rows)
-    del keys
-    parts = [_lifetimes(by_id, ["pid", "aid"]),
-             _lifetimes(by_addr, ["pid", "device", "addr", "pool"])]
-    order = pl.concat(parts)  # rows in block order: _i, t, event, boundary
-    memory, blocks = _block_rows(memory, order, start)
-    missing = memory.filter(pl.col("device").is_null()).height
+    """Pair rows into blocks (:mod:`memscope_pairing`); return the rows in time order with
+    ``block_id``, and the blocks, numbered in :data:`BLOCK_ORDER`.  A block no row names a
+    device of is dropped with its rows (one warning counts them).  ``memory`` is consumed
+    (its columns move into the rows returned: pass a ``clone()`` to keep it)."""
+    memory = _time_ordered(memory)
+    keys, nulls = row_keys(memory)
+    event = memory["event"].replace_strict(EVENT_CODES, default=3, return_dtype=pl.UInt8)
+    runs = block_runs(keys, nulls, event.to_numpy(), memory["t"].to_numpy())
+    del keys, nulls
+    blocks = _block_rows(memory, runs, start)
+    block_device = blocks["device"].gather(pl.Series(runs.block))
+    missing = int(block_device.null_count())
+    memory = memory.with_columns(device=pl.col("device").fill_null(block_device),
+                                 _run=pl.Series(runs.block))
     if missing:
         warnings.append(f"{missing} memory rows whose block has no device skipped")
         memory = memory.filter(pl.col("device").is_not_null())
         blocks = blocks.filter(pl.col("device").is_not_null())
-    return memory, blocks
+    # numbered in the model's order; blocks tied in it (alive from before the capture
+    # and never freed, on one device) by their keys, then their first row
+    ties = ["_family", "process", "_aid", "_device", "_addr", "_pool", "_first"]
+    blocks = blocks.sort([*BLOCK_ORDER, *ties], descending=[False] * 5 + [True] + [False] * 6,
+                         nulls_last=False, maintain_order=True).with_columns(
+        block_id=pl.int_range(pl.len(), dtype=pl.Int64))
+    block_of_run = np.full(runs.first_row.size, -1, dtype=np.int64)
+    block_of_run[blocks["_run"].to_numpy()] = np.arange(blocks.height)
+    memory = memory.with_columns(
+        block_id=pl.Series(block_of_run[memory["_run"].to_numpy()], dtype=pl.Int64)
+    ).drop("_run")
+    return memory, blocks.drop("_run", *(c for c in ties if c.startswith("_")))
 
 
-def _lifetimes(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Row indices in (key, time) order with ``boundary``: the row starts a block.
-
-    A block starts at a key's first row, at each MALLOC, and after each FREE.
-    """
-    rows = rows.select("_i", *keys, "t", "seq", "event").sort([*keys, "t", "seq"])
-    first = pl.int_range(pl.len()) == 0
-    new_key = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift()) for k in keys])
-    boundary = (first | new_key | (pl.col("event") == "MALLOC")
-                | (pl.col("event") == "FREE").shift(1, fill_value=False))
-    return rows.select("_i", "t", "event", boundary=boundary)
-
-
-def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
-                start: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Blocks from their first and last rows (a block is a run of ``order``)."""
-    flags = order["boundary"].to_numpy()
-    index = order["_i"].to_numpy()
-    starts = np.flatnonzero(flags)
-    ends = (np.append(starts[1:], len(flags)) - 1) if starts.size else starts
-    cols = ["t", "seq", "event", "device", "addr", "pool", "size", "pid", "tid", "owner",
-            "ineff", "py_stack", "c_stack"]
-    narrow = memory.select(cols).rechunk()  # random gathers are cheaper from one chunk
-    first = narrow[index[starts]]
-    last = narrow[index[ends]]
+def _block_rows(memory: pl.DataFrame, runs: Runs, start: int | None) -> pl.DataFrame:
+    """Blocks from their first and last rows (one per run, in the runs' order)."""
+    cols = ["t", "seq", "event", "device", "addr", "pool", "size", "pid", "tid", "aid",
+            "owner", "ineff", "py_stack", "c_stack"]
+    narrow = memory.select(cols)
+    first = narrow[runs.first_row]
+    last = narrow[runs.last_row]
     opened = first["event"] == "MALLOC"
     closed = last["event"] == "FREE"
+    n = runs.first_row.size
+    accessed = pl.Series(runs.accesses > 0)
     blocks = pl.DataFrame({
-        "blk": np.arange(starts.size, dtype=np.int64),
+        "_run": np.arange(n, dtype=np.int64),
         "device": first["device"].fill_null(last["device"]),
         "addr": first["addr"],
         "size": _pick(opened, first["size"], _pick(closed, last["size"], first["size"])),
-        "t_alloc": _pick(opened, first["t"], pl.Series([start] * starts.size, dtype=pl.Int64)),
+        "t_alloc": _pick(opened, first["t"], pl.Series([start] * n, dtype=pl.Int64)),
         "seq_alloc": _pick(opened, first["seq"], None),
         "t_free": _pick(closed, last["t"], None),
         "seq_free": _pick(closed, last["seq"], None),
@@ -267,24 +263,15 @@ def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
         "py_stack": _pick(opened, first["py_stack"], last["py_stack"]),
         "c_stack": _pick(opened, first["c_stack"], last["c_stack"]),
         "ghost": ~opened,
+        "first_access": _pick(accessed, pl.Series(runs.first_access), None),
+        "last_access": _pick(accessed, pl.Series(runs.last_access), None),
+        "max_access_gap": _pick(accessed, pl.Series(runs.max_gap), None),
+        # the keys, to order blocks the model's order leaves tied
+        "_family": first["aid"].is_not_null(), "_aid": first["aid"],
+        "_device": first["device"], "_addr": first["addr"], "_pool": first["pool"],
+        "_first": first["seq"],
     })
-    blocks = _sizes_from_access(blocks, memory, index[starts])
-    blk_in_order = np.cumsum(flags) - 1
-    is_access = (order["event"] == "ACCESS").fill_null(False).to_numpy()
-    blocks = blocks.with_columns(**_access_times(
-        order["t"].to_numpy()[is_access], blk_in_order[is_access], blocks.height)).sort(
-        BLOCK_ORDER, nulls_last=False).with_columns(
-        block_id=pl.int_range(pl.len(), dtype=pl.Int64))
-    block_of_blk = np.empty(blocks.height, dtype=np.int64)
-    block_of_blk[blocks["blk"].to_numpy()] = np.arange(blocks.height)
-    block_id = np.empty(index.size, dtype=np.int64)
-    block_id[index] = block_of_blk[blk_in_order]
-    block_device = blocks["device"].gather(pl.Series(block_id))
-    memory = memory.with_columns(
-        block_id=pl.Series(block_id, dtype=pl.Int64),
-        device=pl.col("device").fill_null(block_device),
-    ).drop("_i")
-    return memory, blocks.drop("blk")
+    return _sizes_from_access(blocks, memory, runs.first_row)
 
 
 def _sizes_from_access(blocks: pl.DataFrame, memory: pl.DataFrame, first_rows: np.ndarray):
@@ -304,26 +291,6 @@ def _pick(mask: pl.Series, yes: pl.Series, no) -> pl.Series:
     if no is None:
         return frame.select(pl.when("m").then("y")).to_series()
     return frame.with_columns(n=no).select(pl.when("m").then("y").otherwise("n")).to_series()
-
-
-def _access_times(t: np.ndarray, blk: np.ndarray, blocks: int) -> dict[str, pl.Series]:
-    """First and last ACCESS of each block and the longest gap between two in a row
-    (null where a block has none), from the ACCESS rows in block order: each block's
-    rows are one run, in time order, so its first row is its first access."""
-    first = pl.Series([None] * blocks, dtype=pl.Int64)
-    last, longest = first.clone(), first.clone()
-    if t.size:
-        new = np.ones(t.size, dtype=bool)
-        new[1:] = blk[1:] != blk[:-1]
-        begins = np.flatnonzero(new)
-        ends = np.append(begins[1:], t.size) - 1
-        gaps = np.zeros(t.size, dtype=np.int64)  # 0 at each block's first row (and alone)
-        gaps[1:] = np.where(new[1:], 0, np.diff(t))
-        where = pl.Series(blk[begins])
-        first = first.scatter(where, t[begins])
-        last = last.scatter(where, t[ends])
-        longest = longest.scatter(where, np.maximum.reduceat(gaps, begins))
-    return {"first_access": first, "last_access": last, "max_access_gap": longest}
 
 
 # -- call stacks ------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def _union_groups(old: dict[str, pl.DataFrame], new: dict[str, pl.DataFrame]):
 def _pair(memory: pl.DataFrame, start: int | None,
           warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Memory rows with device/addr/pool and local ``block_id``, and their blocks."""
-    memory = B._memory_columns(memory, warnings)
+    memory = B._memory_columns(memory.clone(), warnings)  # (the rows read stay as read)
     return B._blocks(memory, start, warnings)
 
 

@@ -44,6 +44,7 @@ from memtui.sources.common.sqlite import (
     sqlite_problem,
     table_names,
 )
+from memtui.sources.memscope.attr import decode_json_attr
 
 DUMP_TABLES = ("memscope_dump", "leaks_dump")
 TRACE_TABLE = re.compile(r"python_trace_(\d+)")
@@ -78,10 +79,12 @@ _DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
 class RawFile:
     """One file's rows, ready for the model builder (see the module docstring).
 
-    ``memory`` has ``RAW_COLUMNS`` (``t`` in ns) plus the parsed Attr columns ``aid``
-    (allocation_id), ``size``, ``total``, ``owner``, ``ineff`` (inefficient_type) and
-    ``apool`` (the pool an ACCESS names); ``other`` has ``RAW_COLUMNS`` but the stacks;
-    both carry ``row`` and ``seq`` (the row's order in the file) and ``file_device``.
+    ``memory`` has :data:`MEMORY_COLUMNS`: ``RAW_COLUMNS`` (``t`` in ns) with ``Device
+    Id``, ``Ptr`` and the pool already read (``device``, ``addr``, ``pool``: the Event
+    Type, or the pool an ACCESS names), the parsed Attr columns ``aid`` (allocation_id),
+    ``size``, ``total``, ``owner``, ``ineff`` (inefficient_type), the call stacks as
+    categoricals, and ``seq`` (the row's order in the file); ``other`` has ``RAW_COLUMNS``
+    but the stacks, with ``row``, ``seq`` and ``file_device``.
     ``trace`` has ``func, start, end, tid, pid`` (times in ns, null for ``N/A``), ``row``,
     ``seq`` and ``file_device``.  ``device`` is the device the path names
     (``device_N/``), if any.
@@ -348,6 +351,7 @@ class _ChunkQuery:
             i for i, (name, dtype) in enumerate(self.schema.items())
             if dtype == pl.String and name not in ("py_stack", "c_stack"))
         self.arrow = connect_arrow(self.path) if typed else None  # None: text only
+        self.attr_json = True  # Attr is JSON in every DB msMemScope writes
         self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
         self._arrows_lock = threading.Lock()
 
@@ -408,7 +412,13 @@ class _ChunkQuery:
                 columns.append(_empty_as_null(name))  # as the text way reads ''
             else:
                 return None
-        return df.select(columns)
+        typed = df.select(columns)
+        if self.attr_json and "attr" in self.schema:
+            # the Attr keys read here, in the fetching thread, from SQLite's own buffers
+            decoded = decode_json_attr(table.column(list(self.schema).index("attr")))
+            if decoded is not None:
+                typed = typed.hstack(decoded.rename({c: f"_{c}" for c in decoded.columns}))
+        return typed
 
     def parse(self, fetched: pl.DataFrame | tuple[int, bytes | None], bounds) -> pl.DataFrame:
         if isinstance(fetched, pl.DataFrame):
@@ -630,10 +640,11 @@ class _DumpRows:
     def add(self, rows: pl.DataFrame) -> None:
         if "t_us" in rows.columns:
             rows = rows.rename({"t_us": "t"})
+        decoded = [c for c in _DECODED if c in rows.columns]
         rows = rows.with_columns([
             pl.lit(None, pl.Int64 if c in _INT_COLUMNS else pl.String).alias(c)
             for c in RAW_COLUMNS if c not in rows.columns]).select(
-            "row", *RAW_COLUMNS, seq=pl.col("row"),
+            "row", *RAW_COLUMNS, *decoded, seq=pl.col("row"),
             file_device=pl.lit(self.raw.device, pl.String))
         if rows["event"].null_count() or rows["t"].null_count():  # (no copy when none)
             kept = rows.filter(pl.col("event").is_not_null() & pl.col("t").is_not_null())
@@ -652,28 +663,37 @@ class _DumpRows:
         memory, impossible = drop_impossible_sizes(memory)
         self.impossible += impossible
         # Each chunk made contiguous now (cheap, small): the concatenated frame's columns
-        # then share their chunks, so later column work never has to copy it whole.
-        self.memory.append(memory.with_columns(
+        # then share their chunks, so later column work never has to copy it whole.  The
+        # texts the model does not keep (Device Id, Ptr) are read here, chunk by chunk.
+        self.memory.append(memory_columns(memory).with_columns(
             pl.col("py_stack", "c_stack").cast(pl.Categorical)).rechunk())
         detail = pl.col("event").is_in(_DETAIL_EVENTS)
-        self.other.append(kept.drop("py_stack", "c_stack").filter(~is_memory).with_columns(
-            attr=pl.when(detail).then(pl.col("attr"))).rechunk())
+        self.other.append(kept.drop("py_stack", "c_stack", *decoded).filter(~is_memory)
+                          .with_columns(attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
     def _drop_impossible_devices(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Rows whose ``Device Id`` is a number no device has (a timestamp where the id
         belongs: the columns of the row are shifted) dropped and counted."""
-        number = pl.col("dev").str.strip_chars().cast(pl.Int64, strict=False)
-        impossible = (number < 0) | (number > MAX_DEVICE_ID)
-        bad = rows.filter(impossible.fill_null(False))
-        if bad.is_empty():
+        values = rows["dev"].unique()  # (a chunk names a device or two: judged once each)
+        number = values.str.strip_chars().cast(pl.Int64, strict=False)
+        wrong = values.filter(((number < 0) | (number > MAX_DEVICE_ID)).fill_null(False))
+        if wrong.len() == 0:
             return rows
+        impossible = pl.col("dev").is_in(wrong.implode())
+        bad = rows.filter(impossible)
         self.no_device += bad.height
         if self.no_device_example is None:
             self.no_device_example = str(bad["dev"][0])[:24]
-        return rows.filter(~impossible.fill_null(False))
+        return rows.filter(~impossible)
 
     def _parse_attr(self, memory: pl.DataFrame) -> pl.DataFrame:
-        """Attr parsed in its grammar: a CSV row may carry the DB's JSON form."""
+        """Attr parsed in its grammar: a CSV row may carry the DB's JSON form.  A DB's
+        rows the compiled pass read (``_aid``... beside them) take its columns."""
+        if "_aid" in memory.columns:
+            base = [c for c in memory.columns if c not in _DECODED]
+            return memory.select(*base, aid="_aid", size=pl.col("_raw_size").abs(),
+                                 raw_size="_raw_size", total="_total", owner="_owner",
+                                 ineff="_ineff", apool="_apool")
         if self.attr_json:
             return parse_attr(memory, attr_json=True)
         json_form = pl.col("attr").str.starts_with('{"')
@@ -704,6 +724,34 @@ class _DumpRows:
         return self.unreadable
 
 
+#: The Attr columns the compiled pass adds to a fetched chunk of a DB.
+_DECODED = ("_aid", "_raw_size", "_total", "_owner", "_ineff", "_apool")
+_POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
+#: The memory rows' columns, in order (see :class:`RawFile`).
+MEMORY_COLUMNS = ("id", "event", "etype", "name", "t", "pid", "tid", "attr", "py_stack",
+                  "c_stack", "seq", "aid", "size", "total", "owner", "ineff", "device", "addr",
+                  "pool")
+
+
+def memory_columns(memory: pl.DataFrame) -> pl.DataFrame:
+    """Memory rows' device names (``Device Id``, else the file's folder's), addresses
+    (``Ptr``, hex or decimal) and pools (``Event Type``, or the pool an ACCESS names);
+    the texts they were read from dropped."""
+    ptr = pl.col("ptr").str.strip_chars()
+    is_hex = ptr.str.starts_with("0x") | ptr.str.starts_with("0X")
+    hexadecimal = ptr.str.slice(2).str.to_integer(base=16, strict=False)
+    decimal = ptr.str.to_integer(base=10, strict=False)
+    hex_rows = memory.select(is_hex.sum()).item()  # one notation per file, as a rule
+    addr = (hexadecimal if hex_rows == memory.height else decimal if hex_rows == 0
+            else pl.when(is_hex).then(hexadecimal).otherwise(decimal))
+    pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
+    return memory.with_columns(
+        device=device_column(memory).fill_null(pl.col("file_device")),
+        addr=addr.cast(pl.UInt64, strict=False),
+        pool=pool.replace(_POOL_ALIASES),
+    ).select(MEMORY_COLUMNS)
+
+
 def drop_impossible_sizes(memory: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Memory rows without a usable size dropped: a MALLOC whose size is missing, not a
     number or negative (a FREE's size may be negative: 2025 msLeaks wrote frees so, and
@@ -726,11 +774,6 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
     """
     attr = pl.col("attr")
 
-    def after(*markers: str) -> pl.Expr:
-        """The text after the first of ``markers`` found (memmem, much cheaper than a regex)."""
-        found = [attr.str.find(m, literal=True) + len(m) for m in markers]
-        return attr.str.slice(found[0] if len(found) == 1 else pl.min_horizontal(found))
-
     if attr_json:
         def number(key: str) -> pl.Expr:
             # The text after the first ``"key":`` and its spaces and quotes, up to the next
@@ -738,10 +781,14 @@ def parse_attr(rows: pl.DataFrame, attr_json: bool) -> pl.DataFrame:
             return attr.str.extract(f'"{key}":[ "]*([^"]*)"', 1)
 
         def text(key: str) -> pl.Expr:
-            return after(f'"{key}":').str.extract(r'^\s*"((?:[^"\\]|\\.)*)"', 1)
+            # the text after the first ``"key":`` (split there: ``str.find`` counts bytes
+            # where ``str.slice`` counts characters), then a JSON string at its start
+            after = attr.str.splitn(f'"{key}":', 2).struct.field("field_1")
+            return after.str.extract(r'^\s*"((?:[^"\\]|\\.)*)"', 1)
     else:
         def number(key: str) -> pl.Expr:
-            return after(f"{{{key}:", f",{key}:").str.extract(r"^\s*(-?\d+)", 1)
+            # the first ``{key:`` or ``,key:``, then blanks and the digits
+            return attr.str.extract(rf"[{{,]{key}:\s*(-?\d+)?", 1)
 
         def text(key: str) -> pl.Expr:
             return attr.str.extract(rf"[{{,]\s*{key}\s*:(.*?)(?:,[A-Za-z_]\w*\s*:|\}}\s*$)", 1)

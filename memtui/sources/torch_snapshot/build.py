@@ -32,12 +32,15 @@ from memtui.model import (
     MemoryTrace,
     TraceMeta,
     conform,
+    segment_level,
 )
 from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
 from memtui.sources.common.stacks import StackInterner
 from memtui.sources.torch_snapshot.columnar import ColumnTrace, read_columnar
+from memtui.sources.torch_snapshot.mapped import MappedPieces, mapped_pieces
+from memtui.sources.torch_snapshot.settings import clean_settings
 from memtui.sources.torch_snapshot.validate import (
     TraceColumns,
     clean_snapshot,
@@ -46,7 +49,7 @@ from memtui.sources.torch_snapshot.validate import (
     text_values,
     trace_columns,
 )
-from memtui.units import counted
+from memtui.units import counted, format_bytes
 
 NAME = "PyTorch memory snapshot"
 SOURCE = "torch_snapshot"
@@ -250,7 +253,8 @@ class _SnapshotBuilder:
         """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
         that name one (few rows: a loop is fine); ``actions`` as torch writes them."""
         rows = []
-        for index in actions.is_in(["segment_alloc", "segment_map"]).arg_true().to_list():
+        for index in actions.is_in(["segment_alloc", "segment_map", "segment_unmap"]
+                                   ).arg_true().to_list():
             entry = trace[index]
             pool = entry.get("segment_pool_id", entry.get("pool_id"))
             if pool is not None:
@@ -325,8 +329,10 @@ class _SnapshotBuilder:
                 ("pool_id", ",".join(map(str, pool_id)) if pool_id else None), ("kind", kind),
             ):
                 seg_rows[key].append(value)
-            offset = 0
+            offset = extent = 0
             for block in segment.get("blocks", []):
+                extent = max(extent, _block_address(segment, block, offset) + block["size"]
+                             - segment["address"])
                 if block.get("state") in _ACTIVE_STATES:
                     for key, value in (
                         ("device", device),
@@ -340,6 +346,10 @@ class _SnapshotBuilder:
                     ):
                         block_rows[key].append(value)
                 offset += block["size"]
+            if extent > segment["total_size"]:  # blocks past the segment's end
+                seg_rows["size"][-1] = extent
+                self.overflows.setdefault(device, []).append(
+                    (segment["address"], segment["total_size"], extent))
         seg_df = pl.DataFrame(seg_rows, schema={
             "device": pl.String, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
             "pool_id": pl.String, "kind": pl.String})
@@ -361,6 +371,9 @@ class _SnapshotBuilder:
     def build(self) -> MemoryTrace:
         self.entry_markers: list[tuple] = []
         self.segment_pool_ids: dict[str, list[tuple[int, str]]] = {}
+        #: per device, the dumped segments whose blocks run past their end:
+        #: (address, total_size, the blocks' extent)
+        self.overflows: dict[str, list[tuple[int, int, int]]] = {}
         raw = {}
         for name, trace in self._device_traces():
             raw[name] = self._device_trace_frame(name, trace)  # frees the trace's dicts
@@ -377,11 +390,13 @@ class _SnapshotBuilder:
             events.append(device_events)
             blocks.append(device_blocks)
             segments.append(device_segments)
+        settings, problems = clean_settings(self.snapshot.get("allocator_settings"))
+        self.warnings.extend(problems)
         meta = TraceMeta(
             source=SOURCE, path=str(self.path), devices=devices,
             time_unit="ns" if has_time else "event", warnings=self.warnings,
             extra={
-                "allocator_settings": self.snapshot.get("allocator_settings") or {},
+                "allocator_settings": settings,
                 "device_kind": self.prefix,
             },
         )
@@ -408,7 +423,7 @@ class _SnapshotBuilder:
         start = int(events["t"].min()) if events.height else 0
         allocated = final_blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
         info = DeviceInfo(
-            name=name, kind=self.prefix, has_segments=True,
+            name=name, kind=self.prefix, has_segments=True, layout_complete=True,
             allocated_at_end=int(allocated or 0),
             reserved_at_end=int(final_segments["size"].sum() or 0),
             segments_at_end=final_segments.height,
@@ -416,8 +431,8 @@ class _SnapshotBuilder:
         blocks, events = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
         blocks = _with_block_pools(blocks, events, final_segments)
-        events = self._levels(events, info, blocks).drop(*ENTRY_TEXTS, EVENT_POOL,
-                                                         strict=False)
+        events = self._levels(events, info, blocks, segments).drop(*ENTRY_TEXTS, EVENT_POOL,
+                                                                   strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -531,19 +546,18 @@ class _SnapshotBuilder:
     def _segments(
         self, device: str, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
     ) -> pl.DataFrame:
-        """Segments from segment_alloc/free (and map/unmap) pairs, plus the final ones.
+        """Segments from segment_alloc/free pairs, the mapped pieces of expandable
+        segments, and the dumped ranges that existed before the trace.
 
-        A traced segment (or mapped range of an expandable segment) belongs to the dumped
-        segment whose range contains it, as memory_viz assigns them: it takes that
-        segment's pool and kind.  What the trace does not map of a dumped segment existed
-        before the trace began: one ghost segment per uncovered range.  A traced segment
-        no dumped segment covers takes its pool from its trace event (``segment_pool_id``).
+        A traced segment belongs to the dumped segment whose range contains it, as
+        memory_viz assigns them: it takes that segment's pool and kind; one no dumped
+        segment covers takes its pool from its trace event (``segment_pool_id``).  What no
+        segment_alloc explains of the dump is mapped memory: the trace's maps and unmaps
+        are undone from it (:func:`memtui.sources.torch_snapshot.mapped.mapped_pieces`),
+        and what is left existed before the trace began (ghost pieces).
         """
-        ops = events.filter(pl.col("action").is_in(
-            ["segment_alloc", "segment_free", "segment_map", "segment_unmap"]))
-        lifetimes, _ = pair_by_address(
-            ops, ["segment_alloc", "segment_map"], ["segment_free", "segment_unmap"]
-        )
+        ops = events.filter(pl.col("action").is_in(["segment_alloc", "segment_free"]))
+        lifetimes, _ = pair_by_address(ops, ["segment_alloc"], ["segment_free"])
         lifetimes = lifetimes.with_columns(
             size=pl.col("size").fill_null(pl.col("free_size"))).sort("addr")
         final = final_segments.sort("addr").with_columns(
@@ -562,17 +576,18 @@ class _SnapshotBuilder:
             t_alloc=pl.col("t_alloc").fill_null(start),
             stream=pl.col("stream").fill_null(pl.col("free_stream")),
             ghost=pl.col("seq_alloc").is_null(),
-            kind=pl.when(pl.col("inside")).then(pl.col("kind")).otherwise(None).fill_null(
-                pl.when(pl.col("open_action") == "segment_map").then(pl.lit("expandable"))
-            ),
+            kind=pl.when(pl.col("inside")).then(pl.col("kind")),
         )
-        mapped = placed.filter(
+        allocated = placed.filter(
             pl.col("inside") & pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null()
         ).select("dump_addr", "addr", m_end=pl.col("addr") + pl.col("size").cast(pl.UInt64))
-        ghosts = _uncovered(final, mapped).select(
-            "addr", "size", "stream", "pool_id", "kind",
-            t_alloc=pl.lit(start, pl.Int64), ghost=pl.lit(True))
-        return pl.concat([traced, ghosts], how="diagonal_relaxed").sort("t_alloc", "addr")
+        at_end = _uncovered(final, allocated)
+        pieces = mapped_pieces(
+            at_end, events.filter(pl.col("action").is_in(["segment_map", "segment_unmap"])),
+            start, holder, dict(self.segment_pool_ids.get(device, [])))
+        if pieces.unexplained:
+            self.warnings.append(_unexplained_maps(device, pieces))
+        return pl.concat([traced, pieces.frame], how="diagonal_relaxed").sort("t_alloc", "addr")
 
     def _segment_pool_ids(self, device: str) -> pl.DataFrame:
         """``seq_alloc -> trace_pool_id`` of the device's segment events that name a pool."""
@@ -580,35 +595,70 @@ class _SnapshotBuilder:
         return pl.DataFrame(rows, schema={"seq_alloc": pl.Int64, "trace_pool_id": pl.String},
                             orient="row")
 
-    def _levels(self, events: pl.DataFrame, info: DeviceInfo, blocks: pl.DataFrame
-                ) -> pl.DataFrame:
+    def _levels(self, events: pl.DataFrame, info: DeviceInfo, blocks: pl.DataFrame,
+                segments: pl.DataFrame) -> pl.DataFrame:
         """allocated/active/reserved after each event, walked back from the final state.
 
         Allocs and frees move the level by their block's one size (``blocks.size``), and
         the end level is the bytes of the blocks alive at the end (allocated plus pending
         free, also those the dump lacks): start = end - allocs + frees, never negative.
-        Sets the device's start levels, and adds the blocks the dump lacks to
-        ``allocated_at_end``.
+        Reserved is the bytes of the segments (and mapped pieces) alive after each event,
+        so the segments listed at any event add up to it.  Sets the device's start levels,
+        and adds the blocks the dump lacks to ``allocated_at_end``.
         """
         code = events["action"].to_physical().to_numpy()
         allocated = _block_sizes(events, blocks["size"].to_numpy())
         allocated *= _ALLOC_SIGN[code]  # in place: one array per level, no temporaries
         np.cumsum(allocated, out=allocated)  # events are in seq order here
-        reserved = events["size"].fill_null(0).to_numpy().astype(np.int64, copy=True)
-        reserved *= _SEGMENT_SIGN[code]
-        np.cumsum(reserved, out=reserved)
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
         info.start_allocated = active_end - int(allocated[-1] if allocated.size else 0)
-        info.start_reserved = (info.reserved_at_end or 0) - int(
-            reserved[-1] if reserved.size else 0)
+        reserved, info.start_reserved = segment_level(events["seq"].to_numpy(), segments)
+        end_reserved = int(reserved[-1]) if reserved.size else info.start_reserved
+        if info.reserved_at_end is not None and end_reserved != info.reserved_at_end:
+            self.warnings.append(
+                f"{info.name}: the trace's segments alive at the end hold "
+                f"{format_bytes(end_reserved)}, the dump's {format_bytes(info.reserved_at_end)}"
+                ": the reserved level follows the segments")
+        info.reserved_at_end = end_reserved
         allocated += info.start_allocated
-        reserved += info.start_reserved
-        allocated_column = pl.Series("allocated", allocated, dtype=pl.Int64)  # no copy
-        return events.with_columns(allocated=allocated_column,
-                                   reserved=pl.Series("reserved", reserved, dtype=pl.Int64),
-                                   active=allocated_column)
+        reserved = self._at_least_the_blocks(info, allocated, reserved)
+        allocated = pl.Series(allocated, dtype=pl.Int64)
+        return events.with_columns(
+            allocated=allocated, reserved=pl.Series(reserved, dtype=pl.Int64),
+            active=allocated)
+
+    def _at_least_the_blocks(self, info: DeviceInfo, allocated: np.ndarray,
+                             reserved: np.ndarray) -> np.ndarray:
+        """Reserved as known: never below the bytes of the live blocks.  A dumped segment
+        whose blocks run past its end was widened to hold them (PyTorch's own ``segsum``
+        refuses such a dump); blocks in no segment the trace or the dump knows raise
+        reserved to allocated.  Either makes the device's reserved figures a floor, said
+        in one warning."""
+        name = info.name
+        reasons = []
+        for addr, total, extent in self.overflows.get(name, []):
+            reasons.append(f"the dump's segment at {addr:#x} holds blocks of "
+                           f"{format_bytes(extent)} in {format_bytes(total)} (PyTorch's "
+                           "segsum refuses such a dump): widened to its blocks")
+        over = np.flatnonzero(allocated > reserved)
+        if over.size:
+            worst = int(over[np.argmax(allocated[over] - reserved[over])])
+            reasons.append(
+                f"blocks lie outside every segment the trace and the dump know at "
+                f"{counted(over.size, 'event')} (events {int(over[0])} to {int(over[-1])}; "
+                f"at event {worst} {format_bytes(int(allocated[worst]))} allocated in "
+                f"{format_bytes(int(reserved[worst]))} of segments): reserved shown as at "
+                "least allocated")
+            reserved = np.maximum(reserved, allocated)
+            info.layout_complete = False
+            if info.reserved_at_end is not None:
+                info.reserved_at_end = int(reserved[-1])
+        if reasons:
+            info.reserved_floor = "; ".join(reasons)
+            self.warnings.append(f"{self.path.name} {name}: {info.reserved_floor}")
+        return reserved
 
     def _markers(self, has_time: bool) -> pl.DataFrame:
         rows = [
@@ -686,9 +736,8 @@ def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
     return sign
 
 
-#: How each action moves the allocated and the reserved level.
+#: How each action moves the allocated level.
 _ALLOC_SIGN = _action_signs(("alloc",), ("free",))
-_SEGMENT_SIGN = _action_signs(("segment_alloc", "segment_map"), ("segment_free", "segment_unmap"))
 
 
 #: Texts a trace entry may carry that its block keeps (an optional ``blocks`` column each,
@@ -840,6 +889,21 @@ def _uncovered(final: pl.DataFrame, mapped: pl.DataFrame) -> pl.DataFrame:
     gaps = pl.concat([before, tails]).filter(pl.col("g_end") > pl.col("g_addr"))
     return gaps.join(final.drop("addr", "size"), on="dump_addr").with_columns(
         addr=pl.col("g_addr"), size=(pl.col("g_end") - pl.col("g_addr")).cast(pl.Int64))
+
+
+def _unexplained_maps(device: str, pieces: MappedPieces) -> str:
+    """The warning of a trace whose maps and unmaps do not fit the dump's mapped ranges."""
+    parts = []
+    if pieces.unexplained_map:
+        parts.append(f"{format_bytes(pieces.unexplained_map)} mapped that no later state "
+                     "holds")
+    if pieces.unexplained_unmap:
+        parts.append(f"{format_bytes(pieces.unexplained_unmap)} unmapped that were not mapped")
+    first, last = pieces.events[0], pieces.events[-1]
+    where = f"event {first}" if first == last else f"events {first} to {last}"
+    return (f"{device}: the expandable segments' maps and unmaps do not fit the dump "
+            f"({' and '.join(parts)}; {counted(len(pieces.events), 'event')}, {where}): "
+            "those bytes are left as the dump and the later events have them")
 
 
 def _trace_values(trace: list[dict], key: str) -> list:

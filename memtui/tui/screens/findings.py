@@ -43,27 +43,25 @@ LABELS = {
     "allocated_bytes": "allocated", "pending_free_bytes": "pending free",
     "pool_free_bytes": "free in the pool", "largest_gap_bytes": "largest free gap",
     "largest_gap_any_segment_bytes": "largest free gap of any segment",
-    "device_free_bytes": "free on the device", "fragmentation": "fragmentation",
+    "device_free_bytes": "free on the device",
     "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
     "peak_t": "peak at", "peak_reserved_t": "reserved peak at",
     "reserved_at_allocated_peak_bytes": "reserved at the allocated peak",
     "blocks_alive": "blocks alive", "bytes_per_step": "per step",
-    "requested_bytes_per_step": "asked per step", "total_bytes": "in all",
+    "held_bytes_per_step": "held per step", "every_steps": "every N steps",
+    "bytes_per_occurrence": "per occurrence", "bytes_per_second": "per second",
+    "first_t": "first at", "last_t": "last at", "regularity": "spacing's variation",
+    "total_bytes": "in all",
     "steps_grown": "steps grown", "steps_from": "from step", "first_step": "first step",
-    "first_step_name": "first step named", "end_fragmentation": "fragmentation at the end",
+    "first_step_name": "first step named",
     "end_largest_gap_bytes": "largest free gap at the end",
     "end_pool_free_bytes": "free in the pool at the end", "end_segments": "segments at the end",
-    "internal_fragmentation_bytes": "lost inside blocks (rounding)",
-    "max_unused_bytes": "most reserved but unused", "max_unused_t": "most unused at",
-    "unused_share": "unused share", "wholly_free_bytes": "in wholly free segments (cached)",
-    "wholly_free_segments": "wholly free segments",
-    "external_fragmentation_bytes": "free inside partly used segments",
-    "external_fragmentation_segments": "partly used segments",
-    "external_largest_gap_bytes": "their largest gap", "external_fragmentation_t": "then at",
-    "external_reserved_bytes": "reserved then", "external_share": "share of reserved",
-    "end_external_fragmentation_bytes": "free inside partly used segments at the end",
-    "end_wholly_free_bytes": "in wholly free segments at the end",
-    "saving_bytes": "acts on", "predicted_saving_bytes": "predicted saving",
+    "rounding_bytes": "lost to rounding inside blocks",
+    "fragmented_bytes": "fragmented (free inside partly used segments)",
+    "fragmented_segments": "partly used segments", "fragmented_share": "of reserved",
+    "cached_bytes": "cached (in wholly free segments)",
+    "cached_segments": "wholly free segments", "measured_at": "measured at",
+    "predicted_saving_bytes": "predicted saving",
     "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
@@ -78,9 +76,14 @@ def figure_label(key: str) -> str:
 
 
 _LISTS = ("by_stack", "by_metadata", "by_owner", "by_pool", "reserved_peak_by_stack")
-_SKIP = {"level_at_steps", "cause", "advice", "conflicts", "warnings", "cause_kind",
+_SKIP = {"level_at_steps", "kept_at_occurrences", "cause", "advice", "conflicts", "warnings",
+         "cause_kind",
          "allocator_settings_known", "frame_is_user_code", "problem", "grouped_by",
-         "unattributed", *_LISTS}  # the by_* lists hold the unattributed rows already
+         # the by_* lists hold the unattributed rows already; the evidence group is the
+         # evidence's
+         "unattributed", "evidence_group",
+         # a leak's spacing and its first and last times: the title and the blocks say
+         "every_steps", "regularity", "first_t", "last_t", *_LISTS}
 
 
 class FindingsScreen(Screen):
@@ -249,14 +252,20 @@ def detail_text(finding: Finding, when: str | None,
         text.append("conflict: ", "bold yellow")
         text.append(conflict + "\n")
     levels = finding.detail.get("level_at_steps")
+    what = "live bytes at each step: "
+    if not levels:  # a leak found without steps
+        levels, what = finding.detail.get("kept_at_occurrences"), "kept at each occurrence: "
     if levels:
-        text.append("live bytes at each step: ", "bold")
+        text.append(what, "bold")
         text.append(sparkline(levels, 60) + f"  {format_bytes(levels[0])} .. "
                     f"{format_bytes(levels[-1])}\n")
+    same = {"held_bytes_per_step": "bytes_per_step",
+            "bytes_per_occurrence": "bytes_per_step"}  # said once where they agree
     figures = [f"{figure_label(key)} {_value(key, value, time_text)}"
                for key, value in finding.detail.items()
                if key not in _SKIP and value is not None
-               and not isinstance(value, list | dict | bool)]
+               and not isinstance(value, list | dict | bool)
+               and not (key in same and finding.detail.get(same[key]) == value)]
     if figures:
         text.append(", ".join(figures) + "\n", "dim")
     lists = _LISTS
@@ -300,11 +309,14 @@ def sparkline(values: list[int], width: int) -> str:
 
 
 def _value(key: str, value: Any, time_text: Callable[[int], str | None] | None) -> str:
-    if (key.endswith("_bytes") or key.endswith("bytes_per_step")) and isinstance(value, int):
+    if key == "bytes_per_second" and isinstance(value, int):
+        return f"{format_bytes(value)}/s"
+    if (key.endswith("_bytes") or key.startswith("bytes_per_")
+            or key.endswith("bytes_per_step")) and isinstance(value, int):
         return format_bytes(value)
     if (key.endswith("_t") or key.startswith("t_")) and isinstance(value, int) and time_text:
         return time_text(value) or str(value)
-    if isinstance(value, float) and ("fragmentation" in key or "share" in key):
+    if isinstance(value, float) and "share" in key:
         return f"{value:.0%}"
     if isinstance(value, float):
         return f"{value:.2f}"

@@ -22,11 +22,11 @@ from memtui.analysis.layout.pool_state import (
     OomExplanation,
     PoolState,
     explain_oom,
-    fragmentation,
     oom_events,
     state_at_event,
 )
 from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
+from memtui.analysis.timeline.levels import reserved_is_floor
 from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -38,7 +38,7 @@ from memtui.tui.screens.linked import (
 )
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.pool_map import PoolMap, legend_rows
-from memtui.units import counted, format_bytes
+from memtui.units import at_least, counted, format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -49,8 +49,9 @@ def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
 
 
 #: The header's long words, and what they become below 80 columns (the figures stay).
-SHORT_WORDS = (("reserved ", "resv "), ("allocated ", "alloc "), ("fragmentation ", "frag "),
-               ("segments ", "segs "), ("pending ", "pend "))
+SHORT_WORDS = (("reserved ", "resv "), ("allocated ", "alloc "), ("fragmented ", "frag "),
+               ("segments ", "segs "), ("pending ", "pend "), ("of reserved,", "of resv,"),
+               ("largest gap ", "gap "))
 
 
 def narrow_header(text: str, width: int) -> str:
@@ -163,24 +164,26 @@ class PoolScreen(LinkedScreen):
         # allocated as the status bar says it; the bytes no block explains named
         held = state.allocated + state.pending
         rest = remainder_text(remainder_rows(trace, cursor.device, levels.allocated, held))
+        reserved_text = at_least(reserved, reserved_is_floor(trace, cursor.device))
         line1 = (f"[b]Pool[/b] {paint.plain(cursor.device)} at {when}  "
                  f"{state.seg_id.size} segments  "
-                 f"reserved {format_bytes(reserved)}  allocated "
+                 f"reserved {reserved_text}  allocated "
                  f"{format_bytes(state.allocated if not rest else levels.allocated)}")
-        # fragmentation counts the gaps of partly used segments only: a wholly free
-        # cached segment is reusable (said apart, where the line has room for it)
-        unused = state.unused
-        external = fragmentation(unused.external_largest_gap, unused.external)
+        # the free bytes split as every output splits them (pool_state.Fragmentation):
+        # fragmented (free inside partly used segments, as a share of reserved), cached
+        # (wholly free segments: reusable, said where the line has room) and rounding
+        measures = state.fragmentation_of(reserved)
         line2 = (f"pending {format_bytes(state.pending)}  free {format_bytes(state.free)} in "
-                 f"{state.gap_size.size} gaps  largest {format_bytes(state.largest_gap)}  "
-                 f"fragmentation {external:.0%}")
-        if unused.wholly_free_segments:
-            cached = (f"  {format_bytes(unused.wholly_free)} in "
-                      f"{unused.wholly_free_segments} wholly free segments")
+                 f"{state.gap_size.size} gaps  fragmented "
+                 f"{format_bytes(measures.fragmented)} ({measures.share:.0%} of reserved, "
+                 f"largest gap {format_bytes(measures.largest_gap)})")
+        if measures.cached_segments:
+            cached = (f"  cached {format_bytes(measures.cached)} in "
+                      f"{counted(measures.cached_segments, 'wholly free segment')}")
             if len(line2) + len(cached) <= self.size.width - 2:
                 line2 += cached
-        if state.internal_fragmentation:
-            line2 += f"  rounding {format_bytes(state.internal_fragmentation)}"
+        if measures.rounding:
+            line2 += f"  rounding {format_bytes(measures.rounding)}"
         if state.orphans:
             line2 += f"  [b]{state.orphans} blocks outside any segment[/b]"
         if not self.ooms.is_empty():
@@ -242,8 +245,10 @@ class PoolScreen(LinkedScreen):
                 f"{format_bytes(int(state.seg_pending[i]))}, free "
                 f"{format_bytes(int(state.seg_free[i]))} in "
                 f"{state.gaps_of_segment(i).size} gaps, largest gap "
-                f"{format_bytes(int(state.seg_largest_gap[i]))}, fragmentation "
-                f"{float(state.seg_fragmentation[i]):.0%}")
+                f"{format_bytes(int(state.seg_largest_gap[i]))}"
+                + (", fragmented (it holds blocks)" if state.seg_blocks[i] and
+                   state.seg_free[i] else ", cached (wholly free)" if not state.seg_blocks[i]
+                   else ""))
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -299,3 +304,4 @@ class PoolScreen(LinkedScreen):
 def _or_dash(value: object) -> str:
     """``value`` as text, ``-`` where it is null."""
     return "-" if value is None else str(value)
+

@@ -655,17 +655,28 @@ def _csv_name(kind: str) -> str:
 
 
 def _write_csv(text: str, kind: str) -> Path | None:
-    """Write CSV text to ``memtui-KIND-TIME.csv`` here, or in the temp folder."""
+    """Write CSV text to ``memtui-KIND-TIME.csv`` here, or in the temp folder (through an
+    exclusive temporary renamed into place: a link planted at that predictable name in a
+    shared folder is replaced, never written through)."""
+    from memtui.outputs import write_atomically
+
     name = _csv_name(kind)
-    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+    for folder in _writable_folders():
         if os.access(folder, os.W_OK):
             path = folder / name
             try:
-                path.write_text(text)
-                return path
+                return write_atomically(path, text)
             except OSError:
                 continue
     return None
+
+
+def _writable_folders() -> list[Path]:
+    """The current folder (where it still exists), then the temp folder."""
+    try:
+        return [Path.cwd(), Path(tempfile.gettempdir())]
+    except OSError:  # the current folder was removed
+        return [Path(tempfile.gettempdir())]
 
 
 def _append_stack(text: Text, trace, stack_id: int | None, name: str | None) -> None:

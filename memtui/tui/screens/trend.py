@@ -37,7 +37,7 @@ from memtui.analysis.timeline.attribution import (
     remainder_rows,
 )
 from memtui.analysis.timeline.downsample import value_at
-from memtui.analysis.timeline.levels import Level
+from memtui.analysis.timeline.levels import Level, reserved_is_floor
 from memtui.analysis.timeline.series import Series, group_bys, trend_series
 from memtui.errors import printable
 from memtui.tui.widgets import paint
@@ -45,7 +45,7 @@ from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
-from memtui.units import counted, format_bytes
+from memtui.units import at_least, counted, format_bytes
 
 LIVE_ROWS = 12
 #: The what-if settings as a narrow legend names them.
@@ -196,6 +196,7 @@ class TrendScreen(Screen):
         text = Text()  # wraps onto a second line in a narrow pane: no figure dropped
         line = 0
         levels = timeline.levels_at_event(timeline.event_of(cursor))
+        floor = reserved_is_floor(self.app.trace, cursor.device)  # the file contradicts
         exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
         if timeline.reserved is not None:
             exact[id(timeline.reserved)] = levels.reserved
@@ -211,7 +212,8 @@ class TrendScreen(Screen):
                 line += 1
             text.append(glyph + " ", style=plot.get_component_rich_style(component))
             label = series.short if narrow else series.label
-            text.append(f"{label} {short_bytes(value) if narrow else format_bytes(value)}  ")
+            at = ">=" if series.label == "reserved" and floor else ""  # the least it can be
+            text.append(f"{label} {at}{short_bytes(value) if narrow else format_bytes(value)}  ")
         setting = self._what_if_setting()
         if setting is not None:  # the what-if overlay: the next line colour
             overlay, note = self._what_ifs.get((cursor.device, setting), (None, "replaying..."))
@@ -234,9 +236,9 @@ class TrendScreen(Screen):
         if top is not None:
             text.append("  △ ", style="bold")
             if narrow:
-                text.append(f"resv {short_bytes(top[1])}")
+                text.append(f"resv {'>=' if floor else ''}{short_bytes(top[1])}")
             else:
-                text.append(f"reserved peak {format_bytes(top[1])} at "
+                text.append(f"reserved peak {at_least(top[1], floor)} at "
                             f"{format_time(top[0], timeline.start, unit)}")
         for char, name in self._marker_kinds(timeline.markers):
             text.append(f"  {char} ", style="bold")
@@ -618,3 +620,4 @@ def _short_time(ns: int) -> str:
     if abs(seconds) >= 1e-3:
         return f"+{seconds * 1e3:.3g}ms"
     return f"+{seconds * 1e6:.3g}us"
+

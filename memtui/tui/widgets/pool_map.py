@@ -1,7 +1,7 @@
 """The pool map: one row per live segment, its blocks drawn in proportion (Line API).
 
 Each row is a label (address, size, kind and stream; at 110 columns and more also the
-private pool, free bytes, largest free gap and fragmentation) and a bar of half cells
+private pool, free bytes and largest free gap) and a bar of half cells
 (``▌``: two pixels a cell) over the segment's address range: allocated blocks in
 memory_viz's colours by block id (warm for blocks never freed, as in the block map),
 pending frees red, free space dark.  The selected block is white and is always at least
@@ -137,7 +137,7 @@ class PoolMap(ScrollView, can_focus=True, inherit_bindings=False):
     def _heading(self, width: int) -> Strip:
         text = "address".rjust(12) + "  size k st"
         if self.label_width() > 24:
-            text += "  pool  free   gap frag"
+            text += "  pool  free   gap"
         heading = Text(text.ljust(self.label_width()), style="bold #8a8a8a")
         heading.append_text(Text.from_markup(
             f"{paint.swatches(paint.PALETTE, paint.GLYPH_BLOCK, 2)} allocated "
@@ -157,11 +157,10 @@ class PoolMap(ScrollView, can_focus=True, inherit_bindings=False):
         text = (f"{int(state.seg_addr[i]):x}".rjust(12) + ghost
                 + f"{paint.short_bytes(int(state.seg_size[i])):>5} {kind_letter} s{stream}")
         if self.label_width() > 24:
-            frag = float(state.seg_fragmentation[i]) * 100
             pool = self.index.segments["pool_id"][row]
             pool = "-" if pool in (None, "0,0") else pool
             text += (f" {pool[:5]:>5} {paint.short_bytes(int(state.seg_free[i])):>5}"
-                     f" {paint.short_bytes(int(state.seg_largest_gap[i])):>5} {frag:3.0f}%")
+                     f" {paint.short_bytes(int(state.seg_largest_gap[i])):>5}")
         return text[: self.label_width() - 1].ljust(self.label_width() - 1) + " "
 
     def _draw_row(self, state: PoolState, i: int, width: int) -> Strip:

@@ -17,7 +17,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from memtui.analysis.tables import format_span, format_time
-from memtui.units import format_bytes
+from memtui.analysis.timeline.levels import reserved_is_floor
+from memtui.units import at_least, format_bytes
 
 
 def short_bytes(n: int | None) -> str:
@@ -85,8 +86,11 @@ class StatusBar(Widget):
         if timeline.active_differs:
             alloc += f"  active {format_bytes(levels.active)}"
             alloc_short += f" a {short_bytes(levels.active)}"
-        resv = f"resv {format_bytes(levels.reserved)}" if levels.reserved is not None else ""
-        resv_short = f"R {short_bytes(levels.reserved)}" if levels.reserved is not None else ""
+        floor = reserved_is_floor(app.trace, cursor.device)  # the file contradicts itself
+        at = ">=" if floor else ""
+        resv = f"resv {at_least(levels.reserved, floor)}" if levels.reserved is not None else ""
+        resv_short = f"R {at}{short_bytes(levels.reserved)}" if levels.reserved is not None \
+            else ""
         layer = app.layer_label(cursor.device) if hasattr(app, "layer_label") else None
         where = f"{cursor.device} {layer}" if layer else cursor.device  # msMemScope layer
         parts = [(where, where), (when, when_short), (alloc, alloc_short)]
@@ -128,3 +132,4 @@ class StatusBar(Widget):
                 line += sep + text
                 break
         return Text(line, no_wrap=True, overflow="ellipsis")
+

@@ -1,0 +1,558 @@
+"""(Frozen: see this package's __init__.py.)
+msMemScope rows into the canonical model: events, blocks, levels, markers, stacks, calls.
+
+Takes the :class:`~memtui.sources.memscope.read.RawFile` s of one capture (one file or every
+file of a result folder) and builds the MemoryTrace, all in polars/numpy:
+
+* blocks pair MALLOC and FREE (and the ACCESS rows between) on ``allocation_id`` within a
+  process, or on (process, device, pointer, pool) where there is none.  In key and time
+  order every MALLOC opens a block; a FREE closes the open one or, with none open, is a
+  ghost block of its own; ACCESS rows belong to the block open at their time (or to the
+  ghost the next FREE closes).  FREE rows without a device (2025 host frees) take the
+  device of their pointer's MALLOC;
+* events are the MALLOC/FREE/ACCESS rows sorted by time (then row), numbered in that
+  order (``seq``, :mod:`~memtui.sources.common.event_axis`: the writer's row order is not
+  time order), each with its place among the files' rows (``row``) and the DB's ``id``;
+  blocks' ``seq_alloc``/``seq_free`` name their events on that axis; ``allocated`` counts the
+  framework pools (PTA, PTA_WORKSPACE, ATB, MINDSPORE) per device, starting from the
+  ghosts, which lived before the trace; ``reserved`` is the sum of each pool's last
+  reported ``total`` or, on a device whose pools report none, the live driver allocations
+  (HAL, HOST_PINNED).  ``curves`` hold the same per pool (series ``Allocated`` and
+  ``Reserved``, ``component`` = the pool), as Insight draws a line per Event Type;
+* stacks: distinct Python and C call-stack texts parsed once into frames;
+* segments: the HAL blocks (driver allocations, aclrtMalloc) that the framework caching
+  allocators carve their blocks from, kind ``driver``, with ``block_id`` (an extension
+  column) naming the HAL block each one is; the HAL blocks stay in ``blocks`` too;
+* markers and calls: :mod:`memscope_timeline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
+from memtui.sources.common.event_axis import time_ordered_axis
+from tests.helpers.memscope_before.read import ATTR_SIZE, RAW_COLUMNS, RawFile, device_column
+from tests.helpers.memscope_before.timeline import calls_of, markers_of
+
+SOURCE = "msmemscope"
+FRAMEWORK_POOLS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
+DRIVER_POOLS = ("HAL", "HOST_PINNED")
+SEGMENT_POOL = "HAL"
+_POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
+_ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
+#: The order of block ids: by allocation, blocks from before the capture by their free.
+#: (A time, then a row: the same order whether rows are numbered as written or in time
+#: order, as ``live`` numbers the blocks it pairs again.)
+BLOCK_ORDER = ["device", "t_alloc", "seq_alloc", "t_free", "seq_free"]
+
+Progress = Callable[[float, str], None] | None
+
+
+def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> MemoryTrace:
+    """The MemoryTrace of ``files`` (all of one capture)."""
+    warnings = [w for f in files for w in f.warnings]
+    memory, other, trace = _concat(files)
+    start, end = _bounds(memory, other, trace)
+    # The markers need only the other rows: built in a thread meanwhile (polars lets go of
+    # the GIL), on the core the memory rows' many small steps leave idle.
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        marking = worker.submit(markers_of, other)
+        del other
+        _report(progress, 0.55, "pairing allocations")
+        memory = _memory_columns(memory, warnings)
+        memory, blocks = _blocks(memory, start, warnings)
+        _report(progress, 0.7, "interning call stacks")
+        memory, blocks, frames, stacks = _stacks(memory, blocks)
+        _report(progress, 0.8, "levels")
+        events, levels, curves = _events(memory, blocks)
+        del memory
+        events, blocks = time_ordered_axis(events, blocks)
+        _report(progress, 0.9, "markers and calls")
+        calls = calls_of(trace, events, start, end, warnings)
+        markers = marking.result()
+    segments = _segments(blocks)
+    devices = _devices(events, blocks, levels, markers, calls, segments)
+    meta = TraceMeta(
+        source=SOURCE, path=str(path), devices=devices, warnings=warnings,
+        extra={"files": [str(f.path) for f in files],
+               "layouts": sorted({f.layout for f in files if f.layout}),
+               "trace_start_ns": start, "trace_end_ns": end},
+    )
+    return MemoryTrace(
+        meta=meta, events=conform(events, "events"), blocks=conform(blocks, "blocks"),
+        segments=conform(segments, "segments"),
+        frames=frames, stacks=stacks, calls=conform(calls, "calls"),
+        curves=conform(curves, "curves"),
+        markers=conform(markers, "markers"),
+    )
+
+
+def _report(progress: Progress, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(fraction, message)
+
+
+# -- gathering the files ----------------------------------------------------------------
+
+
+def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Memory, other and trace rows of every file, with a ``seq`` unique across files.
+
+    The files give their frames up, so that each stage can drop what it no longer needs.
+    """
+    memory, other, trace = [], [], []
+    offset = 0
+    for f in files:
+        size = 0
+        for frame, out in ((f.memory, memory), (f.other, other), (f.trace, trace)):
+            if frame is not None and frame.height:
+                # (Only later files pay for a new column: it realigns the frame's chunks.)
+                out.append(frame.with_columns(seq=pl.col("seq") + offset) if offset else frame)
+                size = max(size, int(frame["row"].max()) + 1)
+        f.memory = f.other = f.trace = None  # the rows live on in the frames built here only
+        offset += size
+    return (_stack_frames(memory, _MEMORY_EMPTY), _stack_frames(other, _OTHER_EMPTY),
+            _stack_frames(trace, _TRACE_EMPTY))
+
+
+_RAW_SCHEMA = {c: (pl.Int64 if c in ("id", "t", "pid", "tid") else pl.String) for c in RAW_COLUMNS}
+_COMMON = {"row": pl.Int64, "seq": pl.Int64, "file_device": pl.String}
+_OTHER_EMPTY = {k: v for k, v in {**_COMMON, **_RAW_SCHEMA}.items()
+                if k not in ("py_stack", "c_stack")}
+_MEMORY_EMPTY = {**_COMMON, **_RAW_SCHEMA, "py_stack": pl.Categorical, "c_stack": pl.Categorical,
+                 "aid": pl.Int64, "size": pl.Int64, "owner": pl.String, "ineff": pl.String,
+                 "total": pl.Int64, "apool": pl.String}
+_TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64,
+                "tid": pl.Int64, "pid": pl.Int64}
+
+
+def _stack_frames(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    """The parts one above the other, without copying them where their columns agree."""
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    if len(parts) == 1:
+        return parts[0]
+    if all(p.schema == parts[0].schema for p in parts):
+        return pl.concat(parts, rechunk=False)
+    return pl.concat(parts, how="diagonal_relaxed")
+
+
+def _bounds(memory: pl.DataFrame, other: pl.DataFrame,
+            trace: pl.DataFrame) -> tuple[int | None, int | None]:
+    """First and last timestamp of the capture (rows and known python-trace times)."""
+    lows = [memory["t"].min(), other["t"].min(), trace["start"].min(), trace["end"].min()]
+    highs = [memory["t"].max(), other["t"].max(), trace["start"].max(), trace["end"].max()]
+    lows = [int(v) for v in lows if v is not None]
+    highs = [int(v) for v in highs if v is not None]
+    return (min(lows) if lows else None, max(highs) if highs else None)
+
+
+# -- memory rows ------------------------------------------------------------------------
+
+
+def _memory_columns(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Device names, addresses and pools; FREE rows without a device get their MALLOC's."""
+    ptr = pl.col("ptr").str.strip_chars()
+    is_hex = ptr.str.starts_with("0x") | ptr.str.starts_with("0X")
+    hexadecimal = ptr.str.slice(2).str.to_integer(base=16, strict=False)
+    decimal = ptr.str.to_integer(base=10, strict=False)
+    hex_rows = memory.select(is_hex.sum()).item()  # one notation per file, as a rule
+    addr = (hexadecimal if hex_rows == memory.height else decimal if hex_rows == 0
+            else pl.when(is_hex).then(hexadecimal).otherwise(decimal))
+    pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
+    memory = memory.with_columns(
+        device=device_column(memory).fill_null(pl.col("file_device")),
+        addr=addr.cast(pl.UInt64, strict=False),
+        pool=pool.replace(_POOL_ALIASES),
+    ).drop("ptr", "dev", "apool", "file_device", "row")
+    return _resolve_free_devices(memory, warnings)
+
+
+def _resolve_free_devices(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Rows keyed by pointer with no device take that of the pointer's MALLOC in the process.
+
+    The latest MALLOC before the row, else the first after it (a free of memory
+    allocated before the trace, whose address is allocated again later).
+    """
+    lost = pl.col("device").is_null() & pl.col("aid").is_null()
+    if not memory.select(lost.any()).item():
+        return memory
+    keys = ["pid", "addr", "pool"]
+    mallocs = memory.filter((pl.col("event") == "MALLOC") & pl.col("device").is_not_null()).select(
+        "t", *keys, found=pl.col("device")).sort("t")
+    lost_rows = memory.filter(lost).select("seq", "t", *keys).sort("t")
+    found = [lost_rows.join_asof(mallocs, on="t", by=keys, strategy=strategy,
+                                 check_sortedness=False)
+             .select("seq", pl.col("found").alias(strategy))
+             for strategy in ("backward", "forward")]
+    found = found[0].join(found[1], on="seq").select(
+        "seq", found=pl.col("backward").fill_null(pl.col("forward")))
+    memory = memory.join(found, on="seq", how="left", maintain_order="left").with_columns(
+        device=pl.col("device").fill_null(pl.col("found"))).drop("found")
+    still = memory.filter(lost).height
+    if still:
+        warnings.append(f"{still} memory rows with no device and no MALLOC of their pointer "
+                        "skipped")
+    return memory.filter(~lost)
+
+
+def _blocks(memory: pl.DataFrame, start: int | None,
+            warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Pair rows into blocks; return the rows (same order) with ``block_id``, and the blocks.
+
+    Only narrow key columns are sorted; the wide rows are gathered once per block.
+    """
+    memory = memory.with_row_index("_i")
+    keys = memory.select("_i", "pid", "aid", "device", "addr", "pool", "t", "seq", "event")
+    by_id = keys.filter(pl.col("aid").is_not_null())  # (the narrow columns only: no copy
+    by_addr = keys.filter(pl.col("aid").is_null())  # of the wide rows)
+    del keys
+    parts = [_lifetimes(by_id, ["pid", "aid"]),
+             _lifetimes(by_addr, ["pid", "device", "addr", "pool"])]
+    order = pl.concat(parts)  # rows in block order: _i, t, event, boundary
+    memory, blocks = _block_rows(memory, order, start)
+    missing = memory.filter(pl.col("device").is_null()).height
+    if missing:
+        warnings.append(f"{missing} memory rows whose block has no device skipped")
+        memory = memory.filter(pl.col("device").is_not_null())
+        blocks = blocks.filter(pl.col("device").is_not_null())
+    return memory, blocks
+
+
+def _lifetimes(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Row indices in (key, time) order with ``boundary``: the row starts a block.
+
+    A block starts at a key's first row, at each MALLOC, and after each FREE.
+    """
+    rows = rows.select("_i", *keys, "t", "seq", "event").sort([*keys, "t", "seq"])
+    first = pl.int_range(pl.len()) == 0
+    new_key = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift()) for k in keys])
+    boundary = (first | new_key | (pl.col("event") == "MALLOC")
+                | (pl.col("event") == "FREE").shift(1, fill_value=False))
+    return rows.select("_i", "t", "event", boundary=boundary)
+
+
+def _block_rows(memory: pl.DataFrame, order: pl.DataFrame,
+                start: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Blocks from their first and last rows (a block is a run of ``order``)."""
+    flags = order["boundary"].to_numpy()
+    index = order["_i"].to_numpy()
+    starts = np.flatnonzero(flags)
+    ends = (np.append(starts[1:], len(flags)) - 1) if starts.size else starts
+    cols = ["t", "seq", "event", "device", "addr", "pool", "size", "pid", "tid", "owner",
+            "ineff", "py_stack", "c_stack"]
+    narrow = memory.select(cols).rechunk()  # random gathers are cheaper from one chunk
+    first = narrow[index[starts]]
+    last = narrow[index[ends]]
+    opened = first["event"] == "MALLOC"
+    closed = last["event"] == "FREE"
+    blocks = pl.DataFrame({
+        "blk": np.arange(starts.size, dtype=np.int64),
+        "device": first["device"].fill_null(last["device"]),
+        "addr": first["addr"],
+        "size": _pick(opened, first["size"], _pick(closed, last["size"], first["size"])),
+        "t_alloc": _pick(opened, first["t"], pl.Series([start] * starts.size, dtype=pl.Int64)),
+        "seq_alloc": _pick(opened, first["seq"], None),
+        "t_free": _pick(closed, last["t"], None),
+        "seq_free": _pick(closed, last["seq"], None),
+        "pool": _pick(opened | closed, _pick(opened, first["pool"], last["pool"]), first["pool"]),
+        "owner": _pick(opened, first["owner"], None),
+        "inefficient_type": _pick(opened, first["ineff"], None),
+        "process": first["pid"], "thread": first["tid"],
+        "py_stack": _pick(opened, first["py_stack"], last["py_stack"]),
+        "c_stack": _pick(opened, first["c_stack"], last["c_stack"]),
+        "ghost": ~opened,
+    })
+    blocks = _sizes_from_access(blocks, memory, index[starts])
+    blk_in_order = np.cumsum(flags) - 1
+    is_access = (order["event"] == "ACCESS").fill_null(False).to_numpy()
+    blocks = blocks.with_columns(**_access_times(
+        order["t"].to_numpy()[is_access], blk_in_order[is_access], blocks.height)).sort(
+        BLOCK_ORDER, nulls_last=False).with_columns(
+        block_id=pl.int_range(pl.len(), dtype=pl.Int64))
+    block_of_blk = np.empty(blocks.height, dtype=np.int64)
+    block_of_blk[blocks["blk"].to_numpy()] = np.arange(blocks.height)
+    block_id = np.empty(index.size, dtype=np.int64)
+    block_id[index] = block_of_blk[blk_in_order]
+    block_device = blocks["device"].gather(pl.Series(block_id))
+    memory = memory.with_columns(
+        block_id=pl.Series(block_id, dtype=pl.Int64),
+        device=pl.col("device").fill_null(block_device),
+    ).drop("_i")
+    return memory, blocks.drop("blk")
+
+
+def _sizes_from_access(blocks: pl.DataFrame, memory: pl.DataFrame, first_rows: np.ndarray):
+    """Blocks seen only through ACCESS rows take the size those rows' Attr names."""
+    missing = blocks["size"].is_null().to_numpy()
+    if not missing.any():
+        return blocks
+    attr = memory["attr"].gather(pl.Series(first_rows[missing]))
+    found = attr.str.extract(ATTR_SIZE, 1).cast(pl.Int64, strict=False).abs()
+    sizes = blocks["size"].scatter(np.flatnonzero(missing), found)
+    return blocks.with_columns(size=sizes)
+
+
+def _pick(mask: pl.Series, yes: pl.Series, no) -> pl.Series:
+    """Element-wise ``yes where mask else no`` (``no`` a Series or None)."""
+    frame = pl.DataFrame({"m": mask, "y": yes})
+    if no is None:
+        return frame.select(pl.when("m").then("y")).to_series()
+    return frame.with_columns(n=no).select(pl.when("m").then("y").otherwise("n")).to_series()
+
+
+def _access_times(t: np.ndarray, blk: np.ndarray, blocks: int) -> dict[str, pl.Series]:
+    """First and last ACCESS of each block and the longest gap between two in a row
+    (null where a block has none), from the ACCESS rows in block order: each block's
+    rows are one run, in time order, so its first row is its first access."""
+    first = pl.Series([None] * blocks, dtype=pl.Int64)
+    last, longest = first.clone(), first.clone()
+    if t.size:
+        new = np.ones(t.size, dtype=bool)
+        new[1:] = blk[1:] != blk[:-1]
+        begins = np.flatnonzero(new)
+        ends = np.append(begins[1:], t.size) - 1
+        gaps = np.zeros(t.size, dtype=np.int64)  # 0 at each block's first row (and alone)
+        gaps[1:] = np.where(new[1:], 0, np.diff(t))
+        where = pl.Series(blk[begins])
+        first = first.scatter(where, t[begins])
+        last = last.scatter(where, t[ends])
+        longest = longest.scatter(where, np.maximum.reduceat(gaps, begins))
+    return {"first_access": first, "last_access": last, "max_access_gap": longest}
+
+
+# -- call stacks ------------------------------------------------------------------------
+
+_PY_FRAME = r"^(?<filename>.*)\((?<line>\d+)\): (?<name>.*)$"
+_C_FRAME = r"^(?<filename>[^(\[]*)\((?<name>[^)]*)\)\s*\[(?<addr>0x[0-9a-fA-F]+)\]$"
+
+
+def _stacks(memory: pl.DataFrame, blocks: pl.DataFrame):
+    """Intern the distinct stack texts of rows and blocks; replace texts by ``stack_id``.
+
+    The texts are categoricals (read that way): only the distinct ones are parsed, and
+    rows find their stack by category code.  ``stack_id`` is the Python stack, or the C
+    stack where there is no Python one; ``c_stack_id`` (an extension column) is always
+    the C stack.
+    """
+    distinct = pl.concat([memory["py_stack"].unique(), memory["c_stack"].unique()]).drop_nulls()
+    distinct = distinct.unique()
+    frames, stack_of_text = _parse_stacks(distinct.cast(pl.String))
+    frames_df = conform(frames, "frames")
+    stacks_df = conform(stack_of_text.select("stack_id", "frame_ids").unique("stack_id")
+                        .sort("stack_id"), "stacks")
+    codes = distinct.to_physical().to_numpy().astype(np.int64)
+    lookup = np.full(int(codes.max()) + 1 if codes.size else 1, -1, dtype=np.int64)
+    by_text = dict(zip(stack_of_text["text"].to_list(), stack_of_text["stack_id"].to_list(),
+                       strict=True))
+    lookup[codes] = [by_text.get(t, -1) for t in distinct.cast(pl.String).to_list()]
+
+    def ids(column: pl.Series) -> pl.Series:
+        physical = column.to_physical()
+        found = lookup[physical.fill_null(0).to_numpy().astype(np.int64)]
+        found[physical.is_null().to_numpy()] = -1
+        return pl.Series(found, dtype=pl.Int32).replace(-1, None)
+
+    def with_ids(df: pl.DataFrame) -> pl.DataFrame:
+        py, c = ids(df["py_stack"]), ids(df["c_stack"])
+        return df.with_columns(stack_id=py.fill_null(c), c_stack_id=c).drop("py_stack", "c_stack")
+
+    return with_ids(memory), with_ids(blocks), frames_df, stacks_df
+
+
+def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(frames, one row per text with ``text, stack_id, frame_ids``), vectorised."""
+    empty_stacks = pl.DataFrame(schema={"text": pl.String, "stack_id": pl.Int32,
+                                        "frame_ids": pl.List(pl.Int32)})
+    if texts.len() == 0:
+        return empty_frame("frames"), empty_stacks
+    clean = texts.str.strip_chars().str.replace(r'^"([\s\S]*)"$', "$1").str.strip_chars()
+    table = pl.DataFrame({"text": texts, "clean": clean}).filter(
+        (pl.col("clean") != "") & (pl.col("clean") != "NA"))
+    lines = table.with_columns(line=pl.col("clean").str.split("\n")).explode("line").with_columns(
+        pl.col("line").str.strip_chars()).filter(pl.col("line") != "")
+    if lines.is_empty():
+        return empty_frame("frames"), empty_stacks
+    py = pl.col("line").str.extract_groups(_PY_FRAME)
+    c = pl.col("line").str.extract_groups(_C_FRAME)
+    lines = lines.with_columns(py=py, c=c).with_columns(
+        filename=pl.coalesce(pl.col("py").struct.field("filename"),
+                             pl.col("c").struct.field("filename").str.strip_chars(), pl.lit("")),
+        line_no=pl.col("py").struct.field("line").cast(pl.Int64, strict=False).fill_null(0),
+        name=pl.coalesce(pl.col("py").struct.field("name"),
+                         pl.col("c").struct.field("name").replace("", None),
+                         pl.col("c").struct.field("addr"), pl.col("line")),
+    )
+    frames = lines.select("filename", pl.col("line_no").alias("line"), "name").unique().sort(
+        "filename", "line", "name").with_columns(frame_id=pl.int_range(pl.len(), dtype=pl.Int32))
+    lines = lines.join(frames, left_on=["filename", "line_no", "name"],
+                       right_on=["filename", "line", "name"], how="left", maintain_order="left")
+    per_text = lines.group_by("text", maintain_order=True).agg(frame_ids=pl.col("frame_id"))
+    keyed = per_text.with_columns(key=pl.col("frame_ids").cast(pl.List(pl.String)).list.join(","))
+    distinct = keyed.select("key").unique().sort("key").with_columns(
+        stack_id=pl.int_range(pl.len(), dtype=pl.Int32))
+    stacks = keyed.join(distinct, on="key").select(
+        "text", "stack_id", pl.col("frame_ids").cast(pl.List(pl.Int32)))
+    return frames.select("frame_id", "filename", "line", "name"), stacks
+
+
+# -- events and levels ------------------------------------------------------------------
+
+
+def _in_time_order(rows: pl.DataFrame) -> bool:
+    """Whether ``rows`` are already sorted by (t, seq), strictly (one pass, no sort)."""
+    if rows.height < 2 or rows["t"].null_count() or rows["seq"].null_count():
+        return rows.height < 2
+    dt = np.diff(rows["t"].to_numpy())
+    ds = np.diff(rows["seq"].to_numpy())
+    return bool(np.all((dt > 0) | ((dt == 0) & (ds > 0))))
+
+
+def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
+    """Events sorted by time with their levels, per-device level facts, per-pool curves.
+
+    Blocks are indexed by ``block_id``; the wide rows are sorted once and never joined.
+    ``memory`` is consumed: its columns move into the events one by one (so that the
+    rows are never held twice, in file order and in time order).
+    """
+    block = pl.Series(memory["block_id"])
+    memory.drop_in_place("aid")
+    memory.drop_in_place("ineff")
+    memory.insert_column(memory.width, blocks["size"].fill_null(0).gather(block)
+                         .alias("block_size"))
+    memory.insert_column(memory.width, blocks["pool"].gather(block).alias("block_pool"))
+    del block
+    if _in_time_order(memory):  # rows written in time order need no sort of the wide rows
+        events = memory.clone()
+    else:  # (seq is unique: the order is total, as a sort by both would give)
+        order = memory.select(pl.arg_sort_by("t", "seq")).to_series()
+        events = pl.DataFrame([memory.drop_in_place(name).gather(order)
+                               for name in list(memory.columns)])
+    pool = pl.col("block_pool")
+    sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
+        -1).otherwise(0)
+    framework = pool.is_in(FRAMEWORK_POOLS)
+    driver = pool.is_in(DRIVER_POOLS)
+    reported = framework & pl.col("total").is_not_null()
+    ghosts = blocks.filter(pl.col("ghost"))
+    facts = events.group_by("device").agg(
+        has_total=reported.any(), has_driver=driver.any(),
+    ).join(ghosts.group_by("device").agg(
+        start_alloc=pl.col("size").filter(pl.col("pool").is_in(FRAMEWORK_POOLS)).sum(),
+        start_driver=pl.col("size").filter(pl.col("pool").is_in(DRIVER_POOLS)).sum(),
+    ), on="device", how="left").with_columns(pl.col("start_alloc", "start_driver").fill_null(0))
+
+    def per_device(column: str) -> pl.Expr:
+        mapping = dict(zip(facts["device"].to_list(), facts[column].to_list(), strict=True))
+        return pl.col("device").replace_strict(mapping, default=None,
+                                               return_dtype=facts.schema[column])
+
+    def running(expr: pl.Expr) -> pl.Expr:  # a running sum per device (one: no grouping)
+        return expr.cum_sum() if facts.height == 1 else expr.cum_sum().over("device")
+
+    previous = pl.col("total").forward_fill().shift(1).over(["device", "pid", "pool"])
+    total_delta = pl.when(reported).then(pl.col("total") - previous.fill_null(0)).otherwise(0)
+    events = events.with_columns(
+        pool=pl.col("pool").fill_null(pool),
+    ).with_columns(
+        allocated=per_device("start_alloc") + running(
+            pl.when(framework).then(sign * pl.col("block_size")).otherwise(0)),
+        reserved=pl.when(per_device("has_total")).then(
+            pl.when(running(reported) > 0).then(running(total_delta)))
+        .when(per_device("has_driver")).then(
+            per_device("start_driver") + running(
+                pl.when(driver).then(sign * pl.col("block_size")).otherwise(0))),
+    ).with_columns(
+        active=pl.col("allocated"),
+        action=pl.col("event").replace_strict(_ACTIONS, return_dtype=pl.String),
+        stream=pl.lit(None, pl.Int64),
+        size=pl.col("size").fill_null(pl.col("block_size")),
+    ).rename({"etype": "event_type", "pid": "process", "tid": "thread"})
+    ends = events.group_by("device").agg(reserved_at_end=pl.col("reserved").drop_nulls().last())
+    levels = facts.join(ends, on="device", how="left")
+    curves = _pool_curves(events.select("t", "device", "process", "event", "block_pool",
+                                        "block_size", "total"), ghosts)
+    keep = ["t", "seq", "device", "action", "addr", "size", "stream", "pool", "block_id",
+            "stack_id", "owner", "allocated", "active", "reserved",
+            "id", "event_type", "name", "process", "thread", "attr", "c_stack_id"]
+    return events.select(keep), levels, curves
+
+
+def _pool_curves(events: pl.DataFrame, ghosts: pl.DataFrame) -> pl.DataFrame:
+    """One level per pool (``component``), as MindStudio Insight draws one line per Event
+    Type: ``Allocated`` for every pool from the pairs (from its ghosts up), ``Reserved``
+    for the framework pools from their reported ``total``."""
+    pool = pl.col("block_pool")
+    sign = pl.when(pl.col("event") == "MALLOC").then(1).otherwise(-1)
+    starts = ghosts.group_by("device", "pool").agg(start=pl.col("size").sum())
+    allocated = events.filter(pl.col("event").is_in(["MALLOC", "FREE"])).select(
+        "t", "device", pool.alias("pool"), delta=sign * pl.col("block_size"),
+    ).join(starts, on=["device", "pool"], how="left", maintain_order="left").select(
+        "t", "device", series=pl.lit("Allocated"), component="pool",
+        bytes=pl.col("start").fill_null(0) + pl.col("delta").cum_sum().over("device", "pool"))
+    reported = events.filter(pool.is_in(FRAMEWORK_POOLS) & pl.col("total").is_not_null())
+    previous = pl.col("total").shift(1).over("device", "process", "block_pool").fill_null(0)
+    reserved = reported.select(
+        "t", "device", series=pl.lit("Reserved"), component=pool,
+        bytes=(pl.col("total") - previous).cum_sum().over("device", "block_pool"))
+    return pl.concat([allocated, reserved])
+
+
+# -- segments ---------------------------------------------------------------------------
+
+
+def _segments(blocks: pl.DataFrame) -> pl.DataFrame:
+    """One ``driver`` segment per HAL block, in (device, block_id) order; ``block_id`` is
+    kept after the contract columns."""
+    hal = blocks.filter(pl.col("pool") == SEGMENT_POOL).sort("device", "block_id")
+    return hal.select(
+        segment_id=pl.int_range(pl.len(), dtype=pl.Int64), device="device", addr="addr",
+        size="size", t_alloc="t_alloc", t_free="t_free", stream=pl.lit(None, pl.Int64),
+        pool_id=pl.lit(None, pl.String), kind=pl.lit("driver"), seq_alloc="seq_alloc",
+        seq_free="seq_free", ghost="ghost", block_id="block_id",
+    )
+
+
+# -- devices ----------------------------------------------------------------------------
+
+
+def _devices(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
+             markers: pl.DataFrame, calls: pl.DataFrame,
+             segments: pl.DataFrame) -> list[DeviceInfo]:
+    names = set()
+    for frame in (events, markers, calls):
+        if frame.height:
+            names |= set(frame["device"].drop_nulls().unique().to_list())
+    facts = {row["device"]: row for row in levels.iter_rows(named=True)}
+    live = blocks.filter(pl.col("t_free").is_null() & pl.col("pool").is_in(FRAMEWORK_POOLS))
+    live = dict(live.group_by("device").agg(pl.col("size").sum()).iter_rows())
+    segments_at_end = dict(segments.group_by("device").agg(
+        pl.col("t_free").is_null().sum()).iter_rows())
+    devices = []
+    for name in sorted(names, key=_device_sort_key):
+        fact = facts.get(name)
+        info = DeviceInfo(name=name, kind="host" if name == "host" else "npu")
+        if fact is not None:
+            info.start_allocated = int(fact["start_alloc"])
+            info.allocated_at_end = int(live.get(name) or 0)
+            info.start_reserved = (None if fact["has_total"] or not fact["has_driver"]
+                                   else int(fact["start_driver"]))
+            info.reserved_at_end = fact["reserved_at_end"]
+        if name in segments_at_end:
+            info.has_segments = True
+            info.segments_at_end = int(segments_at_end[name])
+        devices.append(info)
+    return devices
+
+
+def _device_sort_key(name: str) -> tuple[int, int, str]:
+    kind, _, index = name.partition(":")
+    if index.isdigit():
+        return (0, int(index), kind)
+    return (1, 0, name)
