@@ -28,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.api import _compare
+    from memtui.api import compare_captures
 
-    result = _compare(args.a, args.b, align=args.align, shift=args.shift,
+    result = compare_captures(args.a, args.b, align=args.align, shift=args.shift,
                       store_in_background=True, roles=chosen_rules(args))
     print(json.dumps(result.to_dict()) if args.json else result.text(args.top))
     return 0

@@ -33,6 +33,12 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         f"{fb(data['cached_bytes'])} (in {data['cached_segments']} wholly free segments); "
         f"lost to rounding {fb(data['rounding_bytes'])}",
     ]
+    if data.get("unplaced_bytes"):
+        lines.append(_unplaced_line(data))
+    if data.get("overlap_bytes"):
+        lines.append(f"  overlapping {fb(data['overlap_bytes'])}: live blocks share these "
+                     "addresses (the file holds a block where another is not yet freed: a "
+                     "free missing), so a segment's blocks add up to more than it")
     if data.get("by_role"):
         from memtui.text.roles import roles_text
 
@@ -58,3 +64,15 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
                      f"{counts['pending_free']} pending free ({fb(held)}), "
                      f"{counts['free']} free")
     return safe_text(lines)
+
+
+def _unplaced_line(data: dict[str, Any]) -> str:
+    """The reserved bytes in segments the file does not list, and what is known of them:
+    the blocks under "no segment" lie in them; the rest may be free or held."""
+    from memtui.units import format_bytes as fb
+
+    loose = sum(b["size"] for s in data["segments"] if s["addr"] is None
+                for b in s["blocks"] if b["state"] != "free")
+    return (f"  unplaced {fb(data['unplaced_bytes'])}: reserved in segments the file does "
+            "not list" + (f" (they hold the {fb(loose)} of blocks in no segment below)"
+                          if loose else ""))

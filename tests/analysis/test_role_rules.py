@@ -193,3 +193,17 @@ def test_profiler_rest_is_other(tmp_path: Path):
         assert min(roles.values()) >= 0
     assert np.any([by_role_at(trace, device, e)["other"] > 0
                    for e in range(timeline.positions)])
+
+
+def test_forward_operators_inside_a_backward():
+    """A backward recomputing a layer (a short run of forward operators between backward
+    ones) keeps it; the next micro-batch's whole forward between two backwards stays a
+    forward (gradient accumulation)."""
+    from memtui.analysis.roles.operators import _inside_backward
+
+    F, B, S = FORWARD, BACKWARD, OPTIMIZER  # noqa: N806
+    kinds = np.array([F] * 10 + [B] * 3 + [F] * 2 + [B] * 3 + [F] * 10 + [B] * 6 + [S] * 2)
+    smoothed = _inside_backward(kinds)
+    assert smoothed[13:15].tolist() == [B, B]  # the recomputed layer
+    assert smoothed[18:28].tolist() == [F] * 10  # micro-batch 2's forward
+    assert smoothed[:10].tolist() == [F] * 10 and smoothed[-2:].tolist() == [S, S]

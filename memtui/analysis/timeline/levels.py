@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from memtui.analysis.timeline.live import held, remember
 from memtui.model import MemoryTrace
 
 #: The profiler curve that stands for "allocated" where a source reports curves.
@@ -35,32 +34,18 @@ class Level:
         return int(self.values[index]), index
 
 
-#: Levels handed over ready-made (the reopen cache keeps them): id(trace) -> (a weak
-#: reference to the trace, {(kind, device): Level or None}).
-_SEEDED: dict[int, tuple[weakref.ref, dict[tuple[str, str], Level | None]]] = {}
-_SEED_LOCK = threading.Lock()
-
-
 def seed_levels(trace: MemoryTrace, device: str, allocated: Level,
                 reserved: Level | None) -> None:
     """Let :func:`allocated_level` and :func:`reserved_level` of ``trace`` and ``device``
-    answer with these (computed from the same capture earlier and kept since)."""
-    with _SEED_LOCK:
-        for stale in [k for k, (ref, _) in _SEEDED.items() if ref() is None]:
-            del _SEEDED[stale]
-        entry = _SEEDED.get(id(trace))
-        if entry is None or entry[0]() is not trace:
-            entry = _SEEDED[id(trace)] = (weakref.ref(trace), {})
-        entry[1][("allocated", device)] = allocated
-        entry[1][("reserved", device)] = reserved
+    answer with these (computed from the same capture earlier and kept since), held in
+    the trace's one store of results (:func:`memtui.analysis.timeline.live.remember`)."""
+    remember(trace, ("allocated_level", device), allocated)
+    remember(trace, ("reserved_level", device), reserved)
 
 
 def _seeded(trace: MemoryTrace, kind: str, device: str) -> tuple[bool, Level | None]:
-    with _SEED_LOCK:
-        entry = _SEEDED.get(id(trace))
-        if entry is None or entry[0]() is not trace or (kind, device) not in entry[1]:
-            return False, None
-        return True, entry[1][(kind, device)]
+    found, level = held(trace, (f"{kind}_level", device))
+    return found, level  # type: ignore[return-value]
 
 
 def reserved_is_floor(trace: MemoryTrace, device: str) -> bool:

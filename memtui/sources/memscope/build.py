@@ -35,6 +35,7 @@ import numpy as np
 import polars as pl
 
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
+from memtui.progress import Phases
 from memtui.sources.common.event_axis import time_ordered_axis
 from memtui.sources.memscope.pairing import EVENT_CODES, Runs, block_runs, row_keys
 from memtui.sources.memscope.read import ATTR_SIZE, MEMORY_COLUMNS, RAW_COLUMNS, RawFile
@@ -51,6 +52,8 @@ _ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
 BLOCK_ORDER = ["device", "t_alloc", "seq_alloc", "t_free", "seq_free"]
 
 Progress = Callable[[float, str], None] | None
+#: The share of the progress bar reading the rows fills (the build fills the rest).
+READ_SHARE = 0.6
 
 
 def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> MemoryTrace:
@@ -58,23 +61,29 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
     warnings = [w for f in files for w in f.warnings]
     memory, other, trace = _concat(files)
     start, end = _bounds(memory, other, trace)
+    phases = Phases(progress)
     # The markers need only the other rows: built in a thread meanwhile (polars lets go of
     # the GIL), on the core the memory rows' many small steps leave idle.
     with ThreadPoolExecutor(max_workers=1) as worker:
         marking = worker.submit(markers_of, other)
-        del other
-        _report(progress, 0.55, "pairing allocations")
+        rows = memory.height
+        pairing = phases.start("pairing allocations", (READ_SHARE, 0.75), rows)
         memory = _memory_columns(memory, warnings)
         memory, blocks = _blocks(memory, start, warnings)
-        _report(progress, 0.7, "interning call stacks")
+        pairing.finish(rows)
+        interning = phases.start("interning call stacks", (0.75, 0.8), rows)
         memory, blocks, frames, stacks = _stacks(memory, blocks)
-        _report(progress, 0.8, "levels")
+        interning.finish(rows)
+        levelling = phases.start("levels", (0.8, 0.9), rows, unit="events")
         events, levels, curves = _events(memory, blocks)
         del memory
         events, blocks = time_ordered_axis(events, blocks)
-        _report(progress, 0.9, "markers and calls")
+        levelling.finish(events.height)
+        marking_phase = phases.start("markers and calls", (0.9, 0.99), other.height)
+        del other
         calls = calls_of(trace, events, start, end, warnings)
         markers = marking.result()
+        marking_phase.finish()
     segments = _segments(blocks)
     devices = _devices(events, blocks, levels, markers, calls, segments)
     meta = TraceMeta(
@@ -90,11 +99,6 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
         curves=conform(curves, "curves"),
         markers=conform(markers, "markers"),
     )
-
-
-def _report(progress: Progress, fraction: float, message: str) -> None:
-    if progress is not None:
-        progress(fraction, message)
 
 
 # -- gathering the files ----------------------------------------------------------------
@@ -198,7 +202,9 @@ def _time_ordered(memory: pl.DataFrame) -> pl.DataFrame:
     if _in_time_order(memory):
         return memory
     order = memory.select(pl.arg_sort_by("t", "seq")).to_series()  # (seq is unique)
-    return pl.DataFrame([memory.drop_in_place(name).gather(order)
+    # (a column made one chunk first: a gather across the chunks of each read costs five
+    # times one from a single chunk)
+    return pl.DataFrame([memory.drop_in_place(name).rechunk().gather(order)
                          for name in list(memory.columns)])
 
 

@@ -30,7 +30,7 @@ import polars as pl
 from memtui.model import MemoryTrace, TraceMeta, conform
 from memtui.sources.common.event_axis import RAW_COLUMN, time_ordered_axis
 from memtui.sources.memscope import build as B
-from memtui.sources.memscope.timeline import _marker_kind, calls_of, markers_of
+from memtui.sources.memscope.timeline import calls_of, marker_kind, markers_of
 
 #: Rows looked at first, from the end of the prefix, for each group's last value.
 _WINDOW = 8192
@@ -660,7 +660,7 @@ def _extend_markers(model: _Model, other: pl.DataFrame,
         return model.markers, model.marker_pairs
     pairs = model.marker_pairs | set(
         new_other.select("event", pl.col("etype").fill_null("")).unique().iter_rows())
-    kinds = {pair: _marker_kind(*pair) for pair in pairs}
+    kinds = {pair: marker_kind(*pair) for pair in pairs}
     ranged = {k[0] for k in kinds.values() if k[1] is not None}
     instant = {k[0] for k in kinds.values() if k[1] is None}
     old = model.markers

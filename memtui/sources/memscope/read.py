@@ -178,11 +178,12 @@ def device_column(frame: pl.DataFrame) -> pl.Expr:
 # -- SQLite -------------------------------------------------------------------------------
 
 
-Report = Callable[[float], None] | None
+#: ``report(rows_read, rows_in_all)`` as chunks come (the total counts rowids: about).
+Report = Callable[[int, int], None] | None
 
 
 def read_db(path: Path, report: Report = None) -> RawFile:
-    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come),
+    """Every msMemScope table of one SQLite file (``report`` as chunks come),
     read again from a private copy if a writer changed the file meanwhile."""
     try:
         return read_consistently(path, lambda con: _read_db_tables(path, con, report))
@@ -275,6 +276,8 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
+    # about: the rowids a range spans (none for a WITHOUT ROWID table or an empty one)
+    total = sum(high - low + 1 for low, high in ranges) if None not in ranges else 0
     # Typed reads run on their own connections, two at once (one core reads while the
     # other turns a batch into columns); the text way shares one connection: one.
     ahead = _TYPED_FETCHERS if query.arrow is not None else 1
@@ -287,7 +290,7 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
             chunk = query.parse(fetched, bounds)
             del fetched
             if report is not None:
-                report((index + 1) / len(ranges))
+                report(offset + chunk.height, max(total, offset + chunk.height))
             if chunk.height:
                 yield chunk.with_row_index("row", offset=offset).with_columns(
                     pl.col("row").cast(pl.Int64))
@@ -473,7 +476,7 @@ def read_csv(path: Path) -> RawFile:
         raise CaptureError(path, "an msLeaks CSV of the early-2025 layout (Record Index, "
                                  "Kernel Index, Flag, ...), which memtui does not read")
     if kind == "trace":
-        return _read_trace_csv(path)
+        return read_trace_csv(path)
     if kind != "dump":
         raise CaptureError(path, "not an msMemScope CSV (unknown header)")
     names = dump_csv_names(path)
@@ -581,7 +584,7 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def _read_trace_csv(path: Path) -> RawFile:
+def read_trace_csv(path: Path) -> RawFile:
     """``FuncInfo`` is not quoted and may hold commas: split each line from the right."""
     lines = pl.read_csv(path, has_header=False, skip_rows=1, separator=_FIELD, quote_char=None,
                         schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False)

@@ -57,7 +57,7 @@ class RowsRewritten(Exception):
 
 
 @dataclass
-class _Parts:
+class TailParts:
     """The raw frames read so far, and the model built from them."""
 
     path: Path
@@ -104,7 +104,7 @@ class _Parts:
 
 
 @dataclass
-class DbTail(_Parts):
+class DbTail(TailParts):
     """See the module docstring."""
 
     dump: _Table | None = None
@@ -253,7 +253,7 @@ def _check_unchanged(con: sqlite3.Connection, table: _Table) -> None:
 
 
 @dataclass
-class CsvTail(_Parts):
+class CsvTail(TailParts):
     """A dump CSV being appended: the complete records past the byte offset read.
 
     A record ends at a newline outside quotes (msMemScope quotes its multi-line call

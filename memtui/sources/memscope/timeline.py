@@ -21,7 +21,7 @@ from memtui.sources.memscope.read import device_column
 # -- markers ----------------------------------------------------------------------------
 
 
-def _marker_kind(event: str, etype: str) -> tuple[str, str | None, str, str, str]:
+def marker_kind(event: str, etype: str) -> tuple[str, str | None, str, str, str]:
     """(kind, phase, family, label rule, fixed label) of one (Event, Event Type) pair."""
     upper = etype.upper()
     phase = "start" if upper.endswith("START") else "end" if upper.endswith("END") else None
@@ -55,7 +55,7 @@ def markers_of(other: pl.DataFrame) -> pl.DataFrame:
         return empty_frame("markers")
     pairs = other.select(pl.col("event"), pl.col("etype").fill_null("")).unique()
     kinds = pl.DataFrame(
-        [(e, t, *_marker_kind(e, t)) for e, t in pairs.iter_rows()],
+        [(e, t, *marker_kind(e, t)) for e, t in pairs.iter_rows()],
         schema={"event": pl.String, "etype": pl.String, "kind": pl.String, "phase": pl.String,
                 "family": pl.String, "rule": pl.String, "fixed": pl.String}, orient="row")
     rule = pl.col("rule")

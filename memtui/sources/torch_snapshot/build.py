@@ -34,6 +34,7 @@ from memtui.model import (
     conform,
     segment_level,
 )
+from memtui.progress import Phase, Phases
 from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
@@ -79,12 +80,15 @@ def load(path: Path, progress=None) -> MemoryTrace:
     # Millions of dicts come and go here: the cyclic collector would walk them again and
     # again (more than half the unpickling time) for no cycle to find.
     with collector_paused():
-        _report(progress, 0.0, f"unpickling {path.name}")
-        listener = _bytes_read(progress, path.name)
+        phases = Phases(progress)
+        reading = phases.start(f"unpickling {path.name}", (0.0, UNPICKLE_SHARE),
+                               path.stat().st_size / 1e6, unit="MB")
+        listener = _bytes_read(reading) if progress is not None else None
         data = read_columnar(path, listener)
         snapshot = _normalise(path, load_pickle(path, listener) if data is None else data)
+        reading.finish()
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
-        _report(progress, UNPICKLE_SHARE, "building the model")
+        building = phases.start("building the model", (UNPICKLE_SHARE, 0.99), unit="events")
         try:
             trace = _SnapshotBuilder(path, snapshot, columns).build()
         except (KeyError, TypeError, AttributeError, IndexError, ValueError,
@@ -94,6 +98,7 @@ def load(path: Path, progress=None) -> MemoryTrace:
             ) from None
         trace.meta.warnings[:0] = problems
         del snapshot, columns
+        building.finish(trace.events.height)
     _report(progress, 1.0, "done")
     return trace
 
@@ -102,20 +107,13 @@ def load(path: Path, progress=None) -> MemoryTrace:
 UNPICKLE_SHARE = 0.6
 
 
-def _bytes_read(progress, name: str):
-    """A ``load_pickle`` listener that moves the progress bar over the unpickling, saying
-    the bytes read (``unpickling x.pickle: 120 of 296 MB``); None without a bar."""
-    if progress is None:
-        return None
-
+def _bytes_read(reading: Phase):
+    """A ``load_pickle`` listener that moves the unpickling's phase on by the bytes read
+    (``unpickling x.pickle: 120.0 of 296.0 MB · 48.0 MB/s``)."""
     def report(done: int, size: int) -> None:
-        _report(progress, UNPICKLE_SHARE * done / max(size, 1),
-                f"unpickling {name}: {_megabytes(done)} of {_megabytes(size)} MB read")
+        reading.total = size / 1e6
+        reading.update(done / 1e6)
     return report
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1e6:,.1f}" if size < 10e6 else f"{size / 1e6:,.0f}"
 
 
 def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:

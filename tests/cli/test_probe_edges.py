@@ -1,0 +1,46 @@
+"""Held-out probes of issue 31's edges that found something: each case failed before its fix.
+
+* an empty path (``memtui check "$CAPTURE"`` with the variable unset) was the demo for
+  ``summary``/``findings``/``state``/``whatif``/the UI and the current folder for ``check``,
+  ``memtui.open``, ranks and ``--follow``: a verdict on a capture nobody named.  It is one
+  line, exit status 2, and nothing opened.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import memtui
+from memtui.cli import main
+from tests.helpers.hostile_files import write_hostile_snapshot
+
+
+def refused(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and "Traceback" not in lines[0], captured
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["summary", ""], ["findings", ""], ["state", ""], ["whatif", ""], ["check", ""],
+    ["check", "", "--max-peak", "1GiB"], ["report", "", "-o", "{out}/r.html"],
+    ["export", "", "--to", "perfetto", "-o", "{out}/e.json"], ["compare", "", "{cap}"],
+    ["compare", "{cap}", ""], ["summary", "", "{cap}"], ["summary", "--ranks", ""],
+    ["-f", ""], ["", "{cap}", "{cap}"],
+])
+def test_an_empty_path_is_refused_not_the_demo_or_the_folder(tmp_path, capsys, monkeypatch,
+                                                               argv):
+    cap = write_hostile_snapshot(tmp_path / "cap.pickle")
+    monkeypatch.chdir(tmp_path)  # "." holds a capture: opening it would succeed
+    line = refused(capsys, [a.format(out=tmp_path, cap=cap) for a in argv])
+    assert "an empty path" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap.pickle"]
+
+
+def test_the_api_refuses_an_empty_path(tmp_path, monkeypatch):
+    write_hostile_snapshot(tmp_path / "cap.pickle")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(memtui.CaptureError, match="an empty path"):
+        memtui.open("", use_cache=False)
