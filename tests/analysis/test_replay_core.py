@@ -26,7 +26,7 @@ from memtui.loading import load_trace
 from tests.conftest import shared_files
 from tests.helpers.replay_snapshots import run_ops
 
-pytestmark = pytest.mark.skipif(compiled._replay is None,
+pytestmark = pytest.mark.skipif(compiled.REPLAY_CORE is None,
                                 reason="the compiled replay core was not built here")
 
 H100 = Path(__file__).resolve().parents[1] / "data"
@@ -214,7 +214,7 @@ def _arguments(n_events: int = 4) -> list:
 
 
 def test_a_valid_hand_over_runs():
-    reason, replay_addr, reserved, log, ooms, figures = compiled._replay.run(*_arguments())
+    reason, replay_addr, reserved, log, ooms, figures = compiled.REPLAY_CORE.run(*_arguments())
     assert reason is None
     addresses = np.frombuffer(replay_addr, dtype=np.int64).tolist()
     # best fit from the one free block, split: each 2 MiB request after the one before
@@ -250,7 +250,7 @@ def test_hostile_hand_overs_never_crash(data):
             flat[k] = data.draw(st.integers(int(info.min), int(info.max)))
         args[which] = array
     try:
-        result = compiled._replay.run(*args)
+        result = compiled.REPLAY_CORE.run(*args)
     except ValueError:
         return
     assert len(result) == 6

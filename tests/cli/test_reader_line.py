@@ -36,7 +36,7 @@ def test_replay_line(argv, pure, monkeypatch, tmp_path):
     monkeypatch.setenv(compiled.PURE_PYTHON_ENV, pure)
     got = imported_by(*argv)
     assert got["status"] == 0
-    if compiled._replay is None:
+    if compiled.REPLAY_CORE is None:
         expected = "what-if replay: Python (the compiled core was not built)"
     elif pure == "1":
         expected = "what-if replay: Python (MEMTUI_PURE_PYTHON is set)"

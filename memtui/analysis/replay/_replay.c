@@ -1,6 +1,6 @@
 /* memtui.analysis.replay._replay: the what-if replay's per-event loop, compiled.
  *
- * What it owns: the hot loop of memtui.analysis.replay.run (``_Loop.go``) and the caching
+ * What it owns: the hot loop of memtui.analysis.replay.run (``ReplayLoop.go``) and the caching
  * allocator it drives (memtui.analysis.replay.allocator.CachingAllocator), step for step:
  * the same pools of free blocks ordered by (stream, size, address), the same links between
  * the blocks of a segment, the same malloc / free_block / emptyCache / expandable-segment
@@ -1051,7 +1051,7 @@ static void allocator_free(Allocator *a) {
     PyMem_RawFree(a->log_owner);
 }
 
-/* -- the loop (run.py's _Loop.go) ---------------------------------------------------------- */
+/* -- the loop (run.py's ReplayLoop.go) ---------------------------------------------------------- */
 
 typedef struct {
     Py_ssize_t n;

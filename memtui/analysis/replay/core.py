@@ -21,12 +21,12 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.replay.allocator import Block, BlockPool, CachingAllocator, Segment
-from memtui.analysis.replay.compiled import _replay, compiled_replay
+from memtui.analysis.replay.compiled import REPLAY_CORE, compiled_replay
 from memtui.analysis.replay.settings import NO_MAX_SPLIT
 from memtui.model import ACTION_DTYPE
 
 if TYPE_CHECKING:
-    from memtui.analysis.replay.run import _Loop
+    from memtui.analysis.replay.run import ReplayLoop
 
 #: What the core takes: addresses below, sizes (and the capacity) of less magnitude.
 ADDR_LIMIT = 1 << 62
@@ -39,11 +39,12 @@ OOM_KINDS = ("caused", "avoided", "kept")
 last_fallback: str | None = None
 
 
-def run_compiled(loop: _Loop) -> bool:
+def run_compiled(loop: ReplayLoop) -> bool:
     """Run ``loop``'s events in the core and fill its results; False (nothing changed)
     where the Python loop must run them (module docstring)."""
     global last_fallback
-    if not compiled_replay():
+    core = REPLAY_CORE
+    if core is None or not compiled_replay():
         last_fallback = "compiled replay off"
         return False
     try:
@@ -59,12 +60,12 @@ def run_compiled(loop: _Loop) -> bool:
         last_fallback = "block ids too far apart"
         return False
     try:
-        out = _replay.run(state["blocks"], state["segments"], state["pools"],
-                          state["pending"], state["hints"], state["map_hints"],
-                          state["scalars"], state["divisions"], state["gc_threshold"],
-                          events["action"], events["addr"], events["size"], events["stream"],
-                          events["block_id"], routes, _releases(loop, events["action"].size),
-                          low, id_map, np.zeros(id_map.size, dtype=np.uint8))
+        out = core.run(state["blocks"], state["segments"], state["pools"],
+                       state["pending"], state["hints"], state["map_hints"],
+                       state["scalars"], state["divisions"], state["gc_threshold"],
+                       events["action"], events["addr"], events["size"], events["stream"],
+                       events["block_id"], routes, _releases(loop, events["action"].size),
+                       low, id_map, np.zeros(id_map.size, dtype=np.uint8))
     except (ValueError, MemoryError) as err:
         last_fallback = str(err)
         return False
@@ -81,7 +82,7 @@ class _Unfit(ValueError):
     """The run holds what the core does not take (the reason is the message)."""
 
 
-def event_arrays(loop: _Loop) -> dict[str, np.ndarray]:
+def event_arrays(loop: ReplayLoop) -> dict[str, np.ndarray]:
     """The events' columns as the core reads them (nulls as the Python loop fills them)."""
     events = loop.events
     if events.schema["action"] != ACTION_DTYPE:
@@ -102,7 +103,7 @@ def event_arrays(loop: _Loop) -> dict[str, np.ndarray]:
     }
 
 
-def event_routes(loop: _Loop, addr: np.ndarray, private_ids: dict[str, int]) -> np.ndarray:
+def event_routes(loop: ReplayLoop, addr: np.ndarray, private_ids: dict[str, int]) -> np.ndarray:
     """Each event's private pool pair (the pool of the segment holding the recorded
     address, :class:`.run.PrivateRoutes`), -1 for the device's own pools."""
     routes = np.full(addr.size, -1, dtype=np.int32)
@@ -117,7 +118,7 @@ def event_routes(loop: _Loop, addr: np.ndarray, private_ids: dict[str, int]) -> 
     return routes
 
 
-def _releases(loop: _Loop, n: int) -> np.ndarray:
+def _releases(loop: ReplayLoop, n: int) -> np.ndarray:
     """1 at the events where the loop calls emptyCache (the releases it replays)."""
     flags = np.zeros(n, dtype=np.uint8)
     at = [i for i, kind in loop.releases.items()
@@ -250,7 +251,7 @@ def _int64(rows: Any, width: int) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _fill(loop: _Loop, replay_addr: bytes, reserved: bytes, log: tuple, ooms: tuple,
+def _fill(loop: ReplayLoop, replay_addr: bytes, reserved: bytes, log: tuple, ooms: tuple,
           figures: tuple) -> None:
     """The core's results where the Python loop keeps its own."""
     loop.replay_addr[:] = np.frombuffer(replay_addr, dtype=np.int64).view(np.uint64)

@@ -118,13 +118,13 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
     start_reserved = allocator.reserved
     releases = release_runs(trace, events)
     routes = private_routes(trace, device)
-    run = _Loop(allocator, blocks, events, releases, replay_retries, routes)
+    run = ReplayLoop(allocator, blocks, events, releases, replay_retries, routes)
     run.go()
 
     def pool_before(index: int) -> CachingAllocator:
         again = CachingAllocator(settings)
         again_blocks, _ = _start_pool(trace, device, events, again)
-        _Loop(again, again_blocks, events, releases, replay_retries, routes).go(stop=index)
+        ReplayLoop(again, again_blocks, events, releases, replay_retries, routes).go(stop=index)
         return again
 
     return ReplayRun(
@@ -323,7 +323,7 @@ def _release_kind_by_stack(trace: MemoryTrace, events: pl.DataFrame,
     return out
 
 
-class _Loop:
+class ReplayLoop:
     """The per-event loop (a sequential simulation): the compiled core's
     (:mod:`.core`, where built) or one Python step per event (the reference)."""
 
