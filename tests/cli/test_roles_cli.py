@@ -9,7 +9,9 @@ import json
 
 import pytest
 
+from memtui.analysis.roles.model import ROLE_LABELS
 from memtui.cli import main
+from memtui.units import signed_bytes
 from tests.conftest import REPO
 from tests.helpers.training_snapshots import Loop, training_snapshot
 
@@ -134,7 +136,14 @@ def test_compare_by_role(capsys):
     assert moved[("activation", "peak")] == 25165828  # the hand loop's peak is a backward
     assert moved[("optimizer_state", "peak")] == 0
     code, out, _ = run(capsys, "compare", ADAMW, HANDOPT)
-    assert "by role:" in out and "activations" in out
+    assert "activations" in out
+    # the one line that says it ("optimizer state +3.2 GiB"): the peak's changes, largest
+    # first, from the JSON's rows
+    peak = sorted(((r["role"], r["delta"]) for r in pair["by_role"]
+                   if r["at"] == "peak" and r["delta"]), key=lambda rd: -abs(rd[1]))
+    said = ", ".join(f"{ROLE_LABELS[role]} {signed_bytes(delta)}" for role, delta in peak)
+    assert peak and f"  by role at the peak: {said}\n" in out
+    assert f"{ROLE_LABELS['activation']} +24.0 MiB" in said  # 25,165,828 bytes
 
 
 def test_the_api(tmp_path):

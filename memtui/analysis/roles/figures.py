@@ -78,6 +78,8 @@ def device_roles_summary(trace: MemoryTrace, device: str,
     roles = block_roles(trace, device)
     return {
         "at_peak": by_role(trace, device, peak),
+        # of `other` at the peak: the level no operator row explains (profiler folders)
+        "other_outside_rows_at_peak": levels_by_role(trace, device).outside_rows(peak),
         "at_end": by_role(trace, device, tl.positions - 1),
         "peaks": role_peaks(trace, device),
         "phases_from": roles.phases,
