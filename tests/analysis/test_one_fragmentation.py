@@ -192,6 +192,10 @@ def test_cached_segments_that_hold_the_request_are_not_fragmentation():
     trace = _oom_after_frees(190 * MiB, cached=2).build()
     (oom,) = find_ooms(trace, "cuda:0")
     assert oom.detail["cause_kind"] == "fragmentation"
+    # the OOM's cause names the free bytes as the fragmentation finding does
+    assert oom.detail["cause"].endswith(
+        "; of the free bytes 188.0 MiB are fragmented and 200.0 MiB cached (in 2 wholly free "
+        "segments)")
     (frag,) = find_fragmentation(trace, "cuda:0")
     assert frag.detail["explains_oom_t"] is None
     assert "explains" not in frag.title
