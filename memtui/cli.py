@@ -57,10 +57,12 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from memtui.analysis.replay.compiled import replay_in_use
         from memtui.sources.common.compiled import pairing_in_use
         from memtui.sources.torch_snapshot.reader_choice import reader_in_use
 
-        print(f"memtui {__version__}\n{reader_in_use()}\n{pairing_in_use()}")
+        print(f"memtui {__version__}\n{reader_in_use()}\n{pairing_in_use()}\n"
+              f"{replay_in_use()}")
         parser.exit()
 
 
