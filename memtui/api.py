@@ -432,7 +432,13 @@ class Capture:
 
             trace = self._trace
             if has_layers(trace) and "layers" not in trace.meta.extra:
+                from memtui.progress import Phases, default
+
+                events = trace.events.height
+                layering = Phases(default()).start("memory layers", (0.0, 0.99), events,
+                                                   unit="events")
                 trace = layer_view(trace)
+                layering.finish(events)
             self._view = trace
         return self._view
 
@@ -440,8 +446,11 @@ class Capture:
         if self._findings is None:
             from memtui.analysis.findings import find_all
             from memtui.analysis.timeline.levels import allocated_level, reserved_level, seed_levels
+            from memtui.progress import Phases, default
 
             view = self.view()
+            events = view.events.height
+            finding = Phases(default()).start("finding", (0.0, 1.0), events, unit="events")
             for name in view.meta.device_names:  # made once: the findings and the figures
                 seed_levels(view, name, allocated_level(view, name),  # both read them
                             reserved_level(view, name))
@@ -451,6 +460,7 @@ class Capture:
                 self._findings = findings_of(view)
             else:
                 self._findings = find_all(view)
+            finding.finish(events)
         return self._findings
 
     def findings(self, stacks: bool = False) -> Findings:

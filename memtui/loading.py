@@ -52,6 +52,10 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     if not os.fspath(path):  # Path("") is ".": an unset $CAPTURE would open the folder
         raise CaptureError(repr(""), "an empty path: name a capture file or folder")
     check_input(Path(path))  # before the cache looks at it: loops, FIFOs, permissions
+    if progress is None:  # the commands' report on stderr, where one is on
+        from memtui.progress import default
+
+        progress = default()
     if use_cache is None:
         from memtui import cache
 

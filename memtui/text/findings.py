@@ -67,7 +67,8 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
     lines = [f"{trace.meta.path}  ({trace.meta.source})"]
     for device, found in findings.items():
         lines.append(f"  {device}: {counted(len(found), 'finding')}")
-        lines.append(f"    by role at the peak: {roles_text(peak_roles(trace, device))}")
+        lines.append("    by role at the peak: "
+                     f"{roles_text(peak_roles(trace, device), _outside_rows(trace, device))}")
         for finding in found:
             lines.append(f"    [{finding.severity}] {finding.kind}: {finding.title}")
             for key in ("cause", "advice"):
@@ -82,3 +83,13 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
     if not findings:
         lines.append("  no device has events or blocks")
     return safe_text(lines)
+
+
+def _outside_rows(trace: MemoryTrace, device: str) -> int:
+    """The level no operator row explains at the peak (profiler folders; 0 elsewhere)."""
+    from memtui.analysis.roles import levels_by_role
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    peak = -1 if timeline.peak_at_start else timeline.peak_event
+    return levels_by_role(trace, device).outside_rows(peak)

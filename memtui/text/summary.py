@@ -50,7 +50,8 @@ def _role_lines(d: dict[str, Any]) -> list[str]:
     source = roles.get("phases_from")
     how = (f"phases from {source}" if source
            else "no forward or backward pass seen, roles not told apart")
-    return [f"    by role at the peak: {roles_text(d['by_role'])}; {how}"]
+    outside = roles.get("other_outside_rows_at_peak") or 0
+    return [f"    by role at the peak: {roles_text(d['by_role'], outside)}; {how}"]
 
 
 def _reserved(d: dict[str, Any], value: int | None) -> str:

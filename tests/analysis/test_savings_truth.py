@@ -7,8 +7,10 @@ to those bytes, worked out here from the truth, not from memtui's answer."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from memtui.analysis.findings.savings import find_savings
@@ -79,3 +81,23 @@ def test_micro_batch_halves_activations_and_inputs_at_the_peak(capture):
     assert found["micro_batch"].detail["scaled_bytes"] == scaled
     assert found["micro_batch"].bytes == scaled // 2
     assert found["checkpointing"].bytes == roles["activation"]
+
+
+@pytest.mark.parametrize(("frame", "left"), [
+    (("/venv/torch/nn/modules/module.py", "half"), {"activation"}),  # model.half()
+    (("/venv/torch/amp/autocast_mode.py", "__enter__"), {"parameter", "gradient"}),
+])
+def test_half_precision_seen_in_the_stacks_narrows_bf16(frame, left):
+    """A module cast by ``half()`` has 16-bit parameters and gradients already: bf16 can
+    only still halve the activations; under autocast the activations are 16-bit: only the
+    parameters and gradients are left.  Either way the dtype is only ``possible``."""
+    trace = open_capture(DATA / "cuda_roles_handopt.pickle")
+    frames = trace.frames
+    seen = pl.DataFrame({"frame_id": [int(frames["frame_id"].max()) + 1],
+                         "filename": [frame[0]], "line": [1], "name": [frame[1]]},
+                        schema=frames.schema)
+    trace = replace(trace, frames=pl.concat([frames, seen]))
+    device = trace.meta.device_names[0]
+    (bf16,) = [f for f in find_savings(trace, device) if "float32_bytes" in f.detail]
+    assert set(bf16.detail["float32_bytes"]) == left
+    assert bf16.detail["dtype_confidence"] == "possible"

@@ -59,10 +59,17 @@ def reserved_is_floor(trace: MemoryTrace, device: str) -> bool:
 
 
 def allocated_level(trace: MemoryTrace, device: str) -> Level:
-    """allocated(t) of DESIGN.md section 3 for ``device``."""
+    """allocated(t) of DESIGN.md section 3 for ``device`` (made once per trace and device:
+    the reopen cache's writer, the findings and the screens share it)."""
     found, level = _seeded(trace, "allocated", device)
     if found and level is not None:
         return level
+    from memtui.analysis.timeline.live import cached
+
+    return cached(trace, ("allocated_level", device), lambda: _allocated(trace, device))
+
+
+def _allocated(trace: MemoryTrace, device: str) -> Level:
     curve = _curve(trace, device, PROFILER_ALLOCATED)
     if curve is not None:
         return curve
@@ -82,10 +89,18 @@ def allocated_level(trace: MemoryTrace, device: str) -> Level:
 
 
 def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
-    """reserved(t) for ``device``, or None where the source knows no reserved memory."""
+    """reserved(t) for ``device``, or None where the source knows no reserved memory (made
+    once, as :func:`allocated_level`; where both levels step at every event they share
+    one array of times)."""
     found, level = _seeded(trace, "reserved", device)
     if found:
         return level
+    from memtui.analysis.timeline.live import cached
+
+    return cached(trace, ("reserved_level", device), lambda: _reserved(trace, device))
+
+
+def _reserved(trace: MemoryTrace, device: str) -> Level | None:
     curve = _curve(trace, device, PROFILER_RESERVED)
     if curve is not None:
         return curve
@@ -93,15 +108,26 @@ def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
     events = trace.device_events(device).select("t", "reserved").drop_nulls("reserved")
     if events.is_empty() and info.start_reserved is None:
         return None
-    t = events["t"].to_numpy()
     values = events["reserved"].to_numpy()
-    start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
     start = info.start_reserved if info.start_reserved is not None else (
         values[0] if values.size else 0)
-    return Level(
-        t=np.concatenate([start_t, t]).astype(np.int64),
-        values=np.concatenate([[start], values]).astype(np.int64),
-    )
+    allocated = allocated_level(trace, device)
+    if allocated.t.size == values.size + 1 and events.height == \
+            trace.device_events(device).height and _steps_at_events(trace, device):
+        t = allocated.t  # the same events, the same times: one array for both levels
+    else:
+        t = events["t"].to_numpy()
+        t = np.concatenate([t[:1] if t.size else np.zeros(1, dtype=np.int64), t]).astype(
+            np.int64)
+    return Level(t=t, values=np.concatenate([[start], values]).astype(np.int64))
+
+
+def _steps_at_events(trace: MemoryTrace, device: str) -> bool:
+    """Whether the allocated level steps at every event of ``device`` (its times are the
+    events' own, none left out, no curve in their place)."""
+    events = trace.device_events(device)
+    return (_curve(trace, device, PROFILER_ALLOCATED) is None
+            and events["allocated"].null_count() == 0)
 
 
 def _blocks_level(trace: MemoryTrace, device: str) -> Level | None:

@@ -34,7 +34,8 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
 #: Where Enter takes each kind of finding.
 DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation": "pool",
-               "inefficient": "tables", "capture": "trend"}
+               "inefficient": "tables", "capture": "trend",
+               "savings": "tables"}  # the role's blocks alive at the peak
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
 #: Readable names of a finding's figures (others: the key, ``_`` as spaces, no ``bytes``).
@@ -65,6 +66,7 @@ LABELS = {
     "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
+    "role_bytes": "the role holds", "saving_bytes": "would save up to",
 }
 
 
@@ -215,10 +217,10 @@ class FindingsScreen(Screen):
             if evidence.t is not None:
                 changes["t"] = evidence.t
             app.move_cursor(**changes)
-        target = DESTINATION[finding.kind]
+        target = DESTINATION.get(finding.kind, "trend")
         if target == "tables" and evidence.block_ids:
             label = (finding.detail.get("function") or finding.detail.get("flag")
-                     or finding.kind)
+                     or finding.detail.get("role") or finding.kind)
             app.filter_blocks(list(evidence.block_ids), f"{finding.kind}: {label}")
             return
         if target == "tables":
@@ -282,7 +284,7 @@ def detail_text(finding: Finding, when: str | None,
                 text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "
                             f"blocks  {printable(str(row['label']))}\n")
     evidence = finding.evidence
-    where = DESTINATION_WORDS[DESTINATION[finding.kind]]
+    where = DESTINATION_WORDS[DESTINATION.get(finding.kind, "trend")]
     parts = []
     if when is not None:
         parts.append(f"at {when}")

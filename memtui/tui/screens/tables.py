@@ -49,6 +49,7 @@ from memtui.analysis.findings.flags import (
     parse_thresholds,
     with_inefficient_flags,
 )
+from memtui.analysis.roles import role_table_blocks
 from memtui.analysis.stacks.callstack import stack_lines
 from memtui.analysis.tables import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.analysis.timeline.at_time import block_positions
@@ -222,8 +223,8 @@ class TablesScreen(Screen):
         unit = app.trace.meta.time_unit
         tops = app.stack_tops()
         if kind == "blocks":
-            model = TableModel.for_blocks(app.trace.device_blocks(device), timeline.start, unit,
-                                          tops, events=app.trace.device_events(device),
+            model = TableModel.for_blocks(role_table_blocks(app.trace, device), timeline.start,
+                                          unit, tops, events=app.trace.device_events(device),
                                           positions=block_positions(app.trace, device))
         else:
             model = TableModel.for_events(app.trace.device_events(device), timeline.start, unit,
@@ -696,3 +697,4 @@ def _append_stack(text: Text, trace, stack_id: int | None, name: str | None) -> 
     if hidden:
         text.append(f"({hidden} allocator, unwinder and interpreter frames hidden)\n",
                     style="dim")
+
