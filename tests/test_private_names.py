@@ -13,17 +13,6 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "memtui"
 
-#: Uses not yet made public, each with why it waits: the files they sit in are being
-#: changed on another branch as this is written (memscope-scale).  The test fails when
-#: one of them is gone, so that the list only shrinks.
-PENDING = {
-    ("memtui/sources/memscope/tail.py", "memtui.sources.memscope.read"):
-        "tail reads the dump tables with read.py's chunked queries",
-    ("memtui/sources/memscope/live.py", "memtui.sources.memscope.build"):
-        "live builds each appended chunk with build.py's column steps",
-}
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -93,16 +82,9 @@ def _all_uses(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
 
 def test_no_module_uses_another_modules_private_name():
     found = _all_uses()
-    offenders = {k: v for k, v in found.items() if k not in PENDING}
-    assert not offenders, "private names used across modules (make them public):\n" + "\n".join(
+    assert not found, "private names used across modules (make them public):\n" + "\n".join(
         f"{where} uses {source}'s {', '.join(names)}" for (where, source), names
-        in sorted(offenders.items()))
-
-
-def test_the_pending_list_only_shrinks():
-    found = _all_uses()
-    gone = [k for k in PENDING if k not in found]
-    assert not gone, f"no longer pending, remove from PENDING: {gone}"
+        in sorted(found.items()))
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

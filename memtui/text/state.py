@@ -42,7 +42,8 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
     if data.get("by_role"):
         from memtui.text.roles import roles_text
 
-        lines.append(f"  by role: {roles_text(data['by_role'])}")
+        outside = data.get("by_role_other_outside_rows") or 0
+        lines.append(f"  by role: {roles_text(data['by_role'], outside)}")
         for row in data.get("by_role_detail", [])[:DETAIL_ROWS]:
             labels = ", ".join(f"{k} {row[k]}" for k in ("user_metadata", "compile_context")
                                if row.get(k))

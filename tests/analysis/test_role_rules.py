@@ -204,6 +204,10 @@ def test_profiler_rest_is_other(tmp_path: Path):
     levels = levels_by_role(trace, device)
     assert [levels.outside_rows(e) for e in range(timeline.positions)] == [10, 30, 20]
     assert levels.outside_rows(-1) == 0
+    from memtui.analysis.roles.figures import annotate_state
+
+    state = annotate_state(trace, device, {"event": 1})
+    assert state["by_role"]["other"] == state["by_role_other_outside_rows"] == 30
 
 
 def test_other_in_words():

@@ -50,6 +50,10 @@ LOW_SHARE = 0.10
 #: Cached (wholly free) bytes worth a (low) mention: this many bytes, this share.
 LOW_CACHED_BYTES = 1 * GiB
 LOW_CACHED_SHARE = 0.5
+#: Fragmented bytes beyond the largest gap worth trying the setting on (and replaying it,
+#: where a replay can be proven): MIN_ADVICE_BYTES, or this share of reserved (a small
+#: pool's few MiB are as much of it as a large one's hundreds).
+ADVICE_SHARE = 0.10
 #: A proven replay's saving on the reserved peak that makes the finding ``medium``.
 MEDIUM_SAVING_SHARE = 0.05
 #: The setting that lets fragmented segments merge and be given back.
@@ -221,7 +225,8 @@ def _severity(worst: Fragmentation, moments: list[Moment], oom: Finding | None) 
 def _advice(worst: Fragmentation, settings: AllocatorSettings) -> str | None:
     """What to try against the fragmented bytes (not a claim: a proven replay, where one
     can be made, replaces it with what the setting does on this capture)."""
-    if settings.expandable_segments or crumbs(worst) < MIN_ADVICE_BYTES:
+    if settings.expandable_segments or (crumbs(worst) < MIN_ADVICE_BYTES and
+                                         crumbs(worst) < ADVICE_SHARE * worst.reserved):
         return None
     return (f"try {settings.env}={SETTING}: it lets the {format_bytes(worst.fragmented)} "
             f"{FRAGMENTED_MEANS} merge and be given back; `memtui whatif --set {SETTING}` "
