@@ -5,7 +5,8 @@
   ``memtui.open``, ranks and ``--follow``: a verdict on a capture nobody named.  It is one
   line, exit status 2, and nothing opened;
 * a folder whose capture lies more than 5 levels down, or behind a link to a folder, said
-  "nothing in it is a format memtui reads": it says what the walk passed over.
+  "nothing in it is a format memtui reads": it says what the walk passed over;
+* ``compare --top -1`` printed every row but the last: a count below 0 is refused.
 """
 
 from __future__ import annotations
@@ -60,3 +61,13 @@ def test_a_folder_whose_capture_lies_too_deep_says_so(tmp_path, capsys):
     (tmp_path / "linked" / "run").symlink_to(deep, target_is_directory=True)
     line = refused(capsys, ["findings", str(tmp_path / "linked")])
     assert "link(s) to folders not followed" in line, line
+
+
+@pytest.mark.parametrize("top", ["-1", "-5"])
+def test_compare_refuses_a_negative_top(tmp_path, capsys, top):
+    """``--top -1`` printed every row but the last (a Python slice), silently."""
+    cap = write_hostile_snapshot(tmp_path / "cap.pickle")
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", str(cap), str(cap), "--top", top])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--top" in err and "0 or more" in err, err
