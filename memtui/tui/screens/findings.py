@@ -66,6 +66,7 @@ LABELS = {
     "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
+    "role_bytes": "the role holds", "saving_bytes": "would save up to",
 }
 
 
