@@ -51,6 +51,10 @@ def _role_lines(d: dict[str, Any]) -> list[str]:
     how = (f"phases from {source}" if source
            else "no forward or backward pass seen, roles not told apart")
     outside = roles.get("other_outside_rows_at_peak") or 0
+    inferred = roles.get("inferred_blocks") or 0
+    if inferred:
+        how += (f"; {counted(inferred, 'block')} named by inference (paired by size and "
+                "lifetime, not by their own stacks)")
     return [f"    by role at the peak: {roles_text(d['by_role'], outside)}; {how}"]
 
 

@@ -161,3 +161,19 @@ def test_the_api(tmp_path):
     with pytest.raises(memtui.CaptureError, match="not a role"):
         memtui.open(HANDOPT, roles={"weights": "x"})
 
+
+
+def test_the_summary_says_how_many_roles_were_inferred(capsys):
+    """History started after two steps: every parameter and optimizer-state tensor (the
+    recipe's truth: 8 and 16 storages) is alive before it, with no stack; their roles are
+    inferred by pairing, and the text says how many; a capture with nothing inferred says
+    nothing of it."""
+    late = DATA / "cuda_roles_late.pickle"
+    truth = json.loads(late.with_suffix(".truth.json").read_text())
+    ghosts = len(truth["parameter"]) + len(truth["optimizer_state"])
+    (device,) = as_json(capsys, "summary", late)["devices"]
+    assert device["roles"]["inferred_blocks"] == ghosts == 24
+    _, out, _ = run(capsys, "summary", late)
+    assert f"; {ghosts} blocks named by inference (paired by size and lifetime" in out
+    _, out, _ = run(capsys, "summary", ADAMW)
+    assert "by role at the peak:" in out and "named by inference" not in out

@@ -1,6 +1,8 @@
 """MemtuiApp's mixins declare what they take from one another (memtui/tui/app_parts.py):
 each mixin reads on ``self`` only what it defines, what Textual's App has, or what its
-Protocol declares; and the app provides everything declared."""
+Protocol declares; and the app provides everything declared.  Likewise the map screens'
+shared parts read on a screen only what ``linked.MapScreen`` declares, and the screens that
+hand themselves over set what their ``prepare()`` must."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from textual.app import App
 
 from memtui.tui.app import MemtuiApp
 from memtui.tui.app_parts import NEEDS, declared
+from memtui.tui.screens import linked
+from memtui.tui.screens.blocks import BlocksScreen
+from memtui.tui.screens.pool import PoolScreen
 
 MIXINS = [c for c in MemtuiApp.__mro__[1:] if c.__module__.startswith("memtui.")]
 
@@ -69,3 +74,31 @@ def test_an_undeclared_reach_is_found():
     taken = taken_from_others(_Reaching, _textual_names())
     assert taken == {"trace", "undeclared_thing"}
     assert taken - declared(NEEDS["CursorMoves"]) == {"undeclared_thing"}
+
+
+# -- the map screens' shared parts (memtui/tui/screens/linked.py, MapScreen) ---------------
+
+MAP_PARTS = (linked.select_event_block, linked.find_address, linked.block_details)
+SET_BY_PREPARE = {"index", "book", "events"}  # the rest a LinkedScreen has itself
+
+
+def _screen_reads(function) -> set[str]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "screen"}
+
+
+def test_the_map_parts_read_only_what_map_screen_declares():
+    for part in MAP_PARTS:
+        assert _screen_reads(part) <= declared(linked.MapScreen), part.__name__
+
+
+def test_map_screen_declares_what_a_linked_screen_lacks_as_set_by_prepare():
+    assert declared(linked.MapScreen) - set(dir(linked.LinkedScreen)) - {
+        "trace", "cursor"} == SET_BY_PREPARE
+
+
+def test_each_screen_handing_itself_to_the_parts_sets_them():
+    for screen in (BlocksScreen, PoolScreen):
+        stored, _ = _self_attributes(screen)
+        assert stored >= SET_BY_PREPARE, (screen.__name__, SET_BY_PREPARE - stored)

@@ -10,6 +10,7 @@ from memtui.loading import load_trace
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.findings import FindingsScreen
 from memtui.tui.screens.tables import TablesScreen
+from memtui.units import format_bytes
 from tests.conftest import REPO
 from tests.helpers.findings_traces import DEVICE, training_loop
 from tests.helpers.toy_traces import ready, settle, status_text, toy_trace
@@ -145,3 +146,18 @@ def test_the_oom_detail_names_its_figures_in_words():
     assert "bytes" not in figures and "_" not in figures
     for key in oom.detail:
         assert "_" not in key or key not in "\n".join(lines)
+
+
+def test_a_savings_detail_names_the_role_figure_it_uses():
+    """The savings finding's figures in words: the role, the bytes it holds at the peak
+    (said ``role 3.2 GiB`` before) and what the change would save."""
+    from memtui.tui.screens.findings import detail_text
+
+    trace = load_trace(DEMO_OOM)
+    saving = next(f for f in flat(find_all(trace)) if f.kind == "savings"
+                  and f.detail["role"] == "activation")
+    text = detail_text(saving, "+1 s", lambda t: "+2 s").plain
+    role = format_bytes(saving.detail["role_bytes"])
+    assert f"role activation, the role holds {role}" in text
+    assert f"would save up to {format_bytes(saving.detail['saving_bytes'])}" in text
+    assert "role_bytes" not in text and "saving_bytes" not in text
