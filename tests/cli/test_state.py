@@ -226,3 +226,25 @@ def test_a_block_across_the_pieces_of_an_expandable_segment(tmp_path, capsys):
     assert (out["free_bytes"], out["largest_gap_bytes"], out["gaps"]) == (400, 400, 1)
     first_piece = state(capsys, path, "--event", "1")
     assert [(s["addr"], s["size"]) for s in first_piece["segments"]] == [(base, 500)]
+
+
+def test_the_text_names_each_state_with_its_own_bytes(tmp_path, capsys):
+    """Issue 35: ``1 allocated, 0 pending free (64.0 MiB), 0 free`` read as 64 MiB pending.
+    After event 9 of the hand snapshot, segment A holds b4 (512 B) and b3 (512 B) allocated,
+    b1 (1024 B) pending free, free gaps of 512 B and 1536 B; G holds g2 (1024 B) between
+    two free 512 B gaps."""
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    assert main(["state", str(path), "--event", "9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].endswith(": 2 blocks allocated (1.0 KiB), 1 pending free (1.0 KiB), "
+                              "2 free gaps (2.0 KiB)")
+    assert lines[-1].endswith(": 1 block allocated (1.0 KiB), 2 free gaps (1.0 KiB)")
+
+
+def test_the_summary_text_names_the_reserved_peak(tmp_path, capsys):
+    """The hand snapshot reserves 6 KiB at most (segments A and G), its allocated peak is
+    4 KiB: the text says both peaks."""
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    assert main(["summary", str(path), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "peak allocated 4.0 KiB at +" in text and ", peak reserved 6.0 KiB;" in text
