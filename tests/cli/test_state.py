@@ -164,7 +164,7 @@ def test_summary_peak_time_counts_from_the_same_start_as_state(path, capsys):
     assert main(["summary", str(path)]) == 0
     summary_out = capsys.readouterr().out
     npu0 = summary_out.split("npu:0:")[1].splitlines()[1]
-    assert f"at {when};" in npu0, (state_line, npu0)
+    assert f"at {when}, peak reserved" in npu0, (state_line, npu0)
 
 
 def test_summary_gives_the_peak_time_of_a_block_only_profiler_csv(tmp_path, capsys):
@@ -195,7 +195,7 @@ def test_summary_and_state_agree_on_a_real_block_only_capture(path, capsys):
     assert main(["state", str(path), "--event", "peak"]) == 0
     when = capsys.readouterr().out.splitlines()[0].split("(")[1].rstrip(")")
     assert main(["summary", str(path)]) == 0
-    assert f"at {when};" in capsys.readouterr().out
+    assert f"at {when}, peak reserved" in capsys.readouterr().out
 
 
 def expandable_in_two_pieces(tmp_path):
