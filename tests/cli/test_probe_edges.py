@@ -6,7 +6,9 @@
   line, exit status 2, and nothing opened;
 * a folder whose capture lies more than 5 levels down, or behind a link to a folder, said
   "nothing in it is a format memtui reads": it says what the walk passed over;
-* ``compare --top -1`` printed every row but the last: a count below 0 is refused.
+* ``compare --top -1`` printed every row but the last: a count below 0 is refused;
+* ``memtui findings`` printed every finding (2,000 OOMs: 4,000 lines into a CI log): it
+  lists 50 a device, each kind's first among them, and says how many more.
 """
 
 from __future__ import annotations
@@ -71,3 +73,31 @@ def test_compare_refuses_a_negative_top(tmp_path, capsys, top):
         main(["compare", str(cap), str(cap), "--top", top])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--top" in err and "0 or more" in err, err
+
+
+def test_findings_text_lists_fifty_a_device_and_each_kind(tmp_path, capsys):
+    """120 OOM events printed 240 lines of findings (2,000 printed 4,000 into a CI log):
+    the text lists 50 of a device, each kind's first among them, and says how many more;
+    ``--json`` still lists every one."""
+    import json
+    import pickle
+
+    from tests.helpers.hostile_files import hostile_snapshot
+
+    snapshot = hostile_snapshot()
+    trace = snapshot["device_traces"][0]
+    oom = trace[-1]
+    trace += [{**oom, "time_us": oom["time_us"] + k, "size": oom["size"] + k}
+              for k in range(1, 120)]
+    path = tmp_path / "ooms.pickle"
+    path.write_bytes(pickle.dumps(snapshot, protocol=4))
+    assert main(["findings", str(path), "--json"]) == 0
+    every = json.loads(capsys.readouterr().out)["devices"][0]["findings"]
+    kinds = {f["kind"] for f in every}
+    assert len(every) > 120 and {"oom", "leak"} <= kinds
+    assert main(["findings", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    listed = [line.split("] ", 1)[1].split(":")[0] for line in out if line.startswith("    [")]
+    assert len(listed) == 50 and set(listed) == kinds
+    assert out[-1] == f"    ... and {len(every) - 50:,} more findings on cuda:0 " \
+                      "(--json lists every one)"

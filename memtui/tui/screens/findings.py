@@ -244,15 +244,15 @@ def detail_text(finding: Finding, when: str | None,
     ``when`` is the evidence's time as shown; ``time_text`` shows the detail's times."""
     text = Text()
     text.append(f"{SEVERITY_TAG[finding.severity].strip()} ", SEVERITY_STYLE[finding.severity])
-    text.append(f"{finding.kind} on {finding.device}\n", "bold")
-    text.append(finding.title + "\n")
+    text.append(f"{finding.kind} on {printable(str(finding.device))}\n", "bold")
+    text.append(printable(finding.title) + "\n")
     for key in ("cause", "advice"):
         if finding.detail.get(key) and str(finding.detail[key]) not in finding.title:
             text.append(f"{key}: ", "bold")
-            text.append(str(finding.detail[key]) + "\n")
+            text.append(printable(str(finding.detail[key])) + "\n")
     for conflict in finding.detail.get("conflicts") or []:
         text.append("conflict: ", "bold yellow")
-        text.append(conflict + "\n")
+        text.append(printable(str(conflict)) + "\n")
     levels = finding.detail.get("level_at_steps")
     what = "live bytes at each step: "
     if not levels:  # a leak found without steps
@@ -269,7 +269,7 @@ def detail_text(finding: Finding, when: str | None,
                and not isinstance(value, list | dict | bool)
                and not (key in same and finding.detail.get(same[key]) == value)]
     if figures:
-        text.append(", ".join(figures) + "\n", "dim")
+        text.append(printable(", ".join(figures)) + "\n", "dim")
     lists = _LISTS
     if finding.detail.get("grouped_by") == "operator":  # profiler: operators first
         lists = ("by_owner", *[k for k in _LISTS if k != "by_owner"])
@@ -291,12 +291,13 @@ def detail_text(finding: Finding, when: str | None,
     if evidence.block_ids:
         parts.append(counted(len(evidence.block_ids), "block"))
     if evidence.owner:
-        parts.append(f"owner {evidence.owner}")
+        parts.append(f"owner {printable(str(evidence.owner))}")
     text.append("evidence: ", "bold")
     text.append((", ".join(parts) or "the whole capture") + f"  (Enter: {where})\n")
     for frame in evidence.stack[:6]:
         base = (frame.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
-        text.append(f"  {frame.name or '?'}  {base}:{frame.line or ''}\n", "dim")
+        text.append(f"  {printable(frame.name or '?')}  {printable(base)}:{frame.line or ''}\n",
+                    "dim")
     return text
 
 
