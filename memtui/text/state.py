@@ -53,17 +53,10 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         lines.append(f"  {fb(row['bytes'])} {row['label']} (in the level, in no block "
                      "shown below)")
     for segment in data["segments"]:
-        counts = {"allocated": 0, "pending_free": 0, "free": 0}
-        held = 0
-        for block in segment["blocks"]:
-            counts[block["state"]] += 1
-            held += block["size"] if block["state"] != "free" else 0
         where = "no segment" if segment["addr"] is None else (
             f"0x{segment['addr']:x} {fb(segment['size'])} stream {segment['stream']}"
             + (f" pool {segment['pool']}" if segment["pool"] else ""))
-        lines.append(f"  {where}: {counts['allocated']} allocated, "
-                     f"{counts['pending_free']} pending free ({fb(held)}), "
-                     f"{counts['free']} free")
+        lines.append(f"  {where}: {segment_contents(segment['blocks'])}")
     return safe_text(lines)
 
 
@@ -77,3 +70,24 @@ def _unplaced_line(data: dict[str, Any]) -> str:
     return (f"  unplaced {fb(data['unplaced_bytes'])}: reserved in segments the file does "
             "not list" + (f" (they hold the {fb(loose)} of blocks in no segment below)"
                           if loose else ""))
+
+
+def segment_contents(blocks: list[dict[str, Any]]) -> str:
+    """What a segment holds, each state with its own bytes: ``2 blocks allocated (40.0 MiB),
+    1 pending free (2.0 MiB), 2 free gaps (22.0 MiB)``; a state with nothing in it is left
+    out, but for the allocated blocks (``no block allocated``)."""
+    from memtui.units import counted
+    from memtui.units import format_bytes as fb
+
+    count = {"allocated": 0, "pending_free": 0, "free": 0}
+    held = dict(count)
+    for block in blocks:
+        count[block["state"]] += 1
+        held[block["state"]] += block["size"] or 0
+    parts = [f"{counted(count['allocated'], 'block')} allocated ({fb(held['allocated'])})"
+             if count["allocated"] else "no block allocated"]
+    if count["pending_free"]:
+        parts.append(f"{count['pending_free']} pending free ({fb(held['pending_free'])})")
+    if count["free"]:
+        parts.append(f"{counted(count['free'], 'free gap')} ({fb(held['free'])})")
+    return ", ".join(parts)

@@ -89,9 +89,12 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
             f"  {d['device']}: {counted(d['events'], 'event')}, {counted(d['blocks'], 'block')} "
             f"({d['ghost_blocks']} ghost){segments}"
         )
+        reserved_peak = d.get("peak_reserved_bytes")
         lines.append(
-            f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}; at end: "
-            f"allocated {format_bytes(d['allocated_at_end_bytes'])}, "
+            f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}"
+            + (f", peak reserved {format_bytes(reserved_peak)}"
+               if reserved_peak is not None else "")
+            + f"; at end: allocated {format_bytes(d['allocated_at_end_bytes'])}, "
             f"reserved {_reserved(d, d['reserved_at_end_bytes'])}"
         )
         lines += _level_lines(d)

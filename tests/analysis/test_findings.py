@@ -190,6 +190,25 @@ def test_oom_by_fragmentation():
     assert oom.evidence.seq == 6
 
 
+def test_a_fragmentation_oom_says_why_the_device_s_free_memory_did_not_help():
+    """Issue 35: 40 MiB free in the pool, no gap of 20 MiB, and the device had 1 GiB more:
+    a new 20 MiB segment would have fit on the device, so what refused it was the
+    process's own limit, just above the 100 MiB reserved; with 0 B free on the device the
+    cause stays fragmentation alone."""
+    b = _pool_with_gaps()
+    b.oom(20 * MiB, device_free=1024 * MiB)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert oom.detail["cause_kind"] == "fragmentation"
+    assert oom.detail["cause"].endswith(
+        "; the device still had 1.0 GiB free, so a new segment was refused by a per-process "
+        "limit (torch.cuda.set_per_process_memory_fraction) just above the 100.0 MiB reserved")
+    assert oom.title.endswith(oom.detail["cause"])
+    b = _pool_with_gaps()
+    b.oom(20 * MiB, device_free=0)
+    (oom,) = find_ooms(b.build(), DEVICE)
+    assert "per-process" not in oom.detail["cause"]
+
+
 def test_peak_of_reserved_by_stack():
     """Reserved peaks at 100 MiB from the first event on; the segment holds the five
     12 MiB blocks at the allocated peak, and nothing (yet) at the reserved peak."""

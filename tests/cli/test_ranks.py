@@ -120,6 +120,6 @@ def test_rank_peak_time_counts_from_where_summary_counts(tmp_path, capsys):
     for db in PROFILER_DBS:
         assert main(["summary", str(db)]) == 0
         single = capsys.readouterr().out
-        when = single.split(" at +")[1].split(" s;")[0]  # +0.158571 -> 0.159 at 3 digits
+        when = single.split(" at +")[1].split(" s")[0]  # +0.158571 -> 0.159 at 3 digits
         row = next(line for line in ranks_out.splitlines() if line.endswith(db.name))
         assert f"+{float(when):.3f} s" in row, (row, single)

@@ -164,7 +164,7 @@ def test_summary_peak_time_counts_from_the_same_start_as_state(path, capsys):
     assert main(["summary", str(path)]) == 0
     summary_out = capsys.readouterr().out
     npu0 = summary_out.split("npu:0:")[1].splitlines()[1]
-    assert f"at {when};" in npu0, (state_line, npu0)
+    assert f"at {when}, peak reserved" in npu0, (state_line, npu0)
 
 
 def test_summary_gives_the_peak_time_of_a_block_only_profiler_csv(tmp_path, capsys):
@@ -195,7 +195,7 @@ def test_summary_and_state_agree_on_a_real_block_only_capture(path, capsys):
     assert main(["state", str(path), "--event", "peak"]) == 0
     when = capsys.readouterr().out.splitlines()[0].split("(")[1].rstrip(")")
     assert main(["summary", str(path)]) == 0
-    assert f"at {when};" in capsys.readouterr().out
+    assert f"at {when}, peak reserved" in capsys.readouterr().out
 
 
 def expandable_in_two_pieces(tmp_path):
@@ -226,3 +226,25 @@ def test_a_block_across_the_pieces_of_an_expandable_segment(tmp_path, capsys):
     assert (out["free_bytes"], out["largest_gap_bytes"], out["gaps"]) == (400, 400, 1)
     first_piece = state(capsys, path, "--event", "1")
     assert [(s["addr"], s["size"]) for s in first_piece["segments"]] == [(base, 500)]
+
+
+def test_the_text_names_each_state_with_its_own_bytes(tmp_path, capsys):
+    """Issue 35: ``1 allocated, 0 pending free (64.0 MiB), 0 free`` read as 64 MiB pending.
+    After event 9 of the hand snapshot, segment A holds b4 (512 B) and b3 (512 B) allocated,
+    b1 (1024 B) pending free, free gaps of 512 B and 1536 B; G holds g2 (1024 B) between
+    two free 512 B gaps."""
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    assert main(["state", str(path), "--event", "9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].endswith(": 2 blocks allocated (1.0 KiB), 1 pending free (1.0 KiB), "
+                              "2 free gaps (2.0 KiB)")
+    assert lines[-1].endswith(": 1 block allocated (1.0 KiB), 2 free gaps (1.0 KiB)")
+
+
+def test_the_summary_text_names_the_reserved_peak(tmp_path, capsys):
+    """The hand snapshot reserves 6 KiB at most (segments A and G), its allocated peak is
+    4 KiB: the text says both peaks."""
+    path = write_hand_snapshot(tmp_path / "hand.pickle")
+    assert main(["summary", str(path), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "peak allocated 4.0 KiB at +" in text and ", peak reserved 6.0 KiB;" in text

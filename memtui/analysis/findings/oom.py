@@ -4,7 +4,9 @@ For every ``oom`` event the pool state at that event
 (:func:`memtui.analysis.layout.pool_state.explain_oom`) gives reserved, allocated, pending-free
 and free bytes and the largest free gap the request could have used.  The cause is
 *fragmentation* when the pool's free bytes plus what the device still had free would have
-held the request but no single gap could, and *the device is full* otherwise.  The advice
+held the request but no single gap could, and *the device is full* otherwise.  Where the
+device still had room for a new segment of the request, the cause says why it did not help:
+the process's own limit (:func:`process_limit_note`).  The advice
 knows the capture's allocator settings (:mod:`memtui.analysis.findings.allocator`).
 
 msMemScope writes no OOM memory event but ``OOM_DETAIL`` rows (markers of kind ``oom``):
@@ -34,7 +36,6 @@ from memtui.analysis.timeline.live import device_index
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
 
-_DEVICE_FREE = re.compile(r"(\d+) free on the device")
 _REQ_SIZE = re.compile(r"req_?size\W{0,3}(\d+)", re.IGNORECASE)
 
 
@@ -50,14 +51,19 @@ def find_ooms(trace: MemoryTrace, device: str) -> list[Finding]:
     return findings
 
 
+def oom_finding(trace: MemoryTrace, device: str, seq: int) -> Finding:
+    """The finding of the ``oom`` event ``seq`` of ``device`` (the Pool screen's banner says
+    its title, the same words as the Findings screen)."""
+    event = trace.device_events(device).filter(pl.col("seq") == seq).row(0, named=True)
+    return _oom_finding(trace, device, event)
+
+
 def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any],
                  stacks: dict[int | None, tuple] | None = None) -> Finding:
     seq = int(event["seq"])
     why = explain_oom(trace, device, seq)
     state = state_at_seq(trace, device, seq)
-    match = _DEVICE_FREE.search(why.message or "")
-    device_free = int(match.group(1)) if match else None
-    return _finding(trace, device, why.requested, why.stream, event.get("pool"), device_free,
+    return _finding(trace, device, why.requested, why.stream, event.get("pool"), why.device_free,
                     state, why.largest_usable_gap, int(event["t"]), seq, event.get("stack_id"),
                     stacks)
 
@@ -127,6 +133,9 @@ def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None
         cause = (f"fragmentation: {format_bytes(why.free)} free in the pool but the largest "
                  f"gap is {format_bytes(why.largest_usable_gap)}, less than the "
                  f"{format_bytes(requested)} asked" + _free_split(state))
+        limited = process_limit_note(requested, why.reserved, device_free)
+        if limited:
+            cause += f"; {limited}"
     else:
         cause_kind = "outside"
         cause = (f"a free gap of {format_bytes(why.largest_usable_gap)} could have held the "
@@ -158,6 +167,18 @@ def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None
         evidence=Evidence(t=t, seq=seq, stack_id=stack_id,
                           stack=_evidence(trace, stack_id, stacks)),
     )
+
+
+def process_limit_note(requested: int, reserved: int, device_free: int | None) -> str | None:
+    """Why the device's free memory did not help, where it could have held a new segment
+    for the request: the process's own limit refused one (``set_per_process_memory_fraction``
+    is PyTorch's; the limit lies between what was reserved and that plus the segment).
+    None where the device's free memory is unknown or too small for the request."""
+    if device_free is None or device_free < requested:
+        return None
+    return (f"the device still had {format_bytes(device_free)} free, so a new segment was "
+            f"refused by a per-process limit (torch.cuda.set_per_process_memory_fraction) "
+            f"just above the {format_bytes(reserved)} reserved")
 
 
 def _evidence(trace: MemoryTrace, stack_id: int | None,
@@ -223,4 +244,4 @@ def _dump_finding(trace: MemoryTrace, device: str) -> Finding:
     )
 
 
-__all__ = ["find_ooms"]
+__all__ = ["find_ooms", "oom_finding", "process_limit_note"]

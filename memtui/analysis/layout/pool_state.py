@@ -28,6 +28,7 @@ largest gap the allocator could have used.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -449,6 +450,13 @@ class OomExplanation:
     largest_gap: int  # over every live segment
     largest_usable_gap: int  # over segments of the request's stream and size class
     message: str  # the source's own words (marker name), if any
+
+    @property
+    def device_free(self) -> int | None:
+        """What the device still had free, where the source's message says it (PyTorch's
+        ``... N free on the device``)."""
+        found = re.search(r"(\d+) free on the device", self.message or "")
+        return int(found.group(1)) if found else None
 
     @property
     def verdict(self) -> str:

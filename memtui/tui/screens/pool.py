@@ -12,11 +12,13 @@ profiler folder's memory alive before the profile) the rest is named there.
 from __future__ import annotations
 
 import numpy as np
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
+from memtui.analysis.findings.oom import oom_finding
 from memtui.analysis.layout.addresses import AddressBook
 from memtui.analysis.layout.pool_state import (
     OomExplanation,
@@ -124,11 +126,11 @@ class PoolScreen(LinkedScreen):
         block_row = self.index.row_of_block(new.block_id)
         segment = self._segment_to_show(state, new, block_row)
         self.selected_segment = segment
-        oom = self._oom_at(new.t)
+        oom, oom_seq = self._oom_at(new.t)
         self.map.show(state, segment, block_row,
                       gap_floor=oom.largest_usable_gap if oom and oom.largest_usable_gap else None)
         self._header(state, new)
-        self._oom_banner(oom)
+        self._oom_banner(oom, oom_seq)
         self._details(state, new, segment, block_row)
 
     def _segment_to_show(self, state: PoolState, cursor: CursorState,
@@ -146,13 +148,15 @@ class PoolScreen(LinkedScreen):
         return self.selected_segment if self.selected_segment is not None and (
             self.selected_segment < state.seg_id.size) else (0 if state.seg_id.size else None)
 
-    def _oom_at(self, t: int) -> OomExplanation | None:
+    def _oom_at(self, t: int) -> tuple[OomExplanation | None, int | None]:
+        """The OOM at time ``t`` and its event's seq, or (None, None)."""
         if self.ooms.is_empty():
-            return None
+            return None, None
         hit = self.ooms.filter(self.ooms["t"] == t)
         if hit.is_empty():
-            return None
-        return explain_oom(self.trace, self.device, int(hit["seq"][0]))
+            return None, None
+        seq = int(hit["seq"][0])
+        return explain_oom(self.trace, self.device, seq), seq
 
     def _header(self, state: PoolState, cursor: CursorState) -> None:
         trace = self.trace
@@ -204,17 +208,19 @@ class PoolScreen(LinkedScreen):
     def on_resize(self) -> None:
         self.query_one("#detail").styles.height = 5 if self.size.height < 30 else 7
 
-    def _oom_banner(self, oom: OomExplanation | None) -> None:
+    def _oom_banner(self, oom: OomExplanation | None, seq: int | None) -> None:
+        """The OOM at the cursor in the Findings' words: its cause once, in human units,
+        with why the device's free memory did not help (analysis.findings.oom); the
+        source's own message only where it says more than the figures."""
         banner = self.query_one("#oom", Static)
-        if oom is None:
+        if oom is None or seq is None:
             banner.remove_class("-shown")
             return
         banner.add_class("-shown")
-        text = (f"[b]OUT OF MEMORY[/b]: {format_bytes(oom.requested)} requested; largest "
-                f"usable free gap {format_bytes(oom.largest_usable_gap)}, "
-                f"{format_bytes(oom.free)} free in the pool.  {oom.verdict}.")
-        if oom.message:
-            text += f"\n[dim]{paint.plain(oom.message)}[/]"
+        title = oom_finding(self.trace, self.device, seq).title
+        text = Text.assemble(("OUT OF MEMORY", "bold"), title.removeprefix("out of memory"))
+        if oom.message and oom.device_free is None:  # the torch message: figures only
+            text.append(f"\n{paint.plain(oom.message)}", "dim")
         banner.update(text)
 
     def _details(self, state: PoolState, cursor: CursorState, segment: int | None,
