@@ -54,6 +54,7 @@ from memtui.analysis.stacks.callstack import stack_lines
 from memtui.analysis.tables import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.analysis.timeline.at_time import block_positions
 from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
+from memtui.errors import printable
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
 from memtui.units import counted, format_bytes
@@ -689,11 +690,11 @@ def _append_stack(text: Text, trace, stack_id: int | None, name: str | None) -> 
         return
     if name:
         text.append("named ", style="dim")
-        text.append(name + "\n", style="bold")
+        text.append(printable(name) + "\n", style="bold")
     hidden = sum(1 for _, internal in lines if internal)
     for label, internal in lines:
         if not internal:
-            text.append("• " + label + "\n")
+            text.append("• " + printable(label) + "\n")  # U+2028 in a name breaks a line
     if hidden:
         text.append(f"({hidden} allocator, unwinder and interpreter frames hidden)\n",
                     style="dim")
