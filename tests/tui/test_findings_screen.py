@@ -161,3 +161,20 @@ def test_a_savings_detail_names_the_role_figure_it_uses():
     assert f"role activation, the role holds {role}" in text
     assert f"would save up to {format_bytes(saving.detail['saving_bytes'])}" in text
     assert "role_bytes" not in text and "saving_bytes" not in text
+
+
+async def test_findings_arriving_while_the_app_exits_switch_nothing():
+    """q pressed while the findings worked: their late arrival must not switch the mode
+    (a switch during textual's close changed the screen stacks it was pruning)."""
+    trace = load_trace(DEMO_OOM)
+    found = find_all(trace)
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("1")  # back on the Trend, as if the findings had not come yet
+        await settle(pilot)
+        assert app.current_mode == "trend"
+        app.user_acted = False  # untouched, so a finding of high severity would switch
+        app.exit()
+        app._findings_ready(app.trace, found)
+        assert app.current_mode == "trend"
