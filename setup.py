@@ -1,11 +1,13 @@
 """Build script: only the optional compiled extensions (pyproject.toml has the rest).
 
 ``memtui.sources.torch_snapshot._reader`` (C, CPython API only) reads PyTorch snapshot pickles
-straight into columns, and ``memtui.sources.common._pairing`` pairs a big trace's allocs and frees
+straight into columns, ``memtui.sources.common._pairing`` pairs a big trace's allocs and frees
 into lifetimes in one pass, ``memtui.sources.memscope._rows`` reads the Attr keys of an
-msMemScope DB and pairs its rows into blocks, each in one pass.  They are optional, as msgpack's and PyYAML's extensions are: where
-no C compiler is found or a build fails, ``pip install`` goes on without them and memtui uses the
-safe Python reader and the numpy pairing, which give identical results.  ``MEMTUI_BUILD_EXT=0`` skips the build;
+msMemScope DB and pairs its rows into blocks, each in one pass, and
+``memtui.analysis.replay._replay`` runs the what-if replay's per-event loop.  They are optional,
+as msgpack's and PyYAML's extensions are: where no C compiler is found or a build fails,
+``pip install`` goes on without them and memtui uses the safe Python reader, the numpy pairing
+and the Python replay, which give identical results.  ``MEMTUI_BUILD_EXT=0`` skips the build;
 ``MEMTUI_BUILD_EXT=1`` makes a failed build an error (CI).
 """
 
@@ -52,6 +54,7 @@ def extensions() -> list[Extension]:
         ("memtui.sources.torch_snapshot._reader", "memtui/sources/torch_snapshot/_reader.c"),
         ("memtui.sources.common._pairing", "memtui/sources/common/_pairing.c"),
         ("memtui.sources.memscope._rows", "memtui/sources/memscope/_rows.c"),
+        ("memtui.analysis.replay._replay", "memtui/analysis/replay/_replay.c"),
     )]
 
 

@@ -9,18 +9,25 @@ with the proof's three agreements: allocs at the recorded address, recorded segm
 events reproduced, reserved curve.  Goal (issue 26): >= 99% of allocs at their address and
 every recorded segment event reproduced.
 
-Part 2, speed at scale: a training-like capture of about ``--events`` trace entries written
-through the replayed allocator itself (tests/helpers/replay_snapshots.py, so the proof
-holds and the whole replay runs), timed the same way; the replay is one Python step per
-event (a sequential simulation), so its figure is events per second.
+Part 2, speed at scale (issue 34): each ``--file`` (a real capture the replay proves, such
+as the 5M-event H100 loop of tests/data/cuda_recipes/long_loop.py) and a training-like
+capture of about ``--events`` trace entries written through the replayed allocator itself
+(tests/helpers/replay_snapshots.py, so the proof holds and the whole replay runs), timed the
+same way: the proof (the replay under the recorded settings and its comparison) and a
+prediction, with the compiled core (``_replay.c``) where built; with ``--reference`` also
+the proof by the Python reference (``MEMTUI_PURE_PYTHON=1``, the baseline: one Python step
+per event), whose figures must be the same.  Goal: the proof at 1M events per second or
+more.
 
     python benchmarks/bench_whatif.py                     # real captures + 1M events
-    python benchmarks/bench_whatif.py --events 200000
+    python benchmarks/bench_whatif.py --no-real --events 0 --reference \
+        --file /data/long_loop_5m.pickle
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -35,7 +42,11 @@ H100 = REPO / "tests" / "data"  # recorded by memtui record on an H100
 MIB = 1 << 20
 
 
-def measure(path: Path) -> dict | None:
+def measure(path: Path, reference: bool = False) -> dict | None:
+    """Open ``path`` (no reopen cache: the baseline), prove the replay on its busiest
+    device and predict ``expandable_segments:True``; ``reference``: also the proof by the
+    Python reference, timed (``proof_python_s``) and checked to agree."""
+    from memtui.analysis.replay import core
     from memtui.analysis.replay.predict import predict
     from memtui.analysis.replay.proof import prove
     from memtui.analysis.replay.settings import apply_changes, from_capture
@@ -49,13 +60,24 @@ def measure(path: Path) -> dict | None:
     if proof.refused:
         return None
     proved = time.perf_counter()
+    loop = "compiled" if core.last_fallback is None else f"Python ({core.last_fallback})"
     changed = apply_changes(from_capture(trace.meta.extra.get("allocator_settings")),
                             ["expandable_segments:True"])
     prediction = predict(trace, device, changed, (proof, run))
     predicted = time.perf_counter()
-    return {"events": trace.device_events(device).height, "open_s": opened - start,
-            "proof_s": proved - opened, "predict_s": predicted - proved, "proof": proof,
-            "saving": prediction.saving}
+    result = {"events": trace.device_events(device).height, "open_s": opened - start,
+              "proof_s": proved - opened, "predict_s": predicted - proved, "proof": proof,
+              "saving": prediction.saving, "loop": loop}
+    if reference:
+        os.environ["MEMTUI_PURE_PYTHON"] = "1"
+        try:
+            started = time.perf_counter()
+            again, _ = prove(trace, device)
+            result["proof_python_s"] = time.perf_counter() - started
+        finally:
+            os.environ.pop("MEMTUI_PURE_PYTHON")
+        result["same"] = again == proof
+    return result
 
 
 def training_ops(n_events: int, seed: int = 0) -> list[tuple]:
@@ -133,35 +155,57 @@ def print_validation() -> None:
               f"{agree:.1%} equal; cudaMalloc/maps {p.predicted.cuda_malloc} vs {segments}")
 
 
-def print_scale(n_events: int) -> None:
+def print_scale(path: Path, reference: bool, written: str = "") -> None:
+    result = measure(path, reference)
+    if result is None:
+        print(f"\n{path.name}: no alloc events, nothing to replay")
+        return
+    p = result["proof"]
+    n = result["events"]
+    print(f"\nscale: {path.name if not written else 'a training loop'}, {n:,} events"
+          f"{written}; replayed by the {result['loop']} loop")
+    print(f"  open {result['open_s']:.2f} s (baseline); proof {result['proof_s']:.2f} s "
+          f"({result['proof_s'] / result['open_s']:.2f}x the open, "
+          f"{n / result['proof_s']:,.0f} events/s: "
+          f"{'within' if n / result['proof_s'] >= 1e6 else 'UNDER'} the goal of 1M); "
+          f"prediction {result['predict_s']:.2f} s ({n / result['predict_s']:,.0f} events/s)")
+    if "proof_python_s" in result:
+        python = result["proof_python_s"]
+        print(f"  the Python reference's proof {python:.1f} s ({n / python:,.0f} events/s): "
+              f"the core {python / result['proof_s']:.0f}x faster; the same proof: "
+              f"{'yes' if result['same'] else 'NO'}")
+    print(f"  agreement: {p.address_share:.2%} allocs at address, "
+          f"{p.segments_reproduced}/{p.segments_recorded} segment events, "
+          f"reserved {p.reserved_share:.2%}")
+
+
+def print_generated(n_events: int, reference: bool) -> None:
     from tests.helpers.replay_snapshots import write_ops
 
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         path = write_ops(Path(folder) / "training.pickle", training_ops(n_events))
         written = time.perf_counter() - start
-        result = measure(path)
-    assert result is not None
-    p = result["proof"]
-    rate = result["events"] / result["proof_s"]
-    print(f"\nscale: {result['events']} events written through the replay in {written:.1f} s")
-    print(f"  open {result['open_s']:.2f} s (baseline); proof {result['proof_s']:.2f} s "
-          f"({result['proof_s'] / result['open_s']:.1f}x the open, {rate:,.0f} events/s); "
-          f"prediction {result['predict_s']:.2f} s")
-    print(f"  agreement: {p.address_share:.2%} allocs at address, "
-          f"{p.segments_reproduced}/{p.segments_recorded} segment events, "
-          f"reserved {p.reserved_share:.2%}")
+        print_scale(path, reference, f" written through the replay in {written:.1f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=1_000_000,
+                        help="a generated training loop of about this many events (0: none)")
+    parser.add_argument("--file", type=Path, nargs="*", default=[],
+                        help="real captures to time the replay on (the 5M-event H100 loop)")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time the Python reference's proof (the baseline)")
     parser.add_argument("--no-real", action="store_true")
     args = parser.parse_args()
     if not args.no_real:
         print_real()
         print_validation()
-    print_scale(args.events)
+    for path in args.file:
+        print_scale(path, args.reference)
+    if args.events:
+        print_generated(args.events, args.reference)
 
 
 if __name__ == "__main__":

@@ -432,7 +432,13 @@ class Capture:
 
             trace = self._trace
             if has_layers(trace) and "layers" not in trace.meta.extra:
+                from memtui.progress import Phases, default
+
+                events = trace.events.height
+                layering = Phases(default()).start("memory layers", (0.0, 0.99), events,
+                                                   unit="events")
                 trace = layer_view(trace)
+                layering.finish(events)
             self._view = trace
         return self._view
 
@@ -440,8 +446,11 @@ class Capture:
         if self._findings is None:
             from memtui.analysis.findings import find_all
             from memtui.analysis.timeline.levels import allocated_level, reserved_level, seed_levels
+            from memtui.progress import Phases, default
 
             view = self.view()
+            events = view.events.height
+            finding = Phases(default()).start("finding", (0.0, 1.0), events, unit="events")
             for name in view.meta.device_names:  # made once: the findings and the figures
                 seed_levels(view, name, allocated_level(view, name),  # both read them
                             reserved_level(view, name))
@@ -451,6 +460,7 @@ class Capture:
                 self._findings = findings_of(view)
             else:
                 self._findings = find_all(view)
+            finding.finish(events)
         return self._findings
 
     def findings(self, stacks: bool = False) -> Findings:
@@ -578,7 +588,8 @@ class Capture:
                device: str | None = None) -> WhatIf:
         """Replay the caching allocator on each device (or ``device``), prove it on the
         recording, and predict what ``changes`` (``"expandable_segments:True"``,
-        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF) or a ``capacity``
+        ``"max_split_size_mb:512"``, as in PYTORCH_CUDA_ALLOC_CONF; one string is one
+        setting, or several joined by commas) or a ``capacity``
         (``"80GiB"``: would it fit on a smaller card), or a per-process
         ``fraction_limit``, would change (``memtui whatif``)."""
         from dataclasses import replace
@@ -600,6 +611,8 @@ class Capture:
         if capacity is not None and fraction_limit is not None:
             raise CaptureError(self.path, "a capacity or a fraction limit, not both")
         recorded = from_capture(trace.meta.extra.get("allocator_settings"))
+        if isinstance(changes, str):  # one PYTORCH_CUDA_ALLOC_CONF, not its characters
+            changes = [changes]
         try:
             changed = apply_changes(recorded, list(changes))
             if capacity is not None:
@@ -668,11 +681,13 @@ def open(path: PathLike, *, use_cache: bool | None = None,  # noqa: A001
     ["load_weights", ...]}``: regular expressions on frames, owners and metadata).  The
     capture holds no open file: what is reopened from the cache is memory-mapped, the
     files closed."""
-    return _open(path, use_cache=use_cache, roles=roles)
+    return open_capture(path, use_cache=use_cache, roles=roles)
 
 
-def _open(path: PathLike, *, use_cache: bool | None = None,
-          store_in_background: bool = False, roles: Any = None) -> Capture:
+def open_capture(path: PathLike, *, use_cache: bool | None = None,
+                 store_in_background: bool = False, roles: Any = None) -> Capture:
+    """:func:`open` for the commands: ``store_in_background`` writes the reopen cache in
+    a thread while the command answers (the process waits for it before exiting)."""
     from memtui.loading import load_trace
 
     trace = load_trace(path, use_cache=use_cache, store_in_background=store_in_background)
@@ -707,16 +722,17 @@ def compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None =
     are the user's role rules for both (as :func:`open` takes them).  A capture that
     cannot be read, an unknown ``align`` or a ``shift`` beyond any capture raise
     :class:`memtui.CaptureError`; an ``align`` or ``shift`` of the wrong type TypeError."""
-    return _compare(a, b, align=align, shift=shift, roles=roles)
+    return compare_captures(a, b, align=align, shift=shift, roles=roles)
 
 
 #: How B's time may be mapped onto A's (``compare(..., align=...)``).
 ALIGNMENTS = ("step", "time", "position")
 
 
-def _compare(a: Capture | PathLike, b: Capture | PathLike, *, align: str | None = None,
-             shift: int = 0, store_in_background: bool = False,
-             roles: Any = None) -> Comparison:
+def compare_captures(a: Capture | PathLike, b: Capture | PathLike, *,
+                     align: str | None = None, shift: int = 0,
+                     store_in_background: bool = False, roles: Any = None) -> Comparison:
+    """:func:`compare` for the commands (``store_in_background`` as :func:`open_capture`)."""
     from memtui.analysis.across.compare import compare as compare_traces
 
     if align is not None and not isinstance(align, str):

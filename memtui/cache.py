@@ -57,7 +57,6 @@ import errno
 import hashlib
 import io
 import json
-import mmap
 import os
 import re
 import shutil
@@ -66,6 +65,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -182,7 +182,7 @@ def _entry_of(key: CacheKey, create_root: bool = False) -> Path | None:
 
 # -- digests ---------------------------------------------------------------------------------
 
-def _digest_bytes(data: bytes | memoryview | mmap.mmap) -> str:
+def _digest_bytes(data: bytes | memoryview) -> str:
     import xxhash
 
     return xxhash.xxh3_128_hexdigest(data)
@@ -619,14 +619,18 @@ def save_derived(key: CacheKey, name: str, value: Any, *, wait: bool = True) -> 
         return
 
 
-def _write_atomically(entry: Path, name: str, data: bytes) -> Path:
+def _write_atomically(entry: Path, name: str, data: bytes | Callable[[Any], None]) -> Path:
     """``data`` as ``entry/name`` through a temporary file renamed into place (which
     replaces a link of that name rather than writing through it); the temporary file is
-    removed where the write fails (a full disk)."""
+    removed where the write fails (a full disk).  ``data`` may be a function that writes
+    into the open file (an array saved without a copy of its bytes)."""
     fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data)
         os.replace(staging, entry / name)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -678,16 +682,14 @@ def _save_level(entry: Path, stem: str, level: Any) -> dict[str, Any]:
 
 
 def _save_npy(entry: Path, stem: str, array: Any) -> list:
-    """``array`` as ``entry/stem.npy`` (atomically); its file name, size and digest."""
-    import io
-
+    """``array`` as ``entry/stem.npy`` (atomically, written straight from the array: no
+    copy of its bytes in memory); its file name, size and digest."""
     import numpy as np
 
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    data = buffer.getbuffer()
-    target = _write_atomically(entry, f"{stem}.npy", bytes(data))
-    return [target.name, len(data), _digest_bytes(data)]
+    array = np.ascontiguousarray(array)
+    target = _write_atomically(entry, f"{stem}.npy",
+                               lambda fh: np.save(fh, array, allow_pickle=False))
+    return [target.name, target.stat().st_size, _digest_file(target)]
 
 
 def _load_npy(entry: Path, kept: list) -> Any:

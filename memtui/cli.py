@@ -22,6 +22,10 @@ from memtui.version import __version__
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a command killed by it reports
+#: Commands that say how far a long open is on stderr (the UI has its screen; serve, mcp
+#: and record speak to something else).
+_REPORTING = ("summary", "state", "findings", "compare", "check", "report", "export",
+              "whatif")
 
 
 def _command_module(name: str) -> ModuleType:
@@ -53,10 +57,12 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from memtui.analysis.replay.compiled import replay_in_use
         from memtui.sources.common.compiled import pairing_in_use
         from memtui.sources.torch_snapshot.reader_choice import reader_in_use
 
-        print(f"memtui {__version__}\n{reader_in_use()}\n{pairing_in_use()}")
+        print(f"memtui {__version__}\n{reader_in_use()}\n{pairing_in_use()}\n"
+              f"{replay_in_use()}")
         parser.exit()
 
 
@@ -90,9 +96,11 @@ def _dispatch(argv: Sequence[str] | None) -> tuple[int, ModuleType]:
         from memtui import cache
 
         cache.disable()
+    reporter = _stderr_progress(name)
     try:
         return module.run(args), module
     except CaptureError as exc:
+        _end_progress(reporter)  # (a live line erased first: the error stays one line)
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT, module
     except KeyboardInterrupt:
@@ -101,9 +109,30 @@ def _dispatch(argv: Sequence[str] | None) -> tuple[int, ModuleType]:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE, module
     finally:
+        _end_progress(reporter)
         from memtui import cache
 
         cache.wait_for_stores()  # an entry being written in the background is finished
+
+
+def _stderr_progress(name: str):
+    """The command's report of long opens on stderr (:mod:`memtui.progress`), made the
+    process's default; None for commands that do not report or where it is off."""
+    if name not in _REPORTING:
+        return None
+    from memtui import progress
+
+    reporter = progress.stderr_progress()
+    progress.set_default(reporter)
+    return reporter
+
+
+def _end_progress(reporter) -> None:
+    if reporter is not None:
+        from memtui import progress
+
+        reporter.close()
+        progress.set_default(None)
 
 
 if __name__ == "__main__":

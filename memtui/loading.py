@@ -14,6 +14,7 @@ a reopened capture's Findings arrive with its first screen.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +49,13 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     A capture of nothing (no device has events, blocks or levels) is a CaptureError: the
     one rule of every command and the UI (:func:`require_a_device`).
     """
+    if not os.fspath(path):  # Path("") is ".": an unset $CAPTURE would open the folder
+        raise CaptureError(repr(""), "an empty path: name a capture file or folder")
     check_input(Path(path))  # before the cache looks at it: loops, FIFOs, permissions
+    if progress is None:  # the commands' report on stderr, where one is on
+        from memtui.progress import default
+
+        progress = default()
     if use_cache is None:
         from memtui import cache
 

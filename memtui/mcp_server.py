@@ -9,7 +9,8 @@ structured part the same object).
 What it may read is fixed when it starts (:class:`Allowed`): the captures the user named
 on the command line (a folder named there is a capture, and what lies inside it may be
 read) and whatever lies under a ``--root`` folder.  A tool's path is resolved (``..`` and
-symbolic links followed) before it is checked, so neither leads outside.  It never writes
+symbolic links followed) before it is checked, so neither leads outside; a folder holding
+a link to a file outside is refused (the loader would read it).  It never writes
 a file: captures are opened as the commands open them, through the reopen cache under
 ``$XDG_CACHE_HOME/memtui`` (``--no-cache``: not even that), and no result is written out.
 
@@ -75,12 +76,35 @@ class Allowed:
             resolved = given.resolve()
         except (OSError, RuntimeError) as exc:  # a loop of links
             raise Refused(f"{safe_line(path)}: cannot resolve it ({exc})") from None
-        if resolved in self.files or any(resolved == folder or resolved.is_relative_to(folder)
-                                         for folder in self.folders):
+        if self._inside(resolved):
+            if resolved.is_dir():
+                self._no_link_out_of(resolved, path)
             return given
         raise Refused(f"{safe_line(path)}: not a capture this server may read (only the "
                       "paths memtui mcp was started with, and what lies under its --root "
                       "folders)")
+
+    def _inside(self, resolved: Path) -> bool:
+        return resolved in self.files or any(resolved == folder or resolved.is_relative_to(folder)
+                                             for folder in self.folders)
+
+    def _no_link_out_of(self, folder: Path, given: str) -> None:
+        """Refused where a link to a file inside ``folder`` leads out of what may be read:
+        the loader's walk (:func:`~memtui.sources.common.walk.walk`, the same bounds) reads
+        such a file where it points (``run/rank1.pickle -> /elsewhere/x.pickle``)."""
+        from memtui.sources.common.walk import walk
+
+        for listed in walk(folder):
+            for entry in listed.files:
+                if not entry.is_symlink():
+                    continue
+                try:
+                    target = entry.resolve()
+                except (OSError, RuntimeError):
+                    continue  # a loop of links: the loader cannot read it either
+                if not self._inside(target):
+                    raise Refused(f"{safe_line(given)}: holds a link out of what this server "
+                                  f"may read ({safe_line(str(entry.relative_to(folder)))})")
 
     def listing(self) -> dict[str, Any]:
         """The ``captures`` tool's answer: what was named and which folders are open."""
@@ -190,9 +214,10 @@ def tool_functions(captures: Captures) -> dict[str, Callable[..., dict[str, Any]
         `tolerance` in percent against `baseline` (another capture of the same job).
         `passed` is false where a limit is broken, each result with its figure and what
         holds the bytes.  No pyproject.toml is read."""
-        limits = {"max_peak": max_peak, "max_reserved": max_reserved, "max_end": max_end,
-                  "max_role": max_role, "max_leak_per_step": max_leak_per_step,
-                  "tolerance": tolerance, "allow_oom": allow_oom}
+        limits: dict[str, Any] = {
+            "max_peak": max_peak, "max_reserved": max_reserved, "max_end": max_end,
+            "max_role": max_role, "max_leak_per_step": max_leak_per_step,
+            "tolerance": tolerance, "allow_oom": allow_oom}
         base = captures.get(baseline) if baseline is not None else None
         return captures.get(path).check(
             base, **{k: v for k, v in limits.items() if v is not None}).to_dict()
@@ -286,7 +311,7 @@ def _as_tool(fn: Callable[..., dict[str, Any]], anyio, tool_error, result_type,
         return result_type(content=[text_type(type="text", text=text)],
                            structured_content=data)
 
-    tool.__signature__ = inspect.signature(fn)  # the tool's arguments are fn's
+    setattr(tool, "__signature__", inspect.signature(fn))  # noqa: B010 - the arguments are fn's
     tool.__annotations__ = {**fn.__annotations__, "return": result_type}
     tool.__name__, tool.__doc__ = fn.__name__, fn.__doc__
     return tool

@@ -54,12 +54,15 @@ def summarize_capture(capture: RankCapture, points: int = CURVE_POINTS) -> RankR
     """Load one capture and return its rows (runs in a worker process or on a cluster)."""
     from memtui.analysis.findings import find_all
     from memtui.analysis.summary import summary
+    from memtui.analysis.timeline.layers import has_layers, layer_view
     from memtui.loading import load_trace
 
     try:
         trace = load_trace(capture.path)
     except CaptureError as exc:
         return RankResult(capture, error=str(exc))
+    if has_layers(trace) and "layers" not in trace.meta.extra:
+        trace = layer_view(trace)  # each device's default memory layer, as summary takes it
     findings = find_all(trace, what_if=False)  # counts and figures: no advice shown
     rows = rank_rows(trace, str(capture.path), capture.rank, points, findings)
     data = summary(trace, findings)

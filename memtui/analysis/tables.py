@@ -8,7 +8,8 @@ formatted as text, so a table of 10M rows costs what its visible rows cost.
 Text filters never touch the millions of strings: each text column has few distinct
 values (owners, pools, actions, stack tops), so the match runs on those and becomes an
 ``is_in`` over codes.  The columns are those of MindStudio Insight's Block View and Event
-View (../shared/formats), shown only where the source fills them.
+View (../shared/formats), shown only where the source fills them, and each block's role
+(memory by role, :mod:`memtui.analysis.roles`) where the screen joins it (``role``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ BLOCK_COLUMNS = (
     Column("block_id", "ID", "int", 7),
     Column("size", "Size", "bytes", 10),
     Column("state", "State", "state", 8),
+    Column("role", "Role", "str", 15),
     Column("top", "Stack top", "top", 24),
     Column("t_alloc", "Alloc", "time", 12),
     Column("t_free", "Free", "time", 12),

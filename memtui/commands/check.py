@@ -117,10 +117,10 @@ def chosen_limits(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]
     baseline = given.pop("baseline", values.pop("baseline", None))
     _validated(given, lambda key: f"--{key}")
     if "max-role" in given and "max-role" in values:  # role by role, the command line's over
-        from memtui.analysis.limits.check import _role_pairs
+        from memtui.analysis.limits.check import role_pairs
 
-        given["max-role"] = dict(_role_pairs(values["max-role"])) | dict(
-            _role_pairs(given["max-role"]))
+        given["max-role"] = dict(role_pairs(values["max-role"])) | dict(
+            role_pairs(given["max-role"]))
     values.update(given)
     return values, baseline
 
@@ -137,7 +137,7 @@ def _settings_file() -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.api import _open
+    from memtui.api import open_capture
     from memtui.text.check import github_annotations
 
     values, baseline = chosen_limits(args)
@@ -148,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
 
         junit = output_file(args.junit, inputs=inputs)  # before any work
     rules = chosen_rules(args)
-    capture = _open(args.path, store_in_background=True, roles=rules)
-    reference = _open(baseline, store_in_background=True, roles=rules) if baseline else None
+    capture = open_capture(args.path, store_in_background=True, roles=rules)
+    reference = open_capture(baseline, store_in_background=True, roles=rules) if baseline else None
     result = capture.check(reference, limits=values)
     if junit is not None:
         from memtui.outputs import write_atomically

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from memtui.api import _open
+    from memtui.api import open_capture
     from memtui.outputs import output_file, output_folder
 
     inputs = [args.path]
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         from memtui.export.parquet import is_export
 
         out = output_folder(args.output, inputs=inputs, marker=is_export)
-    capture = _open(args.path, store_in_background=True, roles=chosen_rules(args))
+    capture = open_capture(args.path, store_in_background=True, roles=chosen_rules(args))
     try:
         if args.to == "perfetto":
             from memtui.export.perfetto import export_perfetto

@@ -31,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.api import _open
+    from memtui.api import open_capture
     from memtui.commands.paths import capture_path
 
-    capture = _open(capture_path(args.path), store_in_background=True,
+    capture = open_capture(capture_path(args.path), store_in_background=True,
                     roles=chosen_rules(args))
     found = capture.findings(stacks=args.stacks)
     print(json.dumps(found.to_dict()) if args.json else printable_lines(found.text()))

@@ -23,13 +23,24 @@ def demo_path() -> Path:
 
 
 def capture_path(arg: str | None) -> Path:
-    """The path a command was given, or the demo where it was given none."""
-    return Path(arg) if arg else demo_path()
+    """The path a command was given, or the demo where it was given none.  An empty
+    ``""`` (``memtui check "$CAPTURE"`` with the variable unset) is refused in one line:
+    neither the demo nor the current folder (``Path("")`` is ``.``)."""
+    if arg is None:
+        return demo_path()
+    if not arg:
+        from memtui.errors import CaptureError
+
+        raise CaptureError(repr(arg), "an empty path: name a capture file or folder")
+    return Path(arg)
 
 
 def several_captures(paths: list[str], force: bool = False, at_least: int = 2) -> bool:
     """Whether ``paths`` open as ranks: ``at_least`` paths or more, one folder holding
-    several captures, or ``force`` (``--ranks``)."""
+    several captures, or ``force`` (``--ranks``).  An empty path among them is refused
+    (:func:`capture_path`): a walk of ``.`` is not what ``""`` meant."""
+    for given in paths:
+        capture_path(given)
     if force or len(paths) >= at_least:
         return bool(paths)
     from memtui.sources.common.files import is_folder

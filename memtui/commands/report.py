@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memtui.api import _compare, _open
+    from memtui.api import compare_captures, open_capture
     from memtui.export.report import compare_html, report_html, write_report
     from memtui.outputs import output_file
 
@@ -40,13 +40,13 @@ def run(args: argparse.Namespace) -> int:
     paths = args.paths or [capture_path(None)]  # no capture: the demo, as every command
     out = output_file(args.output, inputs=paths)  # before any work
     rules = chosen_rules(args)
-    captures = [_open(p, store_in_background=True, roles=rules) for p in paths]
+    captures = [open_capture(p, store_in_background=True, roles=rules) for p in paths]
     last = captures[-1]
     summary, found = last.summary().to_dict(), last.findings().devices
     if len(captures) == 1:
         page = report_html(last.view(), summary, found)
     else:
-        comparison = _compare(captures[0], last, align=args.align)
+        comparison = compare_captures(captures[0], last, align=args.align)
         page = compare_html(comparison, captures[0].trace, last.view(), summary,
                             found)
     try:

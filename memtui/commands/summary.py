@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
     path = capture_path(args.paths[0] if args.paths else None)
     if _print_from_cache(path, args.json):
         return 0
-    from memtui.api import _open
+    from memtui.api import open_capture
 
-    capture = _open(path, store_in_background=True, roles=chosen_rules(args))
+    capture = open_capture(path, store_in_background=True, roles=chosen_rules(args))
     result = capture.summary()
     print(json.dumps(result.to_dict()) if args.json else result.text(), flush=True)
     capture._keep_summary(result, SUMMARY_TEXT)

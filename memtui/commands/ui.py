@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from memtui.commands.paths import add_cache_argument
+from memtui.commands.role_rules import add_roles_argument, chosen_rules
 
 HELP = "open a capture in the terminal UI (the default command)"
 
@@ -27,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "rank to follow (default: the lowest; the status bar says which)")
     add_rank_arguments(parser)
     add_cache_argument(parser)
+    add_roles_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return run_compare(paths[0], paths[1])
     from memtui.tui.app import run_app
 
-    return run_app(capture_path(paths[0] if paths else None))
+    return run_app(capture_path(paths[0] if paths else None), role_rules=chosen_rules(args))
 
 
 def _run_follow(paths: list[str], rank: int | None = None) -> int:
@@ -56,6 +58,9 @@ def _run_follow(paths: list[str], rank: int | None = None) -> int:
 
     if len(paths) != 1:
         raise CaptureError("--follow", "needs one PATH: the file or folder being written")
+    from memtui.commands.paths import capture_path
+
+    capture_path(paths[0])  # "" refused: following "." is not what it meant
     from memtui.sources.follow import open_follower
 
     open_follower(paths[0], rank).close()  # what cannot be followed: one line, before the UI

@@ -76,15 +76,16 @@ KINDS = "PyTorch snapshots, msMemScope dumps and folders, Ascend profiler files 
 
 
 def _nothing_in(folder: Path, found: Discovery) -> str:
-    """Why a folder holds no capture: empty, nothing in it a capture file by its name, or
-    what could not be read."""
+    """Why a folder holds no capture: empty, nothing in it a capture file by its name, and
+    the first thing the walk passed over (unreadable, a link to a folder, too deep)."""
     try:
         empty = next(os.scandir(folder), None) is None
     except OSError:
         empty = False
     why = (f"no capture in this folder: it is empty (memtui reads {KINDS})" if empty else
            f"no capture in this folder: nothing in it is a format memtui reads ({KINDS})")
-    skipped = [w for w in found.warnings if "could not be read" in w]
+    skipped = [w for w in found.warnings if any(
+        said in w for said in ("could not be read", "not followed", "levels down", "stopped"))]
     return f"{why}; {skipped[0]}" if skipped else why
 
 

@@ -347,11 +347,11 @@ class _LineTail:
         import polars as pl
 
         from memtui.sources.memscope import read
-        from memtui.sources.memscope.tail import _Parts
+        from memtui.sources.memscope.tail import TailParts
 
         if self.memscope is None:
-            self.memscope = _Parts(path=self.path, layout="python trace csv")
-        raw = read._read_trace_csv(self.chunk)
+            self.memscope = TailParts(path=self.path, layout="python trace csv")
+        raw = read.read_trace_csv(self.chunk)
         self.memscope.warnings.extend(
             w.replace(self.chunk.name, self.path.name) for w in raw.warnings)
         if raw.trace is not None and raw.trace.height:

@@ -60,14 +60,15 @@ def _rows(title: str, frame: pl.DataFrame, label: str, top: int, launches: bool 
 def _role_rows(d: DeviceComparison, top: int) -> list[str]:
     """By role at the peaks and ends, the largest change first (``optimizer state
     +3.2 GiB at peak``); one line where no role changed."""
-    from memtui.text.roles import role_name
+    from memtui.text.roles import role_deltas_text, role_name
 
     moved = [r for r in d.by_role if r["delta"]]
     if not d.by_role:
         return []
     if not moved:
         return ["  by role: the same at both peaks and ends"]
-    lines = ["  by role:"]
+    at_peak = {r["role"]: r["delta"] for r in d.by_role if r["at"] == "peak"}
+    lines = [f"  by role at the peak: {role_deltas_text(at_peak)}"]
     for row in moved[:top]:
         lines.append(f"    {signed_bytes(row['delta']):>12} at {row['at']:<4} "
                      f"({format_bytes(row['a_bytes'])} -> {format_bytes(row['b_bytes'])})  "

@@ -1,4 +1,5 @@
-"""``memtui findings``'s text: every finding by severity, per device."""
+"""``memtui findings``'s text: the findings by severity, per device (the first
+:data:`MAX_LISTED` of a device, then how many more)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from memtui.analysis.timeline.attribution import BEFORE_CAPTURE
 from memtui.errors import safe_text
 from memtui.model import MemoryTrace
 from memtui.units import counted, format_bytes
+
+#: Findings listed per device, the most severe first and each kind's first among them
+#: (2,000 OOM events printed 4,000 lines; ``--json`` lists every one; the report lists 50).
+MAX_LISTED = 50
 
 
 def _stack_lines(trace: MemoryTrace, finding: Finding) -> list[str]:
@@ -67,8 +72,9 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
     lines = [f"{trace.meta.path}  ({trace.meta.source})"]
     for device, found in findings.items():
         lines.append(f"  {device}: {counted(len(found), 'finding')}")
-        lines.append(f"    by role at the peak: {roles_text(peak_roles(trace, device))}")
-        for finding in found:
+        lines.append("    by role at the peak: "
+                     f"{roles_text(peak_roles(trace, device), _outside_rows(trace, device))}")
+        for finding in _listed(found):  # a CI log stays readable
             lines.append(f"    [{finding.severity}] {finding.kind}: {finding.title}")
             for key in ("cause", "advice"):
                 if finding.detail.get(key) and finding.detail[key] not in finding.title:
@@ -79,6 +85,36 @@ def format_findings(trace: MemoryTrace, findings: dict[str, list[Finding]],
                 lines += _leak_lines(finding.detail)
             if stacks:
                 lines += _stack_lines(trace, finding)
+        if len(found) > MAX_LISTED:
+            lines.append(f"    ... and {len(found) - MAX_LISTED:,} more findings on {device} "
+                         "(--json lists every one)")
     if not findings:
         lines.append("  no device has events or blocks")
     return safe_text(lines)
+
+
+def _listed(found: list[Finding]) -> list[Finding]:
+    """The findings listed, in their order (the most severe first): at most
+    :data:`MAX_LISTED`, each kind's first among them (2,000 OOMs hide no leak)."""
+    if len(found) <= MAX_LISTED:
+        return found
+    firsts = {id(f) for f in {f.kind: f for f in reversed(found)}.values()}
+    room = MAX_LISTED - len(firsts)
+    keep = set(firsts)
+    for finding in found:
+        if room <= 0:
+            break
+        if id(finding) not in keep:
+            keep.add(id(finding))
+            room -= 1
+    return [f for f in found if id(f) in keep]
+
+
+def _outside_rows(trace: MemoryTrace, device: str) -> int:
+    """The level no operator row explains at the peak (profiler folders; 0 elsewhere)."""
+    from memtui.analysis.roles import levels_by_role
+    from memtui.analysis.timeline.at_time import Timeline
+
+    timeline = Timeline.build(trace, device)
+    peak = -1 if timeline.peak_at_start else timeline.peak_event
+    return levels_by_role(trace, device).outside_rows(peak)

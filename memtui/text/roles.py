@@ -11,12 +11,30 @@ from memtui.analysis.roles.model import ROLE_LABELS, ROLES
 from memtui.units import format_bytes, signed_bytes
 
 
-def roles_text(roles: dict[str, int]) -> str:
-    """The roles holding bytes, ``parameters 64.0 MiB, ...`` ("nothing" where none)."""
+def roles_text(roles: dict[str, int], outside_rows: int = 0) -> str:
+    """The roles holding bytes, ``parameters 64.0 MiB, ...`` ("nothing" where none).
+
+    ``outside_rows``: the part of ``other`` that is a profiler's level beyond its operator
+    rows (parameters and optimizer state alive before the profile among it, not told
+    apart), said as such rather than as bytes no rule explains."""
     parts = [f"{ROLE_LABELS[r]} {format_bytes(roles[r])}" for r in ROLES if roles.get(r)]
-    if roles.get("other"):
-        parts[-1] += " that no rule explains"
+    other = roles.get("other", 0)
+    if other:
+        outside = min(max(outside_rows, 0), other)
+        parts[-1] += _other_words(other, outside)
     return ", ".join(parts) or "nothing"
+
+
+def _other_words(other: int, outside: int) -> str:
+    """What ``other`` is: bytes no rule explains, and the part outside any operator row."""
+    rows = ("outside any operator row (parameters, optimizer state and whatever else no "
+            "profiled operator allocated, not told apart)")
+    if not outside:
+        return " that no rule explains"
+    if outside == other:
+        return f" {rows}"
+    return f": {format_bytes(outside)} {rows}, {format_bytes(other - outside)} that no rule " \
+        "explains"
 
 
 def role_deltas_text(deltas: dict[str, int]) -> str:

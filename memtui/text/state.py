@@ -33,10 +33,17 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
         f"{fb(data['cached_bytes'])} (in {data['cached_segments']} wholly free segments); "
         f"lost to rounding {fb(data['rounding_bytes'])}",
     ]
+    if data.get("unplaced_bytes"):
+        lines.append(_unplaced_line(data))
+    if data.get("overlap_bytes"):
+        lines.append(f"  overlapping {fb(data['overlap_bytes'])}: live blocks share these "
+                     "addresses (the file holds a block where another is not yet freed: a "
+                     "free missing), so a segment's blocks add up to more than it")
     if data.get("by_role"):
         from memtui.text.roles import roles_text
 
-        lines.append(f"  by role: {roles_text(data['by_role'])}")
+        outside = data.get("by_role_other_outside_rows") or 0
+        lines.append(f"  by role: {roles_text(data['by_role'], outside)}")
         for row in data.get("by_role_detail", [])[:DETAIL_ROWS]:
             labels = ", ".join(f"{k} {row[k]}" for k in ("user_metadata", "compile_context")
                                if row.get(k))
@@ -51,6 +58,18 @@ def format_state(data: dict[str, Any], unit: str, start: int) -> str:
             + (f" pool {segment['pool']}" if segment["pool"] else ""))
         lines.append(f"  {where}: {segment_contents(segment['blocks'])}")
     return safe_text(lines)
+
+
+def _unplaced_line(data: dict[str, Any]) -> str:
+    """The reserved bytes in segments the file does not list, and what is known of them:
+    the blocks under "no segment" lie in them; the rest may be free or held."""
+    from memtui.units import format_bytes as fb
+
+    loose = sum(b["size"] for s in data["segments"] if s["addr"] is None
+                for b in s["blocks"] if b["state"] != "free")
+    return (f"  unplaced {fb(data['unplaced_bytes'])}: reserved in segments the file does "
+            "not list" + (f" (they hold the {fb(loose)} of blocks in no segment below)"
+                          if loose else ""))
 
 
 def segment_contents(blocks: list[dict[str, Any]]) -> str:

@@ -50,7 +50,12 @@ def _role_lines(d: dict[str, Any]) -> list[str]:
     source = roles.get("phases_from")
     how = (f"phases from {source}" if source
            else "no forward or backward pass seen, roles not told apart")
-    return [f"    by role at the peak: {roles_text(d['by_role'])}; {how}"]
+    outside = roles.get("other_outside_rows_at_peak") or 0
+    inferred = roles.get("inferred_blocks") or 0
+    if inferred:
+        how += (f"; {counted(inferred, 'block')} named by inference (paired by size and "
+                "lifetime, not by their own stacks)")
+    return [f"    by role at the peak: {roles_text(d['by_role'], outside)}; {how}"]
 
 
 def _reserved(d: dict[str, Any], value: int | None) -> str:
@@ -87,7 +92,7 @@ def format_summary(data: dict[str, Any], trace: MemoryTrace) -> str:
         reserved_peak = d.get("peak_reserved_bytes")
         lines.append(
             f"    peak allocated {format_bytes(d['peak_allocated_bytes'])}{when}"
-            + (f", peak reserved {_reserved(d, reserved_peak)}"
+            + (f", peak reserved {format_bytes(reserved_peak)}"
                if reserved_peak is not None else "")
             + f"; at end: allocated {format_bytes(d['allocated_at_end_bytes'])}, "
             f"reserved {_reserved(d, d['reserved_at_end_bytes'])}"

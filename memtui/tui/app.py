@@ -118,8 +118,10 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                  follow: bool = False, poll: tuple[float, float] | None = None,
                  follow_rank: int | None = None,
                  findings_first: bool | None = None, keymap_file: Path | None = None,
-                 open_at_answer: bool | None = None) -> None:
+                 open_at_answer: bool | None = None, role_rules=None) -> None:
         super().__init__()
+        #: the user's role rules (``--roles``, ``[tool.memtui.roles]``), None: memtui's own
+        self.role_rules = role_rules
         #: the user's keymap (memtui.tui.keymap): None reads $XDG_CONFIG_HOME's
         self.keymap_file = keymap_file
         #: the binding ids the user's keymap names (empty without one)
@@ -225,8 +227,8 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                 self.call_from_thread(screen.set_progress, fraction, message)
 
         try:
-            trace = self._layered(load_trace(self.trace_path, progress,
-                                             store_in_background=True))
+            trace = self._layered(self._with_rules(load_trace(self.trace_path, progress,
+                                                              store_in_background=True)))
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)
@@ -241,8 +243,16 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         self.load_error = message
         self.exit(EXIT_BAD_INPUT, return_code=EXIT_BAD_INPUT)
 
+    def _with_rules(self, trace: MemoryTrace) -> MemoryTrace:
+        """``trace`` carrying the user's role rules (the same object where it does)."""
+        from memtui.analysis.roles.user_rules import rules_of, with_rules
+
+        if self.role_rules is None or rules_of(trace) is self.role_rules:
+            return trace
+        return with_rules(trace, self.role_rules)
+
     def _start(self, trace: MemoryTrace) -> None:
-        trace = self._layered(trace)
+        trace = self._layered(self._with_rules(trace))
         self.trace = trace
         device = initial_device(trace)
         if device is None:  # a capture of nothing: the rule of every command (loading)
@@ -305,17 +315,19 @@ def screenshot_folders(path: str | None = None) -> list[Path]:
     return [Path(c).expanduser() for c in candidates if c and Path(c).expanduser().is_dir()]
 
 
-def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = None) -> int:
+def run_app(path: str | Path, follow: bool = False, follow_rank: int | None = None,
+            role_rules=None) -> int:
     """Open ``path`` in the UI (``follow``: keep reading it as it grows; ``follow_rank``:
-    the rank followed of a folder holding several); the exit status (see
-    :func:`exit_status`)."""
+    the rank followed of a folder holding several; ``role_rules``: the user's role
+    rules); the exit status (see :func:`exit_status`)."""
     path = Path(path)
     try:
         check_input(path, allow_empty=follow)
     except CaptureError as exc:
         print(f"memtui: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return run_to_exit(MemtuiApp(path, follow=follow, follow_rank=follow_rank))
+    return run_to_exit(MemtuiApp(path, follow=follow, follow_rank=follow_rank,
+                                 role_rules=role_rules))
 
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "LEGEND_TITLE", "MemtuiApp", "crash_line",

@@ -97,8 +97,17 @@ class BackgroundWork:
         found = find_all(trace) if self.follow is not None else findings_of(trace)
         self.call_from_thread(self._findings_ready, trace, found)
 
+    @property
+    def shutting_down(self) -> bool:
+        """The app was asked to exit (q) or its message pump is closing: a worker's late
+        result must not change the screens any more (a mode switched during the close
+        broke textual's shutdown)."""
+        return bool(self._exit or self._closing or self._closed or not self.is_running)
+
     def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
         if trace is not self.trace:  # replaced meanwhile (--follow): its own worker runs
+            return
+        if self.shutting_down:  # q pressed while the findings worked: no screen to switch
             return
         self.findings = found
         high = any(f.severity == "high" for items in found.values() for f in items)

@@ -17,6 +17,20 @@ from textual.screen import Screen
 from memtui.tui.screens import SCREEN_KEYS, SCREEN_TITLES
 from memtui.tui.screens.modals import FactsScreen, HelpScreen
 
+#: The help's words on roles (docs/roles.md says more): what each is and where it shows.
+ROLE_HELP = [
+    ("parameter", "weights and buffers: made by module construction or loading"),
+    ("gradient", "the .grad of parameters: what a backward leaves behind"),
+    ("optimizer_state", "kept by the optimizer from step to step (Adam's exp_avg...)"),
+    ("activation", "made in a forward, kept into its backward"),
+    ("temporary", "freed within the phase (forward, backward, between) that made it"),
+    ("input", "a batch and its copy to the device, used by the next forward"),
+    ("cache", "kept from one forward into the next (KV cache, cuBLAS workspace)"),
+    ("other", "what no rule explains, said so; [tool.memtui.roles] rules come first"),
+    ("o (Trend)", "by stack, owner, role: by role the roles are stacked, a colour each"),
+    ("r (Stacks, Blocks)", "only the blocks of one role, the next role each time"),
+]
+
 LEGEND_TITLE = "Legend (colours and marks of this screen)"
 
 
@@ -76,6 +90,7 @@ class Commands:
             title = SCREEN_TITLES.get(self.current_mode, "This screen")
             sections.append((f"{title} screen", here))
         sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
+        sections.append(("Memory by role", ROLE_HELP))
         sections.append(("Status bar", list(ABBREVIATIONS)))
         legend = getattr(screen, "legend_rows", None)
         if legend is not None:

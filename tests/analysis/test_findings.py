@@ -324,7 +324,8 @@ def test_fragmentation_measured_at_the_peaks():
     reserved peak (the segment's alloc, moved to the alloc that needed it) 88 MiB free
     beside the first block: fragmented by definition, but one gap (no crumbs).  At the
     allocated peak (after the fifth alloc) 40 MiB free in four 10 MiB gaps: the moment
-    the finding names (30 MiB beyond its largest gap); under 64 MiB: info, no setting."""
+    the finding names (30 MiB beyond its largest gap); under 64 MiB but 30% of reserved:
+    info, the setting named as a thing to try (no replay here: no predicted saving)."""
     from memtui.analysis.findings.fragmentation import find_fragmentation
 
     b = _pool_with_gaps()
@@ -341,9 +342,27 @@ def test_fragmentation_measured_at_the_peaks():
         "allocated peak", 40 * MiB, 1, 10 * MiB, 0.4, 0)
     assert frag.bytes == 40 * MiB and frag.evidence.seq == 5
     assert frag.severity == "info"
-    assert d["advice"] is None and d["predicted_saving_bytes"] is None
+    assert d["advice"].startswith("try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    assert d["predicted_saving_bytes"] is None
     assert frag.title == ("at the allocated peak: 40.0 MiB fragmented (free inside 1 partly "
                           "used segment; 40% of 100.0 MiB reserved; largest gap 10.0 MiB)")
+
+
+def test_few_crumbs_in_a_large_pool_name_no_setting():
+    """The same five blocks and four 10 MiB gaps in a 1 GiB segment: 30 MiB beyond the
+    largest gap is under 64 MiB and under 10% of reserved (3%): no setting to try."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    b = TraceBuilder()
+    base = 0x20_0000_0000
+    b.segment(base, 1024 * MiB)
+    for i in range(5):
+        b.alloc("forward", 12 * MiB, addr=base + i * 22 * MiB)
+    b.alloc("forward", (1024 - 100) * MiB, addr=base + 100 * MiB)
+    (frag,) = find_fragmentation(b.build(), DEVICE)
+    assert (frag.detail["fragmented_bytes"], frag.detail["largest_gap_bytes"]) == (
+        40 * MiB, 10 * MiB)
+    assert frag.detail["advice"] is None
 
 
 def _strided_pool(settings: dict | None = None) -> TraceBuilder:

@@ -87,6 +87,24 @@ def _check_figures(view) -> None:
             # free + the bytes the blocks cover never exceed reserved (a file whose live
             # blocks overlap counts their shared bytes once here)
             assert state["free_bytes"] + _covered(state) <= level["reserved"], (device, event)
+            _check_placement(state)
+
+
+def _check_placement(state: dict) -> None:
+    """Each listed segment is its blocks (shared bytes once) and its free ranges; what the
+    blocks share is ``overlap_bytes``; the reserved bytes in no listed segment are
+    ``unplaced_bytes``."""
+    held = sum(b["size"] for s in state["segments"] for b in s["blocks"]
+               if b["state"] != "free" and b["addr"] is not None)
+    assert held - state["overlap_bytes"] == _covered(state)
+    listed = 0
+    for seg in state["segments"]:
+        if seg["addr"] is None:
+            continue
+        listed += seg["size"]
+        assert _covered({"segments": [seg]}) + sum(
+            b["size"] for b in seg["blocks"] if b["state"] == "free") == seg["size"]
+    assert state["unplaced_bytes"] == max(state["level"]["reserved"] - listed, 0)
 
 
 def _covered(state: dict) -> int:
@@ -307,3 +325,57 @@ def test_overflow_dump_pickle_round_trip(tmp_path):
     seg = data["segments"][0]
     assert seg["total_size"] == 250 * MiB
     assert sum(b["size"] for b in seg["blocks"]) == 2150 * MiB
+
+
+# -- what a state cannot place: segments the file does not list, blocks that overlap ---------
+
+def _block_over_a_live_block() -> list:
+    """An 8 KiB HAL allocation at 0x10000 holds PTA block A (4 KiB at 0x10000, its FREE
+    row missing) and then block B (4 KiB at 0x10800): B starts inside A, both live."""
+    return [
+        mem(1, "MALLOC", "HAL", 100, 1, 0x10000, 8192, owner=""),
+        mem(2, "MALLOC", "PTA", 200, 2, 0x10000, 4096, total=8192, used=4096, owner=""),
+        mem(3, "MALLOC", "PTA", 300, 3, 0x10800, 4096, total=8192, used=8192, owner=""),
+    ]
+
+
+def test_blocks_sharing_addresses_are_said_and_counted_once(tmp_path, capsys):
+    """By hand, after the last event: A [0x10000, 0x11000) and B [0x10800, 0x11800) share
+    2 KiB; the segment's free range is [0x11800, 0x12000), 2 KiB; the blocks cover 6 KiB,
+    so covered + free = the 8 KiB segment, and the 8 KiB of blocks exceed it by the 2 KiB
+    said as overlapping."""
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv(_block_over_a_live_block()))
+    view = layer_view(load_trace(path, use_cache=False), {"npu:0": "PTA"})
+    state = allocator_state(view, "npu:0", "last")
+    (segment,) = [s for s in state["segments"] if s["addr"] is not None]
+    assert (segment["addr"], segment["size"]) == (0x10000, 8192)
+    assert state["free_bytes"] == 2048
+    assert state["overlap_bytes"] == 2048
+    assert _covered(state) + state["free_bytes"] == 8192
+    assert main(["state", str(path), "--layer", "PTA"]) == 0
+    assert "overlapping 2.0 KiB: live blocks share these addresses" in capsys.readouterr().out
+
+
+def test_a_consistent_state_overlaps_nothing(tmp_path):
+    """B placed after A's end (0x11000): nothing shared, no word said."""
+    rows = _block_over_a_live_block()
+    rows[2] = mem(3, "MALLOC", "PTA", 300, 3, 0x11000, 4096, total=8192, used=8192, owner="")
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv(rows))
+    state = allocator_state(layer_view(load_trace(path, use_cache=False), {"npu:0": "PTA"}),
+                            "npu:0", "last")
+    assert (state["overlap_bytes"], state["free_bytes"], state["unplaced_bytes"]) == (0, 0, 0)
+
+
+def test_reserved_in_no_listed_segment_is_said_unplaced(tmp_path, capsys):
+    """No HAL rows: the pool says it holds 4 MiB (total) and its one 1 KiB block lies in no
+    segment the file lists, so the 4 MiB are unplaced (not free: the file does not say)."""
+    rows = [mem(1, "MALLOC", "PTA", 100, 1, 0x50000, 1024, total=4 * MiB, used=1024,
+                owner="")]
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv(rows))
+    state = allocator_state(layer_view(load_trace(path, use_cache=False), {"npu:0": "PTA"}),
+                            "npu:0", "last")
+    assert (state["level"]["reserved"], state["free_bytes"]) == (4 * MiB, 0)
+    assert state["unplaced_bytes"] == 4 * MiB
+    assert main(["state", str(path), "--layer", "PTA"]) == 0
+    assert ("unplaced 4.0 MiB: reserved in segments the file does not list (they hold the "
+            "1.0 KiB of blocks in no segment below)") in capsys.readouterr().out

@@ -98,6 +98,22 @@ def test_oom_fragmented_explains_the_oom_and_the_replay_avoids_it():
     assert frag.title.endswith("and avoids the out-of-memory error")
 
 
+def test_a_small_pool_fragmented_by_a_large_share_is_replayed():
+    """t2x (128 MiB reserved): 30.2 MiB fragmented, 17.7 MiB beyond the largest gap: under
+    64 MiB but 14% of reserved, so the setting is tried; the proven replay saves 20 MiB
+    (16%), as ``whatif --set expandable_segments:True`` says: medium, and the title says
+    it (it said nothing before, beside a whatif saving 16%)."""
+    trace = _load(SHARED_DATA / "torch_snapshots" / "t2x_jaspersolt_eor_nn_snapshot.pickle")
+    frag = _fragmentation(trace)
+    prediction = _whatif(trace)
+    saving = prediction.recorded.reserved_peak - prediction.predicted.reserved_peak
+    assert saving == 20 * MiB
+    assert frag.detail["predicted_saving_bytes"] == saving
+    assert frag.severity == "medium"
+    assert frag.title.endswith("a proven replay saves 20.0 MiB (16%) of the 128.0 MiB "
+                               "reserved peak")
+
+
 def _replayable() -> list[Path]:
     own = sorted(DATA.glob("*.pickle")) + sorted((REPO / "snapshots").glob("*.pickle"))
     shared = sorted((SHARED_DATA / "torch_snapshots").glob("*.pickle")) \
@@ -139,3 +155,64 @@ async def test_the_pool_header_says_the_same_at_the_reserved_peak():
         header = str(app.screen.query_one("#status-line").render())
     assert "fragmented 212.0 MiB (11% of reserved, largest gap 14.0 MiB)" in header
     assert moment["fragmented_bytes"] == 212 * MiB and moment["largest_gap_bytes"] == 14 * MiB
+
+
+# -- the out-of-memory error a fragmentation finding explains --------------------------------
+
+def _oom_after_frees(request: int, cached: int = 0):
+    """A 200 MiB segment holding ten 12 MiB blocks 20 MiB apart (the allocated peak: 80 MiB
+    fragmented in ten 8 MiB gaps, 72 MiB beyond the largest); blocks 0-8 freed (one 180 MiB
+    gap, 8 MiB after block 9: 188 MiB fragmented, 8 MiB beyond the largest); ``cached``
+    wholly free 100 MiB segments; then an OOM asking ``request`` with nothing left on the
+    device."""
+    from tests.helpers.findings_traces import TraceBuilder
+
+    b = TraceBuilder()
+    base = 0x20_0000_0000
+    b.segment(base, 200 * MiB)
+    blocks = [b.alloc("forward", 12 * MiB, addr=base + i * 20 * MiB) for i in range(10)]
+    for block in blocks[:9]:
+        b.free(block)
+    for i in range(cached):
+        b.segment(0x30_0000_0000 + i * GiB, 100 * MiB)
+    b.oom(request, device_free=0)
+    return b
+
+
+def test_the_finding_names_the_oom_it_explains():
+    """185 MiB asked: more than the 180 MiB gap, less than the 188 MiB free, none cached, so
+    fragmentation explains it; the finding is measured there (188 MiB fragmented), not at the
+    allocated peak whose 72 MiB of crumbs are the most of any moment."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+
+    (frag,) = find_fragmentation(_oom_after_frees(185 * MiB).build(), "cuda:0")
+    assert frag.severity == "medium"
+    assert frag.detail["measured_at"] == "out-of-memory error"
+    assert frag.detail["fragmented_bytes"] == 188 * MiB
+    assert frag.title == ("at the out-of-memory error: 188.0 MiB fragmented (free inside 1 "
+                          "partly used segment; 94% of 200.0 MiB reserved; largest gap 180.0 "
+                          "MiB); explains the out-of-memory error")
+    assert [m["at"] for m in frag.detail["moments"]] == [
+        "reserved peak", "allocated peak", "out-of-memory error"]
+
+
+def test_cached_segments_that_hold_the_request_are_not_fragmentation():
+    """The same pool with two wholly free 100 MiB segments besides, 190 MiB asked: the OOM
+    finding's cause says fragmentation (388 MiB free, the largest gap 180 MiB), but the
+    200 MiB cached would hold the request: the allocator gives cached segments back and
+    asks again before it fails, so the fragmented bytes are not what failed (the demo
+    capture's OOM: 768 KiB fragmented, 4.1 GiB cached): no 'explains', not medium."""
+    from memtui.analysis.findings.fragmentation import find_fragmentation
+    from memtui.analysis.findings.oom import find_ooms
+
+    trace = _oom_after_frees(190 * MiB, cached=2).build()
+    (oom,) = find_ooms(trace, "cuda:0")
+    assert oom.detail["cause_kind"] == "fragmentation"
+    # the OOM's cause names the free bytes as the fragmentation finding does
+    assert oom.detail["cause"].endswith(
+        "; of the free bytes 188.0 MiB are fragmented and 200.0 MiB cached (in 2 wholly free "
+        "segments)")
+    (frag,) = find_fragmentation(trace, "cuda:0")
+    assert frag.detail["explains_oom_t"] is None
+    assert "explains" not in frag.title
+    assert frag.severity != "medium"

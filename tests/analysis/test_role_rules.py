@@ -13,12 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memtui.analysis.roles import block_roles, by_role_at, parse_rules, with_rules
+from memtui.analysis.roles import (
+    block_roles,
+    by_role_at,
+    levels_by_role,
+    parse_rules,
+    with_rules,
+)
 from memtui.analysis.roles.operators import name_kinds
 from memtui.analysis.roles.stack_rules import BACKWARD, FORWARD, NEUTRAL, OPTIMIZER
 from memtui.analysis.timeline.at_time import Timeline
 from memtui.sources.memscope import load as load_memscope
 from memtui.sources.torch_snapshot import load
+from memtui.text.roles import roles_text
 from tests.helpers.memscope_files import mem, row, write_db
 from tests.helpers.training_snapshots import Loop, training_snapshot
 
@@ -193,3 +200,40 @@ def test_profiler_rest_is_other(tmp_path: Path):
         assert min(roles.values()) >= 0
     assert np.any([by_role_at(trace, device, e)["other"] > 0
                    for e in range(timeline.positions)])
+    # no operator rows at all: the whole level (10, 30, 20 bytes) is outside any row
+    levels = levels_by_role(trace, device)
+    assert [levels.outside_rows(e) for e in range(timeline.positions)] == [10, 30, 20]
+    assert levels.outside_rows(-1) == 0
+    from memtui.analysis.roles.figures import annotate_state
+
+    state = annotate_state(trace, device, {"event": 1})
+    assert state["by_role"]["other"] == state["by_role_other_outside_rows"] == 30
+
+
+def test_other_in_words():
+    """Worked by hand: ``other`` outside any operator row is said so, the rest is bytes no
+    rule explains, and both where it is split."""
+    rows = "outside any operator row (parameters, optimizer state and whatever else no " \
+        "profiled operator allocated, not told apart)"
+    roles = {"activation": 5, "other": 100}
+    assert roles_text(roles) == "activations 5 B, other 100 B that no rule explains"
+    assert roles_text(roles, 100) == f"activations 5 B, other 100 B {rows}"
+    assert roles_text(roles, 40) == \
+        f"activations 5 B, other 100 B: 40 B {rows}, 60 B that no rule explains"
+    assert roles_text(roles, 400) == f"activations 5 B, other 100 B {rows}"  # capped
+    assert roles_text({"parameter": 512}, 7) == "parameters 512 B"  # no other, no words
+    assert roles_text({}) == "nothing"
+
+
+def test_forward_operators_inside_a_backward():
+    """A backward recomputing a layer (a short run of forward operators between backward
+    ones) keeps it; the next micro-batch's whole forward between two backwards stays a
+    forward (gradient accumulation)."""
+    from memtui.analysis.roles.operators import _inside_backward
+
+    F, B, S = FORWARD, BACKWARD, OPTIMIZER  # noqa: N806
+    kinds = np.array([F] * 10 + [B] * 3 + [F] * 2 + [B] * 3 + [F] * 10 + [B] * 6 + [S] * 2)
+    smoothed = _inside_backward(kinds)
+    assert smoothed[13:15].tolist() == [B, B]  # the recomputed layer
+    assert smoothed[18:28].tolist() == [F] * 10  # micro-batch 2's forward
+    assert smoothed[:10].tolist() == [F] * 10 and smoothed[-2:].tolist() == [S, S]

@@ -14,7 +14,7 @@ from memtui.analysis.across.ranks import flag_outliers
 from memtui.cli import main
 from memtui.rankload import dask_available, summarize_capture
 from memtui.sources.ranks import discover_ranks
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, require_shared
 from tests.helpers.rank_folders import expected_figures, figures, gather, write_ranks
 
 
@@ -123,3 +123,27 @@ def test_rank_peak_time_counts_from_where_summary_counts(tmp_path, capsys):
         when = single.split(" at +")[1].split(" s")[0]  # +0.158571 -> 0.159 at 3 digits
         row = next(line for line in ranks_out.splitlines() if line.endswith(db.name))
         assert f"+{float(when):.3f} s" in row, (row, single)
+
+
+def test_a_layered_rank_reads_its_default_layer_as_summary_does(tmp_path, capsys):
+    """An msMemScope dump among ranks: its rows are the single-file summary's (the default
+    memory layer, reserved raised to what its blocks hold), never reserved below allocated.
+    The smoke CSV's npu:0 PTA total says 2.0 MiB while its blocks take 4.0 MiB: the Ranks
+    row said 'peak alloc 3.5 MiB, peak resv 2.0 MiB', summary of the file 4.0 MiB."""
+    dump = require_shared("msmemscope") / (
+        "test__smoke__testfile__csvfile__memscope_dump_20250428113810.csv")
+    for rank in ("a", "b"):
+        (tmp_path / rank).mkdir()
+        (tmp_path / rank / dump.name).write_bytes(dump.read_bytes())  # links: one rank
+    assert main(["summary", str(tmp_path), "--json"]) == 0
+    ranks = json.loads(capsys.readouterr().out)
+    assert main(["summary", str(dump), "--json"]) == 0
+    single = {d["device"]: d for d in json.loads(capsys.readouterr().out)["devices"]}
+    rows = ranks["ranks"]  # the table's rows (the devices' entries are summary's own)
+    assert sorted(row["device"] for row in rows) == sorted(2 * list(single))
+    for row in rows:
+        alone = single[row["device"]]
+        assert row["peak_reserved_bytes"] == alone["peak_reserved_bytes"], row["device"]
+        assert row["peak_allocated_bytes"] == alone["peak_allocated_bytes"]
+        if row["peak_reserved_bytes"] is not None:
+            assert row["peak_reserved_bytes"] >= row["peak_allocated_bytes"]

@@ -24,3 +24,23 @@ def test_reader_line(argv, pure, monkeypatch, tmp_path):
         expected = "snapshot reader: compiled (C), the Python reader where a file needs it"
     assert expected in got["out"].splitlines()
     assert got["heavy"] == []
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["cache", "info"]])
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_replay_line(argv, pure, monkeypatch, tmp_path):
+    """Which loop the what-if replay runs (issue 34), said as lightly."""
+    from memtui.analysis.replay import compiled
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, pure)
+    got = imported_by(*argv)
+    assert got["status"] == 0
+    if compiled.REPLAY_CORE is None:
+        expected = "what-if replay: Python (the compiled core was not built)"
+    elif pure == "1":
+        expected = "what-if replay: Python (MEMTUI_PURE_PYTHON is set)"
+    else:
+        expected = "what-if replay: compiled (C)"
+    assert expected in got["out"].splitlines()
+    assert got["heavy"] == []

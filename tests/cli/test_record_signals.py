@@ -132,8 +132,10 @@ def test_a_shell_script_that_runs_python_is_recorded_in(tmp_path):
 def test_a_full_disk_leaves_no_temporary_dump_and_says_so(tmp_path, monkeypatch, capsys):
     recorder = Recorder(Settings(out=str(tmp_path), every=None), FakeBackend())
     recorder.start()
-    monkeypatch.setattr("memtui.record.recorder.open",
-                        lambda *a, **k: _FullFile(*a, **k), raising=False)
+    # the dump is written through os.fdopen on a temporary created exclusively
+    # (write_atomically): that file is the one whose writes fail
+    monkeypatch.setattr("memtui.record.recorder.os.fdopen",
+                        lambda *a, **k: _FullFile(*a, **k))
     recorder.stop()
     assert list(tmp_path.iterdir()) == []  # no zero-length .tmp left
     assert "could not write the exit dump: the disk is full" in capsys.readouterr().err
@@ -142,8 +144,8 @@ def test_a_full_disk_leaves_no_temporary_dump_and_says_so(tmp_path, monkeypatch,
 class _FullFile:
     """A file opened for writing on a full disk: created, then every write fails."""
 
-    def __init__(self, path, mode="r", *args, **kwargs):
-        self.file = open(path, mode, *args, **kwargs)  # noqa: SIM115 - closed in __exit__
+    def __init__(self, path_or_fd, mode="r", *args, **kwargs):
+        self.file = open(path_or_fd, mode, *args, **kwargs)  # noqa: SIM115 - closed in __exit__
 
     def __enter__(self):
         return self

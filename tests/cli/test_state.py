@@ -21,7 +21,8 @@ from tests.helpers.hand_snapshot import reference_replay, us, write_hand_snapsho
 CAPTURES = shared_files("torch_snapshots", "*.p*") + sorted((REPO / "snapshots").glob("*.pickle"))
 KEYS = ["device", "event", "t", "level", "segments", "free_bytes", "largest_gap_bytes", "gaps",
         "fragmented_bytes", "fragmented_segments", "fragmented_share", "cached_bytes",
-        "cached_segments", "rounding_bytes", "unattributed", "by_role"]
+        "cached_segments", "rounding_bytes", "unplaced_bytes", "overlap_bytes", "unattributed",
+        "by_role"]
 
 
 def state(capsys, *args) -> dict:

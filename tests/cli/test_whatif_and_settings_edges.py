@@ -127,6 +127,8 @@ def test_a_proven_prediction_still_exits_0(tmp_path, capsys):
 @pytest.mark.parametrize("argv, said", [
     (["--fraction-limit", "garbage"], "--fraction-limit garbage: not a size"),
     (["--capacity", "0"], "--capacity 0: 0"),
+    (["--capacity", "0.5"], "--capacity 0.5: 0"),
+    (["--fraction-limit", "0.4"], "--fraction-limit 0.4: 0"),
     (["--capacity", "99999999T"], "more than a petabyte"),
     (["--set", ""], "no setting in it"),
     (["--set", " , "], "no setting in it"),

@@ -6,10 +6,12 @@ in the order it met them, of every input batch, every tensor autograd saved (act
 and every gradient.  A storage is matched to the block at its address whose size is the
 storage's (the allocator rounds to 512 bytes), alive when the recipe met it:
 
-* parameters and state tensors: any block at the address alive at the moment asked;
+* parameters and state tensors: the block at the address alive at the moment asked that
+  is still alive when the last step ends (where the recipe met them);
 * inputs: within each step, in order, each batch ``x`` and its target ``y`` (made one
   right after the other by ``get_batch``) a pair of new blocks made within
-  :data:`PAIR_GAP` events of each other, after the pair before;
+  :data:`PAIR_GAP` events of each other, after the pair before; an evaluation's batch
+  alone, the next new block at its address;
 * saved activations: the step's rows split evenly over its training micro-batches (one;
   ``handopt``: two), each row the first block at its address still alive when that
   micro-batch's input was made (one forward's saved tensors are alive together, so the
@@ -76,14 +78,21 @@ def truth_blocks(trace: MemoryTrace, device: str, truth: dict) -> dict[int, str]
         rows = {role: [r for r in truth[role] if r.get("step") == step["step"]]
                 for role in ("input", "activation", "gradient")}
         inputs, after = [], begin - 1
-        pairs = rows["input"]
-        for x_row, y_row in zip(pairs[0::2], pairs[1::2], strict=False):
-            ys = b.at(y_row)
-            hit = [(i, j) for i in b.at(x_row) if after < b.start[i] <= end
-                   for j in ys if 0 < b.start[j] - b.start[i] <= PAIR_GAP]
-            if hit:
-                inputs.extend(hit[0])
-                after = b.start[hit[0][1]]
+        pending = list(rows["input"])
+        while pending:
+            x_row = pending.pop(0)
+            ys = b.at(pending[0]) if pending else []
+            pair = [(i, j) for i in b.at(x_row) if after < b.start[i] <= end
+                    for j in ys if 0 < b.start[j] - b.start[i] <= PAIR_GAP]
+            if pair:  # a batch and its target, made one after the other
+                pending.pop(0)
+                inputs.extend(pair[0])
+                after = b.start[pair[0][1]]
+                continue
+            alone = [i for i in b.at(x_row) if after < b.start[i] <= end]
+            if alone:  # an evaluation's batch, alone
+                inputs.append(alone[0])
+                after = b.start[alone[0]]
         saved = rows["activation"]
         per = len(saved) // micro if micro else 0
         for k in range(micro):
@@ -114,9 +123,11 @@ def truth_at(trace: MemoryTrace, device: str, truth: dict, event: int,
     for role in ("optimizer_state", "parameter"):
         for row in truth[role]:
             lasting[(row["ptr"], -(-row["bytes"] // ROUND) * ROUND)] = role
+    held = b.end > last_step_end(trace, device, truth)  # the storage the recipe met last
     out: dict[str, int] = {}
     for i in np.flatnonzero(alive).tolist():
-        role = lasting.get((int(b.addr[i]), int(b.size[i]))) or per_step.get(int(b.id[i]))
+        role = (lasting.get((int(b.addr[i]), int(b.size[i]))) if held[i] else None) \
+            or per_step.get(int(b.id[i]))
         if role is not None:
             out[role] = out.get(role, 0) + int(b.size[i])
     return out

@@ -23,14 +23,14 @@ pytest.importorskip("adbc_driver_sqlite")
 def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTrace, MemoryTrace, dict]:
     """(typed read, text read, how many chunks each way took)."""
     counts = {"typed": 0, "text": 0}
-    typed_fetch = read._ChunkQuery._fetch_typed
+    typed_fetch = read.ChunkQuery._fetch_typed
 
     def counted(self, *args):
         got = typed_fetch(self, *args)
         counts["typed" if got is not None else "text"] += 1
         return got
 
-    monkeypatch.setattr(read._ChunkQuery, "_fetch_typed", counted)
+    monkeypatch.setattr(read.ChunkQuery, "_fetch_typed", counted)
     typed = open_capture(path)
     monkeypatch.setattr(read, "connect_arrow", lambda path: None)
     text = open_capture(path)
@@ -58,13 +58,13 @@ def test_many_chunks_read_two_at_once_keep_their_order(tmp_path, monkeypatch):
     chunked = read.rowid_chunks
     monkeypatch.setattr(read, "rowid_chunks", lambda con, table: chunked(con, table, rows=3))
     threads = set()
-    fetch = read._ChunkQuery.fetch
+    fetch = read.ChunkQuery.fetch
 
     def seen(self, bounds):
         threads.add(threading.get_ident())
         return fetch(self, bounds)
 
-    monkeypatch.setattr(read._ChunkQuery, "fetch", seen)
+    monkeypatch.setattr(read.ChunkQuery, "fetch", seen)
     typed, text, counts = both_ways(path, monkeypatch)
     assert counts["text"] == 0 and counts["typed"] >= len(SCENARIO) // 3
     assert len(threads) == 2

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtui.sources.memscope.timeline import call_depths
+from memtui.sources.common.compiled import PURE_PYTHON_ENV
+from memtui.sources.memscope.timeline import call_depths, replayed_depths
+
+try:
+    from memtui.sources.memscope import _rows
+except ImportError:
+    _rows = None
 
 
 def insight(calls: list[tuple[int, int, int]]) -> list[int]:
@@ -82,3 +89,27 @@ def test_any_intervals_match_insight(raw):
     calls = _sorted([(tid, start, start + length) for tid, start, length in raw])
     if calls:
         assert _run(calls) == insight(calls)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 15)),
+                max_size=60))
+def test_compiled_replay_matches_the_python_reference(raw):
+    calls = _sorted([(g, start, start + length) for g, start, length in raw])
+    arr = np.array(calls, dtype=np.int64).reshape(-1, 3)
+    group, start, end = arr[:, 0], arr[:, 1], arr[:, 2]
+    compiled = replayed_depths(group, start, end).tolist()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PURE_PYTHON_ENV, "1")
+        reference = replayed_depths(group, start, end).tolist()
+    assert compiled == reference == insight(calls)
+
+
+def test_the_replay_is_compiled_where_built():
+    pytest.importorskip("memtui.sources.memscope._rows")
+    calls = _sorted([(0, 0, 10), (0, 5, 20), (0, 15, 16), (1, 0, 3), (1, 1, 2)])
+    arr = np.array(calls, dtype=np.int64)
+    out = _rows.depths(*(np.ascontiguousarray(arr[:, i]) for i in range(3)))
+    assert np.frombuffer(out, dtype=np.int64).tolist() == insight(calls) == [0, 1, 2, 0, 1]
+    with pytest.raises(ValueError):
+        _rows.depths(arr[:, 0].copy(), arr[:2, 1].copy(), arr[:, 2].copy())

@@ -48,17 +48,14 @@ def test_the_snapshot_loader_says_the_megabytes_read(tmp_path, monkeypatch):
     path = write_hand_snapshot(tmp_path / "hand.pickle")
     said: list[tuple[float, str]] = []
     build.load(path, lambda fraction, message: said.append((fraction, message)))
-    reading = [(f, m) for f, m in said if "MB read" in m]
+    reading = [(f, m) for f, m in said if m.startswith("unpickling hand.pickle: ")]
     assert reading, said
     assert all(0.0 <= f <= build.UNPICKLE_SHARE for f, _ in reading)
-    assert reading[-1][1].startswith("unpickling hand.pickle: ")
+    assert all(" MB" in m for _, m in reading)
+    assert reading[-1][1].endswith("MB/s")  # its rate
+    assert any(m.startswith("building the model: ") and "events" in m for _, m in said)
     fractions = [f for f, _ in said]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
-
-
-def test_megabytes_read_as_a_person_reads_them():
-    assert build._megabytes(296_000_000) == "296"
-    assert build._megabytes(3_267_984) == "3.3"
 
 
 def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
@@ -86,7 +83,7 @@ def test_the_compiled_reader_reports_its_bytes_too(tmp_path, monkeypatch):
 
     monkeypatch.setattr(safe_pickle, "REPORT_EVERY", 0.01)
     monkeypatch.setattr(columnar, "compiled_enabled", lambda: True)
-    monkeypatch.setattr(columnar, "_reader", SlowReader)
+    monkeypatch.setattr(columnar, "compiled_reader", lambda: SlowReader)
     seen: list[int] = []
     assert columnar.read_columnar(path, lambda done, total: seen.append(done)) is None
     assert seen and max(seen) == size and min(seen) < size

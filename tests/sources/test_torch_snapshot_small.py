@@ -13,6 +13,7 @@ import pickle
 import polars as pl
 import pytest
 
+from memtui.analysis.roles import ROLES
 from memtui.analysis.summary import summary
 from memtui.cli import main
 from memtui.model import validate
@@ -298,6 +299,13 @@ def test_bare_segment_list(tmp_path, capsys):
     assert main(["summary", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["devices"][0].pop("findings")["peak"] == 1
+    # the one block has no stack and no trace to pair it with: no rule explains it, so it is
+    # `other`, said as such, at the end and at the peak (the roles sum to allocated)
+    only_other = {role: 0 for role in ROLES} | {"other": MiB}
+    assert out["devices"][0].pop("by_role") == only_other
+    roles = out["devices"][0].pop("roles")
+    assert (roles["at_peak"], roles["at_end"]) == (only_other, only_other)
+    assert roles["inferred_blocks"] == 0
     assert out["devices"] == [{
         "device": "cuda:1", "events": 0, "segments": 1, "blocks": 1, "ghost_blocks": 1,
         "peak_allocated_bytes": MiB, "peak_time_ns": None, "allocated_at_end_bytes": MiB,

@@ -170,7 +170,7 @@ async def test_help_lists_every_binding():
         keys = {row[0]: row[1] for row in sections["Everywhere"]}  # (keys, what, binding id)
         for binding in MemtuiApp.BINDINGS:
             assert binding.description in keys.values()
-        assert "Stacks/owners" in {row[1] for row in sections["Trend screen"]}
+        assert "Stack/owner/role" in {row[1] for row in sections["Trend screen"]}
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 

@@ -10,6 +10,7 @@ from memtui.loading import load_trace
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.findings import FindingsScreen
 from memtui.tui.screens.tables import TablesScreen
+from memtui.units import format_bytes
 from tests.conftest import REPO
 from tests.helpers.findings_traces import DEVICE, training_loop
 from tests.helpers.toy_traces import ready, settle, status_text, toy_trace
@@ -37,12 +38,14 @@ async def test_oom_capture_opens_on_findings_and_enter_shows_the_pool():
         assert app.current_mode == "findings"
         screen = app.screen
         assert screen.items[0].kind == "oom"
-        assert "4 found" in status_text(app)
+        found = f"{len(flat(find_all(trace)))} found"  # the oom, a leak, savings, the peak...
+        assert found == "8 found"
+        assert found in status_text(app)
         await pilot.press("enter")
         await settle(pilot)
         assert app.current_mode == "pool"
         assert app.cursor.t == oom.evidence.t
-        assert "4 found" in status_text(app)  # the badge on every screen
+        assert found in status_text(app)  # the badge on every screen
 
 
 async def test_enter_on_a_leak_filters_the_tables_to_its_blocks():
@@ -70,6 +73,21 @@ async def test_enter_on_the_peak_shows_the_stacks_at_the_peak():
         await _select(pilot, "peak")
         assert app.current_mode == "stacks"
         assert app.cursor.t == app.timeline(DEVICE).peak_t
+
+
+async def test_enter_on_a_savings_finding_filters_the_tables_to_its_roles_blocks():
+    """A savings finding's evidence is its role's blocks alive at the peak: Enter shows them
+    in the Tables (it raised KeyError: the screen had no destination for ``savings``)."""
+    trace = load_trace(DEMO_OOM)
+    saving = next(f for f in flat(find_all(trace)) if f.kind == "savings")
+    assert saving.evidence.block_ids
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await _select(pilot, "savings")
+        assert app.current_mode == "tables"
+        only = app.screen.models[("blocks", saving.device)].only
+        assert sorted(np.asarray(only).tolist()) == sorted(saving.evidence.block_ids)
 
 
 async def test_without_high_findings_the_trend_stays_and_6_shows_them():
@@ -128,3 +146,35 @@ def test_the_oom_detail_names_its_figures_in_words():
     assert "bytes" not in figures and "_" not in figures
     for key in oom.detail:
         assert "_" not in key or key not in "\n".join(lines)
+
+
+def test_a_savings_detail_names_the_role_figure_it_uses():
+    """The savings finding's figures in words: the role, the bytes it holds at the peak
+    (said ``role 3.2 GiB`` before) and what the change would save."""
+    from memtui.tui.screens.findings import detail_text
+
+    trace = load_trace(DEMO_OOM)
+    saving = next(f for f in flat(find_all(trace)) if f.kind == "savings"
+                  and f.detail["role"] == "activation")
+    text = detail_text(saving, "+1 s", lambda t: "+2 s").plain
+    role = format_bytes(saving.detail["role_bytes"])
+    assert f"role activation, the role holds {role}" in text
+    assert f"would save up to {format_bytes(saving.detail['saving_bytes'])}" in text
+    assert "role_bytes" not in text and "saving_bytes" not in text
+
+
+async def test_findings_arriving_while_the_app_exits_switch_nothing():
+    """q pressed while the findings worked: their late arrival must not switch the mode
+    (a switch during textual's close changed the screen stacks it was pruning)."""
+    trace = load_trace(DEMO_OOM)
+    found = find_all(trace)
+    app = MemtuiApp(trace, findings_first=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("1")  # back on the Trend, as if the findings had not come yet
+        await settle(pilot)
+        assert app.current_mode == "trend"
+        app.user_acted = False  # untouched, so a finding of high severity would switch
+        app.exit()
+        app._findings_ready(app.trace, found)
+        assert app.current_mode == "trend"

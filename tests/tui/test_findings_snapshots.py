@@ -11,6 +11,8 @@ import re
 import polars as pl
 import pytest
 
+from memtui.analysis.findings import find_all, flat
+from memtui.analysis.findings.model import ranked
 from memtui.loading import load_trace
 from memtui.tui.app import MemtuiApp
 from memtui.units import format_bytes
@@ -62,8 +64,10 @@ def test_findings_screen_first_on_the_demo(snap_compare, demo, size):
 
 
 def test_findings_screen_on_the_peak(snap_compare, demo):
-    """The peak's detail: bytes by stack, share and blocks."""
-    shown = Shown("6", "down", "down")
+    """The peak's detail: bytes by stack, share and blocks (the peak is listed after the
+    leak, the savings and the fragmentation: as many downs as findings before it)."""
+    before = [f.kind for f in ranked(flat(find_all(demo)))].index("peak")
+    shown = Shown("6", *["down"] * before)
     assert snap_compare(MemtuiApp(demo), terminal_size=(120, 40), run_before=shown)
     peak = peak_event(demo, "cuda:0")
     events = events_of(demo, "cuda:0")

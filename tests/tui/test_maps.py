@@ -543,3 +543,33 @@ async def test_slice_detail_shows_metadata_compile_region_and_forward_frames(tmp
         await pilot.pause()
         await app.workers.wait_for_complete()
         assert "compiled region" in str(app.screen.query_one("#detail").render())
+
+
+async def test_pool_says_the_reserved_bytes_in_no_listed_segment(tmp_path):
+    """msMemScope: an 8 KiB HAL allocation holds a 4 KiB PTA block; a 1 KiB PTA block lies
+    in no allocation the file lists; the pool says it holds 4 MiB + 8 KiB.  The header
+    says the 4 MiB beyond the listed segment are in unlisted segments (``memtui state``'s
+    unplaced_bytes), not free: free is the listed segment's 4 KiB."""
+    import csv
+    import io
+
+    from tests.helpers.memscope_files import COLUMNS, mem, write_text
+
+    total = (4 << 20) + 8192
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows([
+        mem(1, "MALLOC", "HAL", 100, 1, 0x10000, 8192, owner=""),
+        mem(2, "MALLOC", "PTA", 200, 2, 0x10000, 4096, total=total, used=4096, owner=""),
+        mem(3, "MALLOC", "PTA", 300, 3, 0x50000, 1024, total=total, used=5120, owner=""),
+    ])
+    trace = open_capture(write_text(tmp_path / "memscope_dump_1.csv", out.getvalue()))
+    app = maps_app(trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_screen(pilot, "pool")
+        app.move_cursor(t=trace.device_events("npu:0")["t"].max(), block_id=None)
+        await pilot.pause()
+        header = str(app.screen.query_one("#status-line").render())
+        assert "free 4.0 KiB" in header
+        assert "4.0 MiB in unlisted segments" in header

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memtui.analysis.findings.oom import find_ooms
 from memtui.sources import open_capture
 from memtui.tui.app import MemtuiApp
 from memtui.units import format_bytes
@@ -161,6 +162,8 @@ def test_pool_screen_at_the_oom(snap_compare):
             f"allocated {format_bytes(pool.allocated)}") in text
     assert (f"free {format_bytes(pool.free)} in {pool.gaps} gaps "
             f"{pool.fragmented_text()}") in text
-    assert (f"OUT OF MEMORY: {format_bytes(events['size'][oom])} requested; largest usable "
-            f"free gap {format_bytes(pool.largest_gap)}, {format_bytes(pool.free)} free "
-            "in the pool") in text
+    # the banner says the OOM finding's title once, in human units (issue 35 item 6)
+    said = [f.title for f in find_ooms(trace, "cuda:0")
+            if "OUT OF MEMORY" + _flat(f.title).removeprefix("out of memory") in text]
+    assert len(said) == 1 and format_bytes(events["size"][oom]) in said[0], text
+    assert text.count("OUT OF MEMORY") == 1 and "bytes requested" not in text

@@ -157,7 +157,7 @@ async def test_copy_writes_the_visible_rows_as_csv(tmp_path, monkeypatch):
     text = files[0].read_text()
     assert copied == [text]
     lines = text.splitlines()
-    assert lines[0].startswith("ID,Size,State,Stack top,Alloc,Free,Duration")
+    assert lines[0].startswith("ID,Size,State,Role,Stack top,Alloc,Free,Duration")
     assert len(lines) == 4 and FORWARD in lines[1]
 
 

@@ -10,10 +10,12 @@ matters: at the allocated peak, at the reserved peak (the first time reserved re
 highest, just after the allocation that needed it: where ``memtui whatif`` measures its
 runs) and at each out-of-memory error.  The finding names the moment with the most
 fragmented bytes beyond its largest gap (:func:`crumbs`: one gap, however large, serves
-any request up to its size) and lists every moment in ``detail["moments"]``.
+any request up to its size), or the out-of-memory error it explains, and lists every
+moment in ``detail["moments"]``.
 
 Severity follows what the user can do about it.  ``medium`` only where it explains an
-out-of-memory error (an OOM finding's cause is fragmentation), or where a proven replay
+out-of-memory error (an OOM finding's cause is fragmentation and the fragmented bytes were
+needed to hold the request: the cached bytes alone were not enough), or where a proven replay
 of the allocator predicts that ``expandable_segments:True`` lowers the reserved peak by
 at least :data:`MEDIUM_SAVING_SHARE` of it (:func:`with_prediction`, called by the
 findings' what-if hook, :mod:`memtui.analysis.findings.quote`): the title then says the
@@ -48,6 +50,10 @@ LOW_SHARE = 0.10
 #: Cached (wholly free) bytes worth a (low) mention: this many bytes, this share.
 LOW_CACHED_BYTES = 1 * GiB
 LOW_CACHED_SHARE = 0.5
+#: Fragmented bytes beyond the largest gap worth trying the setting on (and replaying it,
+#: where a replay can be proven): MIN_ADVICE_BYTES, or this share of reserved (a small
+#: pool's few MiB are as much of it as a large one's hundreds).
+ADVICE_SHARE = 0.10
 #: A proven replay's saving on the reserved peak that makes the finding ``medium``.
 MEDIUM_SAVING_SHARE = 0.05
 #: The setting that lets fragmented segments merge and be given back.
@@ -83,10 +89,11 @@ def find_fragmentation(trace: MemoryTrace, device: str) -> list[Finding]:
     moments = measure_moments(trace, device, events)
     if not moments or not any(m.measures.fragmented or m.measures.cached for m in moments):
         return []
-    worst = max(moments, key=lambda m: (crumbs(m.measures), m.measures.fragmented,
-                                        m.measures.cached, -m.seq))
     settings = settings_of(trace)
-    oom = _oom_explained(trace, device)
+    oom, at_oom = _oom_explained(trace, device, moments)
+    worst = at_oom if at_oom is not None else max(
+        moments, key=lambda m: (crumbs(m.measures), m.measures.fragmented,
+                                m.measures.cached, -m.seq))
     severity = _severity(worst.measures, moments, oom)
     advice = _advice(worst.measures, settings)
     detail: dict[str, Any] = {
@@ -169,15 +176,36 @@ def _oom_rows(trace: MemoryTrace, device: str, events: pl.DataFrame) -> list[int
     return sorted({int(r) for r in at if r >= 0})
 
 
-def _oom_explained(trace: MemoryTrace, device: str) -> Finding | None:
-    """The first OOM finding of ``device`` whose cause is fragmentation, if any."""
+def _oom_explained(trace: MemoryTrace, device: str,
+                   moments: list[Moment]) -> tuple[Finding | None, Moment | None]:
+    """The first OOM finding of ``device`` that fragmentation explains, with the pool
+    measured at it; (None, None) where none.  The OOM finding's cause says fragmentation
+    where the pool's free bytes would hold the request but no gap does; it is *this*
+    fragmentation only where the fragmented bytes are needed for it: the request is more
+    than the cached bytes (wholly free segments, which the allocator gives back and asks
+    again before it fails)."""
     if trace.device_events(device).filter(pl.col("action") == "oom").is_empty() \
             and trace.markers.filter(pl.col("kind") == "oom").is_empty():
-        return None
+        return None, None
     for finding in find_ooms(trace, device):
-        if finding.detail.get("cause_kind") == "fragmentation":
-            return finding
-    return None
+        if finding.detail.get("cause_kind") != "fragmentation":
+            continue
+        moment = _moment_of_oom(moments, finding)
+        requested = finding.detail.get("requested_bytes")
+        if moment is None or requested is None:
+            continue
+        m = moment.measures
+        if m.fragmented and m.cached < requested:
+            return finding, moment
+    return None, None
+
+
+def _moment_of_oom(moments: list[Moment], oom: Finding) -> Moment | None:
+    """The moment measured at ``oom``: the last out-of-memory moment at or before its
+    evidence, else the first out-of-memory moment."""
+    at_ooms = [m for m in moments if "out-of-memory error" in m.at]
+    before = [m for m in at_ooms if oom.evidence.t is None or m.t <= oom.evidence.t]
+    return before[-1] if before else (at_ooms[0] if at_ooms else None)
 
 
 def _severity(worst: Fragmentation, moments: list[Moment], oom: Finding | None) -> str:
@@ -197,7 +225,8 @@ def _severity(worst: Fragmentation, moments: list[Moment], oom: Finding | None) 
 def _advice(worst: Fragmentation, settings: AllocatorSettings) -> str | None:
     """What to try against the fragmented bytes (not a claim: a proven replay, where one
     can be made, replaces it with what the setting does on this capture)."""
-    if settings.expandable_segments or crumbs(worst) < MIN_ADVICE_BYTES:
+    if settings.expandable_segments or (crumbs(worst) < MIN_ADVICE_BYTES and
+                                         crumbs(worst) < ADVICE_SHARE * worst.reserved):
         return None
     return (f"try {settings.env}={SETTING}: it lets the {format_bytes(worst.fragmented)} "
             f"{FRAGMENTED_MEANS} merge and be given back; `memtui whatif --set {SETTING}` "

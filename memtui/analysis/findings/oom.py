@@ -94,6 +94,19 @@ def _marker_ooms(trace: MemoryTrace, device: str, event_times: set[int]) -> list
     return found
 
 
+def _free_split(state: PoolState) -> str:
+    """The pool's free bytes by the one definition every output uses (pool_state.
+    Fragmentation), where some sit in wholly free segments: those are cached, not
+    fragmentation (``"; of the free bytes 768.0 KiB are fragmented and 4.1 GiB cached
+    (in 54 wholly free segments)"``); empty where none are."""
+    m = state.fragmentation
+    if not m.cached:
+        return ""
+    return (f"; of the free bytes {format_bytes(m.fragmented)} are fragmented and "
+            f"{format_bytes(m.cached)} cached (in {m.cached_segments} wholly free segment"
+            + ("" if m.cached_segments == 1 else "s") + ")")
+
+
 def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None,
              pool: str | None, device_free: int | None, state: PoolState, largest_gap: int,
              t: int, seq: int, stack_id: int | None,
@@ -119,7 +132,7 @@ def _finding(trace: MemoryTrace, device: str, requested: int, stream: int | None
         cause_kind = "fragmentation"
         cause = (f"fragmentation: {format_bytes(why.free)} free in the pool but the largest "
                  f"gap is {format_bytes(why.largest_usable_gap)}, less than the "
-                 f"{format_bytes(requested)} asked")
+                 f"{format_bytes(requested)} asked" + _free_split(state))
         limited = process_limit_note(requested, why.reserved, device_free)
         if limited:
             cause += f"; {limited}"

@@ -78,6 +78,7 @@ class _Peak:
         self.t = timeline.time_of(max(event, 0))
         seq = trace.device_events(device)["seq"]
         self.seq = int(seq[event]) if 0 <= event < seq.len() else None
+        self._alive: pl.DataFrame | None = None
 
     def severity(self, saving: int) -> str:
         share = saving / self.peak if self.peak else 0.0
@@ -85,16 +86,22 @@ class _Peak:
 
     def blocks(self, role: str) -> pl.DataFrame:
         """The blocks of ``role`` alive just after the peak's event: id, size, requested."""
-        frame = block_roles(self.trace, self.device).frame
-        blocks = self.trace.device_blocks(self.device).select(
-            "block_id", "size", "requested_size", "ghost")
-        pos = positions_of(self.trace, self.device)
-        rows = blocks.join(pos, on="block_id", how="left").join(
-            frame.select("block_id", "role"), on="block_id", how="left")
-        start = pl.when(pl.col("ghost").fill_null(False)).then(-1).otherwise(
-            pl.col("pos_alloc"))
-        return rows.filter((pl.col("role") == role) & (start <= self.event)
-                           & (pl.col("pos_free") > self.event))
+        return self.alive().filter(pl.col("role") == role)
+
+    def alive(self) -> pl.DataFrame:
+        """Every block alive just after the peak's event with its role (joined once: the
+        findings ask for several roles' blocks)."""
+        if self._alive is None:
+            frame = block_roles(self.trace, self.device).frame
+            blocks = self.trace.device_blocks(self.device).select(
+                "block_id", "size", "requested_size", "ghost")
+            pos = positions_of(self.trace, self.device)
+            start = pl.when(pl.col("ghost").fill_null(False)).then(-1).otherwise(
+                pl.col("pos_alloc"))
+            self._alive = blocks.join(pos, on="block_id", how="left").filter(
+                (start <= self.event) & (pl.col("pos_free") > self.event)).join(
+                frame.select("block_id", "role"), on="block_id", how="left")
+        return self._alive
 
     def evidence(self, role: str) -> Evidence:
         ids = tuple(int(b) for b in self.blocks(role)["block_id"].to_list())

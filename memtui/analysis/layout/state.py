@@ -3,9 +3,12 @@
 What memory_viz's Allocator State History shows at an event, for scripts: the device's
 levels at that event, every live segment with its blocks and free ranges in address
 order (state ``allocated``, ``pending_free`` or ``free``), the free bytes, the largest
-free gap, how many gaps, and the bytes lost to rounding; and ``unattributed``, the bytes
-of the level no block explains, named (:mod:`memtui.analysis.timeline.attribution`): with them the
-blocks allocated or pending free sum to the level.  The pool comes from
+free gap, how many gaps, and the bytes lost to rounding; where the file does not place
+every segment, the reserved bytes in none listed (``unplaced_bytes``); where its live
+blocks share addresses (a FREE row missing), the bytes shared (``overlap_bytes``); and
+``unattributed``, the bytes of the level no block explains, named
+(:mod:`memtui.analysis.timeline.attribution`): with them the blocks allocated or pending
+free sum to the level.  The pool comes from
 :func:`memtui.analysis.layout.pool_state.state_at_event` and the levels from the device's
 :class:`~memtui.analysis.timeline.at_time.Timeline`, the same two every screen reads, so the
 numbers here are the ones on screen at that event.
@@ -101,9 +104,39 @@ def allocator_state(trace: MemoryTrace, device: str, event: int | str | None = N
         # the free bytes split as every output splits them (pool_state.Fragmentation)
         **{key: value for key, value in state.fragmentation_of(levels.reserved).to_dict()
            .items() if key not in ("reserved_bytes", "largest_gap_bytes")},
+        "unplaced_bytes": unplaced_bytes(levels.reserved, segments),
+        "overlap_bytes": overlap_bytes(segments),
         "unattributed": [{"label": r.label, "bytes": r.bytes}
                          for r in remainder_rows(trace, device, levels.allocated, held)],
     }
+
+
+def overlap_bytes(segments: list[dict[str, Any]]) -> int:
+    """The bytes that live blocks share with another live block: zero in a consistent
+    file; above zero where the file holds a block at an address another block still holds
+    (an msMemScope FREE row missing), so that a segment's blocks add up to more than it."""
+    spans = [(b["addr"], b["size"]) for s in segments for b in s["blocks"]
+             if b["state"] != "free" and b["addr"] is not None]
+    if len(spans) < 2:
+        return 0
+    addr, size = np.array(spans, dtype=np.int64).T
+    order = np.argsort(addr, kind="stable")
+    addr, end = addr[order], addr[order] + size[order]
+    reach = np.maximum.accumulate(end)
+    start = np.maximum(addr[1:], reach[:-1])
+    covered = int(end[0] - addr[0]) + int(np.clip(end[1:] - start, 0, None).sum())
+    return int(size.sum()) - covered
+
+
+def unplaced_bytes(reserved: int | None, segments: list[dict[str, Any]]) -> int | None:
+    """The reserved bytes in no segment ``segments`` lists (a source that does not give
+    every segment's address and size, as msMemScope's PTA rows): reserved less the listed
+    segments' sizes, never negative; None where reserved is unknown.  Zero on a snapshot,
+    whose segments add up to reserved (the invariants)."""
+    if reserved is None:
+        return None
+    listed = sum(s["size"] for s in segments if s["size"] is not None)
+    return max(int(reserved) - int(listed), 0)
 
 
 def empty_state() -> dict[str, Any]:
@@ -111,7 +144,8 @@ def empty_state() -> dict[str, Any]:
     return {"device": None, "event": None, "t": None, "level": None, "segments": [],
             "free_bytes": 0, "largest_gap_bytes": 0, "gaps": 0,
             "fragmented_bytes": 0, "fragmented_segments": 0, "fragmented_share": 0.0,
-            "cached_bytes": 0, "cached_segments": 0, "rounding_bytes": 0}
+            "cached_bytes": 0, "cached_segments": 0, "rounding_bytes": 0,
+            "unplaced_bytes": None, "overlap_bytes": 0}
 
 
 def _state_before_first_event(trace: MemoryTrace, device: str,

@@ -98,7 +98,7 @@ class Limits:
         limits merged role by role (``other``'s over these)."""
         values = asdict(self)
         roles = dict(self.max_role)
-        roles.update(dict(_role_pairs(other.get("max_role"))))
+        roles.update(dict(role_pairs(other.get("max_role"))))
         values.update({k: v for k, v in other.items() if v is not None and k != "max_role"})
         values["max_role"] = tuple(roles.items())
         return Limits(**values)
@@ -109,7 +109,7 @@ class Limits:
         return data
 
 
-def _role_pairs(value: Any) -> tuple[tuple[str, int], ...]:
+def role_pairs(value: Any) -> tuple[tuple[str, int], ...]:
     """``max_role`` as ``(role, bytes)`` pairs from a mapping (``{optimizer_state =
     "4GiB"}``), a list of ``ROLE=SIZE`` texts or one such text, or pairs already made."""
     from memtui.analysis.roles.model import ROLES
@@ -145,7 +145,7 @@ def _limit_value(name: str, value: Any) -> Any:
     if value is None:
         return None
     if name == "max_role":
-        return _role_pairs(value)
+        return role_pairs(value)
     if name == "allow_oom":
         if not isinstance(value, bool):
             raise ValueError(f"allow-oom must be true or false, not {value!r}")

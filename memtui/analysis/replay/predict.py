@@ -24,7 +24,14 @@ import polars as pl
 from memtui.analysis.layout.pool_state import state_at_seq
 from memtui.analysis.replay.allocator import get_allocation_size, round_size
 from memtui.analysis.replay.proof import Proof, prove
-from memtui.analysis.replay.run import ReplayError, ReplayRun, private_routes, replay_device
+from memtui.analysis.replay.run import (
+    ReplayError,
+    ReplayRun,
+    action_codes,
+    is_action,
+    private_routes,
+    replay_device,
+)
 from memtui.analysis.replay.settings import Settings
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes as fb
@@ -142,7 +149,7 @@ def predict(trace: MemoryTrace, device: str, settings: Settings,
     except ReplayError as err:
         return Prediction(device, proof, settings, capacity_source,
                           refused=f"the replay under {settings.describe()} stopped at {err}")
-    recorded_ooms = np.flatnonzero(baseline.events["action"].cast(pl.String).to_numpy() == "oom")
+    recorded_ooms = np.flatnonzero(is_action(action_codes(baseline.events), "oom"))
     changes = [OomChange(i, size, {"kept": "still happens"}.get(kind, kind))
                for i, size, kind in run.ooms]
     limits = LIMITS
@@ -212,18 +219,18 @@ def inferred_capacity(trace: MemoryTrace, device: str,
     else at malloc's own release after a failed cudaMalloc, just under reserved then +
     the segment it asked for."""
     events = baseline.events
-    actions = events["action"].cast(pl.String).to_numpy()
+    codes = action_codes(events)
     markers = trace.markers.filter((pl.col("kind") == "oom")
                                    & (pl.col("device").is_null() | (pl.col("device") == device)))
-    oom_index = np.flatnonzero(actions == "oom")
-    sizes = events["size"].fill_null(0).to_list()
+    oom_index = np.flatnonzero(is_action(codes, "oom"))
+    sizes = events["size"]
     for index, name in zip(oom_index.tolist(), markers["name"].to_list(), strict=False):
         match = _DEVICE_FREE.search(name or "")
         if not match:
             continue
         before = int(baseline.reserved[index - 1]) if index else baseline.start_reserved
         device_free = int(match.group(1))
-        asked = get_allocation_size(round_size(int(sizes[index]), baseline.settings))
+        asked = get_allocation_size(round_size(int(sizes[index] or 0), baseline.settings))
         if device_free >= asked:
             # the device had room: the limit was the process's own (a memory fraction),
             # somewhere in [reserved then, reserved then + the segment asked)

@@ -17,9 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from memtui.analysis.replay.run import SEGMENT_ACTIONS, ReplayError, ReplayRun, replay_device
+from memtui.analysis.replay.run import (
+    SEGMENT_ACTIONS,
+    ReplayError,
+    ReplayRun,
+    action_codes,
+    is_action,
+    replay_device,
+)
 from memtui.analysis.replay.settings import Settings, from_capture
-from memtui.model import MemoryTrace
+from memtui.model import ACTIONS, MemoryTrace
 
 #: The share of allocs the replay must place at the recorded address.
 ADDRESS_GOAL = 0.99
@@ -104,8 +111,7 @@ def can_replay(trace: MemoryTrace, device: str) -> str:
     if trace.meta.source != "torch_snapshot":
         return "only PyTorch snapshots record the caching allocator's decisions"
     events = trace.device_events(device)
-    actions = set(events["action"].cast(pl.String).unique().to_list())
-    if "alloc" not in actions:
+    if not is_action(action_codes(events), "alloc").any():
         return "the trace has no alloc events (no history was recorded on this device)"
     return ""
 
@@ -132,18 +138,18 @@ def _refused(device: str, settings: Settings, why: str) -> Proof:
 def compare(run: ReplayRun) -> Proof:
     """The three agreements of ``run`` (a replay under the recorded settings)."""
     events = run.events
-    actions = events["action"].cast(pl.String).to_numpy()
-    recorded_addr = events["addr"].fill_null(0).to_numpy().astype(np.uint64)
-    is_alloc = actions == "alloc"
+    codes = action_codes(events)
+    recorded_addr = events["addr"].fill_null(0).to_numpy().astype(np.uint64, copy=False)
+    is_alloc = is_action(codes, "alloc")
     wrong_addr = np.flatnonzero(is_alloc & (run.replay_addr != recorded_addr))
-    owners = _recorded_owners(actions)
-    recorded, replayed = _segment_keys(events, actions, owners), _replay_keys(run)
+    owners = _recorded_owners(codes)
+    recorded, replayed = _segment_keys(events, codes, owners), _replay_keys(run)
     reproduced_keys = recorded & replayed
     by_action = Counter(k[1] for k in recorded.elements())
     reproduced = Counter(k[1] for k in reproduced_keys.elements())
     missing = sorted(k[0] for k in (recorded - replayed).elements())
     extra = sorted(k[0] for k in (replayed - recorded).elements())
-    level = ~np.isin(actions, SEGMENT_ACTIONS)
+    level = ~is_action(codes, SEGMENT_ACTIONS)
     recorded_reserved = events["reserved"].fill_null(-1).to_numpy()
     agree = level & (recorded_reserved == run.reserved)
     errors = np.abs(recorded_reserved[level] - run.reserved[level])
@@ -165,29 +171,32 @@ def compare(run: ReplayRun) -> Proof:
     )
 
 
-def _recorded_owners(actions: np.ndarray) -> np.ndarray:
-    """For each event, the event that owns it as the replay logs it: a cudaMalloc (or page
-    map) belongs to the next alloc (the malloc that made it; the trace writes the alloc
-    last); a segment free (or unmap) to the first event of its run."""
-    n = actions.size
+def _recorded_owners(codes: np.ndarray) -> np.ndarray:
+    """For each event (``codes``: :func:`~.run.action_codes`), the event that owns it as
+    the replay logs it: a cudaMalloc (or page map) belongs to the next alloc (the malloc
+    that made it; the trace writes the alloc last); a segment free (or unmap) to the first
+    event of its run."""
+    n = codes.size
     index = np.arange(n)
-    is_alloc = actions == "alloc"
+    is_alloc = is_action(codes, "alloc")
     next_alloc = np.where(is_alloc, index, n)
     next_alloc = np.minimum.accumulate(next_alloc[::-1])[::-1]
-    release = np.isin(actions, ("segment_free", "segment_unmap"))
+    release = is_action(codes, ("segment_free", "segment_unmap"))
     run_start = np.where(release & ~np.concatenate([[False], release[:-1]]), index, -1)
     run_start = np.maximum.accumulate(run_start)
-    grows = np.isin(actions, ("segment_alloc", "segment_map"))
+    grows = is_action(codes, ("segment_alloc", "segment_map"))
     # a cudaMalloc with no alloc after it (a trace cut there): its own event
     next_alloc = np.where(next_alloc < n, next_alloc, index)
     return np.where(grows, next_alloc, np.where(release, run_start, index))
 
 
-def _segment_keys(events: pl.DataFrame, actions: np.ndarray, owners: np.ndarray) -> Counter:
-    mask = np.isin(actions, SEGMENT_ACTIONS)
-    addr = events["addr"].fill_null(0).to_numpy()[mask].tolist()
-    size = events["size"].fill_null(0).to_numpy()[mask].tolist()
-    return Counter(zip(owners[mask].tolist(), actions[mask].tolist(), size, addr, strict=True))
+def _segment_keys(events: pl.DataFrame, codes: np.ndarray, owners: np.ndarray) -> Counter:
+    mask = is_action(codes, SEGMENT_ACTIONS)
+    rows = pl.Series(np.flatnonzero(mask))
+    addr = events["addr"].gather(rows).fill_null(0).to_list()
+    size = events["size"].gather(rows).fill_null(0).to_list()
+    actions = [ACTIONS[code] for code in codes[mask].tolist()]
+    return Counter(zip(owners[mask].tolist(), actions, size, addr, strict=True))
 
 
 def _replay_keys(run: ReplayRun) -> Counter:

@@ -42,7 +42,7 @@ from memtui.analysis.replay.allocator import (
     round_size,
 )
 from memtui.analysis.replay.settings import Settings
-from memtui.model import MemoryTrace
+from memtui.model import ACTION_DTYPE, ACTIONS, MemoryTrace
 
 RELEASES = ("segment_free", "segment_unmap")
 SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
@@ -118,13 +118,13 @@ def replay_device(trace: MemoryTrace, device: str, settings: Settings,
     start_reserved = allocator.reserved
     releases = release_runs(trace, events)
     routes = private_routes(trace, device)
-    run = _Loop(allocator, blocks, events, releases, replay_retries, routes)
+    run = ReplayLoop(allocator, blocks, events, releases, replay_retries, routes)
     run.go()
 
     def pool_before(index: int) -> CachingAllocator:
         again = CachingAllocator(settings)
         again_blocks, _ = _start_pool(trace, device, events, again)
-        _Loop(again, again_blocks, events, releases, replay_retries, routes).go(stop=index)
+        ReplayLoop(again, again_blocks, events, releases, replay_retries, routes).go(stop=index)
         return again
 
     return ReplayRun(
@@ -263,23 +263,42 @@ def private_routes(trace: MemoryTrace, device: str) -> PrivateRoutes | None:
                          segments["pool_id"].to_list())
 
 
+def action_codes(events: pl.DataFrame) -> np.ndarray:
+    """Each event's action as its code, its place in :data:`memtui.model.ACTIONS` (the
+    physical codes of the model's Enum): compared without a string per event."""
+    action = events["action"]
+    if action.dtype != ACTION_DTYPE:
+        action = action.cast(pl.String).cast(ACTION_DTYPE)
+    return action.to_physical().to_numpy()
+
+
+def is_action(codes: np.ndarray, names: tuple[str, ...] | str) -> np.ndarray:
+    """Where ``codes`` (:func:`action_codes`) is one of the actions ``names``."""
+    table = np.zeros(len(ACTIONS) + 1, dtype=bool)
+    table[[ACTIONS.index(name) for name in ((names,) if isinstance(names, str) else names)]] \
+        = True
+    return table[np.minimum(codes, len(ACTIONS))]
+
+
 def release_runs(trace: MemoryTrace, events: pl.DataFrame) -> dict[int, str]:
     """Event index of the first segment free of each run -> ``"empty_cache"`` (the
     program's call) or ``"retry"`` (malloc's own release after a failed cudaMalloc)."""
-    actions = events["action"].cast(pl.String).to_numpy()
-    is_release = np.isin(actions, RELEASES)
+    codes = action_codes(events)
+    is_release = is_action(codes, RELEASES)
     starts = np.flatnonzero(is_release & ~np.concatenate([[False], is_release[:-1]]))
     if not starts.size:
         return {}
     by_stack = _release_kind_by_stack(trace, events, starts)
+    goes_on = is_release | is_action(codes, "free")
+    grows = is_action(codes, ("segment_alloc", "segment_map"))
     out: dict[int, str] = {}
     for start in starts.tolist():
         kind = by_stack.get(start)
         if kind is None:
             end = start
-            while end < actions.size and (is_release[end] or actions[end] == "free"):
+            while end < codes.size and goes_on[end]:
                 end += 1
-            followed = end < actions.size and actions[end] in ("segment_alloc", "segment_map")
+            followed = end < codes.size and bool(grows[end])
             kind = "retry" if followed else "empty_cache"
         out[start] = kind
     return out
@@ -304,8 +323,9 @@ def _release_kind_by_stack(trace: MemoryTrace, events: pl.DataFrame,
     return out
 
 
-class _Loop:
-    """The per-event loop (a sequential simulation: one Python step per event)."""
+class ReplayLoop:
+    """The per-event loop (a sequential simulation): the compiled core's
+    (:mod:`.core`, where built) or one Python step per event (the reference)."""
 
     def __init__(self, allocator: CachingAllocator, blocks: dict[int, Block],
                  events: pl.DataFrame, releases: dict[int, str], replay_retries: bool,
@@ -315,12 +335,7 @@ class _Loop:
         self.blocks = blocks
         self.releases = releases
         self.replay_retries = replay_retries
-        self.actions = events["action"].cast(pl.String).to_list()
-        # Python lists: one item read per event, cheaper than numpy scalars
-        self.addr = events["addr"].fill_null(0).to_list()
-        self.size = events["size"].fill_null(0).to_list()
-        self.stream = events["stream"].fill_null(0).to_list()
-        self.block_id = events["block_id"].fill_null(-1).to_list()
+        self.events = events
         n = events.height
         self.replay_addr = np.zeros(n, dtype=np.uint64)
         self.reserved = np.zeros(n, dtype=np.int64)
@@ -333,7 +348,14 @@ class _Loop:
         self.at_peak = (0, 0, 0)  # free_split() at the reserved peak
 
     def go(self, stop: int | None = None) -> None:
-        """Replay every event (or those before event ``stop``)."""
+        """Replay every event (or those before event ``stop``): in the compiled core where
+        it takes the run, else in Python."""
+        if stop is None:
+            from memtui.analysis.replay.core import run_compiled
+
+            if run_compiled(self):
+                return
+        self._read_events()
         allocator = self.allocator
         seg_events = allocator.segment_events
         handlers = {"alloc": self._alloc, "free_requested": self._free_requested,
@@ -367,6 +389,15 @@ class _Loop:
                 self.at_peak = allocator.free_split()
             reserved[i] = allocator.reserved
         self.reserved[:] = reserved
+
+    def _read_events(self) -> None:
+        events = self.events
+        self.actions = events["action"].cast(pl.String).to_list()
+        # Python lists: one item read per event, cheaper than numpy scalars
+        self.addr = events["addr"].fill_null(0).to_list()
+        self.size = events["size"].fill_null(0).to_list()
+        self.stream = events["stream"].fill_null(0).to_list()
+        self.block_id = events["block_id"].fill_null(-1).to_list()
 
     def _alloc(self, i: int) -> None:
         pool_id = self.routes.pool_of(self.addr[i]) if self.routes else None

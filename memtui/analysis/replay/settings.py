@@ -208,7 +208,7 @@ def parse_size(text: str, option: str = "--capacity") -> int:
     number, unit = float(match.group(1)), match.group(2).upper()
     scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
     size = number * scale
-    if not 0 < size <= MAX_SIZE:
-        raise SettingError(f"{option} {text}: {'0' if size <= 0 else 'more than a petabyte'}"
+    if not 1 <= size <= MAX_SIZE:  # under a byte (0.5) is no memory either, as 0 is
+        raise SettingError(f"{option} {text}: {'0' if size < 1 else 'more than a petabyte'}"
                            ": not a device's memory")
     return int(size)

@@ -39,9 +39,13 @@ from memtui.analysis.timeline.live import cached
 from memtui.model import MemoryTrace
 
 
-def _rules_key(trace: MemoryTrace) -> str | None:
+def rules_key(trace: MemoryTrace) -> str | None:
+    """What tells the user's role rules apart (a cache key; None: memtui's own)."""
     rules = rules_of(trace)
     return rules.key if rules is not None else None
+
+
+_rules_key = rules_key
 
 
 def block_roles(trace: MemoryTrace, device: str) -> BlockRoles:
@@ -54,6 +58,15 @@ def levels_by_role(trace: MemoryTrace, device: str) -> RoleLevels:
     """Every role's bytes over the device's events (cached)."""
     return cached(trace, ("role_levels", device, _rules_key(trace)),
                   lambda: role_levels(trace, device, block_roles(trace, device)))
+
+
+def levels_ready(trace: MemoryTrace, device: str) -> RoleLevels | None:
+    """:func:`levels_by_role` where it was already computed, else None (a screen asks
+    without waiting, and has a worker compute it)."""
+    from memtui.analysis.timeline.live import built
+
+    found = built(trace, ("role_levels", device, _rules_key(trace)))
+    return found if isinstance(found, RoleLevels) else None
 
 
 def by_role_at(trace: MemoryTrace, device: str, event: int) -> dict[str, int]:
@@ -78,6 +91,24 @@ def blocks_with_roles(trace: MemoryTrace, device: str | None = None) -> pl.DataF
     return pl.concat(parts, how="diagonal_relaxed")
 
 
+def role_table_blocks(trace: MemoryTrace, device: str) -> pl.DataFrame:
+    """The device's blocks with their ``role`` as text (the Tables' Role column: a text
+    filter's words match it)."""
+    roles = block_roles(trace, device).frame.select(
+        "block_id", role=pl.col("role").cast(pl.String))
+    return trace.device_blocks(device).join(roles, on="block_id", how="left",
+                                            maintain_order="left")
+
+
+def role_codes(trace: MemoryTrace, device: str, block_ids: np.ndarray) -> np.ndarray:
+    """The role of each of ``block_ids`` of ``device`` as its index in ROLES (-1: none)."""
+    frame = block_roles(trace, device).frame
+    found = pl.DataFrame({"block_id": np.asarray(block_ids, dtype=np.int64)}).join(
+        frame.select("block_id", code=pl.col("role").to_physical().cast(pl.Int64)),
+        on="block_id", how="left", maintain_order="left")
+    return found["code"].fill_null(-1).to_numpy().astype(np.int64)
+
+
 def role_of_blocks(trace: MemoryTrace, device: str, block_ids: np.ndarray) -> np.ndarray:
     """The role (a string) of each of ``block_ids`` of ``device`` (None where unknown)."""
     frame = block_roles(trace, device).frame
@@ -94,5 +125,5 @@ def phases_source(trace: MemoryTrace, device: str) -> str | None:
 
 __all__ = ["ROLES", "ROLE_DTYPE", "ROLE_LABELS", "ROLE_SHORT", "RULES", "BlockRoles",
            "RoleLevels", "RoleRules", "block_roles", "blocks_with_roles", "by_role_at",
-           "levels_by_role", "parse_rules", "phases_source", "role_of_blocks",
-           "rules_of", "with_rules"]
+           "levels_by_role", "levels_ready", "parse_rules", "phases_source", "role_codes",
+           "role_of_blocks", "role_table_blocks", "rules_key", "rules_of", "with_rules"]

@@ -78,6 +78,8 @@ def device_roles_summary(trace: MemoryTrace, device: str,
     roles = block_roles(trace, device)
     return {
         "at_peak": by_role(trace, device, peak),
+        # of `other` at the peak: the level no operator row explains (profiler folders)
+        "other_outside_rows_at_peak": levels_by_role(trace, device).outside_rows(peak),
         "at_end": by_role(trace, device, tl.positions - 1),
         "peaks": role_peaks(trace, device),
         "phases_from": roles.phases,
@@ -87,10 +89,14 @@ def device_roles_summary(trace: MemoryTrace, device: str,
 
 def annotate_state(trace: MemoryTrace, device: str, data: dict[str, Any]) -> dict[str, Any]:
     """``memtui state``'s object with the roles at its event: ``by_role`` (summing to
-    ``level.allocated``), ``by_role_detail`` where the capture labels its blocks, and each
-    block's ``role``."""
+    ``level.allocated``), ``by_role_other_outside_rows`` (the part of ``other`` outside
+    any operator row, where a profiler's level has one), ``by_role_detail`` where the
+    capture labels its blocks, and each block's ``role``."""
     event = data["event"] if data.get("event") is not None else -1
     data["by_role"] = by_role(trace, device, event)
+    outside = levels_by_role(trace, device).outside_rows(event)
+    if outside:  # of `other`: a profiler's level outside any operator row
+        data["by_role_other_outside_rows"] = outside
     detail = by_role_detail(trace, device, event)
     if detail:
         data["by_role_detail"] = detail

@@ -65,6 +65,15 @@ class RoleLevels:
             _fit_to_level(out, int(self.level[event]), int(self.blocks[event]))
         return out
 
+    def outside_rows(self, event: int) -> int:
+        """The part of ``other`` just after ``event`` that is the source's own level beyond
+        its blocks (``before_profile``: memory_record outside any operator row); 0 where the
+        level is built from the blocks."""
+        if self.level is None or not self.positions or event < 0:
+            return 0
+        event = int(min(event, self.positions - 1))
+        return max(int(self.level[event]) - int(self.blocks[event]), 0)
+
     def present(self) -> list[str]:
         """The roles holding bytes somewhere, in the order of ROLES."""
         shown = [r for r in ROLES if r in self.steps and int(self.steps[r].values.max(

@@ -24,8 +24,10 @@ rules and the blocks' metadata came before, :mod:`.assign`):
      freed) → optimizer state; by module construction and kept → parameter; either freed
      sooner → temporary;
    * by the user's own code: freed before the next forward → temporary; alive into it and
-     freed before the forward after → input (``fed_forward``: the batch); kept → a
-     candidate for pairing (7).
+     not across the next training step's forward (freed before it, or still held when the
+     capture ends, or through an evaluation's forward only: the loop's last batch) →
+     input (``fed_forward``: the batch); kept across a later training forward, or made
+     before the first forward and never freed → a candidate for pairing (7).
 
 7. **Pairing** (``inferred``): the gradients say how many parameters of each size there
    are (per size, the most gradient blocks one backward made).  Kept candidates, and the
@@ -46,6 +48,10 @@ rules and the blocks' metadata came before, :mod:`.assign`):
 9. A forward's block still alive at the end, no forward after it, in a capture with a
    backward or a single forward (profiled alone) → activation (``forward_at_end``,
    inferred: saved for a backward the capture does not reach).
+10. The user's block made before the last training forward and never freed (the loop's
+    last batch, still held when the capture ends; or what the loop keeps every step)
+    takes the role most other blocks of its allocation stack have (``like_its_line``,
+    inferred), an input where its line has no other.
 
 Without any forward or backward phase (a capture whose stacks show neither), only rules
 1-3, construction and optimizer frames of blocks never freed apply; the rest is ``other``
@@ -144,8 +150,21 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
     start_f1 = phases.start_or(f1, NEVER)
     start_f2 = phases.start_or(f2, NEVER)
     into_f1 = _alive_at(facts, start_f1)
+    never = facts.pos_release == NEVER
     kept = into_f1 & _alive_at(facts, start_f2)
-    kept |= (f1 >= phases.count) & (facts.pos_release == NEVER)
+    kept |= (f1 >= phases.count) & never
+    # the user's own blocks (and ghosts): kept only across a later forward's start, or made
+    # before the first forward and never freed; a batch still held when the capture ends
+    # (the loop's last ``x``) was used by one forward only: an input
+    first_forward = int(next_f[0])
+    next_t = phases.next_training_forward()
+    t2 = np.where(f1 <= last, next_t[np.minimum(f1, last) + 1], phases.count)
+    kept_user = into_f1 & (t2 < phases.count) & _alive_at(facts, phases.start_or(t2, NEVER))
+    kept_user |= never & ((index < first_forward) | (f1 >= phases.count))
+    # never freed, made before the last training forward: the loop's last batch, or what
+    # the loop keeps from every step: told by the earlier blocks of its line (rule 10)
+    unsure = ~facts.ghost & ~kept_user & never & into_f1 & (f1 < phases.count) \
+        & (t2 >= phases.count)
     ghost = facts.ghost
 
     # 6a. optimizer and construction blocks kept between phases (the parameters' sizes
@@ -177,14 +196,17 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
     # 6. between
     made_by = np.isin(facts.kind, (OPTIMIZER, MODULE))
     verdicts.give(between & made_by, "temporary", "phase_temporary")
-    verdicts.give(between & ~kept & into_f1 & (f1 < phases.count), "input", "fed_forward")
-    verdicts.give(between & ~kept, "temporary", "phase_temporary")
+    verdicts.give(between & ~kept_user & ~unsure & into_f1 & (f1 < phases.count), "input",
+                  "fed_forward")
+    verdicts.give(between & ~kept_user & ~unsure & ~into_f1, "temporary", "phase_temporary")
+    hold = unsure & verdicts.open  # decided after the rest (rule 10)
+    verdicts.role[hold] = -2
 
     # 8. ghosts, before pairing: freed in a backward, or within the phase the capture began
     released_in = phases.index_at(np.where(facts.pos_release == NEVER, 0, facts.pos_release))
     freed = facts.pos_release != NEVER
     freed_kind = phases.kind[np.clip(released_in, 0, None)]
-    ghost_kept = ghost & (kept | ~freed)
+    ghost_kept = ghost & (kept_user | ~freed)
     verdicts.give(ghost & freed & ~ghost_kept & (released_in >= 0) & (freed_kind == PHASE_B),
                   "activation", "ghost_freed_in_backward", inferred=True)
     verdicts.give(ghost & freed & ~ghost_kept & (released_in <= 0), "temporary",
@@ -192,16 +214,44 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
 
     # 7. pairing (the user's constructors' blocks first: a module's parameters are made
     # before the optimizer's state), then what a constructor kept and nothing paired
-    candidates = verdicts.open & ((between & kept) | ghost_kept)
+    candidates = verdicts.open & ((between & kept_user) | ghost_kept)
     pair_with_gradients(facts, index, candidates, verdicts)
-    verdicts.give(between & kept & (facts.kind == INIT), "parameter", "init_kept",
+    verdicts.give(between & kept_user & (facts.kind == INIT), "parameter", "init_kept",
                   inferred=True)
     if not phases.has(PHASE_B) and not (verdicts.role == ROLES.index("optimizer_state")).any():
         verdicts.give(ghost_kept, "parameter", "ghost_forward_only", inferred=True)
     _workspaces_kept_by_backward(facts, verdicts, kept)
     verdicts.give(ghost, "other", "ghost_unpaired")
-    verdicts.give(kept, "other", "kept_unpaired")
+    verdicts.give(kept | kept_user, "other", "kept_unpaired")
+    verdicts.role[hold] = UNSET
+    like_its_line(facts, verdicts, hold)
     verdicts.give(np.ones_like(ghost), "other", "left_over")
+
+
+def like_its_line(facts: BlockFacts, verdicts: Verdicts, unsure: np.ndarray) -> None:
+    """Rule 10: a block the user's code made before the last training forward and never
+    freed takes the role most of the other blocks of its allocation stack have (the loop's
+    last batch is an input as the earlier batches of its line were; what the loop keeps
+    every step stays as its earlier blocks were named); an input where its line has no
+    other block (inferred)."""
+    if not unsure.any():
+        return
+    decided = ~unsure & (verdicts.role >= 0) & (facts.stack >= 0)
+    stacks = facts.stack[decided]
+    if stacks.size:
+        keys = stacks * len(ROLES) + verdicts.role[decided]
+        pairs, counts = np.unique(keys, return_counts=True)
+        stack_of, role_of = pairs // len(ROLES), pairs % len(ROLES)
+        order = np.lexsort((-counts, stack_of))
+        firsts = np.append(True, stack_of[order][1:] != stack_of[order][:-1])
+        best_stack, best_role = stack_of[order][firsts], role_of[order][firsts]
+        at = np.searchsorted(best_stack, facts.stack)
+        at = np.clip(at, 0, max(best_stack.size - 1, 0))
+        found = unsure & (facts.stack >= 0) & (best_stack[at] == facts.stack)
+        for code in np.unique(best_role[at[found]], return_counts=True)[0].tolist():
+            verdicts.give(found & (best_role[at] == code), ROLES[code], "like_its_line",
+                          inferred=True)
+    verdicts.give(unsure, "input", "like_its_line", inferred=True)
 
 
 def _workspaces_kept_by_backward(facts: BlockFacts, verdicts: Verdicts,

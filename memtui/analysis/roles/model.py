@@ -91,6 +91,10 @@ RULES: dict[str, Rule] = {
                            "alive at its end, in a training capture or one forward profiled "
                            "alone: saved for a backward the capture does not reach "
                            "(inferred)"),
+    "like_its_line": Rule("(its line's)", "never freed, made by the user's code before the "
+                          "capture's last training forward: the role most other blocks of "
+                          "its allocation stack have (the loop's last batch an input); an "
+                          "input where its line has no other (inferred)"),
     "saved_for_backward": Rule("activation", "made in a forward pass that a backward pass "
                                "follows, alive into that backward, freed before the next "
                                "forward"),

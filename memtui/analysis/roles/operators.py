@@ -16,9 +16,11 @@ says the phase, as PyTorch and CANN name them:
 * **forward**: any other operator.
 
 Backward passes also run operators without a backward name (the matrix products of
-``AddmmBackward``): a short run of forward operators between two backward ones, no
-longer than a quarter of the shorter backward run beside it (and at most
-:data:`MAX_INSIDE_BACKWARD` allocations), is taken for part of that backward.
+``AddmmBackward``; under activation checkpointing, a layer's forward recomputed): a run of
+forward operators between two backward ones is taken for part of that backward where it
+is short beside the whole forward, under :data:`INSIDE_BACKWARD_SHARE` of the longest run
+of forward operators (a whole forward: the next micro-batch's, under gradient
+accumulation, is as long as the first and stays a forward).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ _BACKWARD = r"(?i)backward|backprop|_grad(_|\b|$)|[a-z]grad$|grad\d*$"
 _OPTIMIZER = (r"(?i)_foreach_|fused_adam|fused_sgd|fused_lamb|_amp_foreach|"
               r"(^|[:_])apply(adam|adamw|momentum|gradientdescent|rmsprop|adagrad|lamb|ftrl)")
 _COMMUNICATION = r"(?i)hcom_|c10d::|nccl|hccl|allreduce|all_reduce|allgather|reducescatter"
-MAX_INSIDE_BACKWARD = 8
+INSIDE_BACKWARD_SHARE = 0.5
 PROFILER = "ascend_profiler"
 
 
@@ -95,15 +97,16 @@ def _inside_backward(kinds: np.ndarray) -> np.ndarray:
     run_kind = seq[starts]
     before = np.roll(run_kind, 1)
     after = np.roll(run_kind, -1)
-    beside = np.minimum(np.roll(lengths, 1), np.roll(lengths, -1))
     inner = np.zeros(run_kind.size, dtype=bool)
     inner[1:-1] = True
-    flip = inner & (run_kind == FORWARD) & (before == BACKWARD) & (after == BACKWARD) \
-        & (lengths <= np.minimum(MAX_INSIDE_BACKWARD, np.maximum(1, beside // 4)))
+    forward = run_kind == FORWARD
+    whole = int(lengths[forward].max()) if forward.any() else 0
+    flip = inner & forward & (before == BACKWARD) & (after == BACKWARD) \
+        & (lengths < INSIDE_BACKWARD_SHARE * whole)
     flipped = np.repeat(flip, lengths)
     out = kinds.copy()
     out[anchored[flipped]] = BACKWARD
     return out
 
 
-__all__ = ["MAX_INSIDE_BACKWARD", "name_kinds", "operator_kinds", "operator_names"]
+__all__ = ["INSIDE_BACKWARD_SHARE", "name_kinds", "operator_kinds", "operator_names"]

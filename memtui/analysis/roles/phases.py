@@ -72,6 +72,23 @@ class Phases:
         after = np.searchsorted(of_kind, np.arange(-1, n), side="right")
         return of_kind[np.minimum(after, of_kind.size - 1)].astype(np.int64)
 
+    def next_training_forward(self) -> np.ndarray:
+        """Like :meth:`next_of` for the forwards a backward follows (training steps'; an
+        evaluation's forward is not one): ``out[j + 1]`` the first after phase ``j``.
+        Without any (inference), every forward."""
+        n = self.count
+        forward = np.flatnonzero(self.kind == PHASE_F)
+        if forward.size == 0:
+            return self.next_of(PHASE_F)
+        following = np.append(self.kind[forward[:-1] + 1] if forward.size else [],
+                              self.kind[forward[-1] + 1] if forward[-1] + 1 < n else -1)
+        training = forward[following == PHASE_B]
+        if training.size == 0:
+            return self.next_of(PHASE_F)
+        of_kind = np.append(training, n)
+        after = np.searchsorted(of_kind, np.arange(-1, n), side="right")
+        return of_kind[np.minimum(after, of_kind.size - 1)].astype(np.int64)
+
     def start_or(self, index: np.ndarray, never: int) -> np.ndarray:
         """The start of phase ``index``, ``never`` where the index is past the last."""
         padded = np.append(self.start, never)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from memtui.analysis.timeline.live import held, remember
 from memtui.model import MemoryTrace
 
 #: The profiler curve that stands for "allocated" where a source reports curves.
@@ -35,32 +34,18 @@ class Level:
         return int(self.values[index]), index
 
 
-#: Levels handed over ready-made (the reopen cache keeps them): id(trace) -> (a weak
-#: reference to the trace, {(kind, device): Level or None}).
-_SEEDED: dict[int, tuple[weakref.ref, dict[tuple[str, str], Level | None]]] = {}
-_SEED_LOCK = threading.Lock()
-
-
 def seed_levels(trace: MemoryTrace, device: str, allocated: Level,
                 reserved: Level | None) -> None:
     """Let :func:`allocated_level` and :func:`reserved_level` of ``trace`` and ``device``
-    answer with these (computed from the same capture earlier and kept since)."""
-    with _SEED_LOCK:
-        for stale in [k for k, (ref, _) in _SEEDED.items() if ref() is None]:
-            del _SEEDED[stale]
-        entry = _SEEDED.get(id(trace))
-        if entry is None or entry[0]() is not trace:
-            entry = _SEEDED[id(trace)] = (weakref.ref(trace), {})
-        entry[1][("allocated", device)] = allocated
-        entry[1][("reserved", device)] = reserved
+    answer with these (computed from the same capture earlier and kept since), held in
+    the trace's one store of results (:func:`memtui.analysis.timeline.live.remember`)."""
+    remember(trace, ("allocated_level", device), allocated)
+    remember(trace, ("reserved_level", device), reserved)
 
 
 def _seeded(trace: MemoryTrace, kind: str, device: str) -> tuple[bool, Level | None]:
-    with _SEED_LOCK:
-        entry = _SEEDED.get(id(trace))
-        if entry is None or entry[0]() is not trace or (kind, device) not in entry[1]:
-            return False, None
-        return True, entry[1][(kind, device)]
+    found, level = held(trace, (f"{kind}_level", device))
+    return found, level  # type: ignore[return-value]
 
 
 def reserved_is_floor(trace: MemoryTrace, device: str) -> bool:
@@ -74,10 +59,17 @@ def reserved_is_floor(trace: MemoryTrace, device: str) -> bool:
 
 
 def allocated_level(trace: MemoryTrace, device: str) -> Level:
-    """allocated(t) of DESIGN.md section 3 for ``device``."""
+    """allocated(t) of DESIGN.md section 3 for ``device`` (made once per trace and device:
+    the reopen cache's writer, the findings and the screens share it)."""
     found, level = _seeded(trace, "allocated", device)
     if found and level is not None:
         return level
+    from memtui.analysis.timeline.live import cached
+
+    return cached(trace, ("allocated_level", device), lambda: _allocated(trace, device))
+
+
+def _allocated(trace: MemoryTrace, device: str) -> Level:
     curve = _curve(trace, device, PROFILER_ALLOCATED)
     if curve is not None:
         return curve
@@ -97,10 +89,18 @@ def allocated_level(trace: MemoryTrace, device: str) -> Level:
 
 
 def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
-    """reserved(t) for ``device``, or None where the source knows no reserved memory."""
+    """reserved(t) for ``device``, or None where the source knows no reserved memory (made
+    once, as :func:`allocated_level`; where both levels step at every event they share
+    one array of times)."""
     found, level = _seeded(trace, "reserved", device)
     if found:
         return level
+    from memtui.analysis.timeline.live import cached
+
+    return cached(trace, ("reserved_level", device), lambda: _reserved(trace, device))
+
+
+def _reserved(trace: MemoryTrace, device: str) -> Level | None:
     curve = _curve(trace, device, PROFILER_RESERVED)
     if curve is not None:
         return curve
@@ -108,15 +108,26 @@ def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
     events = trace.device_events(device).select("t", "reserved").drop_nulls("reserved")
     if events.is_empty() and info.start_reserved is None:
         return None
-    t = events["t"].to_numpy()
     values = events["reserved"].to_numpy()
-    start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
     start = info.start_reserved if info.start_reserved is not None else (
         values[0] if values.size else 0)
-    return Level(
-        t=np.concatenate([start_t, t]).astype(np.int64),
-        values=np.concatenate([[start], values]).astype(np.int64),
-    )
+    allocated = allocated_level(trace, device)
+    if allocated.t.size == values.size + 1 and events.height == \
+            trace.device_events(device).height and _steps_at_events(trace, device):
+        t = allocated.t  # the same events, the same times: one array for both levels
+    else:
+        t = events["t"].to_numpy()
+        t = np.concatenate([t[:1] if t.size else np.zeros(1, dtype=np.int64), t]).astype(
+            np.int64)
+    return Level(t=t, values=np.concatenate([[start], values]).astype(np.int64))
+
+
+def _steps_at_events(trace: MemoryTrace, device: str) -> bool:
+    """Whether the allocated level steps at every event of ``device`` (its times are the
+    events' own, none left out, no curve in their place)."""
+    events = trace.device_events(device)
+    return (_curve(trace, device, PROFILER_ALLOCATED) is None
+            and events["allocated"].null_count() == 0)
 
 
 def _blocks_level(trace: MemoryTrace, device: str) -> Level | None:

@@ -152,6 +152,8 @@ def _row_of(ids: np.ndarray, wanted: int | None) -> int | None:
     return row if row < ids.size and ids[row] == wanted else None
 
 
+#: The one store of what analyses computed from each trace: id(trace) -> (a weak
+#: reference to the trace, {key: _Slot}); a trace's results go when the trace does.
 _CACHE: dict[int, tuple[weakref.ref, dict]] = {}
 _LOCK = threading.RLock()
 
@@ -175,12 +177,7 @@ def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
     caller tries again) and the error is raised to every caller waiting on it.
     """
     with _LOCK:
-        entry = _CACHE.get(id(trace))
-        if entry is None or entry[0]() is not trace:
-            for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
-                del _CACHE[stale]
-            entry = _CACHE[id(trace)] = (weakref.ref(trace), {})
-        store = entry[1]
+        store = _store(trace)
         slot = store.get(key)
         owner = slot is None
         if owner:
@@ -205,14 +202,42 @@ def cached(trace: MemoryTrace, key: Hashable, build: Callable[[], T]) -> T:
 
 def built(trace: MemoryTrace, key: Hashable) -> object | None:
     """What :func:`cached` built for ``key`` of ``trace``, or None where it has not (yet)."""
+    return held(trace, key)[1]
+
+
+def held(trace: MemoryTrace, key: Hashable) -> tuple[bool, object | None]:
+    """(True, the result) where ``key`` of ``trace`` is built or handed over by
+    :func:`remember` (a result may be None), else (False, None)."""
     with _LOCK:
         entry = _CACHE.get(id(trace))
         if entry is None or entry[0]() is not trace:
-            return None
+            return False, None
         slot = entry[1].get(key)
     if slot is None or not slot.done.is_set() or slot.error is not None:
-        return None
-    return slot.value
+        return False, None
+    return True, slot.value
+
+
+def remember(trace: MemoryTrace, key: Hashable, value: object) -> None:
+    """Hand over ``key``'s result for ``trace`` ready-made (computed from the same capture
+    earlier and kept since: the reopen cache keeps the levels): :func:`cached` answers
+    with it from then on."""
+    slot = _Slot()
+    slot.value = value
+    slot.done.set()
+    with _LOCK:
+        _store(trace)[key] = slot
+
+
+def _store(trace: MemoryTrace) -> dict:
+    """``trace``'s results by key, made on first use (under ``_LOCK``); a trace gone is
+    forgotten when the next store is made."""
+    entry = _CACHE.get(id(trace))
+    if entry is None or entry[0]() is not trace:
+        for stale in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+            del _CACHE[stale]
+        entry = _CACHE[id(trace)] = (weakref.ref(trace), {})
+    return entry[1]
 
 
 def device_index(trace: MemoryTrace, device: str) -> DeviceIndex:

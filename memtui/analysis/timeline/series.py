@@ -36,13 +36,16 @@ class Series:
     """One drawn curve: its legend label, a short label for narrow panes, and its level.
 
     ``role`` is ``allocated`` for the curve drawn as a filled area (the main one) and
-    ``line`` for the others.
+    ``line`` for the others; ``stack`` for a layer of a stacked area (memory by role,
+    bottom first, in palette colour ``colour``) and ``total`` for the layers' sum (not
+    drawn: where each column reads them).
     """
 
     label: str
     short: str
     level: Level
     role: str = "line"
+    colour: int = 0
 
 
 def has_curves(trace: MemoryTrace, device: str) -> bool:

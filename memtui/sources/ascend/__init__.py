@@ -62,6 +62,7 @@ import polars as pl
 
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
+from memtui.progress import Phases
 from memtui.sources.ascend import frames
 from memtui.sources.ascend.build import RankData, build_trace
 from memtui.sources.ascend.files import (
@@ -119,14 +120,18 @@ def _load_ranks(path: Path, rank_files: list[RankFiles], warnings: list[str],
     # unless no file at all could be read.
     errors: list[CaptureError] | None = None if path.is_file() else []
     ranks = []
+    phases = Phases(progress)
+    reading = phases.start("reading rank files", (0.0, 0.95), len(rank_files), unit="ranks")
     for index, files in enumerate(rank_files):
-        _report(progress, index / max(len(rank_files), 1), f"reading {files.label}")
+        phases.report(0.95 * index / max(len(rank_files), 1), f"reading {files.label}")
         ranks.append(_load_rank(files, warnings, errors))
+        reading.update(index + 1)
     if errors and len(errors) == sum(len(f.all_files()) for f in rank_files):
         raise errors[0]
-    _report(progress, 0.95, "building the model")
+    building = phases.start("building the model", (0.95, 0.99))
     trace = build_trace(path, ranks, warnings)
-    _report(progress, 1.0, "done")
+    building.finish(trace.events.height + trace.curves.height)
+    phases.report(1.0, "done")
     return trace
 
 

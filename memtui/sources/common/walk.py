@@ -64,6 +64,9 @@ class WalkNotes:
         if self.folder_links:
             lines.append(f"{root}: {len(self.folder_links)} link(s) to folders not followed "
                          f"(first: {self.folder_links[0]})")
+        if self.too_deep:
+            lines.append(f"{root}: {self.too_deep} folder(s) more than {self.max_depth} levels "
+                         "down not looked into (name a folder nearer the capture)")
         if self.truncated:
             lines.append(f"{root}: stopped after {self.max_entries:,} entries: not every "
                          "capture in it was looked for (name the run's own folder)")

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from memtui.errors import CaptureError
 from memtui.model import MemoryTrace
+from memtui.progress import Phase, Phases
 from memtui.sources.common.groups import memscope_traces
 from memtui.sources.common.walk import walk
-from memtui.sources.memscope.build import build_trace
+from memtui.sources.memscope.build import READ_SHARE, build_trace
 from memtui.sources.memscope.read import (
     RawFile,
     csv_kind,
@@ -93,21 +94,27 @@ def load(path: Path, progress=None) -> MemoryTrace:
     if not files:
         raise CaptureError(path, "a folder without msMemScope dump or python-trace files")
     raws: list[RawFile] = []
+    phases = Phases(progress)
     for index, file in enumerate(files):
-        message = f"reading {file.name}"
+        share = (READ_SHARE * index / len(files), READ_SHARE * (index + 1) / len(files))
+        reading = phases.start(f"reading rows of {file.name}", share)
 
-        def report(fraction: float, index: int = index, message: str = message) -> None:
-            if progress is not None:
-                progress(0.5 * (index + fraction) / len(files), message)
+        def report(done: int, total: int, reading: Phase = reading) -> None:
+            reading.total = total
+            reading.update(done)
 
-        report(0.0)
         raws.append(read_db(file, report) if is_sqlite(file) else read_csv(file))
+        reading.finish(_rows_of(raws[-1]))
     if not any(_has_rows(raw) for raw in raws):
         raise CaptureError(path, "an msMemScope capture without a single row")
     trace = build_trace(raws, path, progress)
-    if progress is not None:
-        progress(1.0, "done")
+    phases.report(1.0, "done")
     return trace
+
+
+def _rows_of(raw: RawFile) -> int:
+    return sum(frame.height for frame in (raw.memory, raw.other, raw.trace)
+               if frame is not None)
 
 
 def _has_rows(raw: RawFile) -> bool:

@@ -1,6 +1,8 @@
 /* memtui.sources.memscope._rows: the two hot loops over an msMemScope capture's memory rows,
  * each one pass: the Attr keys the model needs out of a DB's JSON Attr column (``decode``),
- * and the rows paired into blocks (``runs``).
+ * and the rows paired into blocks (``runs``); and one over the python-trace calls of threads
+ * whose calls do not nest: MindStudio Insight's stack replay for their depths (``depths``,
+ * the reference is :func:`memtui.sources.memscope.timeline.replayed_depths`'s Python loop).
  *
  * ``decode`` is the hot loop of :func:`memtui.sources.memscope.attr.decode_json_attr`.  The
  * rules are those of the polars reference, :func:`memtui.sources.memscope.read.parse_attr`
@@ -486,14 +488,63 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(depths_doc,
+"depths(group, start, end) -> bytearray of int64\n\n"
+"MindStudio Insight's stack replay of python-trace calls, one stack per group: rows in\n"
+"(group, start) order; before each call the calls that ended before it starts\n"
+"(end < start) are popped, its depth is the stack's size, then its end is pushed.  The\n"
+"three arguments are int64 buffers of one length.");
+
+static PyObject *depths(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *group_obj, *start_obj, *end_obj;
+    if (!PyArg_ParseTuple(args, "OOO:depths", &group_obj, &start_obj, &end_obj)) return NULL;
+    Py_buffer group_buf = {0}, start_buf = {0}, end_buf = {0};
+    PyObject *out = NULL;
+    int64_t *stack = NULL;
+    if (PyObject_GetBuffer(group_obj, &group_buf, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(start_obj, &start_buf, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(end_obj, &end_buf, PyBUF_SIMPLE) < 0)
+        goto done;
+    Py_ssize_t bytes = group_buf.len;
+    if (bytes % (Py_ssize_t)sizeof(int64_t) || start_buf.len != bytes || end_buf.len != bytes) {
+        PyErr_SetString(PyExc_ValueError, "group, start and end differ in length");
+        goto done;
+    }
+    Py_ssize_t n = bytes / (Py_ssize_t)sizeof(int64_t);
+    out = PyByteArray_FromStringAndSize(NULL, bytes);
+    stack = PyMem_Malloc(n > 0 ? (size_t)bytes : 1);
+    if (out == NULL || stack == NULL) {
+        Py_CLEAR(out);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *group = group_buf.buf, *start = start_buf.buf, *end = end_buf.buf;
+    int64_t *depth = (int64_t *)PyByteArray_AS_STRING(out);
+    Py_ssize_t top = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i > 0 && group[i] != group[i - 1]) top = 0;
+        while (top > 0 && stack[top - 1] < start[i]) top--;
+        depth[i] = (int64_t)top;
+        stack[top++] = end[i];
+    }
+done:
+    PyMem_Free(stack);
+    if (group_buf.obj) PyBuffer_Release(&group_buf);
+    if (start_buf.obj) PyBuffer_Release(&start_buf);
+    if (end_buf.obj) PyBuffer_Release(&end_buf);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
     {"runs", runs, METH_VARARGS, runs_doc},
+    {"depths", depths, METH_VARARGS, depths_doc},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_rows",
-    "msMemScope memory rows: their Attr keys, their blocks, each in one pass (see the source).",
+    "msMemScope rows: their Attr keys, their blocks, python calls' depths, each in one pass.",
     -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__rows(void) {

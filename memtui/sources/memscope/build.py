@@ -35,6 +35,7 @@ import numpy as np
 import polars as pl
 
 from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
+from memtui.progress import Phases
 from memtui.sources.common.event_axis import time_ordered_axis
 from memtui.sources.memscope.pairing import EVENT_CODES, Runs, block_runs, row_keys
 from memtui.sources.memscope.read import ATTR_SIZE, MEMORY_COLUMNS, RAW_COLUMNS, RawFile
@@ -44,39 +45,47 @@ SOURCE = "msmemscope"
 FRAMEWORK_POOLS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
 DRIVER_POOLS = ("HAL", "HOST_PINNED")
 SEGMENT_POOL = "HAL"
-_ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
+ACTIONS = {"MALLOC": "alloc", "FREE": "free", "ACCESS": "access"}
 #: The order of block ids: by allocation, blocks from before the capture by their free.
 #: (A time, then a row: the same order whether rows are numbered as written or in time
 #: order, as ``live`` numbers the blocks it pairs again.)
 BLOCK_ORDER = ["device", "t_alloc", "seq_alloc", "t_free", "seq_free"]
 
 Progress = Callable[[float, str], None] | None
+#: The share of the progress bar reading the rows fills (the build fills the rest).
+READ_SHARE = 0.6
 
 
 def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> MemoryTrace:
     """The MemoryTrace of ``files`` (all of one capture)."""
     warnings = [w for f in files for w in f.warnings]
     memory, other, trace = _concat(files)
-    start, end = _bounds(memory, other, trace)
+    start, end = time_bounds(memory, other, trace)
+    phases = Phases(progress)
     # The markers need only the other rows: built in a thread meanwhile (polars lets go of
     # the GIL), on the core the memory rows' many small steps leave idle.
     with ThreadPoolExecutor(max_workers=1) as worker:
         marking = worker.submit(markers_of, other)
-        del other
-        _report(progress, 0.55, "pairing allocations")
-        memory = _memory_columns(memory, warnings)
-        memory, blocks = _blocks(memory, start, warnings)
-        _report(progress, 0.7, "interning call stacks")
+        rows = memory.height
+        pairing = phases.start("pairing allocations", (READ_SHARE, 0.75), rows)
+        memory = resolved_memory_columns(memory, warnings)
+        memory, blocks = pair_blocks(memory, start, warnings)
+        pairing.finish(rows)
+        interning = phases.start("interning call stacks", (0.75, 0.8), rows)
         memory, blocks, frames, stacks = _stacks(memory, blocks)
-        _report(progress, 0.8, "levels")
+        interning.finish(rows)
+        levelling = phases.start("levels", (0.8, 0.9), rows, unit="events")
         events, levels, curves = _events(memory, blocks)
         del memory
         events, blocks = time_ordered_axis(events, blocks)
-        _report(progress, 0.9, "markers and calls")
+        levelling.finish(events.height)
+        marking_phase = phases.start("markers and calls", (0.9, 0.99), other.height)
+        del other
         calls = calls_of(trace, events, start, end, warnings)
         markers = marking.result()
-    segments = _segments(blocks)
-    devices = _devices(events, blocks, levels, markers, calls, segments)
+        marking_phase.finish()
+    segments = driver_segments(blocks)
+    devices = device_infos(events, blocks, levels, markers, calls, segments)
     meta = TraceMeta(
         source=SOURCE, path=str(path), devices=devices, warnings=warnings,
         extra={"files": [str(f.path) for f in files],
@@ -90,11 +99,6 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
         curves=conform(curves, "curves"),
         markers=conform(markers, "markers"),
     )
-
-
-def _report(progress: Progress, fraction: float, message: str) -> None:
-    if progress is not None:
-        progress(fraction, message)
 
 
 # -- gathering the files ----------------------------------------------------------------
@@ -116,24 +120,24 @@ def _concat(files: list[RawFile]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFr
                 size = max(size, int(frame["seq"].max()) + 1)
         f.memory = f.other = f.trace = None  # the rows live on in the frames built here only
         offset += size
-    return (_stack_frames(memory, _MEMORY_EMPTY), _stack_frames(other, _OTHER_EMPTY),
-            _stack_frames(trace, _TRACE_EMPTY))
+    return (stacked_parts(memory, MEMORY_EMPTY), stacked_parts(other, OTHER_EMPTY),
+            stacked_parts(trace, TRACE_EMPTY))
 
 
 _RAW_SCHEMA = {c: (pl.Int64 if c in ("id", "t", "pid", "tid") else pl.String) for c in RAW_COLUMNS}
 _COMMON = {"row": pl.Int64, "seq": pl.Int64, "file_device": pl.String}
-_OTHER_EMPTY = {k: v for k, v in {**_COMMON, **_RAW_SCHEMA}.items()
+OTHER_EMPTY = {k: v for k, v in {**_COMMON, **_RAW_SCHEMA}.items()
                 if k not in ("py_stack", "c_stack")}
 _MEMORY_TYPES = {**_RAW_SCHEMA, "seq": pl.Int64, "py_stack": pl.Categorical,
                  "c_stack": pl.Categorical, "aid": pl.Int64, "size": pl.Int64,
                  "total": pl.Int64, "owner": pl.String, "ineff": pl.String, "device": pl.String,
                  "addr": pl.UInt64, "pool": pl.String}
-_MEMORY_EMPTY = {name: _MEMORY_TYPES[name] for name in MEMORY_COLUMNS}
-_TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64,
+MEMORY_EMPTY = {name: _MEMORY_TYPES[name] for name in MEMORY_COLUMNS}
+TRACE_EMPTY = {**_COMMON, "func": pl.String, "start": pl.Int64, "end": pl.Int64,
                 "tid": pl.Int64, "pid": pl.Int64}
 
 
-def _stack_frames(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+def stacked_parts(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     """The parts one above the other, without copying them where their columns agree."""
     if not parts:
         return pl.DataFrame(schema=schema)
@@ -144,7 +148,7 @@ def _stack_frames(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     return pl.concat(parts, how="diagonal_relaxed")
 
 
-def _bounds(memory: pl.DataFrame, other: pl.DataFrame,
+def time_bounds(memory: pl.DataFrame, other: pl.DataFrame,
             trace: pl.DataFrame) -> tuple[int | None, int | None]:
     """First and last timestamp of the capture (rows and known python-trace times)."""
     lows = [memory["t"].min(), other["t"].min(), trace["start"].min(), trace["end"].min()]
@@ -157,7 +161,7 @@ def _bounds(memory: pl.DataFrame, other: pl.DataFrame,
 # -- memory rows ------------------------------------------------------------------------
 
 
-def _memory_columns(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+def resolved_memory_columns(memory: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
     """FREE rows without a device get their MALLOC's (the reader has read the rest:
     devices, addresses, pools)."""
     return _resolve_free_devices(memory, warnings)
@@ -195,14 +199,16 @@ def _time_ordered(memory: pl.DataFrame) -> pl.DataFrame:
     """The rows sorted by (time, row): ``memory``'s columns move one by one into the frame
     returned (never two copies of the rows at once; ``memory`` is left empty); rows already
     in that order (a DB written in time order) as they are."""
-    if _in_time_order(memory):
+    if in_time_order(memory):
         return memory
     order = memory.select(pl.arg_sort_by("t", "seq")).to_series()  # (seq is unique)
-    return pl.DataFrame([memory.drop_in_place(name).gather(order)
+    # (a column made one chunk first: a gather across the chunks of each read costs five
+    # times one from a single chunk)
+    return pl.DataFrame([memory.drop_in_place(name).rechunk().gather(order)
                          for name in list(memory.columns)])
 
 
-def _blocks(memory: pl.DataFrame, start: int | None,
+def pair_blocks(memory: pl.DataFrame, start: int | None,
             warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pair rows into blocks (:mod:`memscope_pairing`); return the rows in time order with
     ``block_id``, and the blocks, numbered in :data:`BLOCK_ORDER`.  A block no row names a
@@ -309,7 +315,7 @@ def _stacks(memory: pl.DataFrame, blocks: pl.DataFrame):
     """
     distinct = pl.concat([memory["py_stack"].unique(), memory["c_stack"].unique()]).drop_nulls()
     distinct = distinct.unique()
-    frames, stack_of_text = _parse_stacks(distinct.cast(pl.String))
+    frames, stack_of_text = parse_stacks(distinct.cast(pl.String))
     frames_df = conform(frames, "frames")
     stacks_df = conform(stack_of_text.select("stack_id", "frame_ids").unique("stack_id")
                         .sort("stack_id"), "stacks")
@@ -332,7 +338,7 @@ def _stacks(memory: pl.DataFrame, blocks: pl.DataFrame):
     return with_ids(memory), with_ids(blocks), frames_df, stacks_df
 
 
-def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+def parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(frames, one row per text with ``text, stack_id, frame_ids``), vectorised."""
     empty_stacks = pl.DataFrame(schema={"text": pl.String, "stack_id": pl.Int32,
                                         "frame_ids": pl.List(pl.Int32)})
@@ -371,7 +377,7 @@ def _parse_stacks(texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
 # -- events and levels ------------------------------------------------------------------
 
 
-def _in_time_order(rows: pl.DataFrame) -> bool:
+def in_time_order(rows: pl.DataFrame) -> bool:
     """Whether ``rows`` are already sorted by (t, seq), strictly (one pass, no sort)."""
     if rows.height < 2 or rows["t"].null_count() or rows["seq"].null_count():
         return rows.height < 2
@@ -394,7 +400,7 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
                          .alias("block_size"))
     memory.insert_column(memory.width, blocks["pool"].gather(block).alias("block_pool"))
     del block
-    if _in_time_order(memory):  # rows written in time order need no sort of the wide rows
+    if in_time_order(memory):  # rows written in time order need no sort of the wide rows
         events = memory.clone()
     else:  # (seq is unique: the order is total, as a sort by both would give)
         order = memory.select(pl.arg_sort_by("t", "seq")).to_series()
@@ -436,7 +442,7 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
                 pl.when(driver).then(sign * pl.col("block_size")).otherwise(0))),
     ).with_columns(
         active=pl.col("allocated"),
-        action=pl.col("event").replace_strict(_ACTIONS, return_dtype=pl.String),
+        action=pl.col("event").replace_strict(ACTIONS, return_dtype=pl.String),
         stream=pl.lit(None, pl.Int64),
         size=pl.col("size").fill_null(pl.col("block_size")),
     ).rename({"etype": "event_type", "pid": "process", "tid": "thread"})
@@ -473,7 +479,7 @@ def _pool_curves(events: pl.DataFrame, ghosts: pl.DataFrame) -> pl.DataFrame:
 # -- segments ---------------------------------------------------------------------------
 
 
-def _segments(blocks: pl.DataFrame) -> pl.DataFrame:
+def driver_segments(blocks: pl.DataFrame) -> pl.DataFrame:
     """One ``driver`` segment per HAL block, in (device, block_id) order; ``block_id`` is
     kept after the contract columns."""
     hal = blocks.filter(pl.col("pool") == SEGMENT_POOL).sort("device", "block_id")
@@ -488,7 +494,7 @@ def _segments(blocks: pl.DataFrame) -> pl.DataFrame:
 # -- devices ----------------------------------------------------------------------------
 
 
-def _devices(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
+def device_infos(events: pl.DataFrame, blocks: pl.DataFrame, levels: pl.DataFrame,
              markers: pl.DataFrame, calls: pl.DataFrame,
              segments: pl.DataFrame) -> list[DeviceInfo]:
     names = set()

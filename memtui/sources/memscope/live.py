@@ -30,7 +30,7 @@ import polars as pl
 from memtui.model import MemoryTrace, TraceMeta, conform
 from memtui.sources.common.event_axis import RAW_COLUMN, time_ordered_axis
 from memtui.sources.memscope import build as B
-from memtui.sources.memscope.timeline import _marker_kind, calls_of, markers_of
+from memtui.sources.memscope.timeline import calls_of, marker_kind, markers_of
 
 #: Rows looked at first, from the end of the prefix, for each group's last value.
 _WINDOW = 8192
@@ -84,10 +84,10 @@ class LiveBuild:
                trace: list[pl.DataFrame], new_memory: list[pl.DataFrame],
                new_other: list[pl.DataFrame], new_trace: list[pl.DataFrame],
                warnings: list[str]) -> MemoryTrace:
-        all_rows = (_frame(memory, B._MEMORY_EMPTY), _frame(other, B._OTHER_EMPTY),
-                    _frame(trace, B._TRACE_EMPTY))
-        new_rows = (_frame(new_memory, B._MEMORY_EMPTY), _frame(new_other, B._OTHER_EMPTY),
-                    _frame(new_trace, B._TRACE_EMPTY))
+        all_rows = (_frame(memory, B.MEMORY_EMPTY), _frame(other, B.OTHER_EMPTY),
+                    _frame(trace, B.TRACE_EMPTY))
+        new_rows = (_frame(new_memory, B.MEMORY_EMPTY), _frame(new_other, B.OTHER_EMPTY),
+                    _frame(new_trace, B.TRACE_EMPTY))
         if self.model is not None:
             try:
                 self.model = _extend(self.model, all_rows, new_rows)
@@ -103,8 +103,8 @@ class LiveBuild:
 
     def _trace(self, read_warnings: list[str]) -> MemoryTrace:
         model = self.model
-        segments = B._segments(model.blocks)
-        devices = B._devices(model.levels.select("device"), model.blocks,
+        segments = B.driver_segments(model.blocks)
+        devices = B.device_infos(model.levels.select("device"), model.blocks,
                              _level_facts(model), model.markers, model.calls, segments)
         meta = TraceMeta(
             source=B.SOURCE, path=str(self.path), devices=devices,
@@ -122,7 +122,7 @@ class LiveBuild:
 
 def _frame(parts: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     parts = [p for p in parts if p is not None and p.height]
-    return B._stack_frames(parts, schema)
+    return B.stacked_parts(parts, schema)
 
 
 def _level_facts(model: _Model) -> pl.DataFrame:
@@ -138,13 +138,13 @@ def _level_facts(model: _Model) -> pl.DataFrame:
 
 def _build(rows: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]) -> _Model:
     memory, other, trace = rows
-    start, end = B._bounds(memory, other, trace)
+    start, end = B.time_bounds(memory, other, trace)
     build_warnings: list[str] = []
     mem, blocks = _pair(memory, start, build_warnings)
     texts, frames, stacks = _intern({}, _texts(mem))
     mem, blocks = _with_stack_ids(mem, texts), conform(_with_stack_ids(blocks, texts), "blocks")
     events = _event_rows(mem)
-    events = events.sort("t", "seq") if not B._in_time_order(events) else events
+    events = events.sort("t", "seq") if not B.in_time_order(events) else events
     events, blocks = time_ordered_axis(events, blocks)
     levels = _facts(events, blocks)
     events = _with_levels(events, blocks, levels, _Carry.empty())
@@ -186,8 +186,8 @@ def _union_groups(old: dict[str, pl.DataFrame], new: dict[str, pl.DataFrame]):
 def _pair(memory: pl.DataFrame, start: int | None,
           warnings: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Memory rows with device/addr/pool and local ``block_id``, and their blocks."""
-    memory = B._memory_columns(memory.clone(), warnings)  # (the rows read stay as read)
-    return B._blocks(memory, start, warnings)
+    memory = B.resolved_memory_columns(memory.clone(), warnings)  # (the rows read stay as read)
+    return B.pair_blocks(memory, start, warnings)
 
 
 def _remap(ids: pl.Series, mapping: np.ndarray) -> pl.Series:
@@ -231,7 +231,7 @@ def _intern(known: dict[str, int | None], texts: set[str]):
     """(text -> stack_id, frames, stacks) over every text seen, as a fresh open numbers
     them (ids follow the sorted frames; texts without a frame map to None)."""
     every = sorted(set(known) | texts)
-    frames, stack_of_text = B._parse_stacks(pl.Series(every, dtype=pl.String))
+    frames, stack_of_text = B.parse_stacks(pl.Series(every, dtype=pl.String))
     mapping: dict[str, int | None] = dict.fromkeys(every)
     mapping.update(zip(stack_of_text["text"].to_list(), stack_of_text["stack_id"].to_list(),
                        strict=True))
@@ -280,7 +280,7 @@ def _restack(df: pl.DataFrame, mapping: np.ndarray | None) -> pl.DataFrame:
 def _event_rows(mem: pl.DataFrame) -> pl.DataFrame:
     """Paired memory rows as event rows (no levels yet), with ``total`` kept."""
     return mem.drop("aid", "ineff").with_columns(
-        action=pl.col("event").replace_strict(B._ACTIONS, return_dtype=pl.String),
+        action=pl.col("event").replace_strict(B.ACTIONS, return_dtype=pl.String),
         stream=pl.lit(None, pl.Int64),
     ).rename({"etype": "event_type", "pid": "process", "tid": "thread"}).drop("event")
 
@@ -430,7 +430,7 @@ def _curves(events: pl.DataFrame, blocks: pl.DataFrame,
 def _extend(model: _Model, rows, new_rows) -> _Model:
     memory, other, trace = rows
     new_memory, new_other, new_trace = new_rows
-    start, end = B._bounds(new_memory, new_other, new_trace)
+    start, end = B.time_bounds(new_memory, new_other, new_trace)
     if model.start is None or (start is not None and start < model.start):
         raise _Rebuild("rows before the capture's start")
     start = model.start
@@ -660,7 +660,7 @@ def _extend_markers(model: _Model, other: pl.DataFrame,
         return model.markers, model.marker_pairs
     pairs = model.marker_pairs | set(
         new_other.select("event", pl.col("etype").fill_null("")).unique().iter_rows())
-    kinds = {pair: _marker_kind(*pair) for pair in pairs}
+    kinds = {pair: marker_kind(*pair) for pair in pairs}
     ranged = {k[0] for k in kinds.values() if k[1] is not None}
     instant = {k[0] for k in kinds.values() if k[1] is None}
     old = model.markers

@@ -53,17 +53,17 @@ MEMORY_EVENTS = ("MALLOC", "FREE", "ACCESS")
 _DETAIL_EVENTS = ("SNAPSHOT", "OOM_DETAIL", "SYSTEM")
 
 #: Normalised column name (lower case, letters and digits only) -> raw column.
-_DUMP_COLUMNS = {
+DUMP_COLUMNS = {
     "id": "id", "event": "event", "eventtype": "etype", "name": "name",
     "timestampns": "t", "timestampus": "t_us", "timestamp": "t",
     "processid": "pid", "threadid": "tid", "deviceid": "dev", "ptr": "ptr", "attr": "attr",
     "callstackpython": "py_stack", "callstackc": "c_stack",
 }
-_REQUIRED = ("event", "etype", "t", "dev", "ptr", "attr")
-_INT_COLUMNS = ("id", "t", "pid", "tid")
+REQUIRED = ("event", "etype", "t", "dev", "ptr", "attr")
+INT_COLUMNS = ("id", "t", "pid", "tid")
 RAW_COLUMNS = ("id", "event", "etype", "name", "t", "pid", "tid", "dev", "ptr", "attr",
                "py_stack", "c_stack")
-_TRACE_COLUMNS = {"funcinfo": "func", "starttimens": "start", "endtimens": "end",
+TRACE_COLUMNS = {"funcinfo": "func", "starttimens": "start", "endtimens": "end",
                   "threadid": "tid", "processid": "pid"}
 TRACE_HEADER = "FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id"
 _LEGACY_HEADER = "Record Index,"
@@ -178,11 +178,12 @@ def device_column(frame: pl.DataFrame) -> pl.Expr:
 # -- SQLite -------------------------------------------------------------------------------
 
 
-Report = Callable[[float], None] | None
+#: ``report(rows_read, rows_in_all)`` as chunks come (the total counts rowids: about).
+Report = Callable[[int, int], None] | None
 
 
 def read_db(path: Path, report: Report = None) -> RawFile:
-    """Every msMemScope table of one SQLite file (``report(fraction)`` as chunks come),
+    """Every msMemScope table of one SQLite file (``report`` as chunks come),
     read again from a private copy if a writer changed the file meanwhile."""
     try:
         return read_consistently(path, lambda con: _read_db_tables(path, con, report))
@@ -199,16 +200,16 @@ def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawF
                                  "python_trace_<pid> table: not an msMemScope DB")
     raw = RawFile(path=Path(path), device=device_of_path(path))
     if dump is not None:
-        columns = _table_columns(con, dump)
-        mapping = _map_columns(path, dump, columns, _DUMP_COLUMNS, _REQUIRED)
+        columns = table_columns(con, dump)
+        mapping = map_columns(path, dump, columns, DUMP_COLUMNS, REQUIRED)
         camel = "eventType" in columns
         raw.layout = "Insight prototype (camelCase columns)" if camel else dump
         if camel:
             raw.warnings.append(
                 f"{Path(path).name}: an early MindStudio Insight prototype layout "
                 "(camelCase columns); read as msLeaks data")
-        dump_rows = _DumpRows(raw, micro="t_us" in mapping.values(), attr_json=True)
-        for chunk in _read_table(con, dump, mapping, int_columns=_INT_COLUMNS, report=report):
+        dump_rows = DumpRows(raw, micro="t_us" in mapping.values(), attr_json=True)
+        for chunk in _read_table(con, dump, mapping, int_columns=INT_COLUMNS, report=report):
             dump_rows.add(chunk)
         unreadable = dump_rows.finish()
         if unreadable:
@@ -216,7 +217,7 @@ def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawF
                                 "event or timestamp skipped")
     parts = []
     for table in traces:
-        mapping = _map_columns(path, table, _table_columns(con, table), _TRACE_COLUMNS,
+        mapping = map_columns(path, table, table_columns(con, table), TRACE_COLUMNS,
                                ("func", "start", "end"))
         chunks = list(_read_table(con, table, mapping, int_columns=("tid", "pid")))
         if not chunks:
@@ -226,19 +227,19 @@ def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawF
             part = part.with_columns(pid=pl.lit(int(TRACE_TABLE.fullmatch(table).group(1))))
         parts.append(part)
     if parts:
-        raw.trace = _with_order(_trace_times(pl.concat(parts, how="diagonal_relaxed")), raw)
+        raw.trace = with_order(trace_times(pl.concat(parts, how="diagonal_relaxed")), raw)
     return raw
 
 
-def _with_order(frame: pl.DataFrame, raw: RawFile) -> pl.DataFrame:
+def with_order(frame: pl.DataFrame, raw: RawFile) -> pl.DataFrame:
     return frame.with_columns(seq=pl.col("row"), file_device=pl.lit(raw.device, pl.String))
 
 
-def _table_columns(con: sqlite3.Connection, table: str) -> list[str]:
+def table_columns(con: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
 
 
-def _map_columns(path: Path, table: str, columns: list[str], known: dict[str, str],
+def map_columns(path: Path, table: str, columns: list[str], known: dict[str, str],
                  required: tuple[str, ...]) -> dict[str, str]:
     """Source column -> raw name, by name; a CaptureError naming what is missing."""
     mapping = {}
@@ -261,20 +262,22 @@ def _read_table(con: sqlite3.Connection, table: str, mapping: dict[str, str],
     SQLite reads the next chunk in a worker thread (``sqlite3`` lets go of the GIL while
     SQLite works) while the caller parses the current one.
     """
-    query = _ChunkQuery(con, table, mapping, int_columns)
+    query = ChunkQuery(con, table, mapping, int_columns)
     try:
         yield from _chunks(con, table, query, report)
     finally:
         query.close()
 
 
-def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
+def _chunks(con: sqlite3.Connection, table: str, query: ChunkQuery,
             report: Report) -> Iterator[pl.DataFrame]:
     try:
         ranges = rowid_chunks(con, table)
     except sqlite3.OperationalError:  # a WITHOUT ROWID table: one query
         ranges = [None]
     offset = 0
+    # about: the rowids a range spans (none for a WITHOUT ROWID table or an empty one)
+    total = sum(high - low + 1 for low, high in ranges) if None not in ranges else 0
     # Typed reads run on their own connections, two at once (one core reads while the
     # other turns a batch into columns); the text way shares one connection: one.
     ahead = _TYPED_FETCHERS if query.arrow is not None else 1
@@ -287,7 +290,7 @@ def _chunks(con: sqlite3.Connection, table: str, query: _ChunkQuery,
             chunk = query.parse(fetched, bounds)
             del fetched
             if report is not None:
-                report((index + 1) / len(ranges))
+                report(offset + chunk.height, max(total, offset + chunk.height))
             if chunk.height:
                 yield chunk.with_row_index("row", offset=offset).with_columns(
                     pl.col("row").cast(pl.Int64))
@@ -321,7 +324,7 @@ def rowid_chunks(con: sqlite3.Connection, table: str,
     return ranges
 
 
-class _ChunkQuery:
+class ChunkQuery:
     """One table's columns per rowid range: typed Arrow batches through ADBC where it is
     installed and the values have the types their columns declare; else one text per range
     that polars splits (any chunk the typed read cannot take goes the text way)."""
@@ -473,7 +476,7 @@ def read_csv(path: Path) -> RawFile:
         raise CaptureError(path, "an msLeaks CSV of the early-2025 layout (Record Index, "
                                  "Kernel Index, Flag, ...), which memtui does not read")
     if kind == "trace":
-        return _read_trace_csv(path)
+        return read_trace_csv(path)
     if kind != "dump":
         raise CaptureError(path, "not an msMemScope CSV (unknown header)")
     names = dump_csv_names(path)
@@ -487,7 +490,7 @@ def read_csv(path: Path) -> RawFile:
 def dump_csv_names(path: Path) -> list[str]:
     """The raw column names of a dump CSV's header (``_unusedN`` for columns not read)."""
     header = next(csv.reader([first_line(path)]))
-    mapping = _map_columns(path, "header", header, _DUMP_COLUMNS, _REQUIRED)
+    mapping = map_columns(path, "header", header, DUMP_COLUMNS, REQUIRED)
     return [mapping.get(column, f"_unused{i}") for i, column in enumerate(header)]
 
 
@@ -501,11 +504,11 @@ def read_dump_csv_rows(raw: RawFile, source: Path | bytes, names: list[str],
     if row_offset:
         rows = rows.with_columns(pl.col("row") + row_offset)
     rows = rows.select([c for c in rows.columns if not c.startswith("_unused")])
-    for column in _INT_COLUMNS + ("t_us",):
+    for column in INT_COLUMNS + ("t_us",):
         if column in rows.columns:
             rows = rows.with_columns(pl.col(column).str.strip_chars().cast(pl.Int64, strict=False))
     # A row shifted by an unquoted comma shows as one without a readable timestamp.
-    dump_rows = _DumpRows(raw, micro=bool(micro), attr_json=False)
+    dump_rows = DumpRows(raw, micro=bool(micro), attr_json=False)
     if micro is False:
         dump_rows.scale = 1
     for offset in range(0, rows.height, _CHUNK_ROWS):
@@ -581,7 +584,7 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def _read_trace_csv(path: Path) -> RawFile:
+def read_trace_csv(path: Path) -> RawFile:
     """``FuncInfo`` is not quoted and may hold commas: split each line from the right."""
     lines = pl.read_csv(path, has_header=False, skip_rows=1, separator=_FIELD, quote_char=None,
                         schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False)
@@ -595,13 +598,13 @@ def _read_trace_csv(path: Path) -> RawFile:
     if not _ends_with_newline(path) and parts.height:
         parts, bad = parts.head(parts.height - 1), bad + 1
     raw = RawFile(path=Path(path), device=device_of_path(path), layout="python trace csv")
-    raw.trace = _with_order(_trace_times(parts), raw)
+    raw.trace = with_order(trace_times(parts), raw)
     if bad:
         raw.warnings.append(f"{Path(path).name}: {bad} malformed python-trace rows skipped")
     return raw
 
 
-def _trace_times(parts: pl.DataFrame) -> pl.DataFrame:
+def trace_times(parts: pl.DataFrame) -> pl.DataFrame:
     """Start and end as ns integers (null for ``N/A``), µs scaled like the dump."""
     parts = parts.with_columns(
         pl.col("start", "end").cast(pl.String).str.strip_chars().cast(pl.Int64, strict=False))
@@ -615,7 +618,7 @@ def _trace_times(parts: pl.DataFrame) -> pl.DataFrame:
 # -- rows into memory rows and other rows ---------------------------------------------------
 
 
-class _DumpRows:
+class DumpRows:
     """Dump rows chunk by chunk into ``raw.memory`` and ``raw.other``, parsed as they come.
 
     Each chunk is split and its memory rows' Attr parsed before the next is read, so the
@@ -642,7 +645,7 @@ class _DumpRows:
             rows = rows.rename({"t_us": "t"})
         decoded = [c for c in _DECODED if c in rows.columns]
         rows = rows.with_columns([
-            pl.lit(None, pl.Int64 if c in _INT_COLUMNS else pl.String).alias(c)
+            pl.lit(None, pl.Int64 if c in INT_COLUMNS else pl.String).alias(c)
             for c in RAW_COLUMNS if c not in rows.columns]).select(
             "row", *RAW_COLUMNS, *decoded, seq=pl.col("row"),
             file_device=pl.lit(self.raw.device, pl.String))

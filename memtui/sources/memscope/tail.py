@@ -57,7 +57,7 @@ class RowsRewritten(Exception):
 
 
 @dataclass
-class _Parts:
+class TailParts:
     """The raw frames read so far, and the model built from them."""
 
     path: Path
@@ -104,7 +104,7 @@ class _Parts:
 
 
 @dataclass
-class DbTail(_Parts):
+class DbTail(TailParts):
     """See the module docstring."""
 
     dump: _Table | None = None
@@ -140,17 +140,17 @@ class DbTail(_Parts):
         if self.dump is None:
             name = next((t for t in read.DUMP_TABLES if t in tables), None)
             if name is not None:
-                columns = read._table_columns(con, name)
-                mapping = read._map_columns(self.path, name, columns, read._DUMP_COLUMNS,
-                                            read._REQUIRED)
+                columns = read.table_columns(con, name)
+                mapping = read.map_columns(self.path, name, columns, read.DUMP_COLUMNS,
+                                            read.REQUIRED)
                 self.dump = _Table(name, mapping)
                 self.layout = name
                 if "t_us" in mapping.values():
                     self.micro = True
         for name in sorted(t for t in tables if read.TRACE_TABLE.fullmatch(t)):
             if name not in self.traces:
-                mapping = read._map_columns(self.path, name, read._table_columns(con, name),
-                                            read._TRACE_COLUMNS, ("func", "start", "end"))
+                mapping = read.map_columns(self.path, name, read.table_columns(con, name),
+                                            read.TRACE_COLUMNS, ("func", "start", "end"))
                 self.traces[name] = _Table(name, mapping)
 
     def _chunks(self, con: sqlite3.Connection, table: _Table,
@@ -163,7 +163,7 @@ class DbTail(_Parts):
         if top < table.last_rowid:
             raise CaptureError(self.path, f"was truncated (table {table.name} lost rows)")
         _check_unchanged(con, table)
-        query = read._ChunkQuery(con, table.name, table.mapping, int_columns, typed=False)
+        query = read.ChunkQuery(con, table.name, table.mapping, int_columns, typed=False)
         try:
             start = self._next_rowid(con, table.name, table.last_rowid, top)
             while start is not None:
@@ -190,10 +190,10 @@ class DbTail(_Parts):
     def _read_dump(self, con: sqlite3.Connection) -> int:
         before = self.dump.rows
         raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
-        rows = read._DumpRows(raw, micro=bool(self.micro), attr_json=True)
+        rows = read.DumpRows(raw, micro=bool(self.micro), attr_json=True)
         if self.micro is False:
             rows.scale = 1
-        for chunk in self._chunks(con, self.dump, read._INT_COLUMNS):
+        for chunk in self._chunks(con, self.dump, read.INT_COLUMNS):
             rows.add(chunk)
         unreadable = rows.finish()
         if rows.scale is not None:
@@ -214,7 +214,7 @@ class DbTail(_Parts):
             part = part.with_columns(
                 pid=pl.lit(int(read.TRACE_TABLE.fullmatch(table.name).group(1))))
         raw = read.RawFile(path=self.path, device=read.device_of_path(self.path))
-        self.trace_parts.append(read._with_order(read._trace_times(part), raw))
+        self.trace_parts.append(read.with_order(read.trace_times(part), raw))
         return table.rows - before
 
 
@@ -253,7 +253,7 @@ def _check_unchanged(con: sqlite3.Connection, table: _Table) -> None:
 
 
 @dataclass
-class CsvTail(_Parts):
+class CsvTail(TailParts):
     """A dump CSV being appended: the complete records past the byte offset read.
 
     A record ends at a newline outside quotes (msMemScope quotes its multi-line call

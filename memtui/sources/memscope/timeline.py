@@ -16,12 +16,18 @@ import polars as pl
 
 from memtui.arrays import unique_sorted
 from memtui.model import empty_frame
+from memtui.sources.common.compiled import pure_python_forced
 from memtui.sources.memscope.read import device_column
+
+try:
+    from memtui.sources.memscope import _rows
+except ImportError:  # built without a compiler: the Python replay only
+    _rows = None
 
 # -- markers ----------------------------------------------------------------------------
 
 
-def _marker_kind(event: str, etype: str) -> tuple[str, str | None, str, str, str]:
+def marker_kind(event: str, etype: str) -> tuple[str, str | None, str, str, str]:
     """(kind, phase, family, label rule, fixed label) of one (Event, Event Type) pair."""
     upper = etype.upper()
     phase = "start" if upper.endswith("START") else "end" if upper.endswith("END") else None
@@ -55,7 +61,7 @@ def markers_of(other: pl.DataFrame) -> pl.DataFrame:
         return empty_frame("markers")
     pairs = other.select(pl.col("event"), pl.col("etype").fill_null("")).unique()
     kinds = pl.DataFrame(
-        [(e, t, *_marker_kind(e, t)) for e, t in pairs.iter_rows()],
+        [(e, t, *marker_kind(e, t)) for e, t in pairs.iter_rows()],
         schema={"event": pl.String, "etype": pl.String, "kind": pl.String, "phase": pl.String,
                 "family": pl.String, "rule": pl.String, "fixed": pl.String}, orient="row")
     rule = pl.col("rule")
@@ -164,9 +170,10 @@ def call_depths(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.nda
     depth = index_in_group - ended
     bad = _not_nested(group, depth, end)
     if bad.size:
-        for g in bad:
-            rows = np.flatnonzero(group == g)
-            depth[rows] = _insight_depths(start[rows], end[rows])
+        replayed = np.zeros(int(group[-1]) + 1, dtype=bool)
+        replayed[bad] = True
+        rows = np.flatnonzero(replayed[group])
+        depth[rows] = replayed_depths(group[rows], start[rows], end[rows])
     return depth.astype(np.int32)
 
 
@@ -199,11 +206,21 @@ def _not_nested(group: np.ndarray, depth: np.ndarray, end: np.ndarray) -> np.nda
     return unique_sorted(group[child[broken]])
 
 
-def _insight_depths(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Insight's stack replay for one thread (only for threads whose calls overlap)."""
+def replayed_depths(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Insight's stack replay, one stack per group (rows in (group, start) order): the
+    compiled pass (``_rows.depths``), or the Python loop, its reference, where it is not
+    built or ``MEMTUI_PURE_PYTHON=1``."""
+    group, start, end = (np.ascontiguousarray(a, dtype=np.int64) for a in (group, start, end))
+    if _rows is not None and not pure_python_forced():
+        return np.frombuffer(_rows.depths(group, start, end), dtype=np.int64)
     depth = np.empty(start.size, dtype=np.int64)
     stack: list[int] = []
-    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+    previous = None
+    for i, (g, s, e) in enumerate(zip(group.tolist(), start.tolist(), end.tolist(),
+                                      strict=True)):
+        if g != previous:
+            stack.clear()
+            previous = g
         while stack and stack[-1] < s:
             stack.pop()
         depth[i] = len(stack)

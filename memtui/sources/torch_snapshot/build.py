@@ -34,6 +34,7 @@ from memtui.model import (
     conform,
     segment_level,
 )
+from memtui.progress import Phase, Phases
 from memtui.sources.common.collector import collector_paused
 from memtui.sources.common.lifetimes import pair_by_address
 from memtui.sources.common.safe_pickle import load_pickle, looks_like_pickle
@@ -79,12 +80,15 @@ def load(path: Path, progress=None) -> MemoryTrace:
     # Millions of dicts come and go here: the cyclic collector would walk them again and
     # again (more than half the unpickling time) for no cycle to find.
     with collector_paused():
-        _report(progress, 0.0, f"unpickling {path.name}")
-        listener = _bytes_read(progress, path.name)
+        phases = Phases(progress)
+        reading = phases.start(f"unpickling {path.name}", (0.0, UNPICKLE_SHARE),
+                               path.stat().st_size / 1e6, unit="MB")
+        listener = _bytes_read(reading) if progress is not None else None
         data = read_columnar(path, listener)
         snapshot = _normalise(path, load_pickle(path, listener) if data is None else data)
+        reading.finish()
         problems, columns = clean_snapshot(path, snapshot, path.stat().st_size)
-        _report(progress, UNPICKLE_SHARE, "building the model")
+        building = phases.start("building the model", (UNPICKLE_SHARE, 0.99), unit="events")
         try:
             trace = _SnapshotBuilder(path, snapshot, columns).build()
         except (KeyError, TypeError, AttributeError, IndexError, ValueError,
@@ -94,6 +98,7 @@ def load(path: Path, progress=None) -> MemoryTrace:
             ) from None
         trace.meta.warnings[:0] = problems
         del snapshot, columns
+        building.finish(trace.events.height)
     _report(progress, 1.0, "done")
     return trace
 
@@ -102,20 +107,13 @@ def load(path: Path, progress=None) -> MemoryTrace:
 UNPICKLE_SHARE = 0.6
 
 
-def _bytes_read(progress, name: str):
-    """A ``load_pickle`` listener that moves the progress bar over the unpickling, saying
-    the bytes read (``unpickling x.pickle: 120 of 296 MB``); None without a bar."""
-    if progress is None:
-        return None
-
+def _bytes_read(reading: Phase):
+    """A ``load_pickle`` listener that moves the unpickling's phase on by the bytes read
+    (``unpickling x.pickle: 120.0 of 296.0 MB · 48.0 MB/s``)."""
     def report(done: int, size: int) -> None:
-        _report(progress, UNPICKLE_SHARE * done / max(size, 1),
-                f"unpickling {name}: {_megabytes(done)} of {_megabytes(size)} MB read")
+        reading.total = size / 1e6
+        reading.update(done / 1e6)
     return report
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1e6:,.1f}" if size < 10e6 else f"{size / 1e6:,.0f}"
 
 
 def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:
@@ -403,9 +401,10 @@ class _SnapshotBuilder:
         frames, stacks = self.interner.frames()
         return MemoryTrace(
             meta=meta,
-            events=_merge_device_events(events, names, blocks),
-            blocks=_concat(blocks, "blocks").with_columns(
-                block_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
+            events=_constants_as_scalars(_merge_device_events(events, names, blocks),
+                                         _EVENT_CONSTANTS),
+            blocks=_constants_as_scalars(_concat(blocks, "blocks").with_columns(
+                block_id=pl.int_range(0, pl.len(), dtype=pl.Int64)), _BLOCK_CONSTANTS),
             segments=_concat(segments, "segments").with_columns(
                 segment_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
             frames=frames,
@@ -459,9 +458,12 @@ class _SnapshotBuilder:
         Returns the blocks (``block_id`` numbered within the device) and the events with
         the ``block_id`` of their block.
         """
-        ops = events.filter(pl.col("action").is_in(["alloc", "free_requested", "free"]))
-        lifetimes, ops = pair_by_address(ops, ["alloc"], ["free"], ["free_requested"],
-                                         order="first")
+        # the block events by their rows: a filtered copy of every column of millions of
+        # events was the open's peak
+        rows = np.flatnonzero(
+            events["action"].is_in(["alloc", "free_requested", "free"]).to_numpy())
+        lifetimes, taken = pair_by_address(events, ["alloc"], ["free"], ["free_requested"],
+                                           order="first", rows=rows)
         broken = int(lifetimes["extra_closes"].sum() or 0)
         if broken:
             self.warnings.append(
@@ -533,9 +535,11 @@ class _SnapshotBuilder:
         # where the dump repeats an address, its later block wins, as a join's last row
         block_of = np.full(lifetimes.height, -1, dtype=np.int64)
         block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
-        ops = pl.DataFrame({"seq": ops["seq"],
-                            "block_id": block_of[ops["lifetime"].to_numpy()]})
-        return blocks.drop("lifetime"), _scatter_by_seq(events, ops, "block_id")
+        block_id = np.full(events.height, -1, dtype=np.int64)
+        block_id[taken["row"].to_numpy()] = block_of[taken["lifetime"].to_numpy()]
+        del taken, block_of
+        return blocks.drop("lifetime"), events.with_columns(_null_below_zero("block_id",
+                                                                             block_id))
 
     def _segments(
         self, device: str, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
@@ -600,12 +604,10 @@ class _SnapshotBuilder:
         so the segments listed at any event add up to it.  Sets the device's start levels,
         and adds the blocks the dump lacks to ``allocated_at_end``.
         """
-        sizes = blocks["size"].to_numpy()  # block_id is the row within the device here
-        ids = events["block_id"].fill_null(-1).to_numpy()
-        size = np.where(ids >= 0, sizes[np.maximum(ids, 0)] if sizes.size else 0,
-                        events["size"].fill_null(0).to_numpy())
         code = events["action"].to_physical().to_numpy()
-        allocated = np.cumsum(_ALLOC_SIGN[code] * size)  # events are in seq order here
+        allocated = _block_sizes(events, blocks["size"].to_numpy())
+        allocated *= _ALLOC_SIGN[code]  # in place: one array per level, no temporaries
+        np.cumsum(allocated, out=allocated)  # events are in seq order here
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
@@ -618,7 +620,7 @@ class _SnapshotBuilder:
                 f"{format_bytes(end_reserved)}, the dump's {format_bytes(info.reserved_at_end)}"
                 ": the reserved level follows the segments")
         info.reserved_at_end = end_reserved
-        allocated = allocated + info.start_allocated
+        allocated += info.start_allocated
         reserved = self._at_least_the_blocks(info, allocated, reserved)
         allocated = pl.Series(allocated, dtype=pl.Int64)
         return events.with_columns(
@@ -686,9 +688,47 @@ class _SnapshotBuilder:
         return rows
 
 
+#: Columns that are often one value for a whole snapshot (one stream, one device, one
+#: pool): kept as one value, not one per row (:func:`_constants_as_scalars`).
+_EVENT_CONSTANTS = ("device", "stream", "pool", "owner")
+_BLOCK_CONSTANTS = ("device", "stream", "pool", "owner", "pool_id", "first_access",
+                    "last_access", "max_access_gap")
+
+
+def _constants_as_scalars(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
+    """``frame`` with each of ``names`` that holds one value in every row (or null in
+    every row) as a scalar column: polars keeps the one value, not millions of copies
+    (8 to 16 bytes a row), and hands out the full column where a caller asks for it."""
+    if frame.height < 2:
+        return frame
+    scalars = []
+    for name in names:
+        if name not in frame.columns:
+            continue
+        column = frame[name]
+        nulls = column.null_count()
+        if nulls == frame.height:
+            scalars.append(pl.lit(None, column.dtype).alias(name))
+        elif nulls == 0 and (column.min() == column.max() if column.dtype.is_numeric()
+                             else column.n_unique() == 1):
+            scalars.append(pl.lit(column[0], column.dtype).alias(name))
+    return frame.with_columns(scalars) if scalars else frame
+
+
+def _block_sizes(events: pl.DataFrame, sizes: np.ndarray) -> np.ndarray:
+    """Each event's size in a fresh int64 array: its block's one size (``sizes`` by
+    block_id, the row within the device here) where it has a block, else its own."""
+    out = events["size"].fill_null(0).to_numpy().astype(np.int64, copy=True)
+    ids = events["block_id"].fill_null(-1).to_numpy()
+    rows = np.flatnonzero(ids >= 0)
+    if rows.size and sizes.size:
+        out[rows] = sizes[ids[rows]]
+    return out
+
+
 def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
     """Per action code (``ACTION_DTYPE``'s order): +1 for ``up``, -1 for ``down``, else 0."""
-    sign = np.zeros(len(ACTIONS), dtype=np.int64)
+    sign = np.zeros(len(ACTIONS), dtype=np.int8)
     sign[[ACTIONS.index(action) for action in up]] = 1
     sign[[ACTIONS.index(action) for action in down]] = -1
     return sign
@@ -874,16 +914,14 @@ def _trace_values(trace: list[dict], key: str) -> list:
         return [entry.get(key) for entry in trace]
 
 
-def _scatter_by_seq(events: pl.DataFrame, rows: pl.DataFrame, column: str) -> pl.DataFrame:
-    """``events`` (in seq order) with ``column`` taken from ``rows`` of the same seq."""
-    seq = events["seq"].to_numpy()
-    positions = rows["seq"].to_numpy()
-    if not (seq.size and seq[0] == 0 and seq[-1] == seq.size - 1):  # seq has gaps
-        positions = np.searchsorted(seq, positions)
-    values = np.full(events.height, -1, dtype=np.int64)
-    values[positions] = rows[column].fill_null(-1).to_numpy()
-    series = pl.Series(column, values)
-    return events.with_columns(pl.when(series >= 0).then(series).alias(column))
+def _null_below_zero(name: str, values: np.ndarray) -> pl.Series:
+    """``values`` as an Int64 column, null where negative (no copy where none is)."""
+    series = pl.Series(name, values, dtype=pl.Int64)
+    negative = values < 0
+    if not negative.any():
+        return series
+    return series.to_frame().select(
+        pl.when(pl.Series(~negative)).then(pl.col(name)).alias(name)).to_series()
 
 
 def _concat(parts: list[pl.DataFrame], name: str) -> pl.DataFrame:

@@ -33,9 +33,9 @@ from memtui.sources.common.files import open_regular
 from memtui.sources.common.safe_pickle import memory_bounded
 from memtui.sources.torch_snapshot.reader_choice import (
     PURE_PYTHON_ENV,
-    _reader,
     compiled_available,
     compiled_enabled,
+    compiled_reader,
     reader_in_use,
 )
 
@@ -70,7 +70,7 @@ def read_columnar(path: Path, listener: Callable[[int, int], None] | None = None
             return None
         try:
             with memory_bounded(size):
-                data, reason = _reader.read(fh.fileno(), size, _hearing(listener))
+                data, reason = compiled_reader().read(fh.fileno(), size, _hearing(listener))
         except MemoryError:
             data, reason = None, "memory bound"
     finally:
@@ -80,8 +80,8 @@ def read_columnar(path: Path, listener: Callable[[int, int], None] | None = None
         return None
     traces = data.get("device_traces") if isinstance(data, dict) else None
     if isinstance(traces, list):
-        data["device_traces"] = [ColumnTrace(t) if isinstance(t, _reader.RawColumns) else t
-                                 for t in traces]
+        raw = compiled_reader().RawColumns
+        data["device_traces"] = [ColumnTrace(t) if isinstance(t, raw) else t for t in traces]
     return data
 
 

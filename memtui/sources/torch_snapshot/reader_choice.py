@@ -14,7 +14,13 @@ try:
 except ImportError:  # built without a compiler: the Python reader only
     _reader = None
 
-__all__ = ["PURE_PYTHON_ENV", "compiled_available", "compiled_enabled", "reader_in_use"]
+__all__ = ["PURE_PYTHON_ENV", "compiled_available", "compiled_enabled", "compiled_reader",
+           "reader_in_use"]
+
+
+def compiled_reader():  # noqa: ANN201 (the extension module, untyped)
+    """The compiled reader's module, ``None`` where it was not built."""
+    return _reader
 
 
 def compiled_available() -> bool:

@@ -4,7 +4,8 @@ Moving the cursor selects the block of the event under it; ``up``/``down`` (``k`
 walk the stack of blocks alive at the cursor; a click selects the band under the
 pointer, a drag selects a window, the wheel zooms, and dragging on the trend slider
 pans the view.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
-address (in any form, see :mod:`memtui.analysis.layout.addresses`) here and in the pool map.
+address (in any form, see :mod:`memtui.analysis.layout.addresses`) here and in the pool map;
+``r`` draws only the blocks of one role (memory by role), the next role each time.
 The header names the bytes of the level at the cursor that no block explains (a profiler
 folder's memory alive before the capture): the map cannot draw them.
 """
@@ -24,6 +25,7 @@ from textual.widgets import Static
 from memtui.analysis.layout.addresses import AddressBook
 from memtui.analysis.layout.block_map import BlockMapData, PeakFinder, bands_at, segment_index
 from memtui.analysis.layout.pool_state import event_in_life, event_seq
+from memtui.analysis.roles import ROLE_LABELS, ROLES, block_roles, role_codes, rules_key
 from memtui.analysis.timeline.attribution import remainder_at, remainder_text
 from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
 from memtui.loading import kept_block_map
@@ -34,6 +36,33 @@ from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import BlockMap, TrendSlider, legend, legend_rows
 
 DETAIL_LEVELS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def role_analyses(trace: MemoryTrace, device: str, role: str) -> tuple:
+    """The device index, block map data and peaks of ``device``'s blocks of ``role``
+    alone (shared cache, per set of role rules)."""
+    def build() -> tuple:
+        index = device_index(trace, device)
+        codes = role_codes(trace, device, index.block_id)
+        blocks = index.blocks.filter(pl.Series(codes == ROLES.index(role)))
+        only = DeviceIndex(device, blocks, index.segments, index.t_start, index.t_end)
+        data = BlockMapData(only)
+        return only, data, PeakFinder(data.level())
+
+    return cached(trace, ("block_map_role", device, role, rules_key(trace)), build)
+
+
+def next_role(trace: MemoryTrace, device: str, role: str | None) -> str | None:
+    """The role after ``role`` among those the device's blocks have (None: all blocks,
+    after the last)."""
+    present = [r for r in ROLES if r in set(block_roles(trace, device).frame["role"]
+                                               .cast(pl.String).to_list())]
+    if not present:
+        return None
+    if role is None:
+        return present[0]
+    later = present[present.index(role) + 1:] if role in present else []
+    return later[0] if later else None
 
 
 def block_analyses(trace: MemoryTrace, device: str) -> tuple:
@@ -65,6 +94,7 @@ class BlocksScreen(LinkedScreen):
         Binding("minus", "detail(-1)", "Less detail", id="blocks.detail_minus_1"),
         Binding("slash", "search", "Find address", id="blocks.search"),
         Binding("s", "segments", "Segments", id="blocks.segments"),
+        Binding("r", "role", "Role", id="blocks.role"),
     ]
 
     def __init__(self) -> None:
@@ -72,6 +102,7 @@ class BlocksScreen(LinkedScreen):
         self.detail = 1024
         self.index: DeviceIndex | None = None
         self.segments_mode = False  # s: segments over time instead of blocks
+        self.role: str | None = None  # r: only the blocks of one role (memory by role)
 
     def compose(self) -> ComposeResult:
         yield from self.compose_layout()
@@ -85,6 +116,8 @@ class BlocksScreen(LinkedScreen):
     def prepare(self, device: str) -> None:
         self.index, self.data, self.peaks, self.book, self.events = block_analyses(
             self.trace, device)
+        if self.role is not None:
+            self.index, self.data, self.peaks = role_analyses(self.trace, device, self.role)
         if self.segments_mode:
             trace = self.trace
             self.seg_index = cached(trace, ("segment_index", device),
@@ -136,6 +169,8 @@ class BlocksScreen(LinkedScreen):
         drawn = f"{raster.drawn.size:,}/{raster.candidates:,}" if raster else "-"
         origin = self.index.t_start
         what = "Segments" if self.segments_mode else "Blocks"
+        if not self.segments_mode and self.role is not None:
+            what += f" of role {ROLE_LABELS[self.role]} (r)"
         rest = [] if self.segments_mode else remainder_at(
             trace, cursor.device, self.app.timeline(cursor.device).event_of(cursor))
         # bytes of the level at the cursor that no band can draw: said first, never a gap
@@ -200,6 +235,16 @@ class BlocksScreen(LinkedScreen):
                 del changes["t"]
                 changes["event"] = event
         self.move_cursor(**changes)
+
+    def action_role(self) -> None:
+        """Draw only the blocks of one role, the next role present each time (memory by
+        role), then every block again."""
+        if not self._ready or self.segments_mode:
+            return
+        self.role = next_role(self.trace, self.cursor.device, self.role)
+        self.notify(f"Blocks of role {ROLE_LABELS[self.role]}" if self.role is not None
+                    else "Blocks of every role", timeout=3)
+        self._start(self.cursor.device)
 
     def action_segments(self) -> None:
         """Draw the segments over time (memory_viz's Active Cached Segment Timeline,

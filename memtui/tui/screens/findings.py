@@ -36,7 +36,8 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 SEVERITY_TAG = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "info"}
 #: Where Enter takes each kind of finding.
 DESTINATION = {"leak": "tables", "oom": "pool", "peak": "stacks", "fragmentation": "pool",
-               "inefficient": "tables", "capture": "trend"}
+               "inefficient": "tables", "capture": "trend",
+               "savings": "tables"}  # the role's blocks alive at the peak
 DESTINATION_WORDS = {"tables": "its blocks in the Tables", "pool": "the Pool at that event",
                      "stacks": "the Stacks at that event", "trend": "the Trend at that event"}
 #: Readable names of a finding's figures (others: the key, ``_`` as spaces, no ``bytes``).
@@ -67,6 +68,7 @@ LABELS = {
     "explains_oom_t": "explains the OOM at", "ghost_bytes": "ghost bytes",
     "ghost_bytes_share": "ghost share of bytes", "ghost_share": "ghost share of blocks",
     "freed_without_alloc": "freed without an alloc", "without_stack": "without a stack",
+    "role_bytes": "the role holds", "saving_bytes": "would save up to",
 }
 
 
@@ -227,10 +229,10 @@ class FindingsScreen(Screen):
             if evidence.t is not None:
                 changes["t"] = evidence.t
             app.move_cursor(**changes)
-        target = DESTINATION[finding.kind]
+        target = DESTINATION.get(finding.kind, "trend")
         if target == "tables" and evidence.block_ids:
             label = (finding.detail.get("function") or finding.detail.get("flag")
-                     or finding.kind)
+                     or finding.detail.get("role") or finding.kind)
             app.filter_blocks(list(evidence.block_ids), f"{finding.kind}: {label}")
             return
         if target == "tables":
@@ -257,15 +259,15 @@ def detail_text(finding: Finding, when: str | None,
     ``when`` is the evidence's time as shown; ``time_text`` shows the detail's times."""
     text = Text()
     text.append(f"{SEVERITY_TAG[finding.severity].strip()} ", SEVERITY_STYLE[finding.severity])
-    text.append(f"{finding.kind} on {finding.device}\n", "bold")
-    text.append(finding.title + "\n")
+    text.append(f"{finding.kind} on {printable(str(finding.device))}\n", "bold")
+    text.append(printable(finding.title) + "\n")
     for key in ("cause", "advice"):
         if finding.detail.get(key) and str(finding.detail[key]) not in finding.title:
             text.append(f"{key}: ", "bold")
-            text.append(str(finding.detail[key]) + "\n")
+            text.append(printable(str(finding.detail[key])) + "\n")
     for conflict in finding.detail.get("conflicts") or []:
         text.append("conflict: ", "bold yellow")
-        text.append(conflict + "\n")
+        text.append(printable(str(conflict)) + "\n")
     _append_evidence(text, finding, when)
     levels = finding.detail.get("level_at_steps")
     what = "live bytes at each step: "
@@ -285,7 +287,7 @@ def detail_text(finding: Finding, when: str | None,
     width = max((len(label) for label, _ in figures), default=0)
     for label, value in figures:
         text.append(f"  {label:<{width}}  ", "dim")
-        text.append(f"{value}\n")
+        text.append(printable(str(value)) + "\n")
     lists = _LISTS
     if finding.detail.get("grouped_by") == "operator":  # profiler: operators first
         lists = ("by_owner", *[k for k in _LISTS if k != "by_owner"])
@@ -305,19 +307,20 @@ def detail_text(finding: Finding, when: str | None,
 def _append_evidence(text: Text, finding: Finding, when: str | None) -> None:
     """Where the evidence is, where Enter takes it, and its stack (innermost first)."""
     evidence = finding.evidence
-    where = DESTINATION_WORDS[DESTINATION[finding.kind]]
+    where = DESTINATION_WORDS[DESTINATION.get(finding.kind, "trend")]
     parts = []
     if when is not None:
         parts.append(f"at {when}")
     if evidence.block_ids:
         parts.append(counted(len(evidence.block_ids), "block"))
     if evidence.owner:
-        parts.append(f"owner {evidence.owner}")
+        parts.append(f"owner {printable(str(evidence.owner))}")
     text.append("evidence: ", "bold")
     text.append((", ".join(parts) or "the whole capture") + f"  (Enter: {where})\n")
     for frame in evidence.stack[:6]:
         base = (frame.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
-        text.append(f"  {frame.name or '?'}  {base}:{frame.line or ''}\n", "dim")
+        text.append(f"  {printable(frame.name or '?')}  {printable(base)}:{frame.line or ''}\n",
+                    "dim")
 
 
 def sparkline(values: list[int], width: int) -> str:

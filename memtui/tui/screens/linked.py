@@ -11,6 +11,7 @@ from its widgets to ``app.move_cursor`` and has a one-line search box (``/``).
 from __future__ import annotations
 
 import re
+from typing import Any, Protocol
 
 from rich.text import Text
 from textual import events
@@ -24,7 +25,7 @@ from textual.widgets import Input, Static
 from memtui.analysis.layout.addresses import AddressBook
 from memtui.analysis.stacks.callstack import stack_tops, top_names
 from memtui.analysis.stacks.stack_tree import format_stack
-from memtui.analysis.timeline.live import DeviceIndex, cached
+from memtui.analysis.timeline.live import DeviceIndex, EventBlocks, cached
 from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
@@ -256,7 +257,26 @@ class LinkedScreen(Screen):
 # -- Parts the map screens share -----------------------------------------------------
 
 
-def select_event_block(screen, old: CursorState | None, new: CursorState) -> bool:
+class MapScreen(Protocol):
+    """What the parts below read on a screen: a :class:`LinkedScreen`'s own (``trace``,
+    ``cursor``, ``move_cursor``, ``notify``, ``app``) and what a map screen's
+    :meth:`~LinkedScreen.prepare` sets (``index``, ``book``, ``events``: the Blocks and
+    Pool screens).  ``tests/tui/test_app_parts.py`` holds both sides to it."""
+
+    trace: MemoryTrace
+    cursor: CursorState
+    app: Any
+    index: DeviceIndex | None
+    book: AddressBook
+    events: EventBlocks
+
+    def move_cursor(self, **changes: Any) -> Any: ...
+
+    def notify(self, message: str, *, severity: str = "information") -> None: ...
+
+
+def select_event_block(screen: MapScreen, old: CursorState | None,
+                       new: CursorState) -> bool:
     """Select the block of the event under the cursor when the cursor moved in time
     without choosing a block (or on first showing with none); True if it did."""
     moved = old is not None and (new.t, new.event) != (old.t, old.event) \
@@ -271,9 +291,9 @@ def select_event_block(screen, old: CursorState | None, new: CursorState) -> boo
     return True
 
 
-def find_address(screen: LinkedScreen, text: str) -> None:
+def find_address(screen: MapScreen, text: str) -> None:
     """Select what ``text`` names, moving the cursor (and the view) to when it lived."""
-    book: AddressBook = screen.book  # type: ignore[attr-defined]
+    book = screen.book
     cursor = screen.cursor
     hit = book.find_text(text, cursor.t)
     if hit is None:
@@ -293,9 +313,9 @@ def _or_dash(value) -> str:
     return "-" if value is None else str(value)
 
 
-def block_details(screen, cursor: CursorState) -> str:
+def block_details(screen: MapScreen, cursor: CursorState) -> str:
     """The Slice Detail of the selected block: what, when, whose, and its stack."""
-    index: DeviceIndex = screen.index
+    index: DeviceIndex = screen.index  # type: ignore[assignment] - prepared before
     trace = screen.trace
     row = index.row_of_block(cursor.block_id)
     if row is None:

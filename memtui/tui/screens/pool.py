@@ -190,6 +190,10 @@ class PoolScreen(LinkedScreen):
             line2 += f"  rounding {format_bytes(measures.rounding)}"
         if state.orphans:
             line2 += f"  [b]{state.orphans} blocks outside any segment[/b]"
+        if reserved is not None and reserved > state.reserved and \
+                self.trace.meta.device(cursor.device).has_segments:
+            # reserved in segments the file does not list (memtui state's unplaced_bytes)
+            line2 += f"  {format_bytes(reserved - state.reserved)} in unlisted segments"
         if not self.ooms.is_empty():
             line2 += f"  [b red]{self.ooms.height} OOM[/] (o)"
         if not self.trace.meta.device(cursor.device).has_segments:

@@ -12,7 +12,8 @@ the level (the status bar's): the bytes no block explains hang under it as their
 ("alive before the capture", "in no operator").  Profiler captures open by operator
 (``O``: by owner layer).  Each node
 says its bytes, share of all, and from 100 columns its self bytes, blocks and share of
-its parent.  ``v`` shows the call flame instead, ``e`` picks its thread (``t`` stays the
+its parent.  ``r`` counts only the blocks of one role (memory by role), the next role each
+time.  ``v`` shows the call flame instead, ``e`` picks its thread (``t`` stays the
 app's memory layer), and ``pageup``/``pagedown`` scroll its depth.
 """
 
@@ -25,6 +26,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
 
+from memtui.analysis.roles import ROLE_LABELS, ROLES, block_roles, role_codes
 from memtui.analysis.stacks.call_flame import CallFlame, threads
 from memtui.analysis.stacks.owner_tree import OwnerTree, owner_tree
 from memtui.analysis.stacks.stack_tree import BEFORE_STACK, MODES, ROOT, StackTree, block_rows_for
@@ -87,6 +89,7 @@ class StacksScreen(LinkedScreen):
         Binding("e", "thread", "Thread", show=False, id="stacks.thread"),
         Binding("O", "owners", "Owner layers", show=False, id="stacks.owners"),
         Binding("u", "user_frames", "User frames", id="stacks.user_frames"),
+        Binding("r", "role", "Role", id="stacks.role"),
     ]
 
     def __init__(self) -> None:
@@ -105,6 +108,8 @@ class StacksScreen(LinkedScreen):
         self.rows_counted = np.zeros(0, dtype=np.int64)
         self.rest: list[Remainder] = []  # the counted level's bytes in no block
         self.taken_at: int | None = None
+        self.role: str | None = None  # r: only the blocks of one role (memory by role)
+        self.role_codes = np.zeros(0, dtype=np.int64)
 
     def compose(self) -> ComposeResult:
         yield from self.compose_layout("tree-heading")
@@ -125,6 +130,8 @@ class StacksScreen(LinkedScreen):
                                  lambda: owner_tree(trace, blocks))
             self.stack_tree = self.owners.tree
         self.thread_at = 0
+        self.role_codes = (role_codes(self.trace, device, self.index.block_id)
+                           if self.role is not None else np.zeros(0, dtype=np.int64))
 
     async def build(self) -> None:
         await self.query("StackTreeView, CallFlameView").remove()
@@ -213,6 +220,8 @@ class StacksScreen(LinkedScreen):
         window = cursor.window or cursor.view
         rows, self.taken_at = block_rows_for(self.trace, self.index, self.mode, cursor.t,
                                              window, event=cursor.event)
+        if self.role is not None and self.role_codes.size == self.index.block_id.size:
+            rows = rows[self.role_codes[rows] == ROLES.index(self.role)]
         self.rows_counted = rows
         ix = self.index
         if self.owners is not None:
@@ -227,7 +236,7 @@ class StacksScreen(LinkedScreen):
         """The named bytes of the level (at the cursor's event, or the peak) that the
         counted blocks do not explain: the tree's root is then the status bar's level."""
         timeline_of = getattr(self.app, "timeline", None)
-        if self.mode == "window" or timeline_of is None:
+        if self.mode == "window" or timeline_of is None or self.role is not None:
             return []
         timeline = timeline_of(self.device)
         if self.mode == "peak":
@@ -254,6 +263,8 @@ class StacksScreen(LinkedScreen):
         unexplained = sum(r.bytes for r in self.rest)
         if unexplained:
             text += f", {format_bytes(unexplained)} of it in no block"
+        if self.role is not None:
+            text += f"  [b]role {ROLE_LABELS[self.role]}[/b] (r)"
         if self.owners is not None:
             text += "  [b]by owner layer[/b] (O: by call stack)"
         else:
@@ -312,6 +323,22 @@ class StacksScreen(LinkedScreen):
         if self._ready and not self.has_class("-flame"):
             self.tree_view.toggle()
             self._details()
+
+    def action_role(self) -> None:
+        """Count only the blocks of one role (memory by role), the next role present each
+        time, then every block again."""
+        if not self._ready or self.has_class("-flame"):
+            return
+        present = [r for r in ROLES if r in set(block_roles(self.trace, self.device).frame[
+            "role"].cast(str).to_list())]
+        later = present[present.index(self.role) + 1:] if self.role in present else present
+        self.role = later[0] if later and (self.role is None or self.role in present) \
+            else None
+        self.role_codes = (role_codes(self.trace, self.device, self.index.block_id)
+                           if self.role is not None else np.zeros(0, dtype=np.int64))
+        self._recount(self.cursor)
+        self._header(self.cursor)
+        self._details()
 
     def action_mode(self) -> None:
         if not self._ready:

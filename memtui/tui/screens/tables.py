@@ -49,10 +49,12 @@ from memtui.analysis.findings.flags import (
     parse_thresholds,
     with_inefficient_flags,
 )
+from memtui.analysis.roles import role_table_blocks
 from memtui.analysis.stacks.callstack import stack_lines
 from memtui.analysis.tables import INEFFICIENT_WORDS, Filter, TableModel, format_time
 from memtui.analysis.timeline.at_time import block_positions
 from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
+from memtui.errors import printable
 from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
@@ -223,8 +225,8 @@ class TablesScreen(Screen):
         unit = app.trace.meta.time_unit
         tops = app.stack_tops()
         if kind == "blocks":
-            model = TableModel.for_blocks(app.trace.device_blocks(device), timeline.start, unit,
-                                          tops, events=app.trace.device_events(device),
+            model = TableModel.for_blocks(role_table_blocks(app.trace, device), timeline.start,
+                                          unit, tops, events=app.trace.device_events(device),
                                           positions=block_positions(app.trace, device))
         else:
             model = TableModel.for_events(app.trace.device_events(device), timeline.start, unit,
@@ -689,11 +691,12 @@ def _append_stack(text: Text, trace, stack_id: int | None, name: str | None) -> 
         return
     if name:
         text.append("named ", style="dim")
-        text.append(name + "\n", style="bold")
+        text.append(printable(name) + "\n", style="bold")
     hidden = sum(1 for _, internal in lines if internal)
     for label, internal in lines:
         if not internal:
-            text.append("• " + label + "\n")
+            text.append("• " + printable(label) + "\n")  # U+2028 in a name breaks a line
     if hidden:
         text.append(f"({hidden} allocator, unwinder and interpreter frames hidden)\n",
                     style="dim")
+

@@ -2,7 +2,8 @@
 
 Top: a legend with each curve's value at the cursor and the peak.  Middle: the
 :class:`~memtui.tui.widgets.curve.TrendPlot`.  Bottom: the live bytes at the cursor by call
-stack top or by owner (``o`` toggles; profiler captures by operator first), summing to
+stack top, by owner or by role (``o`` cycles; profiler captures by operator first; by role
+the plot stacks the roles, each its own colour, the legend naming them), summing to
 the level at the cursor: the largest groups, the others as one row, then the bytes no
 block explains ("alive before the capture", "in no operator"), each a row, every share of
 the level.  Computed in a worker so that moving the cursor never waits for it.  For
@@ -27,6 +28,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from memtui.analysis.layout.block_map import PeakFinder
+from memtui.analysis.roles import ROLE_LABELS, ROLE_SHORT, ROLES, levels_by_role, levels_ready
 from memtui.analysis.stacks.callstack import TOP_RULES
 from memtui.analysis.stacks.stack_tree import format_stack
 from memtui.analysis.summary import device_start
@@ -66,7 +68,8 @@ class TrendScreen(Screen):
         Binding("ctrl+left", "edge(1, -1)", "View end earlier", show=False,
                 id="trend.edge_1_minus_1"),
         Binding("ctrl+right", "edge(1, 1)", "View end later", show=False, id="trend.edge_1_1"),
-        Binding("o", "toggle_live_by", "Stacks/owners", show=True, id="trend.toggle_live_by"),
+        Binding("o", "toggle_live_by", "Stack/owner/role", show=True,
+                id="trend.toggle_live_by"),
         Binding("b", "group_by", "Group by", show=False, id="trend.group_by"),
         Binding("w", "what_if", "What if", show=False, id="trend.what_if"),
     ]
@@ -136,15 +139,24 @@ class TrendScreen(Screen):
     # -- data -----------------------------------------------------------------------------
 
     def _ensure_series(self, device: str) -> None:
-        key = (device, self.group_by)
+        by_role = self.live_by == "role"
+        key = (device, self.group_by, by_role)
         if key == self._series_key:
             return
         app = self.app
         timeline = app.timeline(device)
         if self.group_by not in group_bys(app.trace, device):
             self.group_by = "overall"
-            key = (device, self.group_by)
-        self._series = trend_series(app.trace, device, timeline, self.group_by)
+            key = (device, self.group_by, by_role)
+        roles = levels_ready(app.trace, device) if by_role else None
+        if by_role and roles is None:
+            self._work_out_roles(device)  # drawn as they were until the roles are in
+            if self._series:
+                return
+        if roles is not None:
+            self._series = role_series(roles, timeline)
+        else:
+            self._series = trend_series(app.trace, device, timeline, self.group_by)
         self._series_key = key
         start, unit = timeline.start, app.trace.meta.time_unit
         plot = self.query_one(TrendPlot)
@@ -153,7 +165,7 @@ class TrendScreen(Screen):
         plot.origin = start
         markers = Markers.from_frame(timeline.markers)
         peak = (timeline.peak_t, timeline.peak) if timeline.peak > 0 else None
-        if self._series and self._series[0].role != "allocated":
+        if self._series and self._series[0].role not in ("allocated", "stack"):
             peak = None
         plot.set_series(self._series + self._overlay(device), peak, markers,
                         reserved_peak(timeline))
@@ -201,12 +213,19 @@ class TrendScreen(Screen):
         exact = {id(timeline.allocated): levels.allocated, id(timeline.active): levels.active}
         if timeline.reserved is not None:
             exact[id(timeline.reserved)] = levels.reserved
+        roles = self._roles_at(cursor.device, timeline.event_of(cursor))
         for series in self._series:
+            if series.role == "total":
+                continue
             # the device's own levels: exact at the cursor's event (as the status bar)
             value = exact.get(id(series.level))
+            if series.role == "stack" and roles is not None:
+                value = roles.get(ROLES[series.colour], 0)
             if value is None:
                 value = _value_at(series, cursor.t)
-            if series.role == "allocated":
+            if series.role == "stack":
+                glyph, component = _GLYPHS[0], f"trendplot--stack-{series.colour}"
+            elif series.role == "allocated":
                 glyph, component = _GLYPHS[0], "trendplot--fill"
             else:
                 glyph, component = _GLYPHS[1], f"trendplot--line-{min(line, 5)}"
@@ -249,6 +268,24 @@ class TrendScreen(Screen):
             text.append(f"  in {marker}", style="italic")
         self.query_one("#trend-legend", Static).update(text)
 
+    def _roles_at(self, device: str, event: int) -> dict[str, int] | None:
+        """Bytes by role just after ``event`` where the roles are worked out (None else)."""
+        if self.live_by != "role":
+            return None
+        levels = levels_ready(self.app.trace, device)
+        return levels.at_event(event) if levels is not None else None
+
+    @work(thread=True, group="roles", description="the roles", exit_on_error=False)
+    def _work_out_roles(self, device: str) -> None:
+        """Memory by role of ``device`` (seconds on a large capture), then drawn."""
+        levels_by_role(self.app.trace, device)
+        self.app.call_from_thread(self._roles_done)
+
+    def _roles_done(self) -> None:
+        self._series_key = None
+        if self.is_attached and self.app.cursor is not None:
+            self._cursor_changed(self.app.cursor)
+
     def _marker_kinds(self, markers: pl.DataFrame) -> list[tuple[str, str]]:
         """:func:`marker_kinds` of ``markers``, kept while the same frame is shown (the
         legend is written on every cursor move)."""
@@ -277,12 +314,17 @@ class TrendScreen(Screen):
                       event: int | None = None) -> None:
         try:  # exact at the cursor's event (the status bar's level), else at time t
             live = self.app.live_blocks(device)
-            top = live.top(t, by=by, limit=LIVE_ROWS, event=event)
-            total, count = live.total(t, event), int(live.mask(t, event).sum())
             timeline = self.app.timeline(device)
             level = timeline.levels_at_event(event).allocated if event is not None \
                 else timeline.levels_at(t).allocated
-            top = (top, remainder_rows(self.app.trace, device, level, total))
+            total, count = live.total(t, event), int(live.mask(t, event).sum())
+            if by == "role":  # every role a row, summing to the level: no rest
+                top = (role_rows(self.app.trace, device, live, t,
+                                 event if event is not None else timeline.event_at(t)), [])
+                total = level
+            else:
+                top = live.top(t, by=by, limit=LIVE_ROWS, event=event)
+                top = (top, remainder_rows(self.app.trace, device, level, total))
         except Exception:
             self.app.call_from_thread(self._live_done, None)
             raise
@@ -307,7 +349,7 @@ class TrendScreen(Screen):
         timeline = self.app.timeline(device)
         when = format_time(t, timeline.start, self.app.trace.meta.time_unit)
         owner = "operator" if groups_by_operator(self.app.trace) else "owner"
-        what = TOP_RULES[rule] if by == "stack" else owner
+        what = TOP_RULES[rule] if by == "stack" else "role" if by == "role" else owner
         level = total if level is None else level
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(f"Live at {when}", style="bold")
@@ -317,8 +359,8 @@ class TrendScreen(Screen):
         else:
             title.append(f" in {counted(count, 'block')}")
         title.append(f", by {what} ")
-        title.append("(o: by " + (owner if by == "stack" else "stack") + ", T: which frame)",
-                     style="dim")
+        following = {"stack": owner, "owner": "role", "role": "stack"}[by]
+        title.append(f"(o: by {following}, T: which frame)", style="dim")
         self.query_one("#live-title", Static).update(title)
         table = Table(box=None, expand=True, show_edge=False, pad_edge=False,
                       header_style="bold")
@@ -434,9 +476,12 @@ class TrendScreen(Screen):
     # -- actions --------------------------------------------------------------------------
 
     def action_toggle_live_by(self) -> None:
+        """By stack, by owner, by role (the plot then stacks the roles), by stack again."""
         self._live_by_chosen = True
-        self.live_by = "owner" if self.live_by == "stack" else "stack"
+        self.live_by = {"stack": "owner", "owner": "role", "role": "stack"}[self.live_by]
         cursor = self.app.cursor
+        self._series_key = None
+        self._cursor_changed(cursor)
         self._update_live(cursor.device, cursor.t)
 
     def action_group_by(self) -> None:
@@ -551,6 +596,34 @@ def clicked_block_text(trace, device: str, block_id: int) -> Text:
     stack = format_stack(trace, row["stack_id"], limit=4)
     text.append("\n".join("  " + printable(line) for line in stack), style="dim")
     return text
+
+
+def role_series(levels, timeline) -> list[Series]:
+    """The roles as stacked layers (bottom first, in the order of ROLES, each its own
+    colour) and their sum, the allocated level, read per column (memory by role)."""
+    layers = [Series(ROLE_LABELS[role], ROLE_SHORT[role], level, role="stack",
+                     colour=ROLES.index(role))
+              for role, level in levels.series(timeline).items()]
+    return layers + [Series("allocated", "alloc", timeline.allocated, role="total")]
+
+
+def role_rows(trace, device: str, live, t: int, event: int) -> pl.DataFrame:
+    """The live table by role: each role holding bytes, its bytes (summing to the level
+    at ``event``) and its blocks alive."""
+    import numpy as np
+
+    from memtui.analysis.roles import block_roles
+
+    roles = levels_by_role(trace, device).at_event(event)
+    codes = block_roles(trace, device).codes
+    mask = live.mask(t, event)
+    counts = np.bincount(codes[mask], minlength=len(ROLES)) if codes.size == mask.size \
+        else np.zeros(len(ROLES), dtype=np.int64)
+    rows = [(ROLE_LABELS[r] + (" (no rule explains it)" if r == "other" else ""),
+             roles[r], int(counts[i])) for i, r in enumerate(ROLES) if roles[r]]
+    rows.sort(key=lambda row: -row[1])
+    return pl.DataFrame(rows, schema={"where": pl.String, "bytes": pl.Int64,
+                                      "blocks": pl.Int64}, orient="row")
 
 
 def live_rows(top: pl.DataFrame, total: int, count: int, rest) -> pl.DataFrame:

@@ -3,9 +3,12 @@
 The first series (``role="allocated"``) is drawn as a filled area with eighth blocks; the
 others as braille lines (2 x 4 dots per cell), each min-max downsampled to the pixels of
 the pane (:func:`memtui.analysis.timeline.downsample.minmax_bins`), so nothing narrower than a
-column is lost and zooming in shows every step.  Fill and lines differ in shape, not only
-in colour.  Under the plot: a marker row (steps, annotations, MSTX ranges, the peak ``▲``,
-the window's ``[`` ``]`` and the cursor ``┴``) and a time axis.
+column is lost and zooming in shows every step.  Series of ``role="stack"`` (memory by
+role) are drawn instead as filled layers stacked bottom first, each in its own colour,
+read in each column where the layers' sum (a ``role="total"`` series, not drawn) is
+highest there, so the stack's top is the allocated curve's.  Fill and lines differ in
+shape, not only in colour.  Under the plot: a marker row (steps, annotations, MSTX
+ranges, the peak ``▲``, the window's ``[`` ``]`` and the cursor ``┴``) and a time axis.
 
 The plot grid is computed only when the data, the view or the size change; the cursor
 and window are overlays applied while painting lines, so moving the cursor is cheap.
@@ -39,6 +42,43 @@ AXIS_WIDTH = 7
 # Style ids in the grid.
 EMPTY, FILL = 0, 1
 LINE0 = 2  # LINE0 + i: line series i; + 16: the same over the fill
+STACK0 = 40  # STACK0 + k: stacked layer k (role="stack" series, bottom first)
+STACK_COLOURS = 8
+
+
+def _column_times(level, t0: int, t1: int, cols: int) -> np.ndarray:
+    """Per column of ``[t0, t1]``, the time in it where ``level`` is highest: a change
+    inside it, or just before its start where the level entering it is as high (the
+    values :func:`minmax_bins` takes for the column)."""
+    starts = bin_start(np.arange(cols), t0, t1, cols).astype(np.int64)
+    times = starts - 1
+    t, v = level.t, level.values
+    a = int(np.searchsorted(t, t0, side="left"))
+    b = int(np.searchsorted(t, t1, side="right"))
+    inside_t, inside_v = t[a:b], v[a:b]
+    if inside_t.size == 0:
+        return times
+    entering = np.searchsorted(t, starts, side="left") - 1
+    base = np.where(entering >= 0, v[np.clip(entering, 0, None)], np.iinfo(np.int64).min)
+    firsts = np.searchsorted(inside_t, starts, side="left")
+    ends = np.append(firsts[1:], inside_t.size)
+    occupied = np.flatnonzero(ends > firsts)
+    lengths = ends[occupied] - firsts[occupied]
+    highest = np.maximum.reduceat(inside_v, firsts[occupied])
+    run_of = np.repeat(np.arange(occupied.size), lengths)  # the runs tile inside_*
+    hits = np.flatnonzero(inside_v[firsts[occupied[0]]:] == highest[run_of])
+    _, first = np.unique(run_of[hits], return_index=True)
+    at = firsts[occupied[0]] + hits[first]
+    times[occupied] = np.where(highest > base[occupied], inside_t[at], starts[occupied] - 1)
+    return times
+
+
+def _values_at(level, times: np.ndarray) -> np.ndarray:
+    """The step function ``level`` at each of ``times`` (0 before its first point)."""
+    if level.t.size == 0:
+        return np.zeros(times.size, dtype=np.int64)
+    at = np.searchsorted(level.t, times, side="right") - 1
+    return np.where(at >= 0, level.values[np.clip(at, 0, None)], 0).astype(np.int64)
 
 
 def nice_step(span: float, count: int) -> float:
@@ -105,6 +145,7 @@ class TrendPlot(Widget, can_focus=True):
         "trendplot--fill", "trendplot--line-0", "trendplot--line-1", "trendplot--line-2",
         "trendplot--line-3", "trendplot--line-4", "trendplot--line-5", "trendplot--cursor",
         "trendplot--window", "trendplot--axis", "trendplot--peak", "trendplot--marker",
+        *(f"trendplot--stack-{k}" for k in range(STACK_COLOURS)),
     }
 
     DEFAULT_CSS = """
@@ -121,6 +162,14 @@ class TrendPlot(Widget, can_focus=True):
     TrendPlot > .trendplot--axis { color: $foreground-muted; }
     TrendPlot > .trendplot--peak { color: $error; text-style: bold; }
     TrendPlot > .trendplot--marker { color: $secondary; }
+    TrendPlot > .trendplot--stack-0 { color: ansi_blue; }
+    TrendPlot > .trendplot--stack-1 { color: ansi_yellow; }
+    TrendPlot > .trendplot--stack-2 { color: ansi_magenta; }
+    TrendPlot > .trendplot--stack-3 { color: ansi_green; }
+    TrendPlot > .trendplot--stack-4 { color: ansi_bright_black; }
+    TrendPlot > .trendplot--stack-5 { color: ansi_cyan; }
+    TrendPlot > .trendplot--stack-6 { color: ansi_red; }
+    TrendPlot > .trendplot--stack-7 { color: ansi_white; }
     """
 
     class CursorRequest(Message):
@@ -212,6 +261,8 @@ class TrendPlot(Widget, can_focus=True):
         return nice_bytes_ceiling(top)
 
     def _build_grid(self) -> PlotGrid:
+        if any(s.role == "stack" for s in self.series):
+            return self._stacked_grid()
         rows, cols = self.plot_height, self.plot_width
         v0, v1 = self.view
         fills = [s for s in self.series if s.role == "allocated"]
@@ -240,6 +291,42 @@ class TrendPlot(Widget, can_focus=True):
             styles[over_fill] = LINE0 + min(index, 5) + 16
         return PlotGrid([list(row) for row in chars], styles, ymax, self.view)
 
+    def _stacked_grid(self) -> PlotGrid:
+        """The ``role="stack"`` layers, bottom first, read in each column where their
+        ``role="total"`` is highest (see the module docstring); ``colour`` of a layer is
+        its :class:`Series` ``short``'s index in the palette (``stack-K``)."""
+        rows, cols = self.plot_height, self.plot_width
+        v0, v1 = self.view
+        layers = [s for s in self.series if s.role == "stack"]
+        total = next((s for s in self.series if s.role == "total"), None)
+        times = _column_times(total.level if total is not None else layers[0].level,
+                              v0, v1, cols)
+        values = np.stack([_values_at(s.level, times) for s in layers])
+        tops = np.cumsum(values, axis=0)  # (layers, cols)
+        ymax = nice_bytes_ceiling(int(tops[-1].max()) if tops.size else 0)
+        chars = np.full((rows, cols), " ", dtype="<U1")
+        styles = np.zeros((rows, cols), dtype=np.int64)
+        unit = ymax / rows
+        middle = (np.arange(rows)[::-1] + 0.5) * unit  # each row's middle, top row first
+        layer = (tops[None, :, :] <= middle[:, None, None]).sum(axis=1)  # (rows, cols)
+        inside = layer < len(layers)
+        colours = np.array([s.colour for s in layers], dtype=np.int64)
+        chars[inside] = "█"
+        styles[inside] = STACK0 + colours[np.clip(layer, 0, len(layers) - 1)][inside]
+        # the top cell of each column in eighths, the colour of the layer under it
+        eighths = np.round(tops[-1] / unit * 8).astype(np.int64) if tops.size else \
+            np.zeros(cols, dtype=np.int64)
+        top_row = rows - 1 - eighths // 8
+        part = eighths % 8
+        show = (part > 0) & (top_row >= 0)
+        cols_shown = np.flatnonzero(show)
+        below = np.clip(top_row[cols_shown] + 1, 0, rows - 1)
+        chars[top_row[cols_shown], cols_shown] = np.array(list(FILL_CHARS))[part[cols_shown]]
+        styles[top_row[cols_shown], cols_shown] = np.where(
+            styles[below, cols_shown] >= STACK0, styles[below, cols_shown],
+            STACK0 + colours[-1])
+        return PlotGrid([list(row) for row in chars], styles, ymax, self.view)
+
     @staticmethod
     def _braille(bins, ymax: int, rows: int, cols: int) -> np.ndarray:
         """Braille codes (rows x cols) drawing the min-max range of each pixel column."""
@@ -257,12 +344,14 @@ class TrendPlot(Widget, can_focus=True):
 
     def _styles(self) -> dict[str, Style]:
         names = ["fill", "cursor", "window", "axis", "peak", "marker"] + [
-            f"line-{i}" for i in range(6)]
+            f"line-{i}" for i in range(6)] + [f"stack-{k}" for k in range(STACK_COLOURS)]
         return {name: self.get_component_rich_style(f"trendplot--{name}") for name in names}
 
     def _style_of(self, sid: int, styles: dict[str, Style]) -> Style:
         if sid == FILL:
             return styles["fill"]
+        if sid >= STACK0:
+            return styles[f"stack-{sid - STACK0}"]
         if sid >= LINE0 + 16:
             line = styles[f"line-{sid - LINE0 - 16}"]
             return line + Style(bgcolor=styles["fill"].color)

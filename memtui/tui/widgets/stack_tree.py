@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memtui.analysis.stacks.stack_tree import ROOT, StackTree, TreeFigures
+from memtui.errors import printable
 from memtui.tui.widgets import paint
 
 BAR = 10
@@ -214,7 +215,7 @@ class StackTreeView(ScrollView, can_focus=True, inherit_bindings=False):
             Segment(share_bar(held / total), paint.style(paint.TREND_IN_VIEW, bg)),
             Segment(figures_text + " ", paint.style("#b0b0b0", bg)),
             Segment(f"{indent}{marker} ", paint.style("#9a9a9a", bg)),
-            Segment(self.stack_tree.label(node), name_style),
+            Segment(printable(self.stack_tree.label(node)), name_style),  # a name's CR, tab
         ]
         return Strip(segments).adjust_cell_length(width, paint.style(None, bg))
 

@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memtui.analysis.tables import Column, TableModel
+from memtui.errors import printable
 from memtui.tui.widgets import paint
 
 GUTTER = 2
@@ -236,7 +237,8 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def _line_text(self, cells: list[str]) -> str:
         parts = []
-        for column, width, cell in zip(self.model.columns, self._widths, cells, strict=False):
+        for column, width, raw in zip(self.model.columns, self._widths, cells, strict=False):
+            cell = printable(raw)  # a frame name's CR or bidi override would move the row
             text = cell if cell_len(cell) <= width else set_cell_size(cell, width - 1) + "…"
             if column.kind in _RIGHT:
                 text = " " * (width - cell_len(text)) + text
