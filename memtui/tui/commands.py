@@ -173,6 +173,7 @@ def _active_rows(app: App, screen: Screen) -> tuple[list[tuple[str, str, str]],
         row = rows.setdefault((own, binding.description), [order, [], binding.id or ""])
         row[0] = min(row[0], order)
         row[1].append(key)
+        row[2] = row[2] or binding.id or ""  # ^q (Textual's, no id) joins q's app.quit
     ordered = sorted(rows.items(), key=lambda item: item[1][0])
     return tuple([(_keys_shown(app, keys), description, binding_id)  # type: ignore[return-value]
                   for (is_app, description), (_, keys, binding_id) in ordered

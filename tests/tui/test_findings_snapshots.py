@@ -73,9 +73,13 @@ def test_findings_screen_on_the_peak(snap_compare, demo):
     events = events_of(demo, "cuda:0")
     alive = alive_at(demo, "cuda:0", peak)
     total = int(alive["size"].sum())
-    shown.has(f"peak allocated {format_bytes(total)}, peak at "
-              f"{seconds(events['t'][peak], events['t'][0])}, blocks alive {alive.height}, "
-              f"peak reserved {format_bytes(events['reserved'].max())}")
+    facts = {"peak allocated": format_bytes(total),  # one fact a line (issue 35 item 9)
+             "peak at": seconds(events["t"][peak], events["t"][0]),
+             "blocks alive": str(alive.height),
+             "peak reserved": format_bytes(events["reserved"].max())}
+    for label, value in facts.items():
+        assert any(re.fullmatch(rf"\s+{re.escape(label)}\s{{2,}}{re.escape(value)}", line.rstrip())
+                   for line in shown.lines), (label, value)
     by_stack = [line.rstrip() for line in shown.lines].index(" by stack:")
     for offset, (frame, size, blocks) in enumerate(bytes_by_frame(demo, alive)[:5], 1):
         assert re.match(rf"^\s+{re.escape(format_bytes(size))}\s+{round(100 * size / total)}%"
