@@ -113,7 +113,7 @@ async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
         await pilot.press("question_mark")
         await pilot.pause()
         rows = dict(row[:2] for title, section in app.screen.sections for row in section
-                    if not title.startswith(("Legend", "Status bar")))
+                    if not title.startswith(("Legend", "Status bar", "Memory by role")))
         assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
         assert not any("(" in what for what in rows.values())  # no raw action names
 

@@ -57,7 +57,7 @@ class KeyBar(Footer):
             return
         active = self.screen.active_bindings
         first: dict[str, tuple[Binding, bool, str]] = {}
-        for _node, binding, enabled, tooltip in active.values():
+        for _node, binding, enabled, tooltip in sorted(active.values(), key=self._listed_at):
             if binding.show:
                 first.setdefault(binding.action, (binding, enabled, tooltip))
         shown = list(first.values())
@@ -79,6 +79,20 @@ class KeyBar(Footer):
                             binding.description, binding.action, classes="-command-palette",
                             disabled=not enabled,
                             tooltip=binding.tooltip or binding.description)
+
+    def _listed_at(self, active) -> tuple[bool, int]:
+        """The screen's and widgets' keys first, in the order found, then the app's in the
+        order of its bindings before the user's keymap: a key the keymap moved keeps its
+        binding's place (``P`` for Peak stays where ``p`` was, not after every other key)."""
+        node, binding = active[0], active[1]
+        if node is not self.app or binding.priority:  # Textual lists priority keys first
+            return (False, 0)
+        merged = type(node)._merged_bindings  # the class's keys before the keymap moved any
+        own = [] if merged is None else \
+            [b for bindings in merged.key_to_bindings.values() for b in bindings]
+        same = (lambda b: b.id == binding.id) if binding.id else \
+            (lambda b: (b.key, b.action) == (binding.key, binding.action))
+        return (True, next((i for i, b in enumerate(own) if same(b)), len(own)))
 
     def on_resize(self, event: events.Resize) -> None:
         if event.size.width != getattr(self, "_laid_out_for", None):
