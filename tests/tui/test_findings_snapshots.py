@@ -57,7 +57,8 @@ def test_findings_screen_first_on_the_demo(snap_compare, demo, size):
             f"per step since ProfilerStep#0 ({format_bytes(kept['size'].sum())} in {steps} "
             "steps)") in text
     figures = {tuple(line.split()) for line in shown.lines}  # one figure a line (item 9)
-    assert ("blocks", str(kept.height)) in figures and ("steps", str(steps)) in figures
+    if size[1] >= 40:  # at 80x24 these lines are further down the scrolling details pane
+        assert ("blocks", str(kept.height)) in figures and ("steps", str(steps)) in figures
     found = int(re.search(r"(\d+) found", shown.lines[0]).group(1))
     listed = [line for line in shown.lines[1:found + 2]
               if re.match(r"^ (HIGH|MED|MEDIUM|LOW|info) ", line)]
