@@ -28,7 +28,7 @@ ROLE_HELP = [
     ("cache", "kept from one forward into the next (KV cache, cuBLAS workspace)"),
     ("other", "what no rule explains, said so; [tool.memtui.roles] rules come first"),
     ("o (Trend)", "by stack, owner, role: by role the roles are stacked, a colour each"),
-    ("r (Stacks, Blocks)", "only the blocks of one role, the next role each time"),
+    ("R (Stacks, Blocks)", "only the blocks of one role, the next role each time"),
 ]
 
 LEGEND_TITLE = "Legend (colours and marks of this screen)"

@@ -67,7 +67,7 @@ async def test_trend_groups_by_role(size):
 
 @pytest.mark.parametrize("size", sizes(SIZES, short=(120, 40)), ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_stacks_and_blocks_by_role(size):
-    """``r`` on Stacks counts only the parameters (64 MiB at the peak), then the next role;
+    """``R`` on Stacks counts only the parameters (64 MiB at the peak), then the next role;
     on Blocks it draws only one role's blocks."""
     trace = load(CAPTURE)
     app = maps_app(trace)
@@ -75,17 +75,17 @@ async def test_stacks_and_blocks_by_role(size):
         await open_screen(pilot, "stacks", at_end=False)
         app.action_peak()
         await _settled(pilot)
-        await pilot.press("r")
+        await pilot.press("R")
         await _settled(pilot)
         screen = app.screen
         assert screen.role == "parameter"
         assert screen.tree_view.figures.total == 67141632
         assert "role parameters" in screen_text(app)
-        await pilot.press("r")
+        await pilot.press("R")
         await _settled(pilot)
         assert screen.role == "gradient"
         await open_screen(pilot, "blocks", at_end=False)
-        await pilot.press("r")
+        await pilot.press("R")
         await _settled(pilot)
         await pilot.pause()
         blocks = app.screen

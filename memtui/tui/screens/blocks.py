@@ -5,7 +5,7 @@ walk the stack of blocks alive at the cursor; a click selects the band under the
 pointer, a drag selects a window, the wheel zooms, and dragging on the trend slider
 pans the view.  ``+``/``-`` change how many blocks are drawn on their own; ``/`` finds an
 address (in any form, see :mod:`memtui.analysis.layout.addresses`) here and in the pool map;
-``r`` draws only the blocks of one role (memory by role), the next role each time.
+``R`` draws only the blocks of one role (memory by role), the next role each time.
 The header names the bytes of the level at the cursor that no block explains (a profiler
 folder's memory alive before the capture): the map cannot draw them.
 """
@@ -94,7 +94,7 @@ class BlocksScreen(LinkedScreen):
         Binding("minus", "detail(-1)", "Less detail", id="blocks.detail_minus_1"),
         Binding("slash", "search", "Find address", id="blocks.search"),
         Binding("s", "segments", "Segments", id="blocks.segments"),
-        Binding("r", "role", "Role", id="blocks.role"),
+        Binding("R", "role", "Role", id="blocks.role"),
     ]
 
     def __init__(self) -> None:
@@ -170,7 +170,7 @@ class BlocksScreen(LinkedScreen):
         origin = self.index.t_start
         what = "Segments" if self.segments_mode else "Blocks"
         if not self.segments_mode and self.role is not None:
-            what += f" of role {ROLE_LABELS[self.role]} (r)"
+            what += f" of role {ROLE_LABELS[self.role]} (R)"
         rest = [] if self.segments_mode else remainder_at(
             trace, cursor.device, self.app.timeline(cursor.device).event_of(cursor))
         # bytes of the level at the cursor that no band can draw: said first, never a gap

@@ -12,7 +12,7 @@ the level (the status bar's): the bytes no block explains hang under it as their
 ("alive before the capture", "in no operator").  Profiler captures open by operator
 (``O``: by owner layer).  Each node
 says its bytes, share of all, and from 100 columns its self bytes, blocks and share of
-its parent.  ``r`` counts only the blocks of one role (memory by role), the next role each
+its parent.  ``R`` counts only the blocks of one role (memory by role), the next role each
 time.  ``v`` shows the call flame instead, ``e`` picks its thread (``t`` stays the
 app's memory layer), and ``pageup``/``pagedown`` scroll its depth.
 """
@@ -89,7 +89,7 @@ class StacksScreen(LinkedScreen):
         Binding("e", "thread", "Thread", show=False, id="stacks.thread"),
         Binding("O", "owners", "Owner layers", show=False, id="stacks.owners"),
         Binding("u", "user_frames", "User frames", id="stacks.user_frames"),
-        Binding("r", "role", "Role", id="stacks.role"),
+        Binding("R", "role", "Role", id="stacks.role"),
     ]
 
     def __init__(self) -> None:
@@ -264,7 +264,7 @@ class StacksScreen(LinkedScreen):
         if unexplained:
             text += f", {format_bytes(unexplained)} of it in no block"
         if self.role is not None:
-            text += f"  [b]role {ROLE_LABELS[self.role]}[/b] (r)"
+            text += f"  [b]role {ROLE_LABELS[self.role]}[/b] (R)"
         if self.owners is not None:
             text += "  [b]by owner layer[/b] (O: by call stack)"
         else:
