@@ -416,7 +416,8 @@ async def test_user_keymap_changes_keys_in_footer_help_and_palette(demo, tmp_pat
     keymap = tmp_path / "keymap.toml"
     keymap.write_text('"app.peak" = "P"\n[keys]\n"stacks.user_frames" = ["U", "ctrl+u"]\n')
     app = MemtuiApp(demo, keymap_file=keymap)
-    async with app.run_test(size=(120, 40)) as pilot:
+    # 160 columns: the Stacks' own keys (R Role among them) fill 120 before the app's P
+    async with app.run_test(size=(160, 40)) as pilot:
         await open_screen(pilot, "stacks", at_end=False)
         await pilot.press("P")
         await pilot.pause()
