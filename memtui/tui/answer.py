@@ -6,8 +6,8 @@ held memory there), then, once the findings are in (at once where the reopen cac
 them), at the top finding's evidence, unless the user has moved it meanwhile.
 :func:`top_finding` picks that finding, :func:`evidence_changes` turns its evidence into
 cursor changes (the Findings screen's Enter uses it too), and :class:`CursorNote` is what
-the status bar says while the cursor stays there ("at leak", "at peak": short, so the
-figures beside it keep their full form in 80 columns).
+the status bar says while the cursor stays on that event ("at leak", "at peak"; a zoom or a
+window does not move it).
 """
 
 from __future__ import annotations
@@ -30,15 +30,19 @@ ANSWER_SEVERITIES = ("high", "medium")
 
 @dataclass(frozen=True)
 class CursorNote:
-    """What the status bar says of the cursor while it is still ``cursor``."""
+    """What the status bar says of the cursor while it is still on ``cursor``'s event."""
 
     cursor: CursorState
-    full: str
-    short: str
+    text: str
 
-    def part(self, cursor: CursorState | None) -> tuple[str, str] | None:
-        """The status bar's ``(full, short)`` part, None once the cursor moved away."""
-        return (self.full, self.short) if cursor == self.cursor else None
+    def part(self, cursor: CursorState | None) -> str | None:
+        """The status bar's part, None once the cursor moved to another event or device (a
+        zoom, a window or a block chosen leave it where it was)."""
+        if cursor is None:
+            return None
+        here = (cursor.device, cursor.event, cursor.t)
+        return self.text if here == (self.cursor.device, self.cursor.event, self.cursor.t) \
+            else None
 
 
 def top_finding(findings: dict[str, list[Finding]] | None, device: str) -> Finding | None:
@@ -56,8 +60,8 @@ def top_finding(findings: dict[str, list[Finding]] | None, device: str) -> Findi
 
 def evidence_changes(trace: MemoryTrace, finding: Finding, cursor: CursorState) -> dict:
     """``app.move_cursor`` arguments that put the cursor on ``finding``'s evidence: its
-    event (exact where several share a time), else its time; its first block and its
-    window."""
+    event (exact where several share a time), else its time; its first block; its window,
+    selected and in view (a leak's steps: the Blocks map shows them, not the whole run)."""
     evidence = finding.evidence
     changes: dict[str, Any] = {}
     if finding.device != cursor.device:
@@ -66,6 +70,8 @@ def evidence_changes(trace: MemoryTrace, finding: Finding, cursor: CursorState) 
         changes["block_id"] = evidence.block_ids[0]
     if evidence.window is not None:
         changes["window"] = evidence.window
+        if evidence.window[1] > evidence.window[0]:  # the screens show the evidence's span
+            changes["view"] = evidence.window
     position = evidence.event if evidence.event is not None else event_position(
         trace, finding.device, evidence.seq)
     if position is not None:
@@ -85,12 +91,12 @@ def event_position(trace: MemoryTrace, device: str, seq: int | None) -> int | No
 
 def finding_note(finding: Finding, cursor: CursorState) -> CursorNote:
     """The status bar's note for a cursor put on ``finding``'s evidence."""
-    return CursorNote(cursor, f"at {finding.kind}", f"at {finding.kind}")
+    return CursorNote(cursor, f"at {finding.kind}")
 
 
 def peak_note(cursor: CursorState) -> CursorNote:
     """The status bar's note for a cursor opened at the peak."""
-    return CursorNote(cursor, "at peak", "at peak")
+    return CursorNote(cursor, "at peak")
 
 
 __all__ = ["CursorNote", "evidence_changes", "event_position", "finding_note", "peak_note",

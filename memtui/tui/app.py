@@ -138,6 +138,9 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         self.crash_log: Path | None = None
         self.started_at = time.perf_counter()
         self.painted: dict[str, float] = {}
+        #: what the app itself warned of (the keymap): the status bar counts these with the
+        #: capture's warnings, the Capture facts (A) list them; nothing pops up over figures
+        self.app_warnings: list[str] = []
         self._timelines: dict[str, Timeline] = {}
         self._live: dict[str, LiveBlocks] = {}
         self._tops: pl.DataFrame | None = None
@@ -189,8 +192,8 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                 problem = "; ".join(p for p in (problem, f"{where}: {taking}") if p)
             self.set_keymap(keymap)
             self.keymap_ids = set(keymap)  # checked after the first paint (background)
-        if problem:  # said once, at the start
-            self.notify(problem, title="keymap", severity="warning", timeout=10)
+        if problem:  # said once, at the start: the status bar counts it, A shows it
+            self.add_warning(problem)
         if self.trace is not None:
             self._start(self.trace)
             return
@@ -267,9 +270,7 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
             self.cursor_note = peak_note(self.cursor)
         self._first_cursor = self.cursor
         self.sub_title = printable(Path(trace.meta.path).name)
-        for warning in trace.meta.warnings[:3]:
-            self.notify(warning, title="warning", severity="warning", timeout=10)
-        self.switch_mode("trend")
+        self.switch_mode("trend")  # the status bar counts the capture's warnings (A: them)
 
     def notify(self, message: str, *, title: str = "", severity="information",
                timeout: float | None = None, markup: bool = False) -> None:

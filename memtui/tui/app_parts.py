@@ -68,10 +68,13 @@ class BackgroundWorkNeeds(HoldsTrace, Protocol):
     painted: dict[str, float]
     user_acted: bool
 
+    def add_warning(self, text: str) -> None: ...
+
     def move_cursor(self, **changes: Any) -> CursorState: ...
 
 
 class CommandsNeeds(HoldsTrace, Protocol):
+    app_warnings: list[str]
     follow: FollowController | None
 
     def _has_cursor(self, quiet: bool = False) -> bool: ...

@@ -80,8 +80,7 @@ class BackgroundWork:
         problem = unknown_ids(dict.fromkeys(ids, ""), set(binding_defaults(type(self))))
         if problem:
             where = self.keymap_file or keymap_path()
-            self.call_from_thread(self.notify, f"{where}: {problem}", title="keymap",
-                                  severity="warning", timeout=10)
+            self.call_from_thread(self.add_warning, f"{where}: {problem}")
 
     # -- findings (after the first paint, in a thread) --------------------------------------
 

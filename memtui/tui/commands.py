@@ -39,11 +39,27 @@ class Commands:
 
     def action_facts(self) -> None:
         """The Capture facts view: source, devices, history kept, stacks, allocator
-        settings, warnings."""
+        settings, warnings (the capture's, then the app's own: the keymap's)."""
         from memtui.analysis.findings.capture_facts import capture_facts
 
         if self.trace is not None and not isinstance(self.screen, FactsScreen):
-            self.push_screen(FactsScreen(capture_facts(self.trace)))
+            sections = capture_facts(self.trace)
+            if self.app_warnings:
+                sections.append(("memtui", [(str(i + 1), text) for i, text
+                                            in enumerate(self.app_warnings)]))
+            self.push_screen(FactsScreen(sections))
+
+    def warnings_said(self) -> list[str]:
+        """Every warning the status bar counts: the capture's, then the app's own."""
+        said = list(self.trace.meta.warnings) if self.trace is not None else []
+        return said + self.app_warnings
+
+    def add_warning(self, text: str) -> None:
+        """A warning of the app's own (the keymap): counted on the status bar, listed by
+        the Capture facts, never a popup over the figures."""
+        self.app_warnings.append(text)
+        for bar in self.screen.query("StatusBar"):
+            bar.refresh(layout=True)
 
     def action_help_quit(self) -> None:
         """ctrl+c (Textual's binding): say which keys quit, in plain words (Textual's own
@@ -61,21 +77,21 @@ class Commands:
         self.push_screen(HelpScreen(self.help_sections()))
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
-        """(title, [(keys, description)]) for the app and the current screen."""
+        """(title, [(keys, description, binding id)]) of what each key does now: the app's
+        keys, then the shown screen's (its widgets' too), each key once, under the binding
+        it reaches (a key a widget takes, such as the Tables' arrows, is listed there and not
+        under the app's); then the palette, the status bar's abbreviations, the legend."""
+        from memtui.tui.widgets.status import ABBREVIATIONS
+
         screen = self.screen
-        sections = [("Everywhere", _binding_rows(self, self.BINDINGS))]
-        if self.follow is not None:
-            sections.append(("Following", [("G", "back to the end: LIVE again"),
-                                           ("R", "read the followed file again")]))
-        screen_rows = _binding_rows(self, getattr(screen, "BINDINGS", []))
-        focused = screen.focused
-        if focused is not None:
-            screen_rows += _binding_rows(self, getattr(focused, "BINDINGS", []))
-        if screen_rows:
+        everywhere, here = _active_rows(self, screen)
+        sections = [("Everywhere", everywhere)]
+        if here:
             title = SCREEN_TITLES.get(self.current_mode, "This screen")
-            sections.append((f"{title} screen", screen_rows))
+            sections.append((f"{title} screen", here))
         sections.append(("Palette", [("ctrl+p", "the command palette: screens, actions, themes")]))
         sections.append(("Memory by role", ROLE_HELP))
+        sections.append(("Status bar", list(ABBREVIATIONS)))
         legend = getattr(screen, "legend_rows", None)
         if legend is not None:
             sections.append((LEGEND_TITLE, legend()))
@@ -136,14 +152,48 @@ class Commands:
                                 partial(screen.run_action, binding.action))
 
 
-def _binding_rows(app: App, bindings) -> list[tuple[str, str, str]]:
-    """(keys as the user's keymap sets them, description, binding id) of ``bindings``."""
-    rows = []
-    for binding in bindings:
-        if not isinstance(binding, Binding) or not binding.description:
-            continue  # a binding without a description is an internal one: never raw names
-        rows.append((key_display(app, binding), binding.description, binding.id or ""))
-    return rows
+#: Textual's own bindings the help leaves out: focus moves, copying selected text, and the
+#: palette's key (a row of its own).
+_UNLISTED_ACTIONS = {"app.focus_next", "app.focus_previous", "focus_next", "focus_previous",
+                     "screen.copy_text", "command_palette"}
+
+
+def _active_rows(app: App, screen: Screen) -> tuple[list[tuple[str, str, str]],
+                                                     list[tuple[str, str, str]]]:
+    """(keys, description, binding id) rows of the app's keys and of the screen's (with its
+    focused widgets', after the screen's own), from the binding each key reaches now: every
+    key once, the keys of one description in one row, in the order the code lists them."""
+    rows: dict[tuple[bool, str], list] = {}  # (the app's?, description) -> order, keys, id
+    for key, active in screen.active_bindings.items():
+        binding = active.binding
+        if not binding.description or binding.action in _UNLISTED_ACTIONS:
+            continue
+        own = active.node is app
+        order = _listed_at(active.node, binding, screen)
+        row = rows.setdefault((own, binding.description), [order, [], binding.id or ""])
+        row[0] = min(row[0], order)
+        row[1].append(key)
+        row[2] = row[2] or binding.id or ""  # ^q (Textual's, no id) joins q's app.quit
+    ordered = sorted(rows.items(), key=lambda item: item[1][0])
+    return tuple([(_keys_shown(app, keys), description, binding_id)  # type: ignore[return-value]
+                  for (is_app, description), (_, keys, binding_id) in ordered
+                  if is_app == own] for own in (True, False))
+
+
+def _listed_at(node, binding: Binding, screen: Screen) -> tuple[int, int]:
+    """Where ``binding`` stands: the app's and the screen's keys first, then the focused
+    widgets', each in the order of its own list."""
+    own = [b for b in getattr(type(node), "BINDINGS", []) if isinstance(b, Binding)]
+    place = next((i for i, b in enumerate(own) if (b.id and b.id == binding.id)
+                  or (b.action, b.description) == (binding.action, binding.description)),
+                 len(own))
+    return (0 if node is screen or node is screen.app else 1, place)
+
+
+def _keys_shown(app: App, keys: list[str]) -> str:
+    """Keys as shown, plain ones before those with a modifier (``q, ^q``)."""
+    keys = sorted(keys, key=lambda key: "+" in key)
+    return ", ".join(app.get_key_display(Binding(key, "")) for key in keys)
 
 
 def key_display(app: App, binding: Binding) -> str:

@@ -164,9 +164,15 @@ async def settle(pilot) -> None:
     await pilot.pause()
 
 
-def status_text(app) -> str:
-    """The status bar's line as painted (its render cache: stale unless it refreshed)."""
+def status_lines(app) -> list[str]:
+    """The status bar's lines as painted."""
     from memtui.tui.widgets.status import StatusBar
 
     bar = app.screen.query_one(StatusBar)
-    return bar.render_line(0).text.rstrip()
+    return [bar.render_line(y).text.rstrip() for y in range(bar.size.height)]
+
+
+def status_text(app) -> str:
+    """The status bar's lines as painted, joined by the separator where it wrapped (its
+    render cache: stale unless it refreshed)."""
+    return " " + " │ ".join(line.strip() for line in status_lines(app) if line.strip())

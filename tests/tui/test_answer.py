@@ -52,6 +52,9 @@ def test_the_note_holds_while_the_cursor_stays():
     top = top_finding(find_all(trace), "cuda:0")
     here = CursorState(device="cuda:0", t=5, view=(0, 10), event=3)
     note = finding_note(top, here)
-    assert note.part(here) == ("at leak", "at leak")
-    assert note.part(here.with_changes(event=4)) is None
-    assert peak_note(here).part(here) == ("at peak", "at peak")
+    assert note.part(here) == "at leak"
+    assert note.part(here.with_changes(event=4, t=6)) is None
+    assert note.part(here.with_changes(device="cuda:1")) is None
+    assert peak_note(here).part(here) == "at peak"
+    # a zoom, a window or a block chosen do not move the cursor off its event (issue 35)
+    assert note.part(here.with_changes(view=(4, 6), window=(4, 6), block_id=7)) == "at leak"

@@ -19,7 +19,14 @@ from memtui.tui.widgets.curve import TrendPlot
 from memtui.tui.widgets.status import StatusBar
 from tests.conftest import REPO
 from tests.helpers.run_profile import by_profile
-from tests.helpers.toy_traces import profiler_trace, ready, settle, status_text, toy_trace
+from tests.helpers.toy_traces import (
+    profiler_trace,
+    ready,
+    settle,
+    status_lines,
+    status_text,
+    toy_trace,
+)
 
 DEMO = REPO / "snapshots" / "demo_training.pickle"
 SIZE = (80, 24)
@@ -212,7 +219,7 @@ async def test_layouts_fit(width):
         assert app.screen.has_class("-narrow") == (width < 90)
         plot = app.screen.query_one(TrendPlot)
         assert plot.size.height >= 8 and plot.size.width == width
-        assert len(status_text(app)) <= width
+        assert all(len(line) <= width for line in status_lines(app))
         await pilot.press("5")
         await settle(pilot)
         stack = app.screen.query_one("#stack-pane")

@@ -177,7 +177,7 @@ async def test_a_folder_of_ranks_says_which_is_followed(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         await polls(pilot, 1)
         assert app.trace.blocks.height == 5
-        assert "LIVE" in status_text(app) and "r1" in status_text(app)
+        assert "● LIVE · rank 1 of 2" in status_text(app)  # one status bar: its words at every size
 
 
 async def test_a_long_waiting_message_wraps_at_80_columns(tmp_path):

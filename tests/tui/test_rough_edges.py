@@ -113,7 +113,7 @@ async def test_pool_arrows_move_the_segment_as_help_says(demo, size):
         await pilot.press("question_mark")
         await pilot.pause()
         rows = dict(row[:2] for title, section in app.screen.sections for row in section
-                    if not title.startswith(("Legend", "Memory by role")))  # keys only
+                    if not title.startswith(("Legend", "Status bar", "Memory by role")))
         assert rows["↑, k"] == "Segment up" and rows["↓, j"] == "Segment down"
         assert not any("(" in what for what in rows.values())  # no raw action names
 
@@ -443,7 +443,7 @@ async def test_a_broken_keymap_is_reported_and_ignored(demo, tmp_path):
     app = MemtuiApp(demo, keymap_file=keymap)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert any("keymap.toml" in n.message for n in app._notifications)
+        assert any("keymap.toml" in w for w in app.app_warnings)  # counted in the status bar
         await pilot.press("p")
         await pilot.pause()
         assert app.cursor.t == app.timeline(app.cursor.device).peak_t
@@ -593,7 +593,7 @@ async def test_a_keymap_with_a_typo_or_a_stolen_quit_key_is_said_once(demo, tmp_
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        said = [n.message for n in app._notifications if n.title == "keymap"]
+        said = [w for w in app.app_warnings if "keymap" in w]
         assert said == [f"{keymap}: ignored app.peak = 'q': app.quit keeps its key",
                         f"{keymap}: ignored stacks.usr_frames: no binding has that id "
                         "(? lists them)"]

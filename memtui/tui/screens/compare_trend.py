@@ -17,12 +17,13 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from memtui.analysis.across.compare import sample
 from memtui.analysis.timeline.series import Series
 from memtui.tui.widgets.curve import Markers, TrendPlot
 from memtui.tui.widgets.delta import DeltaStrip
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.status import StatusBar, short_bytes
 from memtui.units import format_bytes, signed_bytes
 
@@ -51,7 +52,7 @@ class CompareTrendScreen(Screen):
         yield DeltaStrip(id="cmp-delta")
         yield Static(id="cmp-figures")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._redraw, init=False)

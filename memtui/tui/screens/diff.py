@@ -15,9 +15,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from memtui.analysis.across.compare import diff_rows
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.status import StatusBar
 from memtui.units import counted, format_bytes, signed_bytes
 
@@ -46,7 +47,7 @@ class DiffScreen(Screen):
         yield table
         yield Static(id="diff-row")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -1,11 +1,12 @@
 """Screen 6, Findings: the answers memtui found by itself, and a key to their evidence.
 
 One line per finding (:mod:`memtui.analysis.findings`), most severe first, its severity
-written out and coloured; below, the highlighted finding's figures, stack and where its
-evidence is.  Enter moves the shared cursor to the evidence and shows the screen that
-shows it best: a leak's blocks in the Tables' Block View, an OOM or fragmentation on the
-Pool at that event, the peak on the Stacks.  The findings are computed by the app in a
-thread after the first paint (``app.findings``); until then the screen says so.
+written out and coloured; below, the highlighted finding's details one fact a line (where
+its evidence is and its stack, then each figure), scrolled with ``J`` / ``K`` or the wheel.
+Enter moves the shared cursor to the evidence and shows the screen that shows it best: a
+leak's blocks in the Tables' Block View, an OOM or fragmentation on the Pool at that event,
+the peak on the Stacks.  The findings are computed by the app in a thread after the first
+paint (``app.findings``); until then the screen says so.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from memtui.analysis.findings.frames import stack_frames
@@ -27,6 +28,7 @@ from memtui.analysis.findings.model import Finding, ranked
 from memtui.analysis.tables import format_time
 from memtui.errors import printable
 from memtui.tui.answer import evidence_changes
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.status import StatusBar
 from memtui.units import counted, format_bytes
 
@@ -92,9 +94,12 @@ class FindingsScreen(Screen):
     """See the module docstring."""
 
     BINDINGS = [
-        Binding("enter", "jump", "Go to evidence", show=True),
+        # priority: Enter is the screen's, not the list's "Select" (one meaning in the help)
+        Binding("enter", "jump", "Go to evidence", show=True, priority=True),
         Binding("up,k", "move(-1)", "Up", show=False),
         Binding("down,j", "move(1)", "Down", show=False),
+        Binding("J", "scroll_detail(1)", "Details down", show=False),
+        Binding("K", "scroll_detail(-1)", "Details up", show=False),
     ]
 
     def __init__(self) -> None:
@@ -105,9 +110,10 @@ class FindingsScreen(Screen):
         with Vertical(id="findings-main"):
             yield Static("", id="findings-title")
             yield OptionList(id="findings-list")
-            yield Static("", id="findings-detail")
+            with VerticalScroll(id="findings-detail-box"):
+                yield Static("", id="findings-detail")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "findings", self._findings_changed, init=False)
@@ -177,6 +183,11 @@ class FindingsScreen(Screen):
         else:
             options.action_cursor_up()
 
+    def action_scroll_detail(self, lines: int) -> None:
+        """The details pane a few lines down or up (the list keeps the keyboard)."""
+        box = self.query_one("#findings-detail-box", VerticalScroll)
+        box.scroll_relative(y=lines * 3, animate=False)
+
     def action_jump(self) -> None:
         self.jump(self._finding(self.query_one(OptionList).highlighted))
 
@@ -184,6 +195,7 @@ class FindingsScreen(Screen):
 
     def _show_detail(self, finding: Finding | None) -> None:
         pane = self.query_one("#findings-detail", Static)
+        self.query_one("#findings-detail-box", VerticalScroll).scroll_home(animate=False)
         if finding is None:
             pane.update("" if self.items or getattr(self.app, "findings", None) is None
                         else "Nothing to report: no leak, no OOM, nothing unusual.")
@@ -239,7 +251,10 @@ def _naming_frame(trace, stack_id: int) -> int | None:
 
 def detail_text(finding: Finding, when: str | None,
                 time_text: Callable[[int], str | None] | None = None) -> Text:
-    """The detail pane of one finding (text from the capture is escaped: Text objects).
+    """The detail pane of one finding, one fact a line (text from the capture is escaped:
+    Text objects): the title and its cause and advice, where Enter goes and the evidence's
+    stack, the live bytes per step, then each figure on a line of its own, its label in
+    words, and the lists (by stack, owner, pool).
 
     ``when`` is the evidence's time as shown; ``time_text`` shows the detail's times."""
     text = Text()
@@ -253,23 +268,26 @@ def detail_text(finding: Finding, when: str | None,
     for conflict in finding.detail.get("conflicts") or []:
         text.append("conflict: ", "bold yellow")
         text.append(printable(str(conflict)) + "\n")
+    _append_evidence(text, finding, when)
     levels = finding.detail.get("level_at_steps")
     what = "live bytes at each step: "
     if not levels:  # a leak found without steps
         levels, what = finding.detail.get("kept_at_occurrences"), "kept at each occurrence: "
     if levels:
         text.append(what, "bold")
-        text.append(sparkline(levels, 60) + f"  {format_bytes(levels[0])} .. "
-                    f"{format_bytes(levels[-1])}\n")
+        text.append(f"{format_bytes(min(levels))} .. {format_bytes(max(levels))}\n")
+        text.append("  " + sparkline(levels, 60) + "\n")
     same = {"held_bytes_per_step": "bytes_per_step",
             "bytes_per_occurrence": "bytes_per_step"}  # said once where they agree
-    figures = [f"{figure_label(key)} {_value(key, value, time_text)}"
+    figures = [(figure_label(key), _value(key, value, time_text))
                for key, value in finding.detail.items()
                if key not in _SKIP and value is not None
                and not isinstance(value, list | dict | bool)
                and not (key in same and finding.detail.get(same[key]) == value)]
-    if figures:
-        text.append(printable(", ".join(figures)) + "\n", "dim")
+    width = max((len(label) for label, _ in figures), default=0)
+    for label, value in figures:
+        text.append(f"  {label:<{width}}  ", "dim")
+        text.append(printable(str(value)) + "\n")
     lists = _LISTS
     if finding.detail.get("grouped_by") == "operator":  # profiler: operators first
         lists = ("by_owner", *[k for k in _LISTS if k != "by_owner"])
@@ -283,6 +301,11 @@ def detail_text(finding: Finding, when: str | None,
                 share = f"{row['share']:>4.0%}" if "share" in row else ""
                 text.append(f"  {format_bytes(row['bytes']):>10} {share} {row['blocks']:>6} "
                             f"blocks  {printable(str(row['label']))}\n")
+    return text
+
+
+def _append_evidence(text: Text, finding: Finding, when: str | None) -> None:
+    """Where the evidence is, where Enter takes it, and its stack (innermost first)."""
     evidence = finding.evidence
     where = DESTINATION_WORDS[DESTINATION.get(finding.kind, "trend")]
     parts = []
@@ -298,14 +321,17 @@ def detail_text(finding: Finding, when: str | None,
         base = (frame.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
         text.append(f"  {printable(frame.name or '?')}  {printable(base)}:{frame.line or ''}\n",
                     "dim")
-    return text
 
 
 def sparkline(values: list[int], width: int) -> str:
-    """``values`` as at most ``width`` block characters, lowest to highest (max per cell)."""
+    """``values`` as at most ``width`` block characters (the largest value of each cell),
+    scaled to their own range: the least cell is the lowest bar, the greatest the highest."""
     bars = "▁▂▃▄▅▆▇█"
-    cells = [max(values[i * len(values) // width:(i + 1) * len(values) // width] or [0])
-             for i in range(min(width, len(values)))]
+    count = min(width, len(values))
+    cells = [max(values[i * len(values) // count:(i + 1) * len(values) // count])
+             for i in range(count)]
+    if not cells:
+        return ""
     low, high = min(cells), max(cells)
     span = (high - low) or 1
     return "".join(bars[(v - low) * (len(bars) - 1) // span] for v in cells)

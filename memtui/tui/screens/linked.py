@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from memtui.analysis.layout.addresses import AddressBook
 from memtui.analysis.stacks.callstack import stack_tops, top_names
@@ -30,6 +30,7 @@ from memtui.errors import printable
 from memtui.model import MemoryTrace
 from memtui.tui.cursor import CursorState
 from memtui.tui.widgets import paint
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar
 from memtui.units import format_bytes
@@ -106,7 +107,7 @@ class LinkedScreen(Screen):
             yield Static("", id="detail")
         yield self.compose_search()
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "cursor", self._cursor_changed, init=False)

@@ -22,10 +22,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from memtui.analysis.across.ranks import RankRow, sparkline
 from memtui.text.ranks import format_peak_time
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.status import short_bytes
 from memtui.units import counted
 
@@ -90,7 +91,7 @@ class RanksScreen(Screen):
         table = DataTable(id="ranks-table", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(id="ranks-detail")
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     def on_mount(self) -> None:
         self.watch(self.app, "ranks_version", self._ranks_changed, init=False)

@@ -40,7 +40,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from memtui.analysis.findings.flags import (
     DEFAULT_THRESHOLDS,
@@ -55,6 +55,7 @@ from memtui.analysis.tables import INEFFICIENT_WORDS, Filter, TableModel, format
 from memtui.analysis.timeline.at_time import block_positions
 from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
 from memtui.errors import printable
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.status import StatusBar
 from memtui.tui.widgets.table import VirtualTable
 from memtui.units import counted, format_bytes
@@ -122,7 +123,7 @@ class TablesScreen(Screen):
             with VerticalScroll(id="stack-pane"):
                 yield Static(id="stack-text")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -452,7 +453,7 @@ class TablesScreen(Screen):
         table.busy = ""
         table.refresh_rows(keep=position)
         self._match_cache = None
-        if kind == "events" and position is None:
+        if position is None:  # filtered: back to the cursor's event or selected block
             self._follow(self.app.cursor, force=True)
         self._update_header()
 

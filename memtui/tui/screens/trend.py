@@ -25,7 +25,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from memtui.analysis.layout.block_map import PeakFinder
 from memtui.analysis.roles import ROLE_LABELS, ROLE_SHORT, ROLES, levels_by_role, levels_ready
@@ -45,6 +45,7 @@ from memtui.errors import printable
 from memtui.tui.widgets import paint
 from memtui.tui.widgets.block_map import TrendSlider
 from memtui.tui.widgets.curve import MARKER_CHARS, Markers, TrendPlot
+from memtui.tui.widgets.key_bar import KeyBar
 from memtui.tui.widgets.requests import CursorRequest
 from memtui.tui.widgets.status import StatusBar, short_bytes
 from memtui.units import at_least, counted, format_bytes
@@ -102,7 +103,7 @@ class TrendScreen(Screen):
         yield Static(id="live-table")
         yield Static(id="trend-block")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeyBar(compact=True)
 
     def on_worker_state_changed(self, event) -> None:
         """Failed workers go to the app's one handler (``report_worker``)."""

@@ -1,11 +1,17 @@
-"""The status bar every screen shows: device, cursor time, levels at the cursor, window.
+"""The status bar every screen shows: the same fields, in the same words, on every screen
+and at every size.
 
 It reads ``app.cursor`` and the device's :class:`~memtui.analysis.timeline.at_time.Timeline`
-(``app.timeline(device)``) and redraws whenever the cursor changes.  Parts are dropped
-from the right, least useful first, when the terminal is narrow; every figure carries its
-name, so nothing relies on colour.  While the cursor is where the app opened it, a part
-says so ("at peak", "at leak": :mod:`memtui.tui.answer`); where it fits, the findings
-count ends the line.
+(``app.timeline(device)``) and redraws whenever the cursor or the findings change.  Its
+fields, in order: what ``--follow`` is doing, the run shown (compare mode), the device (and
+its memory layer), the cursor's time and ``event #K/N`` (always), the levels just after
+that event (``alloc``, ``active`` where it differs, ``resv``), where the app put the cursor
+(``at peak``, ``at leak``, ``at oom``: said until the cursor moves to another event), the
+window, the warnings (``⚠ 2 warnings (A)``: the Capture facts list them; nothing pops up
+over the figures) and the findings count.  A terminal too narrow for one line gets a second
+(a third at most), broken between fields: no field is ever dropped or shortened, and
+:data:`ABBREVIATIONS` (shown by ``?``) says what each short word means.  Every figure
+carries its name, so nothing relies on colour.
 
 Any screen adds it with ``from memtui.tui.widgets.status import StatusBar`` and
 ``yield StatusBar()``.
@@ -18,7 +24,25 @@ from textual.widget import Widget
 
 from memtui.analysis.tables import format_span, format_time
 from memtui.analysis.timeline.levels import reserved_is_floor
-from memtui.units import at_least, format_bytes
+from memtui.units import at_least, counted, format_bytes
+
+SEPARATOR = " │ "
+#: A bar wider than the terminal wraps onto this many lines at most (the last one is cut).
+MAX_LINES = 3
+
+#: What the status bar's short words mean (the help, ``?``, lists them).
+ABBREVIATIONS: list[tuple[str, str]] = [
+    ("event #K/N", "the cursor's event: K of the device's N events, counted from 0 "
+                   "(the Event View's #, memtui state --event K)"),
+    ("alloc", "allocated: bytes in blocks alive just after that event"),
+    ("active", "active bytes, where the capture reports them apart from allocated"),
+    ("resv", "reserved: bytes the allocator holds from the device (its segments)"),
+    ("at peak / leak / oom", "the cursor is where memtui put it: the allocated peak, the "
+                             "top leak's or OOM's evidence"),
+    ("win", "the length of the selected window ([ and ] set it, x clears it)"),
+    ("⚠ N warnings (A)", "what the loader or the keymap said: A lists them"),
+    ("N found, H high", "findings, H of them of high severity (6: the Findings screen)"),
+]
 
 
 def short_bytes(n: int | None) -> str:
@@ -30,25 +54,44 @@ def short_bytes(n: int | None) -> str:
     return number + unit[0]
 
 
-def findings_badge(findings: dict | None) -> tuple[str, str] | None:
-    """``("3 findings (1 high)", "3 found")``: the status bar's part for ``app.findings``."""
-    if not findings:
+def findings_badge(findings: dict | None) -> str | None:
+    """``"3 found, 1 high"``: the status bar's part for ``app.findings`` (None before they
+    are found)."""
+    if findings is None:
         return None
     items = [f for found in findings.values() for f in found]
-    if not items:
-        return None
     high = sum(f.severity == "high" for f in items)
-    noun = "finding" if len(items) == 1 else "findings"
-    full = f"{len(items)} {noun}" + (f" ({high} high)" if high else "")
-    return full, f"{len(items)} found"
+    return f"{len(items)} found" + (f", {high} high" if high else "")
+
+
+def warnings_badge(count: int) -> str | None:
+    """``"⚠ 2 warnings (A)"``, None without any."""
+    return f"⚠ {counted(count, 'warning')} (A)" if count else None
+
+
+def wrap_parts(parts: list[str], width: int, max_lines: int = MAX_LINES) -> list[str]:
+    """``parts`` joined by the separator into lines of at most ``width - 1`` cells (one
+    leading space each), a new line between parts where one does not fit; past
+    ``max_lines`` the rest joins the last line (cut when painted)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines) < max_lines and len(lines[-1]) + len(SEPARATOR) + len(part) \
+                + 1 > width:
+            lines.append(part)
+        elif lines:
+            lines[-1] += SEPARATOR + part
+        else:
+            lines.append(part)
+    return [" " + line for line in lines] or [" "]
 
 
 class StatusBar(Widget):
-    """One line at the bottom of each screen (see the module docstring)."""
+    """A line at the bottom of each screen, two or three where it is narrow (see the
+    module docstring)."""
 
     DEFAULT_CSS = """
     StatusBar {
-        height: 1;
+        height: auto;
         width: 1fr;
         background: $panel;
         color: $foreground;
@@ -56,80 +99,64 @@ class StatusBar(Widget):
     """
 
     def on_mount(self) -> None:
-        self.watch(self.app, "cursor", self._cursor_changed, init=False)
+        self._lines_painted = 1
+        self.watch(self.app, "cursor", self._changed, init=False)
         if hasattr(self.app, "findings"):
-            self.watch(self.app, "findings", self._cursor_changed, init=False)
+            self.watch(self.app, "findings", self._changed, init=False)
 
-    def _cursor_changed(self, _cursor) -> None:
-        self.refresh()
+    def _changed(self, _value=None) -> None:
+        """Repaint; lay the screen out again where the bar gains or loses a line."""
+        lines = len(self.lines(self.size.width)) if self.size.width else 1
+        self.refresh(layout=lines != getattr(self, "_lines_painted", 1))
 
-    def parts(self) -> list[tuple[str, str]]:
-        """``(full, short)`` texts of each part, most important first."""
+    def parts(self) -> list[str]:
+        """The text of each field, in order."""
         app = self.app
         cursor = getattr(app, "cursor", None)
         if cursor is None:
-            return [("loading", "loading")]
+            return ["loading"]
         timeline = app.timeline(cursor.device)
         unit = app.trace.meta.time_unit
-        start = timeline.start
         event = timeline.event_of(cursor)
-        number = f"#{event}/{timeline.positions}"  # the Event View's "#", memtui state's K
-        if unit == "event":
-            when = f"event {number}"
-            when_short = f"#{event}"
-        else:
-            when = f"{format_time(cursor.t, start, unit)}  event {number}"
-            when_short = format_time(cursor.t, start, unit)
+        number = f"event #{event}/{timeline.positions}"  # the Event View's "#"
+        when = number if unit == "event" else \
+            f"{format_time(cursor.t, timeline.start, unit)}  {number}"
         levels = timeline.levels_at_event(event)
-        alloc = f"alloc {format_bytes(levels.allocated)}"
-        alloc_short = f"A {short_bytes(levels.allocated)}"
-        if timeline.active_differs:
-            alloc += f"  active {format_bytes(levels.active)}"
-            alloc_short += f" a {short_bytes(levels.active)}"
-        floor = reserved_is_floor(app.trace, cursor.device)  # the file contradicts itself
-        at = ">=" if floor else ""
-        resv = f"resv {at_least(levels.reserved, floor)}" if levels.reserved is not None else ""
-        resv_short = f"R {at}{short_bytes(levels.reserved)}" if levels.reserved is not None \
-            else ""
         layer = app.layer_label(cursor.device) if hasattr(app, "layer_label") else None
-        where = f"{cursor.device} {layer}" if layer else cursor.device  # msMemScope layer
-        parts = [(where, where), (when, when_short), (alloc, alloc_short)]
+        parts = [f"{cursor.device} {layer}" if layer else cursor.device, when,
+                 f"alloc {format_bytes(levels.allocated)}"]
+        if timeline.active_differs:
+            parts.append(f"active {format_bytes(levels.active)}")
+        if levels.reserved is not None:  # ">= X" where the file contradicts itself
+            floor = reserved_is_floor(app.trace, cursor.device)
+            parts.append(f"resv {at_least(levels.reserved, floor)}")
         prefix = getattr(app, "status_prefix", None)  # compare mode: the shown run
         if prefix is not None:
-            parts.insert(0, (prefix(), prefix()))
+            parts.insert(0, prefix())
         badge = app.follow_badge() if hasattr(app, "follow_badge") else None
         if badge is not None:  # --follow: LIVE, paused, or what stopped the reading
-            parts.insert(0, badge)
-        if resv:
-            parts.append((resv, resv_short))
+            parts.insert(0, badge[0])
         note = getattr(app, "cursor_note", None)  # where the app opened it: the answer
         said = note.part(cursor) if note is not None else None
         if said is not None:
             parts.append(said)
         if cursor.window is not None:
-            t0, t1 = cursor.window
-            span = format_span(t1 - t0, unit)
-            full = (f"window {format_time(t0, start, unit)} .. {format_time(t1, start, unit)}"
-                    f" ({span})")
-            parts.append((full, f"win {span}"))
+            parts.append(f"win {format_span(cursor.window[1] - cursor.window[0], unit)}")
+        warned = warnings_badge(len(getattr(app, "warnings_said", lambda: [])()))
+        if warned:
+            parts.append(warned)
+        found = findings_badge(getattr(app, "findings", None))
+        if found:
+            parts.append(found)
         return parts
 
-    def render(self) -> Text:
-        parts = self.parts()
-        width = self.size.width
-        sep = " │ "
-        for pick in ("full", "short", "drop"):
-            texts = [full if pick == "full" else short for full, short in parts]
-            line = sep.join(texts)
-            if len(line) + 1 <= width or pick == "drop":
-                break
-        while pick == "drop" and len(texts) > 1 and len(sep.join(texts)) + 1 > width:
-            texts.pop()
-        line = " " + sep.join(texts)
-        badge = findings_badge(getattr(self.app, "findings", None))
-        for text in badge or ():  # where it fits: full, else short
-            if len(line) + len(sep) + len(text) <= width:
-                line += sep + text
-                break
-        return Text(line, no_wrap=True, overflow="ellipsis")
+    def lines(self, width: int) -> list[str]:
+        return wrap_parts(self.parts(), max(width, 1))
 
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(self.lines(width))
+
+    def render(self) -> Text:
+        lines = self.lines(self.size.width)
+        self._lines_painted = len(lines)
+        return Text("\n".join(lines), no_wrap=True, overflow="ellipsis")

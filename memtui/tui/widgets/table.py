@@ -4,7 +4,8 @@ Only the rows on screen are formatted and painted, so 10M rows scroll like 10: t
 asks the model for the text of the visible rows on each paint.  The header stays on the
 first line; a gutter marks the highlighted row (``›``) and the rows of the selected block
 (``●``) so neither depends on colour.  Keys: up/down/page/home/end move the highlight,
-left/right move the sort column, Enter activates; a click highlights, a double click
+left/right move the column cursor (its header drawn reversed: ``s`` sorts by that column;
+it starts on the first column of bytes), Enter activates; a click highlights, a double click
 activates, a click on the header sorts.
 """
 
@@ -44,7 +45,8 @@ class VirtualTable(ScrollView, can_focus=True):
     ]
 
     COMPONENT_CLASSES = {
-        "vtable--header", "vtable--header-sorted", "vtable--cursor", "vtable--selected",
+        "vtable--header", "vtable--header-sorted", "vtable--header-cursor", "vtable--cursor",
+        "vtable--selected",
         "vtable--column", "vtable--empty",
     }
 
@@ -53,6 +55,7 @@ class VirtualTable(ScrollView, can_focus=True):
     VirtualTable > .vtable--header { text-style: bold; color: $foreground; background: $panel; }
     VirtualTable > .vtable--header-sorted { text-style: bold underline; color: $accent;
                                             background: $panel; }
+    VirtualTable > .vtable--header-cursor { text-style: reverse; }
     VirtualTable > .vtable--cursor { background: $primary; color: $foreground; }
     VirtualTable:focus > .vtable--cursor { text-style: reverse bold; }
     VirtualTable > .vtable--selected { text-style: bold; }
@@ -95,6 +98,12 @@ class VirtualTable(ScrollView, can_focus=True):
     # -- model ----------------------------------------------------------------------------
 
     def set_model(self, model: TableModel) -> None:
+        """Show ``model``; the first one puts the column cursor (``s`` sorts by its column)
+        on the first column of bytes, the one most often sorted."""
+        if self.model is None:
+            kinds = [column.kind for column in model.columns]
+            self.set_reactive(VirtualTable.cursor_column,
+                              kinds.index("bytes") if "bytes" in kinds else 0)
         self.model = model
         self.refresh_rows()
 
@@ -281,13 +290,17 @@ class VirtualTable(ScrollView, can_focus=True):
         header = self.get_component_rich_style("vtable--header")
         sorted_style = self.get_component_rich_style("vtable--header-sorted")
         text = " " * GUTTER + self._header_text()
-        segments = [Segment(text, header)]
-        if self.model.sort_key is not None:
-            for index, column in enumerate(self.model.columns):
-                if column.key == self.model.sort_key:
-                    a, b = self._column_span(index)
-                    segments = [Segment(text[:a], header), Segment(text[a:b], sorted_style),
-                                Segment(text[b:], header)]
+        styles = [header] * len(text)
+        for index, column in enumerate(self.model.columns):
+            style = None
+            if column.key == self.model.sort_key:
+                style = sorted_style
+            if index == self.cursor_column and self._widths:  # what s sorts by
+                style = (style or header) + self.get_component_rich_style("vtable--header-cursor")
+            if style is not None:
+                a, b = self._column_span(index)
+                styles[a:b] = [style] * (min(b, len(text)) - a)
+        segments = [Segment(text[a:b], styles[a]) for a, b in _runs(styles)]
         return Strip(segments).crop_extend(scroll_x, scroll_x + width, header)
 
     def _row_strip(self, position: int, cells: list[str], scroll_x: int, width: int) -> Strip:
@@ -340,3 +353,13 @@ class VirtualTable(ScrollView, can_focus=True):
             self.move_to(position)
             if event.chain >= 2:
                 self.post_message(self.Activated(self, position))
+
+
+def _runs(styles: list) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of equal styles."""
+    runs, start = [], 0
+    for index in range(1, len(styles) + 1):
+        if index == len(styles) or styles[index] != styles[start]:
+            runs.append((start, index))
+            start = index
+    return runs
