@@ -186,6 +186,9 @@ class VirtualTable(ScrollView, can_focus=True):
         position = max(min(position, self.row_count - 1), 0)
         self.set_reactive(VirtualTable.cursor_row, position)
         self.scroll_to(y=max(position - self.page_rows // 2, 0), animate=False)
+        # rows just filtered or sorted are laid out at the next refresh: a scroll clamped
+        # to the old size until then is made again there (the row stays in sight)
+        self.call_after_refresh(self._recentre)
         self.refresh()
         self.post_message(self.Highlighted(self, position))
 
