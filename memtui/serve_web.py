@@ -226,9 +226,11 @@ class GuardedServer(Server):
         try:
             await websocket.prepare(request)
             service = AppService(self.command, write_bytes=websocket.send_bytes,
-                                 write_str=websocket.send_str, close=websocket.close,
+                                 write_str=websocket.send_str,
+                                 close=websocket.close,  # type: ignore[arg-type]
                                  download_manager=self.download_manager, debug=False)
-            service._build_environment = _served_environment(service._build_environment)
+            service._build_environment = _served_environment(  # type: ignore[method-assign]
+                service._build_environment)
             await service.start(width, height)
             await self._messages(websocket, service)
         except asyncio.CancelledError:
