@@ -24,7 +24,7 @@ from memtui.analysis.replay.settings import MIB, Settings, apply_changes, from_c
 from memtui.errors import CaptureError
 from memtui.loading import load_trace
 from tests.conftest import shared_files
-from tests.helpers.replay_snapshots import run_ops
+from tests.helpers.replay_snapshots import damage, run_ops
 
 pytestmark = pytest.mark.skipif(compiled.REPLAY_CORE is None,
                                 reason="the compiled replay core was not built here")
@@ -139,17 +139,7 @@ def test_damaged_traces_same_in_core_and_reference(ops, data):
     # entries dropped, duplicated or moved: frees of blocks never seen, blocks freed twice,
     # segments freed twice; the core leaves what it does not follow to the reference
     snapshot = run_ops(ops, None, 0)
-    entries = snapshot["device_traces"][0]
-    for _ in range(data.draw(st.integers(1, 4))):
-        if not entries:
-            break
-        i = data.draw(st.integers(0, len(entries) - 1))
-        how = data.draw(st.sampled_from(["drop", "duplicate", "move"]))
-        entry = entries.pop(i) if how != "duplicate" else dict(entries[i])
-        if how != "drop":
-            entries.insert(data.draw(st.integers(0, len(entries))), entry)
-    for i, entry in enumerate(entries):
-        entry["time_us"] = i + 1
+    damage(snapshot["device_traces"][0], data)
     try:
         trace = trace_of(snapshot)
     except CaptureError:

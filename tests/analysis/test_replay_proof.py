@@ -28,7 +28,7 @@ from memtui.analysis.replay.settings import (
 from memtui.errors import CaptureError
 from memtui.loading import NO_DEVICE, load_trace
 from tests.conftest import require_shared
-from tests.helpers.replay_snapshots import BASE, run_ops, write_ops
+from tests.helpers.replay_snapshots import BASE, damage, run_ops, write_ops
 
 sizes = st.one_of(st.integers(1, 4096), st.integers(1, 3 * MIB), st.integers(1, 40 * MIB))
 operation = st.one_of(
@@ -261,16 +261,7 @@ def test_a_broken_trace_is_refused_or_departs_never_raises(ops, data):
     # says why, prediction is refused where it fails, nothing raises
     snapshot = run_ops(ops, None, 0)
     trace_entries = snapshot["device_traces"][0]
-    for _ in range(data.draw(st.integers(1, 4))):
-        if not trace_entries:
-            break
-        i = data.draw(st.integers(0, len(trace_entries) - 1))
-        how = data.draw(st.sampled_from(["drop", "duplicate", "move"]))
-        entry = trace_entries.pop(i) if how != "duplicate" else dict(trace_entries[i])
-        if how != "drop":
-            trace_entries.insert(data.draw(st.integers(0, len(trace_entries))), entry)
-    for i, entry in enumerate(trace_entries):
-        entry["time_us"] = i + 1
+    damage(trace_entries, data)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "broken.pickle"
         path.write_bytes(pickle.dumps(snapshot, protocol=4))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 from memtui.analysis.replay.allocator import Block, CachingAllocator
 from memtui.analysis.replay.settings import NO_MAX_SPLIT, Settings
@@ -122,3 +123,21 @@ def _segments(allocator: CachingAllocator, live: list[Block], late: list[Block],
                         "state": s, "frames": []} for b, s in rows],
         })
     return out
+
+
+def damage(entries: list[dict], data: Any) -> None:
+    """Damage a trace in place as a hand-made or truncated file would be: one to four of
+    its entries dropped, duplicated or moved (``data``: hypothesis' ``st.data()``), then
+    the times numbered again in the new order."""
+    from hypothesis import strategies as st
+
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not entries:
+            break
+        i = data.draw(st.integers(0, len(entries) - 1))
+        how = data.draw(st.sampled_from(["drop", "duplicate", "move"]))
+        entry = entries.pop(i) if how != "duplicate" else dict(entries[i])
+        if how != "drop":
+            entries.insert(data.draw(st.integers(0, len(entries))), entry)
+    for i, entry in enumerate(entries):
+        entry["time_us"] = i + 1

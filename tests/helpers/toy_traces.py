@@ -176,3 +176,14 @@ def status_text(app) -> str:
     """The status bar's lines as painted, joined by the separator where it wrapped (its
     render cache: stale unless it refreshed)."""
     return " " + " │ ".join(line.strip() for line in status_lines(app) if line.strip())
+
+
+async def answered(pilot) -> None:
+    """Loaded, painted, the findings in (and the cursor moved to the answer)."""
+    app = pilot.app
+    for _ in range(1500):
+        if app.load_error or (app.cursor is not None and app.findings is not None):
+            break
+        await pilot.pause(0.02)
+    await ready(pilot)
+    await settle(pilot)

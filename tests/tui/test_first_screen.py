@@ -21,21 +21,10 @@ from memtui.tui.answer import top_finding
 from memtui.tui.app import MemtuiApp
 from tests.helpers.map_pilot import screen_text
 from tests.helpers.run_profile import pairwise
-from tests.helpers.toy_traces import ready, settle, status_text
+from tests.helpers.toy_traces import answered, settle, status_text
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = [(120, 40), (80, 24), (60, 20)]
-
-
-async def opened(pilot) -> None:
-    """Loaded, painted, findings in."""
-    app = pilot.app
-    for _ in range(1500):
-        if app.load_error or (app.cursor is not None and app.findings is not None):
-            break
-        await pilot.pause(0.02)
-    await ready(pilot)
-    await settle(pilot)
 
 
 TOP_FINDINGS = [
@@ -56,7 +45,7 @@ async def test_a_capture_opens_at_its_top_finding(name, kind, size):
     assert top.kind == kind
     app = MemtuiApp(path)  # as `memtui PATH` opens it
     async with app.run_test(size=size) as pilot:
-        await opened(pilot)
+        await answered(pilot)
         assert app.cursor.event == top.evidence.event
         if top.evidence.block_ids:
             assert app.cursor.block_id == top.evidence.block_ids[0]
@@ -73,7 +62,7 @@ async def test_without_an_oom_or_a_leak_it_opens_at_the_peak(size):
     path = REPO / "tests/data/cuda_graph_pool.pickle"
     app = MemtuiApp(path)
     async with app.run_test(size=size) as pilot:
-        await opened(pilot)
+        await answered(pilot)
         timeline = app.timeline(app.cursor.device)
         assert app.cursor.event == timeline.peak_event
         assert "at peak" in status_text(app)
@@ -88,7 +77,7 @@ async def test_the_t26_peak_opens_named_by_its_autograd_node():
     path = require_shared("torch_snapshots") / "t26_cs336_kk_ctx512_fullstep.pickle"
     app = MemtuiApp(path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await opened(pilot)
+        await answered(pilot)
         assert app.cursor.event == app.timeline(app.cursor.device).peak_event
         await pilot.press("1")
         await settle(pilot)
@@ -116,7 +105,7 @@ async def test_a_cursor_the_user_moved_is_left_where_it_is(monkeypatch):
         await pilot.press("g")  # the user goes to the start before the findings are in
         await pilot.pause()
         gate.set()
-        await opened(pilot)
+        await answered(pilot)
         assert app.cursor.event == 0
 
 
@@ -133,7 +122,7 @@ async def test_a_reopen_takes_the_kept_findings(monkeypatch):
     for _ in range(2):
         app = MemtuiApp(path)
         async with app.run_test(size=(80, 24)) as pilot:
-            await opened(pilot)
+            await answered(pilot)
             assert app.findings and app.cursor.event is not None
         cache.wait_for_stores()
     assert len(calls) == 1  # the second open found nothing again

@@ -32,7 +32,7 @@ from memtui.tui.screens.findings import detail_text, figure_label, sparkline
 from memtui.tui.screens.modals import FactsScreen
 from tests.helpers.findings_traces import training_loop
 from tests.helpers.map_pilot import screen_text
-from tests.helpers.toy_traces import ready, settle, status_lines, status_text, toy_trace
+from tests.helpers.toy_traces import answered, ready, settle, status_lines, status_text, toy_trace
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "snapshots" / "demo_training.pickle"
@@ -41,17 +41,6 @@ OOM_FRAGMENTED = REPO / "tests" / "data" / "cuda_oom_fragmented.pickle"
 SIZES = [(80, 24), (120, 40)]
 SCREENS = "123456"
 SEPARATOR = " │ "  # between the status bar's fields
-
-
-async def found(pilot) -> None:
-    """Loaded, painted, the findings in (and the cursor moved to the answer)."""
-    app = pilot.app
-    for _ in range(1500):
-        if app.load_error or (app.cursor is not None and app.findings is not None):
-            break
-        await pilot.pause(0.02)
-    await ready(pilot)
-    await settle(pilot)
 
 
 async def show(pilot, key: str) -> None:
@@ -87,7 +76,7 @@ async def test_one_status_bar_the_same_on_every_screen_and_size():
     for size in [(60, 20), *SIZES]:
         app = MemtuiApp(trace, findings_first=False, open_at_answer=True)
         async with app.run_test(size=size) as pilot:
-            await found(pilot)
+            await answered(pilot)
             for key in SCREENS:
                 await show(pilot, key)
                 seen[(size, key)] = status_text(app)
@@ -106,7 +95,7 @@ async def test_the_note_stays_while_the_cursor_stays_on_its_event():
     after ``l``.  ``event #K/N`` always, also at 80 columns."""
     app = MemtuiApp(training_loop(8), findings_first=False, open_at_answer=True)
     async with app.run_test(size=(80, 24)) as pilot:
-        await found(pilot)
+        await answered(pilot)
         event = app.cursor.event
         for key in ("z", "Z", "left_square_bracket", "right_square_bracket", "x", "z"):
             await show(pilot, key)
@@ -161,7 +150,7 @@ async def test_opening_at_a_leak_shows_its_steps(size):
     leak = top_finding(find_all(open_capture(TRAIN_LEAK)), "cuda:0")
     app = MemtuiApp(TRAIN_LEAK, findings_first=False)
     async with app.run_test(size=size) as pilot:
-        await found(pilot)
+        await answered(pilot)
         cursor = app.cursor
         timeline = app.timeline(cursor.device)
         assert cursor.window == leak.evidence.window == cursor.view
@@ -209,7 +198,7 @@ async def test_the_oom_banner_says_its_cause_once_in_human_units(size):
     the device that a per-process memory fraction kept from the allocator."""
     app = MemtuiApp(OOM_FRAGMENTED, findings_first=False)
     async with app.run_test(size=size) as pilot:
-        await found(pilot)
+        await answered(pilot)
         assert "at oom" in status_text(app)
         await show(pilot, "3")
         banner = str(app.screen.query_one("#oom").render())
@@ -282,7 +271,7 @@ async def test_finding_details_are_one_fact_a_line(demo, size):
         assert "," not in line, line
     app = MemtuiApp(demo, findings_first=True)
     async with app.run_test(size=size) as pilot:
-        await found(pilot)
+        await answered(pilot)
         assert app.current_mode == "findings"
         shown = screen_text(app)
         assert "per step" in shown and ", per step" not in shown
