@@ -42,7 +42,7 @@ from memtui.analysis.roles.user_rules import (
 )
 from memtui.analysis.timeline.at_time import block_positions
 from memtui.analysis.timeline.live import cached
-from memtui.model import MemoryTrace
+from memtui.model import MemoryTrace, column_where
 
 #: What ``user_metadata`` says, read as rules (the first match wins: optimizer state
 #: before parameters, "optimizer_state" naming no parameter).
@@ -79,7 +79,8 @@ def device_roles(trace: MemoryTrace, device: str) -> BlockRoles:
             _give_codes(verdicts, named, "metadata")
     _give_codes(verdicts, owner_roles(blocks), "owner_tag")
     if "pool" in blocks.columns:
-        workspace = (blocks["pool"] == WORKSPACE_POOL).fill_null(False).to_numpy()
+        workspace = column_where(  # an expression: a pool of one value stays one value
+            blocks, (pl.col("pool") == WORKSPACE_POOL).fill_null(False)).to_numpy()
         verdicts.give(workspace, "temporary", "workspace")
     phases, source = phases_of(trace, device, blocks, facts)
     assign_by_lifetime(facts, phases, verdicts)
