@@ -120,7 +120,7 @@ def block_facts(trace: MemoryTrace, device: str,
                  if "pos_free_requested" in aligned.columns
                  else np.full(blocks.height, NEVER, dtype=np.int64))
     release = np.where(requested < pos_free, requested, pos_free)
-    stacks = events["stack_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    stacks = events["stack_id"].fill_null(-1).to_numpy()  # int32: read per block, never widened
     allocs = (events["action"] == "alloc").fill_null(False).to_numpy()
     if allocs.any():
         alloc_stack = _event_stacks(events, pos_alloc, allocs, stacks)
