@@ -320,7 +320,15 @@ def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t
     Blocks that are themselves segments (a segments ``block_id`` column names them, as
     msMemScope's HAL blocks) are left out: they are the segments, not blocks inside them.
     """
-    blk_rows = blk_rows[~index.is_segment[blk_rows]]
+    return pool_state_placed(index, seg_rows, blk_rows, t, seq)[0]
+
+
+def pool_state_placed(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t: int,
+                      seq: int | None = None) -> tuple[PoolState, np.ndarray]:
+    """:func:`pool_state`, and where each of its blocks was in ``blk_rows`` (``blk_row ==
+    blk_rows[placed]``): what :mod:`.pool_walk` carries along to step to the next event."""
+    placed = np.flatnonzero(~index.is_segment[blk_rows])
+    blk_rows = blk_rows[placed]
     seg_rows = seg_rows[np.argsort(index.seg_addr[seg_rows], kind="stable")]
     piece_id = index.seg_id[seg_rows]
     seg_rows, seg_addr, seg_size, piece_segment = _join_expandable(index, seg_rows)
@@ -333,36 +341,49 @@ def pool_state(index: DeviceIndex, seg_rows: np.ndarray, blk_rows: np.ndarray, t
     where = np.where(inside, where, -1)
     order = np.lexsort((blk_addr, where))
     blk_rows, where, blk_addr = blk_rows[order], where[order], blk_addr[order]
+    placed = placed[order]
     blk_size = index.size[blk_rows]
     if seq is not None:
         pending = index.seq_free_requested[blk_rows] <= seq
     else:
         pending = index.t_free_requested[blk_rows] <= t
-    n_seg = seg_rows.size
+    blk_requested = index.requested[blk_rows]
+    measures = segment_measures(where, blk_addr, blk_size, pending, blk_requested, seg_addr,
+                                seg_end)
+    return PoolState(
+        t=t, seg_row=seg_rows, seg_id=index.seg_id[seg_rows], seg_addr=seg_addr,
+        seg_size=seg_size, **measures,
+        blk_row=blk_rows, blk_id=index.block_id[blk_rows], blk_addr=blk_addr,
+        blk_size=blk_size, blk_pending=pending, blk_requested=blk_requested,
+        blk_segment=where, piece_id=piece_id, piece_segment=piece_segment,
+    ), placed
+
+
+def segment_measures(where: np.ndarray, blk_addr: np.ndarray, blk_size: np.ndarray,
+                     pending: np.ndarray, requested: np.ndarray, seg_addr: np.ndarray,
+                     seg_end: np.ndarray) -> dict[str, np.ndarray]:
+    """The :class:`PoolState` fields measured per segment (``seg_allocated`` ...
+    ``seg_blocks``) and its gaps (``gap_*``), from the blocks sorted by (segment index
+    ``where``, address) and the segments ``seg_addr``/``seg_end`` that ``where`` counts."""
+    n_seg = seg_addr.size
+    inside = where >= 0
 
     def per_segment(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        keep = mask & (where >= 0)
+        keep = mask & inside
         return np.bincount(where[keep], weights=values[keep], minlength=n_seg).astype(np.int64)
 
-    everything = np.ones(blk_rows.size, dtype=bool)
-    allocated = per_segment(blk_size, ~pending)
-    pending_bytes = per_segment(blk_size, pending)
-    requested = per_segment(index.requested[blk_rows], everything)
-    counts = np.bincount(where[where >= 0], minlength=n_seg).astype(np.int64)
     gap_seg, gap_addr, gap_size = _gaps(where, blk_addr, blk_addr + blk_size, seg_addr, seg_end)
     largest = np.zeros(n_seg, dtype=np.int64)
     np.maximum.at(largest, gap_seg, gap_size)
-    free = np.bincount(gap_seg, weights=gap_size, minlength=n_seg).astype(np.int64)
-    return PoolState(
-        t=t, seg_row=seg_rows, seg_id=index.seg_id[seg_rows], seg_addr=seg_addr,
-        seg_size=seg_size, seg_allocated=allocated, seg_pending=pending_bytes,
-        seg_requested=requested, seg_free=free, seg_largest_gap=largest, seg_blocks=counts,
-        blk_row=blk_rows, blk_id=index.block_id[blk_rows], blk_addr=blk_addr,
-        blk_size=blk_size, blk_pending=pending, blk_requested=index.requested[blk_rows],
-        blk_segment=where,
-        gap_segment=gap_seg, gap_addr=gap_addr, gap_size=gap_size,
-        piece_id=piece_id, piece_segment=piece_segment,
-    )
+    return {
+        "seg_allocated": per_segment(blk_size, ~pending),
+        "seg_pending": per_segment(blk_size, pending),
+        "seg_requested": per_segment(requested, inside),
+        "seg_free": np.bincount(gap_seg, weights=gap_size, minlength=n_seg).astype(np.int64),
+        "seg_largest_gap": largest,
+        "seg_blocks": np.bincount(where[inside], minlength=n_seg).astype(np.int64),
+        "gap_segment": gap_seg, "gap_addr": gap_addr, "gap_size": gap_size,
+    }
 
 
 def _join_expandable(index: DeviceIndex, seg_rows: np.ndarray

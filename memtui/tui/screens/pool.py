@@ -12,9 +12,11 @@ profiler folder's memory alive before the profile) the rest is named there.
 from __future__ import annotations
 
 import numpy as np
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -25,8 +27,8 @@ from memtui.analysis.layout.pool_state import (
     PoolState,
     explain_oom,
     oom_events,
-    state_at_event,
 )
+from memtui.analysis.layout.pool_walk import pool_walk
 from memtui.analysis.timeline.attribution import remainder_rows, remainder_text
 from memtui.analysis.timeline.levels import reserved_is_floor
 from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
@@ -44,8 +46,10 @@ from memtui.units import at_least, counted, format_bytes
 
 
 def pool_analyses(trace: MemoryTrace, device: str) -> tuple:
-    """The device index, address book and event blocks of ``device`` (shared cache)."""
+    """The device index, address book and event blocks of ``device`` (shared cache), its
+    pool walk made."""
     index = device_index(trace, device)
+    pool_walk(trace, device)
     book = cached(trace, ("addresses", device), lambda: AddressBook(index))
     return index, book, event_blocks(trace, device)
 
@@ -95,6 +99,7 @@ class PoolScreen(LinkedScreen):
         self.index: DeviceIndex | None = None
         self.state: PoolState | None = None
         self.selected_segment: int | None = None
+        self._header_height: int | None = None  # lines, where none wraps
 
     def compose(self) -> ComposeResult:
         yield from self.compose_layout("oom")
@@ -122,7 +127,8 @@ class PoolScreen(LinkedScreen):
         if select_event_block(self, old, new):
             return
         event = self.app.timeline(new.device).event_of(new)
-        state = self.state = state_at_event(self.trace, new.device, event, new.t)
+        # stepped from the state at the last event shown (analysis.layout.pool_walk)
+        state = self.state = pool_walk(self.trace, new.device).state_at_event(event, new.t)
         block_row = self.index.row_of_block(new.block_id)
         segment = self._segment_to_show(state, new, block_row)
         self.selected_segment = segment
@@ -202,8 +208,17 @@ class PoolScreen(LinkedScreen):
                 line2 = "[dim]no pool segments:[/] "
         if rest:
             line2 += f"  [b]{format_bytes(held)} in blocks + {paint.plain(rest)}[/b]"
-        self.query_one("#status-line", Static).update(
-            narrow_header(f"{line1}\n{line2}", self.size.width))
+        self._update_header(narrow_header(f"{line1}\n{line2}", self.size.width))
+
+    def _update_header(self, text: str) -> None:
+        """The header's text; the screen laid out again only where its height may change
+        (a layout repaints the whole screen: most of a key's time on big traces)."""
+        header = self.query_one("#status-line", Static)
+        lines = Content.from_markup(text).plain.split("\n")
+        width = header.content_size.width
+        height = len(lines) if width and all(cell_len(x) <= width for x in lines) else None
+        header.update(text, layout=height is None or height != self._header_height)
+        self._header_height = height
 
     def on_resize(self) -> None:
         self.query_one("#detail").styles.height = 5 if self.size.height < 30 else 7
@@ -232,12 +247,12 @@ class PoolScreen(LinkedScreen):
                 text = text.split("\n", 2)
                 text.insert(2, "in " + self._segment_line(state, segment))
                 text = "\n".join(text)
-            detail.update(text)
+            detail.update(text, layout=False)  # its height is fixed (on_resize)
         elif segment is not None:
             detail.update(self._segment_line(state, segment) + "\n" + self._segment_figures(
-                state, segment))
+                state, segment), layout=False)
         else:
-            detail.update("[dim]No segment alive at the cursor.[/]")
+            detail.update("[dim]No segment alive at the cursor.[/]", layout=False)
 
     def _segment_line(self, state: PoolState, i: int) -> str:
         row = int(state.seg_row[i])
