@@ -27,6 +27,10 @@ until touched).
   with one line saying so.  The folder is created private (0700).
 * **Capped**: after each store the oldest entries (by last use) are evicted until the cache
   holds at most ``MEMTUI_CACHE_MAX_BYTES`` (default 5 GB).
+* A column holding one value in every row (or null in every row: a snapshot's device,
+  pool, stream, owner) is not written: the manifest keeps its place, dtype and value
+  (digested), and a reopen puts it back as one value.  Writing it would write it out,
+  8 to 16 bytes a row, beside the first open's findings.
 * Only regular files are cached.  ``meta`` goes as JSON, frames a source keeps in
   ``meta.extra`` as IPC files of their own; a meta whose ``extra`` holds anything else that
   does not survive a JSON round trip unchanged is not cached at all (a cached trace must
