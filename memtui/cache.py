@@ -27,6 +27,10 @@ until touched).
   with one line saying so.  The folder is created private (0700).
 * **Capped**: after each store the oldest entries (by last use) are evicted until the cache
   holds at most ``MEMTUI_CACHE_MAX_BYTES`` (default 5 GB).
+* A column holding one value in every row (or null in every row: a snapshot's device,
+  pool, stream, owner) is not written: the manifest keeps its place, dtype and value
+  (digested), and a reopen puts it back as one value.  Writing it would write it out,
+  8 to 16 bytes a row, beside the first open's findings.
 * Only regular files are cached.  ``meta`` goes as JSON, frames a source keeps in
   ``meta.extra`` as IPC files of their own; a meta whose ``extra`` holds anything else that
   does not survive a JSON round trip unchanged is not cached at all (a cached trace must
@@ -244,6 +248,62 @@ class _HashingWriter(io.RawIOBase):
         return self._digest.hexdigest()
 
 
+#: A frame of fewer rows is written whole: a column of one value costs little there.
+CONSTANTS_FROM_ROWS = 1024
+#: The dtypes a column of one value may have in the manifest (JSON holds its value).
+_CONSTANT_DTYPES = ("String", "Boolean", "Int8", "Int16", "Int32", "Int64",
+                    "UInt8", "UInt16", "UInt32", "UInt64")
+
+
+def _without_constants(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[list[Any]]]:
+    """``frame`` less its columns of one value (or null in every row), and those columns
+    as ``[position, name, dtype, value]``: they are kept in the manifest, not written.
+
+    A source holds such a column (a snapshot's device, pool, stream) as one value; writing
+    it would write it out, 8 to 16 bytes a row, while the findings run beside the store.
+    Each column is asked by expressions (null count, least and greatest), which leave a
+    column of one value as it is; at least one column is always written (it holds the
+    frame's rows)."""
+    import polars as pl
+
+    if frame.height < CONSTANTS_FROM_ROWS:
+        return frame, []
+    candidates = [name for name, dtype in frame.schema.items()
+                  if str(dtype) in _CONSTANT_DTYPES]
+    if not candidates:
+        return frame, []
+    figures = frame.select(
+        [pl.col(c).null_count().alias(f"n{i}") for i, c in enumerate(candidates)]
+        + [pl.col(c).min().alias(f"lo{i}") for i, c in enumerate(candidates)]
+        + [pl.col(c).max().alias(f"hi{i}") for i, c in enumerate(candidates)]).row(0)
+    count = len(candidates)
+    constants = []
+    for i, name in enumerate(candidates):
+        nulls, least, most = figures[i], figures[count + i], figures[2 * count + i]
+        if nulls == frame.height or (nulls == 0 and least == most):
+            constants.append([frame.columns.index(name), name, str(frame.schema[name]),
+                              None if nulls else least])
+    if len(constants) == frame.width:
+        constants = constants[1:]
+    return frame.drop([name for _, name, _, _ in constants]), constants
+
+
+def _with_constants(frame: pl.DataFrame, constants: list[list[Any]]) -> pl.DataFrame:
+    """``frame`` with the columns :func:`_without_constants` kept in the manifest put back
+    in their places, each as one value (ValueError on a manifest of another shape)."""
+    import polars as pl
+
+    if not constants:
+        return frame
+    columns: list[Any] = [pl.col(name) for name in frame.columns]
+    for position, name, dtype, value in sorted(constants, key=lambda c: c[0]):
+        if dtype not in _CONSTANT_DTYPES or not isinstance(name, str) or \
+                not isinstance(position, int) or not 0 <= position <= len(columns):
+            raise ValueError(f"constant column {name!r}: not one the cache writes")
+        columns.insert(position, pl.lit(value, getattr(pl, dtype)).alias(name))
+    return frame.select(columns)
+
+
 def _write_frame(frame: pl.DataFrame, file: Path) -> tuple[int, str]:
     """``frame`` as an uncompressed Arrow IPC file (a new file): its size and digest."""
     with _HashingWriter(file) as out:
@@ -447,12 +507,15 @@ def _read_entry(entry: Path, key: CacheKey) -> MemoryTrace | None:
     manifest = _read_manifest(entry, key)
     if manifest is None or manifest.get("meta_digest") != _json_digest(manifest["meta"]):
         return None
+    constants = manifest.get("constants", {})
+    if manifest.get("constants_digest") != _json_digest(constants):
+        return None
     frames: dict[str, pl.DataFrame] = {}
     mapped = sum(manifest["sizes"].values()) >= MAP_FROM_BYTES
     for name in SCHEMAS:
         file = entry / f"{name}.arrow"
         _check_file(file, manifest["sizes"][name], manifest["digests"][file.name])
-        frames[name] = _read_arrow(file, mapped)
+        frames[name] = _with_constants(_read_arrow(file, mapped), constants.get(name, []))
         if not _fits_contract(frames[name], name) or \
                 frames[name].height != manifest["rows"][name]:
             return None
@@ -503,10 +566,13 @@ def _say_if_disk_full(exc: BaseException, root: Path) -> None:
                    "cache (what was half written is removed; memtui cache clear frees it)")
 
 
-def store(key: CacheKey, trace: MemoryTrace) -> bool:
+def store(key: CacheKey, trace: MemoryTrace, levels_of: MemoryTrace | None = None) -> bool:
     """Write ``trace`` under ``key`` (atomically), then keep the cache under its cap.
 
-    Returns False where nothing was stored (meta not JSON-safe, disk full, no permission).
+    ``levels_of``: the trace whose levels are kept beside the entry, where it is not
+    ``trace`` itself (the one the analyses read, of the same events: its levels are
+    walked and held once).  Returns False where nothing was stored (meta not JSON-safe,
+    disk full, no permission).
     """
     from memtui.model import SCHEMAS
 
@@ -524,12 +590,14 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
         _say_if_disk_full(exc, root)
         return False
     try:
-        sizes, digests, rows = {}, {}, {}
+        sizes, digests, rows, constants = {}, {}, {}, {}
         for name in SCHEMAS:
             frame = trace.frame(name)
             file = staging / f"{name}.arrow"
-            sizes[name], digests[file.name] = _write_frame(frame, file)
+            written, constants[name] = _without_constants(frame)
+            sizes[name], digests[file.name] = _write_frame(written, file)
             rows[name] = frame.height
+            del written
         extra_files = {}
         for index, (extra_key, frame) in enumerate(extra_frames.items()):
             file = staging / f"extra-{index}.arrow"
@@ -537,6 +605,7 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
             extra_files[extra_key] = (file.name, size)
         manifest = {"key": key.as_json(), "meta": meta, "meta_digest": _json_digest(meta),
                     "sizes": sizes, "rows": rows, "digests": digests,
+                    "constants": constants, "constants_digest": _json_digest(constants),
                     "extra_frames": extra_files, "written": time.time()}
         (staging / _MANIFEST).write_text(json.dumps(manifest))
         _drop_entries_of(root, key)
@@ -545,7 +614,7 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
         shutil.rmtree(staging, ignore_errors=True)
         _say_if_disk_full(exc, root)
         return False
-    store_levels(key, trace)
+    store_levels(key, trace if levels_of is None else levels_of)
     evict(root, max_bytes(), keep=key.folder)
     return True
 
@@ -553,10 +622,12 @@ def store(key: CacheKey, trace: MemoryTrace) -> bool:
 _pending: list[threading.Thread] = []
 
 
-def store_in_background(key: CacheKey, trace: MemoryTrace) -> None:
+def store_in_background(key: CacheKey, trace: MemoryTrace,
+                        levels_of: MemoryTrace | None = None) -> None:
     """:func:`store` in a thread (mostly file writes, which release the GIL), so the first
     screen or the summary need not wait for it; :func:`wait_for_stores` joins them."""
-    thread = threading.Thread(target=store, args=(key, trace), name="memtui-cache-store")
+    thread = threading.Thread(target=store, args=(key, trace, levels_of),
+                              name="memtui-cache-store")
     _pending.append(thread)
     thread.start()
 

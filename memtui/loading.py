@@ -61,9 +61,9 @@ def load_trace(path: str | Path, progress: Progress | None = None,
 
         use_cache = cache.enabled()
     levels: dict = {}
-    key = None
+    key, fresh = None, False
     if use_cache:
-        trace, levels, key = _cached_or_loaded(path, progress, store_in_background)
+        trace, levels, key, fresh = _cached_or_loaded(path, progress)
     else:
         trace = open_capture(path, progress)
     prepared = prepare_trace(trace, thresholds)
@@ -73,8 +73,26 @@ def load_trace(path: str | Path, progress: Progress | None = None,
 
         for device, (allocated, reserved) in levels.items():
             seed_levels(prepared, device, allocated, reserved)
+    if fresh and key is not None:
+        _store(key, trace, prepared, progress, store_in_background)
     require_a_device(prepared)
     return prepared
+
+
+def _store(key: Any, trace: MemoryTrace, prepared: MemoryTrace, progress: Progress | None,
+           in_background: bool) -> None:
+    """Store the source's ``trace`` under ``key`` (never the flags), with the levels of
+    ``prepared``, the trace every analysis reads: the same events, so the levels are
+    walked once, by the store or by the first analysis, whichever asks first, and held
+    once (of the source's own trace they would be held twice)."""
+    from memtui import cache
+
+    if in_background:
+        cache.store_in_background(key, trace, levels_of=prepared)
+        return
+    if progress is not None:
+        progress(1.0, "storing in the cache")
+    cache.store(key, trace, levels_of=prepared)
 
 
 #: What a capture of nothing is told, by every command and by the UI.
@@ -97,13 +115,13 @@ def prepare_trace(trace: MemoryTrace,
     return with_inefficient_flags(trace, thresholds)
 
 
-def _cached_or_loaded(path: str | Path, progress: Progress | None,
-                      in_background: bool) -> tuple[MemoryTrace, dict, Any]:
+def _cached_or_loaded(path: str | Path,
+                      progress: Progress | None) -> tuple[MemoryTrace, dict, Any, bool]:
     """The trace of ``path``, the levels kept beside it where it was reopened from the
-    cache (device -> (allocated, reserved)), and its cache key, taken once before it was
-    read; a fresh load is stored for next time.  A file that changed while it was read
-    (its key after the read differs) is neither stored nor given a key: what was read
-    may be of neither version."""
+    cache (device -> (allocated, reserved)), its cache key, taken once before it was
+    read, and whether it was read afresh (the caller stores it for next time).  A file
+    that changed while it was read (its key after the read differs) is given no key:
+    what was read may be of neither version."""
     from memtui import cache
 
     key = cache.key_of(path)
@@ -113,17 +131,11 @@ def _cached_or_loaded(path: str | Path, progress: Progress | None,
             trace.meta.path = str(Path(path))  # as given this time, as a source would say
             if progress is not None:
                 progress(1.0, "opened from the cache")
-            return trace, cache.lookup_levels(key), key
+            return trace, cache.lookup_levels(key), key, False
     trace = open_capture(path, progress)
     if key is not None and cache.key_of(path) != key:
         key = None  # replaced or written while it was read
-    if key is not None and in_background:
-        cache.store_in_background(key, trace)
-    elif key is not None:
-        if progress is not None:
-            progress(1.0, "storing in the cache")
-        cache.store(key, trace)
-    return trace, {}, key
+    return trace, {}, key, True
 
 
 #: ``progress(index, fraction, message)``: the capture at ``paths[index]`` reports.

@@ -293,6 +293,29 @@ def conform(df: pl.DataFrame | None, name: str) -> pl.DataFrame:
     return df.select(exprs + extras)
 
 
+# A source may hold a column of one value (a snapshot's device, pool, stream, owner) as a
+# scalar column: polars keeps the one value.  ``df[column]`` writes such a column out, 8 to
+# 16 bytes a row, and keeps it with the frame for as long as the frame lives; these ask
+# by an expression instead, whose result alone is written out (and dropped after).
+
+def null_count(df: pl.DataFrame, column: str) -> int:
+    """``df[column].null_count()`` without writing out a column held as one value."""
+    return int(df.select(pl.col(column).null_count()).item())
+
+
+def distinct_values(df: pl.DataFrame, column: str) -> list:
+    """The distinct non-null values of ``column`` (unordered), without writing out a
+    column held as one value."""
+    return df.select(pl.col(column).drop_nulls().unique()).to_series().to_list()
+
+
+def column_where(df: pl.DataFrame, expr: pl.Expr) -> pl.Series:
+    """``expr`` over ``df`` as a Series: a column made from a column held as one value
+    (``pl.col("owner").fill_null("")``, ``pl.col("pool") == "HAL"``) is written out in the
+    result only, never kept with ``df``."""
+    return df.select(expr).to_series()
+
+
 @dataclass
 class MemoryTrace:
     """One capture in the canonical model (see the module docstring)."""
@@ -312,7 +335,7 @@ class MemoryTrace:
 
     def _device_rows(self, df: pl.DataFrame, device: str) -> pl.DataFrame:
         # One device and no null device: the frame itself, not a copy of millions of rows.
-        if self.meta.device_names == [device] and df["device"].null_count() == 0:
+        if self.meta.device_names == [device] and null_count(df, "device") == 0:
             return df
         return df.filter(pl.col("device") == device)
 

@@ -331,7 +331,7 @@ def test_two_threads_wait_for_the_same_store(monkeypatch):
 
     finished = threading.Event()
 
-    def slow_store(key, trace):
+    def slow_store(key, trace, levels_of=None):
         time.sleep(0.3)
         finished.set()
 
@@ -353,3 +353,88 @@ def test_two_threads_wait_for_the_same_store(monkeypatch):
         thread.join()
     assert not errors and seen == [True] * 4
     assert not cache._pending
+
+
+# -- columns of one value: kept in the manifest, not written (issue 34) ---------------------
+
+REPO_SNAPSHOTS = sorted((Path(__file__).parent / "data").glob("*.pickle"))
+
+
+def test_columns_of_one_value_are_kept_in_the_manifest_not_written(snapshot, isolated_cache,
+                                                                     read_mode, monkeypatch):
+    monkeypatch.setattr(cache, "CONSTANTS_FROM_ROWS", 2)
+    fresh = open_capture(snapshot)
+    load_trace(snapshot)
+    entry = only_entry(isolated_cache)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    kept = {name: {c[1]: c[3] for c in columns}
+            for name, columns in manifest["constants"].items()}
+    # the hand snapshot has one device, and no block has an owner
+    assert kept["events"]["device"] == "cuda:0"
+    assert "owner" in kept["blocks"] and kept["blocks"]["owner"] is None
+    written = pl.read_ipc_schema(entry / "events.arrow")
+    assert "device" not in written and "t" in written
+    reopened = cache.lookup(cache.key_of(snapshot))
+    assert reopened is not None
+    assert_same_trace(reopened, fresh)
+
+
+def test_a_frame_of_one_value_in_every_column_still_writes_one(isolated_cache):
+    frame = pl.DataFrame({"a": [7] * 3000, "b": ["x"] * 3000})
+    written, constants = cache._without_constants(frame)
+    assert written.width == 1 and len(constants) == 1  # its rows are still in the file
+    assert cache._with_constants(written, constants).equals(frame)
+
+
+def test_columns_of_several_values_are_written(isolated_cache):
+    frame = pl.DataFrame({"a": [1, 2] * 1500, "b": ["x", None] * 1500,
+                          "c": [None] * 3000, "d": ["y"] * 3000},
+                         schema={"a": pl.Int64, "b": pl.String, "c": pl.Int64, "d": pl.String})
+    written, constants = cache._without_constants(frame)
+    assert written.columns == ["a", "b"]
+    assert constants == [[2, "c", "Int64", None], [3, "d", "String", "y"]]
+    assert cache._with_constants(written, constants).equals(frame)
+    back = cache._with_constants(written, constants)
+    assert back.schema == frame.schema
+
+
+@pytest.mark.parametrize("change", ["value", "dtype", "position"])
+def test_an_edited_constant_is_not_trusted(snapshot, isolated_cache, monkeypatch, change):
+    monkeypatch.setattr(cache, "CONSTANTS_FROM_ROWS", 2)
+    load_trace(snapshot)
+    entry = only_entry(isolated_cache)
+    file = entry / "manifest.json"
+    manifest = json.loads(file.read_text())
+    column = next(c for c in manifest["constants"]["events"] if c[1] == "device")
+    column[{"value": 3, "dtype": 2, "position": 0}[change]] = {
+        "value": "cuda:7", "dtype": "Float64", "position": 99}[change]
+    if change != "value":  # a manifest made to agree with itself is still checked
+        manifest["constants_digest"] = cache._json_digest(manifest["constants"])
+    file.write_text(json.dumps(manifest))
+    assert cache.lookup(cache.key_of(snapshot)) is None
+    assert not entry.exists()
+
+
+@pytest.mark.parametrize("path", REPO_SNAPSHOTS + shared_files("torch_snapshots", "*.pickle"),
+                         ids=lambda p: p.name)
+def test_every_snapshot_reopens_equal_with_its_columns_of_one_value_kept_aside(
+        path, isolated_cache, monkeypatch):
+    monkeypatch.setattr(cache, "CONSTANTS_FROM_ROWS", 2)
+    fresh = open_capture(path)
+    load_trace(path)
+    from_cache = cache.lookup(cache.key_of(path))
+    assert from_cache is not None
+    assert_same_trace(from_cache, fresh)
+
+
+def test_the_store_keeps_the_levels_the_analyses_read(snapshot, isolated_cache):
+    """The levels kept beside a new entry are walked on the trace every analysis reads
+    (not on the source's own trace, which would hold them twice)."""
+    from memtui.analysis.timeline.live import held
+
+    trace = load_trace(snapshot, store_in_background=False)
+    device = trace.meta.device_names[0]
+    found, level = held(trace, ("allocated_level", device))
+    assert found and level is not None
+    kept = cache.lookup_levels(cache.key_of(snapshot))
+    assert np.array_equal(kept[device][0].values, level.values)

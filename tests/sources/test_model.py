@@ -44,3 +44,20 @@ def test_validate_rejects_wrong_dtypes():
     trace.events = trace.events.with_columns(pl.col("size").cast(pl.Float64))
     with pytest.raises(ModelError, match="size"):
         validate(trace)
+
+
+# -- columns held as one value, asked by an expression (issue 34) ---------------------------
+
+def test_column_helpers_answer_as_the_column_would():
+    from memtui.model import column_where, distinct_values, null_count
+
+    frame = pl.DataFrame({"x": [1, 2, 3, 4]}).with_columns(
+        one=pl.lit("cuda:0", pl.String), none=pl.lit(None, pl.String),
+        pool=pl.Series(["A", None, "B", "A"]))
+    for name in ("one", "none", "pool"):
+        assert null_count(frame, name) == frame[name].null_count()
+        assert sorted(distinct_values(frame, name)) == sorted(
+            frame[name].drop_nulls().unique().to_list())
+    assert column_where(frame, pl.col("pool").fill_null("") == "A").to_list() == [
+        True, False, False, True]
+    assert column_where(frame, pl.col("one")).to_list() == ["cuda:0"] * 4

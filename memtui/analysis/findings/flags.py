@@ -27,6 +27,7 @@ from memtui.model import (
     FLAG_LATE_DEALLOCATION,
     FLAG_TEMPORARY_IDLENESS,
     MemoryTrace,
+    null_count,
 )
 
 
@@ -149,7 +150,7 @@ def with_inefficient_flags(trace: MemoryTrace,
     (``meta.extra["trace_end_ns"]`` where the source knows it, else the last event).
     """
     blocks = trace.blocks
-    if blocks.is_empty() or blocks["first_access"].null_count() == blocks.height:
+    if blocks.is_empty() or null_count(blocks, "first_access") == blocks.height:
         return trace
     end_t = trace.meta.extra.get("trace_end_ns")
     if end_t is None and trace.events.height:

@@ -42,7 +42,7 @@ from memtui.analysis.roles.user_rules import (
 )
 from memtui.analysis.timeline.at_time import block_positions
 from memtui.analysis.timeline.live import cached
-from memtui.model import MemoryTrace
+from memtui.model import MemoryTrace, column_where
 
 #: What ``user_metadata`` says, read as rules (the first match wins: optimizer state
 #: before parameters, "optimizer_state" naming no parameter).
@@ -79,7 +79,8 @@ def device_roles(trace: MemoryTrace, device: str) -> BlockRoles:
             _give_codes(verdicts, named, "metadata")
     _give_codes(verdicts, owner_roles(blocks), "owner_tag")
     if "pool" in blocks.columns:
-        workspace = (blocks["pool"] == WORKSPACE_POOL).fill_null(False).to_numpy()
+        workspace = column_where(  # an expression: a pool of one value stays one value
+            blocks, (pl.col("pool") == WORKSPACE_POOL).fill_null(False)).to_numpy()
         verdicts.give(workspace, "temporary", "workspace")
     phases, source = phases_of(trace, device, blocks, facts)
     assign_by_lifetime(facts, phases, verdicts)
@@ -119,7 +120,7 @@ def block_facts(trace: MemoryTrace, device: str,
                  if "pos_free_requested" in aligned.columns
                  else np.full(blocks.height, NEVER, dtype=np.int64))
     release = np.where(requested < pos_free, requested, pos_free)
-    stacks = events["stack_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    stacks = events["stack_id"].fill_null(-1).to_numpy()  # int32: read per block, never widened
     allocs = (events["action"] == "alloc").fill_null(False).to_numpy()
     if allocs.any():
         alloc_stack = _event_stacks(events, pos_alloc, allocs, stacks)

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.roles.model import ROLES
+from memtui.model import column_where, distinct_values, null_count
 
 #: An owner label (one part between ``@``, lower case) and the role it names.
 OWNER_TAGS = {
@@ -33,15 +34,15 @@ def owner_roles(blocks: pl.DataFrame) -> np.ndarray:
     """Per block: the index in ROLES its owner's tags name (the last tag that names one:
     the innermost label), -1 where none does."""
     out = np.full(blocks.height, -1, dtype=np.int64)
-    if "owner" not in blocks.columns or blocks["owner"].null_count() == blocks.height:
+    if "owner" not in blocks.columns or null_count(blocks, "owner") == blocks.height:
         return out
-    owners = blocks["owner"].drop_nulls().unique().to_list()
-    table = {owner: _tag_role(owner) for owner in owners}
+    table = {owner: _tag_role(owner) for owner in distinct_values(blocks, "owner")}
     named = {k: v for k, v in table.items() if v >= 0}
     if not named:
         return out
-    mapped = blocks["owner"].replace_strict(named, default=-1, return_dtype=pl.Int64)
-    return mapped.fill_null(-1).to_numpy().astype(np.int64)
+    mapped = column_where(blocks, pl.col("owner").replace_strict(
+        named, default=-1, return_dtype=pl.Int64).fill_null(-1))
+    return mapped.to_numpy().astype(np.int64)
 
 
 def _tag_role(owner: str) -> int:

@@ -86,7 +86,7 @@ class Timeline:
         allocated = allocated_level(trace, device)
         reserved = reserved_level(trace, device)
         active = active_level(trace, device, allocated)
-        event_t = trace.device_events(device)["t"].to_numpy().astype(np.int64)
+        event_t = trace.device_events(device)["t"].to_numpy().astype(np.int64, copy=False)
         times = event_t if event_t.size else unique_sorted(allocated.t)
         if times.size == 0:
             times = np.zeros(1, dtype=np.int64)
@@ -312,7 +312,7 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     "One event axis"; a join where it does not rise)."""
     events = trace.device_events(device)
     blocks = trace.device_blocks(device)
-    times = events["t"].to_numpy().astype(np.int64)
+    times = events["t"].to_numpy().astype(np.int64, copy=False)
     if times.size == 0:  # positions count the level's times (as Timeline.times does)
         times = unique_sorted(allocated_level(trace, device).t)
     find = _seq_finder(events)

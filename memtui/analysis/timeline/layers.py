@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from memtui.model import DeviceInfo, MemoryTrace, conform, segment_level
+from memtui.model import DeviceInfo, MemoryTrace, conform, distinct_values, segment_level
 from memtui.units import counted, format_bytes
 
 FRAMEWORK_LAYERS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
@@ -38,7 +38,7 @@ def has_layers(trace: MemoryTrace) -> bool:
 
 def layers_of(trace: MemoryTrace, device: str) -> list[str]:
     """The layers ``device`` has blocks in: framework pools first, then the driver's."""
-    pools = set(trace.device_blocks(device)["pool"].drop_nulls().unique().to_list())
+    pools = set(distinct_values(trace.device_blocks(device), "pool"))
     order = list(FRAMEWORK_LAYERS) + list(DRIVER_LAYERS)
     known = [p for p in order if p in pools]
     return known + sorted(pools - set(order))

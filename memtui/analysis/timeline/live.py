@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeVar
 
@@ -31,7 +31,15 @@ T = TypeVar("T")
 
 
 def _ints(df: pl.DataFrame, column: str, fill: int) -> np.ndarray:
-    return df[column].cast(pl.Int64).fill_null(fill).to_numpy().astype(np.int64, copy=False)
+    """``column`` as int64 (nulls as ``fill``): the column's own memory where it is int64
+    without nulls in one chunk; an address column (uint64, device addresses below 2**63)
+    is read as int64 in place."""
+    series = df[column]
+    if series.dtype == pl.UInt64 and series.null_count() == 0:
+        values = series.to_numpy()
+        if values.size == 0 or int(values.max()) < 1 << 63:
+            return values.view(np.int64)
+    return series.cast(pl.Int64).fill_null(fill).to_numpy().astype(np.int64, copy=False)
 
 
 def _lifetime(df: pl.DataFrame, start: str, end: str) -> tuple[np.ndarray, np.ndarray]:
@@ -42,57 +50,113 @@ def _lifetime(df: pl.DataFrame, start: str, end: str) -> tuple[np.ndarray, np.nd
 
 @dataclass
 class DeviceIndex:
-    """Arrays and lifetime indexes of one device (see the module docstring)."""
+    """Arrays and lifetime indexes of one device (see the module docstring).
+
+    Each array is made on first use (a one-off question, such as the findings' blocks
+    alive at one event, needs only a few of them) and, where the column allows, is the
+    column's own memory rather than a copy (int64 columns without nulls)."""
 
     device: str
     blocks: pl.DataFrame  # the device's rows of trace.blocks, in block_id order
     segments: pl.DataFrame  # the device's rows of trace.segments, in segment_id order
     t_start: int  # first and last time of the device (see time_range)
     t_end: int
-    # blocks
-    block_id: np.ndarray = field(init=False)
-    addr: np.ndarray = field(init=False)
-    size: np.ndarray = field(init=False)
-    requested: np.ndarray = field(init=False)
-    t_alloc: np.ndarray = field(init=False)
-    t_free: np.ndarray = field(init=False)
-    t_free_requested: np.ndarray = field(init=False)
-    seq_free_requested: np.ndarray = field(init=False)
-    ghost: np.ndarray = field(init=False)
-    stack_id: np.ndarray = field(init=False)
-    is_segment: np.ndarray = field(init=False)  # the block is itself a segment (msMemScope HAL)
-    # segments
-    seg_id: np.ndarray = field(init=False)
-    seg_addr: np.ndarray = field(init=False)
-    seg_size: np.ndarray = field(init=False)
-    seg_stream: np.ndarray = field(init=False)
-    seg_t_alloc: np.ndarray = field(init=False)
-    seg_t_free: np.ndarray = field(init=False)
-    seg_ghost: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        b, s = self.blocks, self.segments
-        self.block_id = _ints(b, "block_id", -1)
-        self.addr = _ints(b, "addr", 0)
-        self.size = _ints(b, "size", 0)
-        self.requested = np.where(b["requested_size"].is_null().to_numpy(), self.size,
-                                  _ints(b, "requested_size", 0))
-        self.t_alloc, self.t_free = _lifetime(b, "t_alloc", "t_free")
-        self.t_free_requested = _ints(b, "t_free_requested", INT64_MAX)
-        self.seq_free_requested = (_ints(b, "seq_free_requested", INT64_MAX)
-                                   if "seq_free_requested" in b.columns
-                                   else np.full(b.height, INT64_MAX, dtype=np.int64))
-        self.ghost = b["ghost"].fill_null(False).to_numpy()
-        self.stack_id = _ints(b, "stack_id", -1)
-        self.seg_id = _ints(s, "segment_id", -1)
-        self.seg_addr = _ints(s, "addr", 0)
-        self.seg_size = _ints(s, "size", 0)
-        self.seg_stream = _ints(s, "stream", 0)
-        self.seg_t_alloc, self.seg_t_free = _lifetime(s, "t_alloc", "t_free")
-        self.seg_ghost = s["ghost"].fill_null(False).to_numpy()
-        self.is_segment = (np.isin(self.block_id, _ints(s, "block_id", -1))
-                           if "block_id" in s.columns else np.zeros(b.height, dtype=bool))
         self._seq_lives: tuple[IntervalIndex, IntervalIndex] | None = None
+
+    # -- blocks ---------------------------------------------------------------------------
+
+    @cached_property
+    def block_id(self) -> np.ndarray:
+        return _ints(self.blocks, "block_id", -1)
+
+    @cached_property
+    def addr(self) -> np.ndarray:
+        return _ints(self.blocks, "addr", 0)
+
+    @cached_property
+    def size(self) -> np.ndarray:
+        return _ints(self.blocks, "size", 0)
+
+    @cached_property
+    def requested(self) -> np.ndarray:
+        requested = self.blocks["requested_size"]
+        if requested.null_count() == 0:
+            return _ints(self.blocks, "requested_size", 0)
+        return np.where(requested.is_null().to_numpy(), self.size,
+                        _ints(self.blocks, "requested_size", 0))
+
+    @cached_property
+    def _block_lifetime(self) -> tuple[np.ndarray, np.ndarray]:
+        return _lifetime(self.blocks, "t_alloc", "t_free")
+
+    @property
+    def t_alloc(self) -> np.ndarray:
+        return self._block_lifetime[0]
+
+    @property
+    def t_free(self) -> np.ndarray:
+        return self._block_lifetime[1]
+
+    @cached_property
+    def t_free_requested(self) -> np.ndarray:
+        return _ints(self.blocks, "t_free_requested", INT64_MAX)
+
+    @cached_property
+    def seq_free_requested(self) -> np.ndarray:
+        if "seq_free_requested" not in self.blocks.columns:
+            return np.full(self.blocks.height, INT64_MAX, dtype=np.int64)
+        return _ints(self.blocks, "seq_free_requested", INT64_MAX)
+
+    @cached_property
+    def ghost(self) -> np.ndarray:
+        return self.blocks["ghost"].fill_null(False).to_numpy()
+
+    @cached_property
+    def stack_id(self) -> np.ndarray:
+        return _ints(self.blocks, "stack_id", -1)
+
+    @cached_property
+    def is_segment(self) -> np.ndarray:
+        """The block is itself a segment (msMemScope HAL blocks name their segments)."""
+        if "block_id" not in self.segments.columns:
+            return np.zeros(self.blocks.height, dtype=bool)
+        return np.isin(self.block_id, _ints(self.segments, "block_id", -1))
+
+    # -- segments -------------------------------------------------------------------------
+
+    @cached_property
+    def seg_id(self) -> np.ndarray:
+        return _ints(self.segments, "segment_id", -1)
+
+    @cached_property
+    def seg_addr(self) -> np.ndarray:
+        return _ints(self.segments, "addr", 0)
+
+    @cached_property
+    def seg_size(self) -> np.ndarray:
+        return _ints(self.segments, "size", 0)
+
+    @cached_property
+    def seg_stream(self) -> np.ndarray:
+        return _ints(self.segments, "stream", 0)
+
+    @cached_property
+    def _segment_lifetime(self) -> tuple[np.ndarray, np.ndarray]:
+        return _lifetime(self.segments, "t_alloc", "t_free")
+
+    @property
+    def seg_t_alloc(self) -> np.ndarray:
+        return self._segment_lifetime[0]
+
+    @property
+    def seg_t_free(self) -> np.ndarray:
+        return self._segment_lifetime[1]
+
+    @cached_property
+    def seg_ghost(self) -> np.ndarray:
+        return self.segments["ghost"].fill_null(False).to_numpy()
 
     # The interval indexes are built on first use: a one-off question (the findings' pool
     # at one event) is answered from the arrays without them.

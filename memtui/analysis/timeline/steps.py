@@ -44,7 +44,7 @@ import polars as pl
 
 from memtui.analysis.timeline.period import periodic_steps
 from memtui.arrays import unique_sorted
-from memtui.model import MemoryTrace
+from memtui.model import MemoryTrace, column_where, distinct_values
 
 STEP_NAME = re.compile(r"step", re.IGNORECASE)
 MIN_STEPS = 4
@@ -209,10 +209,10 @@ def _allocator_rows(events: pl.DataFrame) -> np.ndarray:
     every = np.arange(events.height, dtype=np.int64)
     if "pool" not in events.columns:
         return every
-    pools = events["pool"].drop_nulls().unique().to_list()
+    pools = distinct_values(events, "pool")
     if len(pools) < 2 or "HAL" not in pools:
         return every
-    return np.flatnonzero((events["pool"].fill_null("") != "HAL").to_numpy())
+    return np.flatnonzero(column_where(events, pl.col("pool").fill_null("") != "HAL").to_numpy())
 
 
 def _block_rhythm_steps(trace: MemoryTrace, device: str) -> Steps | None:
