@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memtui.analysis.roles.assign import positions_of
+from memtui.analysis.roles.assign import aligned_positions, positions_of
 from memtui.analysis.roles.model import OTHER, ROLES, BlockRoles
 from memtui.analysis.timeline.at_time import Timeline
 from memtui.analysis.timeline.attribution import level_is_reported, unexplained
@@ -132,11 +132,9 @@ def role_levels(trace: MemoryTrace, device: str, roles: BlockRoles,
     """:class:`RoleLevels` of ``device`` from its blocks' roles."""
     tl = timeline if timeline is not None else Timeline.build(trace, device)
     blocks = trace.device_blocks(device)
-    pos = positions_of(trace, device)
-    aligned = blocks.select("block_id", "size", "ghost").join(
-        pos, on="block_id", how="left", maintain_order="left")
-    size = aligned["size"].fill_null(0).to_numpy().astype(np.int64)
-    ghost = aligned["ghost"].fill_null(False).to_numpy()
+    aligned = aligned_positions(blocks, positions_of(trace, device))  # row for row
+    size = blocks["size"].fill_null(0).to_numpy().astype(np.int64, copy=False)
+    ghost = blocks["ghost"].fill_null(False).to_numpy()
     start = np.where(ghost, -1, aligned["pos_alloc"].fill_null(_NEVER).to_numpy())
     end = aligned["pos_free"].fill_null(_NEVER).to_numpy().astype(np.int64)
     codes = roles.codes if roles.frame.height == blocks.height else np.full(
