@@ -159,11 +159,15 @@ def _steps(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> RoleSteps:
     freed = end != _NEVER
     pos = np.concatenate([start, end[freed]])
     delta = np.concatenate([size, -size[freed]])
+    del freed
     order = np.argsort(pos, kind="stable")
-    pos, delta = pos[order], delta[order]
-    values = np.cumsum(delta)
+    pos = pos[order]  # one array reordered at a time, the sum taken in place: two
+    delta = delta[order]  # changes a block's worth fewer arrays at once (issue 34)
+    del order
+    np.cumsum(delta, out=delta)
     last = np.append(pos[1:] != pos[:-1], True)
-    return RoleSteps(pos[last].astype(np.int64), values[last].astype(np.int64))
+    return RoleSteps(pos[last].astype(np.int64, copy=False),
+                     delta[last].astype(np.int64, copy=False))
 
 
 __all__ = ["RoleLevels", "RoleSteps", "role_levels"]
