@@ -124,16 +124,16 @@ def block_facts(trace: MemoryTrace, device: str,
         alloc_stack = _event_stacks(events, pos_alloc, allocs, stacks)
     else:  # blocks without events of their own (profiler rows): their own stack
         alloc_stack = blocks["stack_id"].fill_null(-1).to_numpy().astype(np.int64)
-    free_stack = _event_stacks(events, np.where(requested < pos_free, requested, pos_free),
-                               None, stacks)
+    free_stack = _event_stacks(events, release, None, stacks)
+    del pos_free, requested, stacks  # a block's worth each: freed as they go (issue 34)
     table = stack_kinds(trace)
     kind = kinds_of(alloc_stack, table)
     context = _context_kinds(blocks)
     kind = np.where(np.isin(kind, (NEUTRAL, NO_STACK)) & (context >= 0), context, kind)
     facts = BlockFacts(
-        block_id=blocks["block_id"].to_numpy().astype(np.int64),
+        block_id=blocks["block_id"].to_numpy().astype(np.int64, copy=False),
         size=blocks["requested_size"].fill_null(blocks["size"]).fill_null(0).to_numpy()
-        .astype(np.int64),
+        .astype(np.int64, copy=False),
         ghost=ghost, pos_alloc=pos_alloc.astype(np.int64), pos_release=release,
         kind=kind,
         zero_grad=kinds_of(free_stack, table, "zero_grad", missing=0).astype(bool),
