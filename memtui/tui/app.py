@@ -224,7 +224,7 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
 
         def progress(fraction: float, message: str) -> None:
             if isinstance(screen, LoadingScreen):
-                self.call_from_thread(screen.set_progress, fraction, message)
+                screen.report_from_thread(fraction, message)
 
         try:
             trace = self._layered(self._with_rules(load_trace(self.trace_path, progress,

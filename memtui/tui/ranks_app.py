@@ -130,7 +130,7 @@ class RanksApp(MemtuiApp):
 
         def progress(fraction: float, message: str) -> None:
             if isinstance(screen, LoadingScreen):
-                self.call_from_thread(screen.set_progress, fraction, message)
+                screen.report_from_thread(fraction, message)
 
         try:
             trace = load_trace(row.path, progress)

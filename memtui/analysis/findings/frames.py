@@ -14,12 +14,11 @@ code between the user's call and the allocation; :func:`full_stack` keeps every 
 
 from __future__ import annotations
 
-import dataclasses
-
 import polars as pl
 
 from memtui.analysis.findings.model import StackFrame
 from memtui.analysis.stacks.callstack import internal_frame, python_frame, stack_top_frames
+from memtui.analysis.timeline.live import cached
 from memtui.model import MemoryTrace
 
 NO_STACK = "(no stack recorded)"
@@ -52,14 +51,12 @@ def _as_frames(frames: pl.DataFrame, limit: int) -> tuple[StackFrame, ...]:
 
 
 def naming_frame(trace: MemoryTrace, stack_id: int) -> int | None:
-    """The ``frame_id`` that names ``stack_id`` (:func:`stack_top_frames` on that one
-    stack: its blocks' forward lines included), or None."""
-    one = dataclasses.replace(
-        trace, stacks=trace.stacks.filter(pl.col("stack_id") == stack_id),
-        blocks=trace.blocks.filter(pl.col("stack_id") == stack_id)
-        if "forward_frames" in trace.blocks.columns else trace.blocks)
-    tops = stack_top_frames(one)
-    return None if tops.is_empty() else tops["frame_id"][0]
+    """The ``frame_id`` that names ``stack_id`` (:func:`stack_top_frames`, whose rule
+    looks at one stack and its own blocks at a time, worked out once for the trace), or
+    None."""
+    tops = cached(trace, ("stack_top_frames", "user"), lambda: stack_top_frames(trace))
+    row = tops.filter(pl.col("stack_id") == stack_id)
+    return None if row.is_empty() else row["frame_id"][0]
 
 
 def evidence_stack(trace: MemoryTrace, stack_id: int | None,

@@ -66,6 +66,10 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
     # the GIL), on the core the memory rows' many small steps leave idle.
     with ThreadPoolExecutor(max_workers=1) as worker:
         marking = worker.submit(markers_of, other)
+        # the other rows are the markers' alone: they go as soon as the markers are built
+        # (with the pairing's peak still ahead) instead of living through the build
+        other_rows = other.height
+        del other
         rows = memory.height
         pairing = phases.start("pairing allocations", (READ_SHARE, 0.75), rows)
         memory = resolved_memory_columns(memory, warnings)
@@ -79,8 +83,7 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
         del memory
         events, blocks = time_ordered_axis(events, blocks)
         levelling.finish(events.height)
-        marking_phase = phases.start("markers and calls", (0.9, 0.99), other.height)
-        del other
+        marking_phase = phases.start("markers and calls", (0.9, 0.99), other_rows)
         calls = calls_of(trace, events, start, end, warnings)
         markers = marking.result()
         marking_phase.finish()

@@ -55,30 +55,37 @@ def markers_of(other: pl.DataFrame) -> pl.DataFrame:
     """Marker rows from every non-memory row (see the module docstring).
 
     What each row becomes depends on its (Event, Event Type) pair only: the few distinct
-    pairs are classified once and joined onto the rows.
+    pairs are classified once, and each row takes its pair's classification by the pair's
+    number (categoricals, not texts per row: a launch-heavy capture has millions of these
+    rows, and wide texts carried through the sort and the pairing were most of the open's
+    memory peak).
     """
     if other.is_empty():
         return empty_frame("markers")
-    pairs = other.select(pl.col("event"), pl.col("etype").fill_null("")).unique()
+    etype = pl.col("etype").fill_null("")
+    pairs = other.select("event", etype).unique(maintain_order=True)
     kinds = pl.DataFrame(
         [(e, t, *marker_kind(e, t)) for e, t in pairs.iter_rows()],
         schema={"event": pl.String, "etype": pl.String, "kind": pl.String, "phase": pl.String,
-                "family": pl.String, "rule": pl.String, "fixed": pl.String}, orient="row")
-    rule = pl.col("rule")
-    name = pl.col("name").fill_null("")
-    label = (pl.when(rule == "name").then(name)
-             .when(rule == "unquote").then(
-                 name.str.strip_prefix('"').str.strip_suffix('"').str.strip_chars())
-             .when(rule == "step").then(pl.lit("step ") + name)
-             .when(rule == "fixed").then(pl.col("fixed"))
-             .otherwise(pl.when(name.is_in(["", "N/A"])).then(pl.col("fixed")).otherwise(name)))
+                "family": pl.String, "rule": pl.String, "fixed": pl.String}, orient="row",
+    ).with_columns(pl.col("kind", "phase", "family", "rule", "fixed").cast(pl.Categorical))
+    pair = other.select("event", etype).join(
+        kinds.select("event", "etype", pair=pl.int_range(pl.len(), dtype=pl.UInt32)),
+        on=["event", "etype"], how="left", maintain_order="left")["pair"]
+    per_row = kinds.select("kind", "phase", "family", "rule", "fixed")[pair]
     rows = other.select(
-        "t", "seq", "event", pl.col("etype").fill_null(""), "name", "pid", "tid", "attr",
+        "t", "seq", "pid", "tid", "name", "attr",
         device=device_column(other),  # N/A stays global: SYSTEM rows are copied per device
-    ).join(kinds, on=["event", "etype"], how="left", maintain_order="left").select(
+    ).hstack(per_row).select(
         "t", "seq", "device", "pid", "tid", "kind", "phase", "family",
-        label=label, detail=pl.when(~pl.col("attr").is_in(["", "{}"])).then(pl.col("attr")),
-    ).sort("t", "seq")
+        label=_labels(), detail=pl.when(~pl.col("attr").is_in(["", "{}"])).then(pl.col("attr")),
+        rare=pl.col("rule").is_in(["unquote", "step"]), name="name", rule="rule",
+    )
+    rare = rows.select(pl.arg_where("rare")).to_series()
+    if rare.len():  # (a when/then works out every branch for every row: these few alone)
+        rows = rows.with_columns(label=rows["label"].scatter(
+            rare, rows[rare].select(_labels(rare=True)).to_series()))
+    rows = rows.drop("rare", "name", "rule").sort("t", "seq")
     ranges = _marker_ranges(rows.filter(pl.col("phase").is_not_null()))
     instants = rows.filter(pl.col("phase").is_null()).select(
         "t", pl.lit(None, pl.Int64).alias("t_end"), "device", "kind", pl.col("label").alias("name"),
@@ -87,7 +94,23 @@ def markers_of(other: pl.DataFrame) -> pl.DataFrame:
     # SYSTEM rows are copied into every device's file: keep one of each.
     shared = markers.filter(pl.col("device").is_null()).unique(
         ["t", "kind", "name", "process"], keep="first", maintain_order=True)
-    return pl.concat([markers.filter(pl.col("device").is_not_null()), shared]).sort("t")
+    return pl.concat([markers.filter(pl.col("device").is_not_null()), shared]).sort(
+        "t").with_columns(pl.col("kind").cast(pl.String))
+
+
+def _labels(rare: bool = False) -> pl.Expr:
+    """The marker's label by its pair's rule (:func:`marker_kind`): the name, the name
+    unquoted, ``step N``, the fixed text, or the name unless empty or ``N/A``.  ``rare``:
+    the rules few rows have (unquote, step), else the others."""
+    rule = pl.col("rule")
+    name = pl.col("name").fill_null("")
+    fixed = pl.col("fixed").cast(pl.String)
+    if rare:
+        return pl.when(rule == "unquote").then(
+            name.str.strip_prefix('"').str.strip_suffix('"').str.strip_chars()
+        ).otherwise(pl.lit("step ") + name).alias("label")
+    use_fixed = (rule == "fixed") | ((rule != "name") & name.is_in(["", "N/A"]))
+    return pl.when(use_fixed).then(fixed).otherwise(name).alias("label")
 
 
 def _marker_ranges(rows: pl.DataFrame) -> pl.DataFrame:
@@ -100,9 +123,11 @@ def _marker_ranges(rows: pl.DataFrame) -> pl.DataFrame:
     rows = rows.with_columns(
         k_thread=pl.when(is_mstx | (pl.col("kind") == "kernel")).then(None)
         .otherwise(pl.col("tid")),
-        k_name=pl.when(is_mstx).then(None).otherwise(pl.col("label")),
+        # (the texts in the key as categoricals: hashed as numbers by the window and joins)
+        k_name=pl.when(is_mstx).then(None).otherwise(pl.col("label")).cast(pl.Categorical),
+        k_device=pl.col("device").cast(pl.Categorical),
     )
-    key = ["kind", "family", "pid", "k_thread", "device", "k_name"]
+    key = ["kind", "family", "pid", "k_thread", "k_device", "k_name"]
     rows = rows.with_columns(nth=pl.int_range(pl.len()).over([*key, "phase"]))
     starts = rows.filter(pl.col("phase") == "start")
     ends = rows.filter(pl.col("phase") == "end").select(*key, "nth", t_end=pl.col("t"))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Center, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
@@ -23,6 +26,7 @@ class LoadingScreen(Screen):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.file_name = name
+        self._last_report = -1e9
 
     def compose(self) -> ComposeResult:
         with Center(id="loading-box"):
@@ -32,9 +36,33 @@ class LoadingScreen(Screen):
             yield ProgressBar(total=100, show_eta=False, id="loading-bar")
             yield Static("", id="loading-message")
 
+    class Progress(Message):
+        """A loader thread's report (posted: the loader never waits for the screen)."""
+
+        def __init__(self, fraction: float, message: str) -> None:
+            super().__init__()
+            self.fraction, self.message = fraction, message
+
+    #: A loader's reports are shown at most this often (each costs the screen a paint;
+    #: a 10M-row read reports every chunk).
+    REPORT_EVERY_S = 0.1
+
     def set_progress(self, fraction: float, message: str) -> None:
         self.query_one(ProgressBar).update(progress=max(0.0, min(fraction, 1.0)) * 100)
         self.query_one("#loading-message", Static).update(Text(message))
+
+    def report_from_thread(self, fraction: float, message: str) -> None:
+        """A loader thread's ``progress`` callback: posted without waiting for the app's
+        loop (``call_from_thread`` would hold the loader up a paint per report), at most
+        every :attr:`REPORT_EVERY_S` but the last (``fraction`` 1.0)."""
+        now = time.monotonic()
+        if fraction < 1.0 and now - self._last_report < self.REPORT_EVERY_S:
+            return
+        self._last_report = now
+        self.post_message(self.Progress(fraction, message))
+
+    def on_loading_screen_progress(self, report: Progress) -> None:
+        self.set_progress(report.fraction, report.message)
 
 
 class DeviceScreen(ModalScreen[str | None]):
