@@ -110,9 +110,7 @@ def block_facts(trace: MemoryTrace, device: str,
     """The facts :mod:`.lifetimes` reads, and each block's allocation stack id (-1: none),
     from the device's blocks, their event positions and the stacks of their events."""
     events = trace.device_events(device)
-    pos = positions_of(trace, device)
-    aligned = blocks.select("block_id").join(pos, on="block_id", how="left",
-                                             maintain_order="left")
+    aligned = aligned_positions(blocks, positions_of(trace, device))
     ghost = blocks["ghost"].fill_null(False).to_numpy()
     pos_alloc = np.where(ghost, -1, aligned["pos_alloc"].fill_null(-1).to_numpy())
     pos_free = aligned["pos_free"].fill_null(NEVER).to_numpy().astype(np.int64)
@@ -126,16 +124,16 @@ def block_facts(trace: MemoryTrace, device: str,
         alloc_stack = _event_stacks(events, pos_alloc, allocs, stacks)
     else:  # blocks without events of their own (profiler rows): their own stack
         alloc_stack = blocks["stack_id"].fill_null(-1).to_numpy().astype(np.int64)
-    free_stack = _event_stacks(events, np.where(requested < pos_free, requested, pos_free),
-                               None, stacks)
+    free_stack = _event_stacks(events, release, None, stacks)
+    del pos_free, requested, stacks  # a block's worth each: freed as they go (issue 34)
     table = stack_kinds(trace)
     kind = kinds_of(alloc_stack, table)
     context = _context_kinds(blocks)
     kind = np.where(np.isin(kind, (NEUTRAL, NO_STACK)) & (context >= 0), context, kind)
     facts = BlockFacts(
-        block_id=blocks["block_id"].to_numpy().astype(np.int64),
+        block_id=blocks["block_id"].to_numpy().astype(np.int64, copy=False),
         size=blocks["requested_size"].fill_null(blocks["size"]).fill_null(0).to_numpy()
-        .astype(np.int64),
+        .astype(np.int64, copy=False),
         ghost=ghost, pos_alloc=pos_alloc.astype(np.int64), pos_release=release,
         kind=kind,
         zero_grad=kinds_of(free_stack, table, "zero_grad", missing=0).astype(bool),
@@ -151,6 +149,19 @@ def positions_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
     and device for the roles and their levels."""
     return cached(trace, ("roles.block_positions", device),
                   lambda: block_positions(trace, device))
+
+
+def aligned_positions(blocks: pl.DataFrame, positions: pl.DataFrame) -> pl.DataFrame:
+    """``positions`` (:func:`positions_of`) row for row with ``blocks``: the positions
+    themselves where their block ids are the blocks' own in the same order (they are
+    made from the device's blocks), else joined by block id (no copy of every column of
+    millions of blocks where none is needed)."""
+    ids = blocks["block_id"]
+    if positions.height == blocks.height and ids.null_count() == 0 and \
+            positions["block_id"].equals(ids):
+        return positions
+    return blocks.select("block_id").join(positions, on="block_id", how="left",
+                                          maintain_order="left")
 
 
 def _event_stacks(events: pl.DataFrame, at: np.ndarray, allocs: np.ndarray | None,

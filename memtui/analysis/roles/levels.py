@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memtui.analysis.roles.assign import positions_of
+from memtui.analysis.roles.assign import aligned_positions, positions_of
 from memtui.analysis.roles.model import OTHER, ROLES, BlockRoles
 from memtui.analysis.timeline.at_time import Timeline
 from memtui.analysis.timeline.attribution import level_is_reported, unexplained
@@ -132,11 +132,9 @@ def role_levels(trace: MemoryTrace, device: str, roles: BlockRoles,
     """:class:`RoleLevels` of ``device`` from its blocks' roles."""
     tl = timeline if timeline is not None else Timeline.build(trace, device)
     blocks = trace.device_blocks(device)
-    pos = positions_of(trace, device)
-    aligned = blocks.select("block_id", "size", "ghost").join(
-        pos, on="block_id", how="left", maintain_order="left")
-    size = aligned["size"].fill_null(0).to_numpy().astype(np.int64)
-    ghost = aligned["ghost"].fill_null(False).to_numpy()
+    aligned = aligned_positions(blocks, positions_of(trace, device))  # row for row
+    size = blocks["size"].fill_null(0).to_numpy().astype(np.int64, copy=False)
+    ghost = blocks["ghost"].fill_null(False).to_numpy()
     start = np.where(ghost, -1, aligned["pos_alloc"].fill_null(_NEVER).to_numpy())
     end = aligned["pos_free"].fill_null(_NEVER).to_numpy().astype(np.int64)
     codes = roles.codes if roles.frame.height == blocks.height else np.full(
@@ -161,11 +159,15 @@ def _steps(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> RoleSteps:
     freed = end != _NEVER
     pos = np.concatenate([start, end[freed]])
     delta = np.concatenate([size, -size[freed]])
+    del freed
     order = np.argsort(pos, kind="stable")
-    pos, delta = pos[order], delta[order]
-    values = np.cumsum(delta)
+    pos = pos[order]  # one array reordered at a time, the sum taken in place: two
+    delta = delta[order]  # changes a block's worth fewer arrays at once (issue 34)
+    del order
+    np.cumsum(delta, out=delta)
     last = np.append(pos[1:] != pos[:-1], True)
-    return RoleSteps(pos[last].astype(np.int64), values[last].astype(np.int64))
+    return RoleSteps(pos[last].astype(np.int64, copy=False),
+                     delta[last].astype(np.int64, copy=False))
 
 
 __all__ = ["RoleLevels", "RoleSteps", "role_levels"]

@@ -152,6 +152,7 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
     into_f1 = _alive_at(facts, start_f1)
     never = facts.pos_release == NEVER
     kept = into_f1 & _alive_at(facts, start_f2)
+    del f2, start_f1, start_f2  # a block's worth each: freed as they go (issue 34)
     kept |= (f1 >= phases.count) & never
     # the user's own blocks (and ghosts): kept only across a later forward's start, or made
     # before the first forward and never freed; a batch still held when the capture ends
@@ -165,6 +166,7 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
     # the loop keeps from every step: told by the earlier blocks of its line (rule 10)
     unsure = ~facts.ghost & ~kept_user & never & into_f1 & (f1 < phases.count) \
         & (t2 >= phases.count)
+    del t2
     ghost = facts.ghost
 
     # 6a. optimizer and construction blocks kept between phases (the parameters' sizes
@@ -183,10 +185,12 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
 
     # 5. forward
     in_f = ~ghost & (kind == PHASE_F)
+    del kind
     training = b1 < f1
     into_b = _alive_at(facts, phases.start_or(b1, NEVER))
     verdicts.give(in_f & into_f1 & (f1 < phases.count), "cache", "kept_forward")
     verdicts.give(in_f & training & into_b, "activation", "saved_for_backward")
+    del b1, training, into_b
     verdicts.give(in_f & (facts.pos_release != NEVER), "temporary", "phase_temporary")
     one_forward = int((phases.kind == PHASE_F).sum()) == 1
     if phases.has(PHASE_B) or one_forward:
@@ -199,6 +203,7 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
     verdicts.give(between & ~kept_user & ~unsure & into_f1 & (f1 < phases.count), "input",
                   "fed_forward")
     verdicts.give(between & ~kept_user & ~unsure & ~into_f1, "temporary", "phase_temporary")
+    del f1, into_f1
     hold = unsure & verdicts.open  # decided after the rest (rule 10)
     verdicts.role[hold] = -2
 

@@ -331,7 +331,7 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     ghost = blocks["ghost"].fill_null(False).to_numpy()
     pos_alloc = np.where(ghost, -1, placed("seq_alloc", "t_alloc", np.iinfo(np.int64).min))
     out = pl.DataFrame({"block_id": blocks["block_id"],
-                        "pos_alloc": pos_alloc.astype(np.int64),
+                        "pos_alloc": pos_alloc.astype(np.int64, copy=False),
                         "pos_free": placed("seq_free", "t_free", never)})
     if "seq_free_requested" in blocks.columns and "t_free_requested" in blocks.columns:
         out = out.with_columns(pos_free_requested=placed(
@@ -351,10 +351,13 @@ def _seq_finder(events: pl.DataFrame):
         wanted = values.fill_null(-1).to_numpy().astype(np.int64, copy=False)
         if not seq.size:
             return np.full(wanted.size, -1, dtype=np.int64)
-        if rising:
-            at = np.searchsorted(seq, wanted)
-            hit = known & (at < seq.size) & (seq[np.minimum(at, seq.size - 1)] == wanted)
-            return np.where(hit, at, -1).astype(np.int64)
+        if rising:  # (in place where it can: a block's worth of int64 per temporary)
+            at = np.searchsorted(seq, wanted).astype(np.int64, copy=False)
+            hit = seq[np.minimum(at, seq.size - 1)] == wanted
+            hit &= known
+            hit &= at < seq.size
+            at[~hit] = -1
+            return at
         by_seq = events.select(seq=pl.col("seq"), pos=pl.int_range(0, pl.len(),
                                                                     dtype=pl.Int64))
         joined = pl.DataFrame({"seq": values}).join(by_seq, on="seq", how="left",

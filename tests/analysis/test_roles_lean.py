@@ -1,0 +1,60 @@
+"""The roles' lean paths (issue 34) against the plain computations they stand for:
+positions taken as they are where they line up with the blocks, a role's steps, and the
+event positions of block seqs."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memtui.analysis.roles.assign import aligned_positions
+from memtui.analysis.roles.levels import _NEVER, _steps
+from memtui.analysis.timeline.at_time import _seq_finder
+
+
+def positions_of_ids(ids: list[int]) -> pl.DataFrame:
+    return pl.DataFrame({"block_id": ids, "pos_alloc": [i * 2 for i in ids],
+                         "pos_free": [i * 2 + 1 for i in ids]})
+
+
+def test_positions_made_from_the_blocks_are_taken_as_they_are():
+    blocks = pl.DataFrame({"block_id": [0, 1, 2, 3]})
+    positions = positions_of_ids([0, 1, 2, 3])
+    assert aligned_positions(blocks, positions) is positions
+
+
+def test_positions_in_another_order_are_joined_row_for_row():
+    blocks = pl.DataFrame({"block_id": [3, 1, 0, 2]})
+    got = aligned_positions(blocks, positions_of_ids([0, 1, 2, 3]))
+    assert got["block_id"].to_list() == [3, 1, 0, 2]
+    assert got["pos_alloc"].to_list() == [6, 2, 0, 4]
+    missing = aligned_positions(pl.DataFrame({"block_id": [0, 9]}), positions_of_ids([0, 1]))
+    assert missing["pos_free"].to_list() == [1, None]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 30), st.integers(0, 40), st.integers(1, 1 << 40)),
+                min_size=1, max_size=60))
+def test_a_roles_steps_are_the_bytes_alive_after_each_event(blocks):
+    start = np.array([b[0] for b in blocks], dtype=np.int64)
+    end = np.array([b[1] if b[1] > b[0] else _NEVER for b in blocks], dtype=np.int64)
+    size = np.array([b[2] for b in blocks], dtype=np.int64)
+    steps = _steps(start, end, size)
+    assert np.all(np.diff(steps.pos) > 0)
+    for event in range(-1, 42):
+        alive = (start <= event) & (end > event)
+        assert int(steps.at(event)) == int(size[alive].sum()), event
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 200), min_size=0, max_size=50, unique=True),
+       st.lists(st.one_of(st.none(), st.integers(-5, 210)), max_size=50))
+def test_seqs_are_found_at_their_events(seqs, wanted):
+    seqs = sorted(seqs)
+    events = pl.DataFrame({"seq": seqs}, schema={"seq": pl.Int64})
+    found = _seq_finder(events)(pl.Series(wanted, dtype=pl.Int64))
+    where = {s: i for i, s in enumerate(seqs)}
+    assert found.tolist() == [where.get(w, -1) if w is not None else -1 for w in wanted]
+    assert found.dtype == np.int64 and found.flags.writeable
