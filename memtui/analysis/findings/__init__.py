@@ -22,10 +22,8 @@ stack of each finding's evidence and of each of the peak's stack groups (``findi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -39,7 +37,6 @@ from memtui.analysis.findings.model import KINDS, Evidence, Finding, StackFrame,
 from memtui.analysis.findings.oom import find_ooms
 from memtui.analysis.findings.peak import find_peak
 from memtui.analysis.findings.savings import find_savings
-from memtui.analysis.roles import levels_by_role
 from memtui.model import MemoryTrace
 
 FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficient,
@@ -47,26 +44,11 @@ FINDERS = (find_ooms, find_leaks, find_peak, find_fragmentation, find_inefficien
 
 
 def device_findings(trace: MemoryTrace, device: str) -> list[Finding]:
-    """Every finding of one device, most severe first.
-
-    The memory by role (the savings' figures, the longest of the analyses they read) is
-    worked out in a thread meanwhile (polars and numpy let go of the GIL): the savings
-    finder, last, takes it from the per-trace cache, or waits for it there."""
+    """Every finding of one device, most severe first."""
     found: list[Finding] = []
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        warming = worker.submit(levels_by_role, trace, device)
-        for finder in FINDERS:
-            if finder is find_savings:
-                _settled(warming)
-            found.extend(finder(trace, device))
+    for finder in FINDERS:
+        found.extend(finder(trace, device))
     return ranked(with_event_numbers(trace, device, found))
-
-
-def _settled(future: Future) -> None:
-    """Wait for ``future``; a failure is the savings finder's to raise (the cache forgets
-    a failed build, and the finder's own call builds it again)."""
-    with contextlib.suppress(Exception):
-        future.result()
 
 
 def with_event_numbers(trace: MemoryTrace, device: str,
