@@ -102,6 +102,7 @@ def test_a_reader_never_sees_a_partial_dump(tmp_path):
     payload = pickle.dumps(grown_snapshot(60), protocol=4) * 20  # ~ a few hundred kB
     done = threading.Event()
     seen: list[str] = []
+    passes = [0]  # the reader's finished looks at the folder
 
     def reader() -> None:
         while not done.is_set():
@@ -111,11 +112,21 @@ def test_a_reader_never_sees_a_partial_dump(tmp_path):
                 except FileNotFoundError:
                     continue
                 seen.append("whole" if data == payload else f"partial {len(data)}")
+            passes[0] += 1
+
+    def reader_passes(count: int) -> None:
+        """Wait until the reader has looked at the folder ``count`` more times (a busy
+        machine may leave the reader thread unscheduled while every dump is written)."""
+        wanted, deadline = passes[0] + count, time.monotonic() + 30
+        while passes[0] < wanted and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     thread = threading.Thread(target=reader)
     thread.start()
+    reader_passes(1)
     for i in range(40):
         write_atomically(tmp_path / f"snapshot_{i:03d}.pickle", payload)
+    reader_passes(2)  # (at least one look with every dump in place)
     done.set()
     thread.join()
     assert seen and set(seen) == {"whole"}

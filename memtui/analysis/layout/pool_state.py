@@ -213,16 +213,16 @@ def state_at_seq(trace: MemoryTrace, device: str, seq: int) -> PoolState:
     index = device_index(trace, device)
     block_life, segment_life = index.seq_lives()
     return pool_state(index, segment_life.at(seq), block_life.at(seq),
-                      _time_after_seq(trace, device, seq, index.t_start), seq=seq)
+                      time_after_seq(trace, device, seq, index.t_start), seq=seq)
 
 
-def _time_after_seq(trace: MemoryTrace, device: str, seq: int, start: int) -> int:
+def time_after_seq(trace: MemoryTrace, device: str, seq: int, start: int) -> int:
     """The latest time of the device's events up to number ``seq`` (``start`` before the
     first): where ``seq`` is in order (as events are by time), the time of the last event
     of that prefix, found by bisection rather than by a pass over every event (a cursor
     key on millions of events)."""
     events = trace.device_events(device)
-    if _orders_by_seq(trace, device):
+    if orders_by_seq(trace, device):
         upto = int(events["seq"].search_sorted(seq, side="right"))  # no copy of the column
         return int(events["t"][upto - 1]) if upto else start
     before = events.filter(pl.col("seq") <= seq)
@@ -243,7 +243,7 @@ def state_at_event(trace: MemoryTrace, device: str, event: int,
     if events.is_empty():
         return state_at(trace, device, device_index(trace, device).t_start if t is None else t)
     event = min(max(int(event), 0), events.height - 1)
-    if _orders_by_seq(trace, device):
+    if orders_by_seq(trace, device):
         return state_at_seq(trace, device, int(events["seq"][event]))
     return state_at(trace, device, int(events["t"][event]))
 
@@ -268,7 +268,7 @@ def event_seq(trace: MemoryTrace, device: str, event: int | None) -> int | None:
     """The ``seq`` of the device's event at position ``event`` where lifetimes are exact
     by event order (as :func:`state_at_event`), else None (go by the event's time)."""
     events = trace.device_events(device)
-    if event is None or events.is_empty() or not _orders_by_seq(trace, device):
+    if event is None or events.is_empty() or not orders_by_seq(trace, device):
         return None
     return int(events["seq"][min(max(int(event), 0), events.height - 1)])
 
@@ -279,7 +279,7 @@ def event_in_life(trace: MemoryTrace, device: str, block_id: int, t: int) -> int
     where it falls outside): a click on a block's band at ``t`` puts the cursor on an
     event that shows that block.  None where lifetimes are not exact by event order or
     the block is unknown or never alive just after an event."""
-    if not _orders_by_seq(trace, device):
+    if not orders_by_seq(trace, device):
         return None
     index = device_index(trace, device)
     row = index.row_of_block(block_id)
@@ -300,7 +300,10 @@ def event_in_life(trace: MemoryTrace, device: str, block_id: int, t: int) -> int
     return min(max(at, lo), hi)
 
 
-def _orders_by_seq(trace: MemoryTrace, device: str) -> bool:
+def orders_by_seq(trace: MemoryTrace, device: str) -> bool:
+    """Whether the device's events are in ``seq`` order and every traced block knows the
+    ``seq`` of its allocation (cached): a state can then be found by ``seq`` alone."""
+
     def check() -> bool:
         seq = trace.device_events(device)["seq"]
         blocks = trace.device_blocks(device)

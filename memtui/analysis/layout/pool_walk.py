@@ -29,14 +29,15 @@ import numpy as np
 
 from memtui.analysis.layout.pool_state import (
     PoolState,
-    _orders_by_seq,
-    _time_after_seq,
+    orders_by_seq,
     pool_state_placed,
     segment_measures,
     state_at_event,
     state_at_seq,
+    time_after_seq,
 )
 from memtui.analysis.timeline.live import DeviceIndex, cached, device_index, event_blocks
+from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
 #: A step changing more blocks than this share of the live ones is no cheaper than the
@@ -66,7 +67,7 @@ class PoolWalk:
         self.trace = trace
         self.device = device
         self.index: DeviceIndex = device_index(trace, device)
-        self.exact = _orders_by_seq(trace, device)
+        self.exact = orders_by_seq(trace, device)
         self._last: _Walked | None = None
         self._lock = threading.Lock()
         self._seg_end_sorted: np.ndarray | None = None
@@ -83,7 +84,7 @@ class PoolWalk:
         if not self.exact or events.is_empty():
             return state_at_event(self.trace, self.device, event, t)
         event = min(max(int(event), 0), events.height - 1)
-        # the time after it: its own (events in seq order), as _time_after_seq finds it
+        # the time after it: its own (events in seq order), as time_after_seq finds it
         return self._state(int(events["seq"][event]),
                            int(event_blocks(self.trace, self.device).t[event]))
 
@@ -92,7 +93,7 @@ class PoolWalk:
         state is near (on a device whose lifetimes are exact by event order)."""
         if not self.exact:
             return state_at_seq(self.trace, self.device, seq)
-        return self._state(seq, _time_after_seq(self.trace, self.device, seq,
+        return self._state(seq, time_after_seq(self.trace, self.device, seq,
                                                 self.index.t_start))
 
     def _state(self, seq: int, t: int) -> PoolState:
@@ -221,7 +222,7 @@ class PoolWalk:
         # the segments whose blocks changed: died, born, or their free requested
         touched = np.concatenate([old.blk_segment[~kept], where,
                                   blk_segment[pending != merged(old.blk_pending, pending[born])]])
-        state = _remeasured(state, np.unique(touched[touched >= 0]))
+        state = _remeasured(state, unique_sorted(touched[touched >= 0]))
         return _Walked(seq=seq, state=state, start=merged(last.start, block_life.start[positions]),
                        end=merged(last.end, block_life.end[positions]),
                        free_requested=free_requested, key=merged(last.key, key))
