@@ -193,6 +193,7 @@ class PoolWalk:
         order = np.lexsort((positions, key))
         positions, rows, addr, where, key = (positions[order], rows[order], addr[order],
                                              where[order], key[order])
+        assert last.key is not None  # (_step steps only from a state with its keys)
         kept_key = last.key[kept]
         at = np.searchsorted(kept_key, key, side="left")
         if np.any(np.searchsorted(kept_key, key, side="right") != at):
