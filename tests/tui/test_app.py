@@ -44,6 +44,43 @@ async def test_opens_a_path_behind_a_progress_bar():
         assert "cuda:0" in status_text(app)
 
 
+async def test_a_loader_thread_reports_without_waiting_and_at_most_every_tenth_second():
+    """The loader's reports are posted from its thread (it never waits for a paint), a
+    report within 0.1 s of the last one is dropped, and the last (1.0) always shows."""
+    import threading
+
+    from textual.app import App
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(LoadingScreen("big.db"))
+
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, LoadingScreen)
+
+        def loader() -> None:
+            screen.report_from_thread(0.25, "reading rows: 1 of 4")
+            screen.report_from_thread(0.50, "reading rows: 2 of 4")  # too soon: dropped
+            screen.report_from_thread(1.0, "done")
+
+        thread = threading.Thread(target=loader)
+        thread.start()
+        thread.join(timeout=5)
+        assert not thread.is_alive()  # it never waited on the app's loop
+        await pilot.pause()
+        assert screen.query_one("ProgressBar").progress == 100
+        assert str(screen.query_one("#loading-message").render()) == "done"
+        await pilot.pause(LoadingScreen.REPORT_EVERY_S * 1.5)  # past the last report
+        shown: list[str] = []
+        screen.set_progress = lambda fraction, message: shown.append(message)
+        threading.Thread(target=lambda: (screen.report_from_thread(0.1, "a"),
+                                         screen.report_from_thread(0.2, "b"))).start()
+        await pilot.pause(0.2)
+        assert shown == ["a"]
+
+
 async def test_a_bad_file_exits_2_with_the_one_line_error(tmp_path):
     bad = tmp_path / "notes.pickle"
     bad.write_text("this is not a pickle\n")

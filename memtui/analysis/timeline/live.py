@@ -48,6 +48,16 @@ def _lifetime(df: pl.DataFrame, start: str, end: str) -> tuple[np.ndarray, np.nd
     return begin.astype(np.int64), _ints(df, end, INT64_MAX)
 
 
+def _int_column(frame: str, column: str, fill: int) -> cached_property[np.ndarray]:
+    """A :class:`DeviceIndex` array read once, on first use: ``column`` of its ``frame``
+    (``blocks`` or ``segments``) by :func:`_ints`."""
+
+    def read(index: DeviceIndex) -> np.ndarray:
+        return _ints(getattr(index, frame), column, fill)
+
+    return cached_property(read)
+
+
 @dataclass
 class DeviceIndex:
     """Arrays and lifetime indexes of one device (see the module docstring).
@@ -67,17 +77,9 @@ class DeviceIndex:
 
     # -- blocks ---------------------------------------------------------------------------
 
-    @cached_property
-    def block_id(self) -> np.ndarray:
-        return _ints(self.blocks, "block_id", -1)
-
-    @cached_property
-    def addr(self) -> np.ndarray:
-        return _ints(self.blocks, "addr", 0)
-
-    @cached_property
-    def size(self) -> np.ndarray:
-        return _ints(self.blocks, "size", 0)
+    block_id = _int_column("blocks", "block_id", -1)
+    addr = _int_column("blocks", "addr", 0)
+    size = _int_column("blocks", "size", 0)
 
     @cached_property
     def requested(self) -> np.ndarray:
@@ -99,9 +101,7 @@ class DeviceIndex:
     def t_free(self) -> np.ndarray:
         return self._block_lifetime[1]
 
-    @cached_property
-    def t_free_requested(self) -> np.ndarray:
-        return _ints(self.blocks, "t_free_requested", INT64_MAX)
+    t_free_requested = _int_column("blocks", "t_free_requested", INT64_MAX)
 
     @cached_property
     def seq_free_requested(self) -> np.ndarray:
@@ -113,9 +113,7 @@ class DeviceIndex:
     def ghost(self) -> np.ndarray:
         return self.blocks["ghost"].fill_null(False).to_numpy()
 
-    @cached_property
-    def stack_id(self) -> np.ndarray:
-        return _ints(self.blocks, "stack_id", -1)
+    stack_id = _int_column("blocks", "stack_id", -1)
 
     @cached_property
     def is_segment(self) -> np.ndarray:
@@ -126,21 +124,10 @@ class DeviceIndex:
 
     # -- segments -------------------------------------------------------------------------
 
-    @cached_property
-    def seg_id(self) -> np.ndarray:
-        return _ints(self.segments, "segment_id", -1)
-
-    @cached_property
-    def seg_addr(self) -> np.ndarray:
-        return _ints(self.segments, "addr", 0)
-
-    @cached_property
-    def seg_size(self) -> np.ndarray:
-        return _ints(self.segments, "size", 0)
-
-    @cached_property
-    def seg_stream(self) -> np.ndarray:
-        return _ints(self.segments, "stream", 0)
+    seg_id = _int_column("segments", "segment_id", -1)
+    seg_addr = _int_column("segments", "addr", 0)
+    seg_size = _int_column("segments", "size", 0)
+    seg_stream = _int_column("segments", "stream", 0)
 
     @cached_property
     def _segment_lifetime(self) -> tuple[np.ndarray, np.ndarray]:
