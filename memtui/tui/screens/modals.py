@@ -27,6 +27,7 @@ class LoadingScreen(Screen):
         super().__init__()
         self.file_name = name
         self._last_report = -1e9
+        self._held: tuple[float, str] | None = None  # the newest report not yet shown
 
     def compose(self) -> ComposeResult:
         with Center(id="loading-box"):
@@ -54,12 +55,22 @@ class LoadingScreen(Screen):
     def report_from_thread(self, fraction: float, message: str) -> None:
         """A loader thread's ``progress`` callback: posted without waiting for the app's
         loop (``call_from_thread`` would hold the loader up a paint per report), at most
-        every :attr:`REPORT_EVERY_S` but the last (``fraction`` 1.0)."""
+        every :attr:`REPORT_EVERY_S` but the last (``fraction`` 1.0); a report held back
+        is shown at the next tick (a phase's first words stay, however long it runs)."""
         now = time.monotonic()
         if fraction < 1.0 and now - self._last_report < self.REPORT_EVERY_S:
+            self._held = (fraction, message)
             return
-        self._last_report = now
+        self._last_report, self._held = now, None
         self.post_message(self.Progress(fraction, message))
+
+    def on_mount(self) -> None:
+        self.set_interval(self.REPORT_EVERY_S, self._show_held)
+
+    def _show_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            self.set_progress(*held)
 
     def on_loading_screen_progress(self, report: Progress) -> None:
         self.set_progress(report.fraction, report.message)
