@@ -103,13 +103,23 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
                "trace_start_ns": start, "trace_end_ns": end},
     )
     return MemoryTrace(
-        meta=meta, events=constants_as_scalars(conform(events, "events"), _EVENT_CONSTANTS),
-        blocks=constants_as_scalars(conform(blocks, "blocks"), _BLOCK_CONSTANTS),
-        segments=conform(segments, "segments"),
-        frames=frames, stacks=stacks, calls=conform(calls, "calls"),
-        curves=conform(curves, "curves"),
-        markers=conform(markers, "markers"),
+        meta=meta, events=_model_frame(events, "events", _EVENT_CONSTANTS),
+        blocks=_model_frame(blocks, "blocks", _BLOCK_CONSTANTS),
+        segments=_model_frame(segments, "segments"),
+        frames=frames, stacks=stacks, calls=_model_frame(calls, "calls"),
+        curves=_model_frame(curves, "curves"),
+        markers=_model_frame(markers, "markers"),
     )
+
+
+def _model_frame(frame: pl.DataFrame, name: str, constants: tuple[str, ...] = ()
+                 ) -> pl.DataFrame:
+    """``frame`` as the model holds it: ``constants`` of one value kept as one value, the
+    schema's columns in its types, and the texts the reader held as categoricals (its
+    ``_MEMORY_LABELS``) back to texts."""
+    frame = conform(constants_as_scalars(frame, constants), name)
+    labels = [column for column, dtype in frame.schema.items() if dtype == pl.Categorical]
+    return frame.with_columns(pl.col(labels).cast(pl.String)) if labels else frame
 
 
 #: Columns often of one value in a whole capture (one device, one process and thread, no
