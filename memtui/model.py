@@ -297,6 +297,27 @@ def conform(df: pl.DataFrame | None, name: str) -> pl.DataFrame:
 # scalar column: polars keeps the one value.  ``df[column]`` writes such a column out, 8 to
 # 16 bytes a row, and keeps it with the frame for as long as the frame lives; these ask
 # by an expression instead, whose result alone is written out (and dropped after).
+# :func:`constants_as_scalars` is how a source makes such columns.
+
+def constants_as_scalars(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
+    """``frame`` with each of ``names`` that holds one value in every row (or null in
+    every row) as a scalar column: polars keeps the one value, not millions of copies
+    (8 to 16 bytes a row), and hands out the full column where a caller asks for it."""
+    if frame.height < 2:
+        return frame
+    scalars = []
+    for name in names:
+        if name not in frame.columns:
+            continue
+        column = frame[name]
+        nulls = column.null_count()
+        if nulls == frame.height:
+            scalars.append(pl.lit(None, column.dtype).alias(name))
+        elif nulls == 0 and (column.min() == column.max() if column.dtype.is_numeric()
+                             else column.n_unique() == 1):
+            scalars.append(pl.lit(column[0], column.dtype).alias(name))
+    return frame.with_columns(scalars) if scalars else frame
+
 
 def null_count(df: pl.DataFrame, column: str) -> int:
     """``df[column].null_count()`` without writing out a column held as one value."""

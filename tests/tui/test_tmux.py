@@ -42,13 +42,23 @@ class Pane:
         self.socket = f"memtui-test-{uuid.uuid4().hex[:8]}"
         env_prefix = f"cd {shlex.quote(str(REPO))} && PYTHONPATH={shlex.quote(str(REPO))} "
         shell = f"{env_prefix}{command}; echo EXIT=$?; sleep 30"
-        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height),
-                  "env", "TERM=xterm-256color", "sh", "-c", shell)
+        started = self.run_tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y",
+                                str(height), "env", "TERM=xterm-256color", "sh", "-c", shell)
+        if started.returncode != 0:  # say why, rather than wait on a pane that is not there
+            raise AssertionError(f"tmux could not start the pane: {started.stderr.strip()}")
+
+    def run_tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, timeout=20, env={**os.environ, "TMUX": ""})
 
     def tmux(self, *args: str) -> str:
-        result = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                                text=True, timeout=20, env={**os.environ, "TMUX": ""})
-        return result.stdout
+        return self.run_tmux(*args).stdout
+
+    def state(self) -> str:
+        """What tmux says of the pane (its process, whether it ended), for a failure."""
+        panes = self.run_tmux("list-panes", "-t", "t", "-F",
+                              "pid=#{pane_pid} dead=#{pane_dead} command=#{pane_current_command}")
+        return (panes.stdout or panes.stderr).strip()
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-t", "t")  # -J: join wrapped lines
@@ -67,7 +77,8 @@ class Pane:
             if any(text in screen for text in texts):
                 return screen
             time.sleep(0.2)
-        raise AssertionError(f"{texts!r} never appeared; the pane shows:\n{screen}")
+        raise AssertionError(f"{texts!r} never appeared in {timeout:.0f} s (tmux: "
+                             f"{self.state()}); the pane shows:\n{screen}")
 
     def close(self) -> None:
         self.tmux("kill-server")

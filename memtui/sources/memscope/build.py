@@ -34,7 +34,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from memtui.model import DeviceInfo, MemoryTrace, TraceMeta, conform, empty_frame
+from memtui.model import (
+    DeviceInfo,
+    MemoryTrace,
+    TraceMeta,
+    conform,
+    constants_as_scalars,
+    empty_frame,
+)
 from memtui.progress import Phases
 from memtui.sources.common.event_axis import time_ordered_axis
 from memtui.sources.memscope.pairing import EVENT_CODES, Runs, block_runs, row_keys
@@ -96,12 +103,33 @@ def build_trace(files: list[RawFile], path: Path, progress: Progress = None) -> 
                "trace_start_ns": start, "trace_end_ns": end},
     )
     return MemoryTrace(
-        meta=meta, events=conform(events, "events"), blocks=conform(blocks, "blocks"),
-        segments=conform(segments, "segments"),
-        frames=frames, stacks=stacks, calls=conform(calls, "calls"),
-        curves=conform(curves, "curves"),
-        markers=conform(markers, "markers"),
+        meta=meta, events=_model_frame(events, "events", _EVENT_CONSTANTS),
+        blocks=_model_frame(blocks, "blocks", _BLOCK_CONSTANTS),
+        segments=_model_frame(segments, "segments"),
+        frames=frames, stacks=stacks, calls=_model_frame(calls, "calls"),
+        curves=_model_frame(curves, "curves"),
+        markers=_model_frame(markers, "markers"),
     )
+
+
+def _model_frame(frame: pl.DataFrame, name: str, constants: tuple[str, ...] = ()
+                 ) -> pl.DataFrame:
+    """``frame`` as the model holds it: ``constants`` of one value kept as one value, the
+    schema's columns in its types, and the texts the reader held as categoricals (its
+    ``_MEMORY_LABELS``) back to texts."""
+    frame = conform(constants_as_scalars(frame, constants), name)
+    labels = [column for column, dtype in frame.schema.items() if dtype == pl.Categorical]
+    return frame.with_columns(pl.col(labels).cast(pl.String)) if labels else frame
+
+
+#: Columns often of one value in a whole capture (one device, one process and thread, no
+#: stream, no C stacks): kept as one value, not 8 to 16 bytes a row in the trace and again
+#: in each layer's view (see :func:`~memtui.model.constants_as_scalars`).
+_EVENT_CONSTANTS = ("device", "stream", "pool", "owner", "process", "thread", "c_stack_id",
+                    "event_type", "name")
+_BLOCK_CONSTANTS = ("device", "stream", "pool", "owner", "process", "thread", "c_stack_id",
+                    "requested_size", "flags", "t_free_requested", "seq_free_requested",
+                    "inefficient_type", "first_access", "last_access", "max_access_gap")
 
 
 # -- gathering the files ----------------------------------------------------------------

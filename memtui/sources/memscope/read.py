@@ -669,10 +669,11 @@ class DumpRows:
         # then share their chunks, so later column work never has to copy it whole.  The
         # texts the model does not keep (Device Id, Ptr) are read here, chunk by chunk.
         self.memory.append(memory_columns(memory).with_columns(
-            pl.col("py_stack", "c_stack").cast(pl.Categorical)).rechunk())
+            pl.col("py_stack", "c_stack", *_MEMORY_LABELS).cast(pl.Categorical)).rechunk())
         detail = pl.col("event").is_in(_DETAIL_EVENTS)
         self.other.append(kept.drop("py_stack", "c_stack", *decoded).filter(~is_memory)
-                          .with_columns(attr=pl.when(detail).then(pl.col("attr"))).rechunk())
+                          .with_columns(pl.col(*_OTHER_LABELS).cast(pl.Categorical),
+                                        attr=pl.when(detail).then(pl.col("attr"))).rechunk())
 
     def _drop_impossible_devices(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Rows whose ``Device Id`` is a number no device has (a timestamp where the id
@@ -725,6 +726,21 @@ class DumpRows:
             self.raw.other = pl.concat(self.other, rechunk=False)
         self.memory, self.other = [], []
         return self.unreadable
+
+
+#: The texts of few distinct values (an event's kind, its pool, device and owner), held as
+#: categoricals from the chunk on: 4 bytes a row, not a 16-byte view each, through the
+#: whole build (millions of rows; the model's frames take them back as texts).
+_MEMORY_LABELS = ("event", "etype", "owner", "ineff", "device", "pool")
+_OTHER_LABELS = ("event", "etype", "dev", "file_device")
+
+
+def labels_as_texts(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the columns :class:`DumpRows` holds as categoricals (but the call
+    stacks) as texts again."""
+    labels = [c for c in (*_MEMORY_LABELS, *_OTHER_LABELS)
+              if c in frame.columns and frame.schema[c] == pl.Categorical]
+    return frame.with_columns(pl.col(labels).cast(pl.String)) if labels else frame
 
 
 #: The Attr columns the compiled pass adds to a fetched chunk of a DB.

@@ -98,9 +98,10 @@ class TailParts:
         return build_trace([raw], self.path)
 
     def _keep(self, raw: read.RawFile) -> None:
+        # (the live build extends frames of texts: the reader's categoricals go back)
         if raw.memory is not None:
-            self.memory.append(raw.memory)
-            self.other.append(raw.other)
+            self.memory.append(read.labels_as_texts(raw.memory))
+            self.other.append(read.labels_as_texts(raw.other))
 
 
 @dataclass

@@ -32,6 +32,7 @@ from memtui.model import (
     MemoryTrace,
     TraceMeta,
     conform,
+    constants_as_scalars,
     segment_level,
 )
 from memtui.progress import Phase, Phases
@@ -401,9 +402,9 @@ class _SnapshotBuilder:
         frames, stacks = self.interner.frames()
         return MemoryTrace(
             meta=meta,
-            events=_constants_as_scalars(_merge_device_events(events, names, blocks),
+            events=constants_as_scalars(_merge_device_events(events, names, blocks),
                                          _EVENT_CONSTANTS),
-            blocks=_constants_as_scalars(_concat(blocks, "blocks").with_columns(
+            blocks=constants_as_scalars(_concat(blocks, "blocks").with_columns(
                 block_id=pl.int_range(0, pl.len(), dtype=pl.Int64)), _BLOCK_CONSTANTS),
             segments=_concat(segments, "segments").with_columns(
                 segment_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
@@ -689,30 +690,10 @@ class _SnapshotBuilder:
 
 
 #: Columns that are often one value for a whole snapshot (one stream, one device, one
-#: pool): kept as one value, not one per row (:func:`_constants_as_scalars`).
+#: pool): kept as one value, not one per row (:func:`~memtui.model.constants_as_scalars`).
 _EVENT_CONSTANTS = ("device", "stream", "pool", "owner")
 _BLOCK_CONSTANTS = ("device", "stream", "pool", "owner", "pool_id", "first_access",
                     "last_access", "max_access_gap")
-
-
-def _constants_as_scalars(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
-    """``frame`` with each of ``names`` that holds one value in every row (or null in
-    every row) as a scalar column: polars keeps the one value, not millions of copies
-    (8 to 16 bytes a row), and hands out the full column where a caller asks for it."""
-    if frame.height < 2:
-        return frame
-    scalars = []
-    for name in names:
-        if name not in frame.columns:
-            continue
-        column = frame[name]
-        nulls = column.null_count()
-        if nulls == frame.height:
-            scalars.append(pl.lit(None, column.dtype).alias(name))
-        elif nulls == 0 and (column.min() == column.max() if column.dtype.is_numeric()
-                             else column.n_unique() == 1):
-            scalars.append(pl.lit(column[0], column.dtype).alias(name))
-    return frame.with_columns(scalars) if scalars else frame
 
 
 def _block_sizes(events: pl.DataFrame, sizes: np.ndarray) -> np.ndarray:
