@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from memtui.model import DeviceInfo, MemoryTrace, conform, distinct_values, segment_level
+from memtui.model import DeviceInfo, MemoryTrace, conform, segment_level
 from memtui.units import counted, format_bytes
 
 FRAMEWORK_LAYERS = ("PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE")
@@ -38,23 +38,31 @@ def has_layers(trace: MemoryTrace) -> bool:
 
 def layers_of(trace: MemoryTrace, device: str) -> list[str]:
     """The layers ``device`` has blocks in: framework pools first, then the driver's."""
-    pools = set(distinct_values(trace.device_blocks(device), "pool"))
+    return _ordered(list(_block_counts(trace, device)))
+
+
+def _ordered(pools: list[str]) -> list[str]:
     order = list(FRAMEWORK_LAYERS) + list(DRIVER_LAYERS)
     known = [p for p in order if p in pools]
-    return known + sorted(pools - set(order))
+    return known + sorted(set(pools) - set(order))
+
+
+def _block_counts(trace: MemoryTrace, device: str) -> dict[str, int]:
+    """How many blocks ``device`` has in each pool (one pass over the blocks)."""
+    counts = trace.device_blocks(device).group_by("pool").len().drop_nulls("pool")
+    return dict(counts.iter_rows())
 
 
 def default_layers(trace: MemoryTrace) -> dict[str, str]:
     """Per device: the framework pool (the one with the most blocks), else the driver."""
     chosen = {}
     for device in trace.meta.device_names:
-        layers = layers_of(trace, device)
+        counts = _block_counts(trace, device)
+        layers = _ordered(list(counts))
         if not layers:
             continue
-        blocks = trace.device_blocks(device)
         framework = [p for p in layers if p in FRAMEWORK_LAYERS]
         if framework:
-            counts = {p: blocks.filter(pl.col("pool") == p).height for p in framework}
             chosen[device] = max(framework, key=lambda p: (counts[p], -framework.index(p)))
         else:
             chosen[device] = layers[0]
@@ -94,13 +102,18 @@ def layer_view(trace: MemoryTrace, layers: dict[str, str] | None = None) -> Memo
 def _in_layer(rows: pl.DataFrame, layers: dict[str, str]) -> pl.DataFrame:
     """The rows (events or blocks) of each device's chosen layer, every row of a device
     without a choice, with the device's ``layer`` (null: none chosen).  No copy of the
-    rows where every one is kept (a capture with one layer per device)."""
-    layer = pl.col("device").replace_strict(layers, default=None, return_dtype=pl.String)
-    rows = rows.with_columns(layer=layer)
-    keep = pl.col("layer").is_null() | (pl.col("pool") == pl.col("layer"))
-    if rows.select(keep.fill_null(False).all()).item():
-        return rows
-    return rows.filter(keep)
+    rows where every one is kept (a capture with one layer per device).  Compared device
+    by device (a device held as one value is compared once, not per row)."""
+    chosen = pl.lit(False)
+    keep = pl.lit(True)
+    for device, layer in layers.items():
+        on_device = (pl.col("device") == device).fill_null(False)
+        chosen = chosen | on_device
+        keep = keep & (~on_device | (pl.col("pool") == layer).fill_null(False))
+    if not rows.select(keep.all()).item():
+        rows = rows.filter(keep)
+    # (a kept row of a device with a choice is in the chosen layer: its pool)
+    return rows.with_columns(layer=pl.when(chosen).then(pl.col("pool")))
 
 
 def _block_sizes(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:

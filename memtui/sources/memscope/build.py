@@ -232,7 +232,10 @@ def _time_ordered(memory: pl.DataFrame) -> pl.DataFrame:
     in that order (a DB written in time order) as they are."""
     if in_time_order(memory):
         return memory
-    order = memory.select(pl.arg_sort_by("t", "seq")).to_series()  # (seq is unique)
+    # (seq is unique; where the rows come in its order, as read, a stable sort by time
+    # alone gives the same order, faster)
+    keys = ["t"] if memory["seq"].is_sorted() else ["t", "seq"]
+    order = memory.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
     # (a column made one chunk first: a gather across the chunks of each read costs five
     # times one from a single chunk)
     return pl.DataFrame([memory.drop_in_place(name).rechunk().gather(order)
