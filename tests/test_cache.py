@@ -398,6 +398,19 @@ def test_columns_of_several_values_are_written(isolated_cache):
     assert back.schema == frame.schema
 
 
+def test_a_column_one_row_away_from_one_value_is_written(isolated_cache):
+    """A value other than the first in the last row only, or a null in the first row only,
+    makes a column of several values (each column is compared with its first value)."""
+    frame = pl.DataFrame({"e": ["z" * 40] * 2999 + ["z" * 39 + "w"], "f": [None] + [5] * 2999,
+                          "g": [True] * 3000, "h": [3] * 2999 + [None]},
+                         schema={"e": pl.String, "f": pl.Int64, "g": pl.Boolean,
+                                 "h": pl.Int64})
+    written, constants = cache._without_constants(frame)
+    assert written.columns == ["e", "f", "h"]
+    assert constants == [[2, "g", "Boolean", True]]
+    assert cache._with_constants(written, constants).equals(frame)
+
+
 @pytest.mark.parametrize("change", ["value", "dtype", "position"])
 def test_an_edited_constant_is_not_trusted(snapshot, isolated_cache, monkeypatch, change):
     monkeypatch.setattr(cache, "CONSTANTS_FROM_ROWS", 2)
