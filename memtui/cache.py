@@ -623,14 +623,29 @@ def store(key: CacheKey, trace: MemoryTrace, levels_of: MemoryTrace | None = Non
 
 
 _pending: list[threading.Thread] = []
+#: The moment each background store waits for (see :func:`store_in_background`).
+_gates: dict[threading.Thread, threading.Event] = {}
+#: A store told to wait for a moment starts this many seconds later at the latest.
+DEFER_LIMIT_S = 10.0
 
 
 def store_in_background(key: CacheKey, trace: MemoryTrace,
-                        levels_of: MemoryTrace | None = None) -> None:
+                        levels_of: MemoryTrace | None = None,
+                        after: threading.Event | None = None) -> None:
     """:func:`store` in a thread (mostly file writes, which release the GIL), so the first
-    screen or the summary need not wait for it; :func:`wait_for_stores` joins them."""
-    thread = threading.Thread(target=store, args=(key, trace, levels_of),
-                              name="memtui-cache-store")
+    screen or the summary need not wait for it; :func:`wait_for_stores` joins them.
+
+    ``after``: the store starts once it is set (the UI sets it at its first paint, so the
+    writing does not take a core from the work before it), after :data:`DEFER_LIMIT_S`
+    at the latest, or at once where :func:`wait_for_stores` asks for it."""
+    def deferred_store() -> None:
+        if after is not None:
+            after.wait(DEFER_LIMIT_S)
+        store(key, trace, levels_of)
+
+    thread = threading.Thread(target=deferred_store, name="memtui-cache-store")
+    if after is not None:
+        _gates[thread] = after
     _pending.append(thread)
     thread.start()
 
@@ -638,8 +653,12 @@ def store_in_background(key: CacheKey, trace: MemoryTrace,
 def wait_for_stores() -> None:
     """Block until every background store has finished (the CLI calls it before exiting;
     the UI's indexing thread too, before it keeps an index beside the entry: both may
-    wait at once, so each joins every store, none takes one from the other)."""
+    wait at once, so each joins every store, none takes one from the other).  A store
+    still waiting for its moment starts at once."""
     for thread in list(_pending):
+        gate = _gates.pop(thread, None)
+        if gate is not None:
+            gate.set()
         thread.join()
         with contextlib.suppress(ValueError):  # (the other waiter removed it first)
             _pending.remove(thread)

@@ -15,6 +15,7 @@ a reopened capture's Findings arrive with its first screen.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,13 +39,16 @@ Progress = Callable[[float, str], None]
 
 def load_trace(path: str | Path, progress: Progress | None = None,
                thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
-               use_cache: bool | None = None, store_in_background: bool = False) -> MemoryTrace:
+               use_cache: bool | None = None, store_in_background: bool = False,
+               store_after: threading.Event | None = None) -> MemoryTrace:
     """The capture at ``path`` with its load-time analyses applied.
 
     ``use_cache=False`` neither reads nor writes the reopen cache; ``None`` (the default)
     uses it unless ``--no-cache`` turned it off for the process (``MEMTUI_NO_CACHE``).
     ``store_in_background`` writes a new cache entry in a thread and returns at once
-    (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits).
+    (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits), once
+    ``store_after`` is set where one is given (the UI's first paint; see
+    :func:`memtui.cache.store_in_background`).
 
     A capture of nothing (no device has events, blocks or levels) is a CaptureError: the
     one rule of every command and the UI (:func:`require_a_device`).
@@ -74,13 +78,13 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         for device, (allocated, reserved) in levels.items():
             seed_levels(prepared, device, allocated, reserved)
     if fresh and key is not None:
-        _store(key, trace, prepared, progress, store_in_background)
+        _store(key, trace, prepared, progress, store_in_background, store_after)
     require_a_device(prepared)
     return prepared
 
 
 def _store(key: Any, trace: MemoryTrace, prepared: MemoryTrace, progress: Progress | None,
-           in_background: bool) -> None:
+           in_background: bool, after: threading.Event | None = None) -> None:
     """Store the source's ``trace`` under ``key`` (never the flags), with the levels of
     ``prepared``, the trace every analysis reads: the same events, so the levels are
     walked once, by the store or by the first analysis, whichever asks first, and held
@@ -88,7 +92,7 @@ def _store(key: Any, trace: MemoryTrace, prepared: MemoryTrace, progress: Progre
     from memtui import cache
 
     if in_background:
-        cache.store_in_background(key, trace, levels_of=prepared)
+        cache.store_in_background(key, trace, levels_of=prepared, after=after)
         return
     if progress is not None:
         progress(1.0, "storing in the cache")

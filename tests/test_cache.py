@@ -355,6 +355,49 @@ def test_two_threads_wait_for_the_same_store(monkeypatch):
     assert not cache._pending
 
 
+def test_a_store_told_to_wait_writes_nothing_until_its_moment(snapshot, isolated_cache):
+    """The UI's store waits for the first paint: no entry before it, the entry after."""
+    import threading
+    import time
+
+    painted = threading.Event()
+    load_trace(snapshot, store_in_background=True, store_after=painted)
+    time.sleep(0.3)
+    assert not isolated_cache.exists() or not any(isolated_cache.glob("*/manifest.json"))
+    painted.set()
+    cache.wait_for_stores()
+    assert cache.lookup(cache.key_of(snapshot)) is not None
+
+
+def test_waiting_for_stores_starts_one_still_waiting_for_its_moment(snapshot, isolated_cache,
+                                                                    monkeypatch):
+    """A quit before the first paint never hangs on the store: waiting starts it."""
+    import threading
+
+    monkeypatch.setattr(cache, "DEFER_LIMIT_S", 600.0)
+    load_trace(snapshot, store_in_background=True, store_after=threading.Event())
+    waiting = threading.Thread(target=cache.wait_for_stores, daemon=True)
+    waiting.start()
+    waiting.join(timeout=30)
+    assert not waiting.is_alive(), "waiting for the stores hung on one not yet started"
+    assert not cache._pending and not cache._gates
+    assert cache.lookup(cache.key_of(snapshot)) is not None
+
+
+def test_a_store_whose_moment_never_comes_starts_after_the_limit(snapshot, isolated_cache,
+                                                                monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(cache, "DEFER_LIMIT_S", 0.2)
+    load_trace(snapshot, store_in_background=True, store_after=threading.Event())
+    deadline = time.monotonic() + 30
+    while cache.lookup(cache.key_of(snapshot)) is None:
+        assert time.monotonic() < deadline, "the store never started"
+        time.sleep(0.05)
+    cache.wait_for_stores()
+
+
 # -- columns of one value: kept in the manifest, not written (issue 34) ---------------------
 
 REPO_SNAPSHOTS = sorted((Path(__file__).parent / "data").glob("*.pickle"))

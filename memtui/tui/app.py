@@ -138,6 +138,9 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         self.crash_log: Path | None = None
         self.started_at = time.perf_counter()
         self.painted: dict[str, float] = {}
+        #: set at the first paint: a new cache entry is written from then on (its writing
+        #: would take a core from the work before the first screen)
+        self.first_paint = threading.Event()
         #: what the app itself warned of (the keymap): the status bar counts these with the
         #: capture's warnings, the Capture facts (A) list them; nothing pops up over figures
         self.app_warnings: list[str] = []
@@ -227,8 +230,9 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                 screen.report_from_thread(fraction, message)
 
         try:
-            trace = self._layered(self._with_rules(load_trace(self.trace_path, progress,
-                                                              store_in_background=True)))
+            trace = self._layered(self._with_rules(load_trace(
+                self.trace_path, progress, store_in_background=True,
+                store_after=self.first_paint)))
             device = initial_device(trace)
             if device is not None:
                 self._timelines[device] = Timeline.build(trace, device)

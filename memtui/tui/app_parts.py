@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import threading
+
     from memtui.analysis.timeline.at_time import LiveBlocks, Timeline
     from memtui.model import MemoryTrace
     from memtui.tui.cursor import CursorState
@@ -66,6 +68,7 @@ class BackgroundWorkNeeds(HoldsTrace, Protocol):
     keymap_ids: set[str]
     open_at_answer: bool
     painted: dict[str, float]
+    first_paint: threading.Event
     user_acted: bool
 
     def add_warning(self, text: str) -> None: ...

@@ -30,8 +30,10 @@ class BackgroundWork:
             self.findings = {}
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``); the
-        first paint starts the findings worker (and the check of the keymap's ids)."""
+        first paint starts the findings worker (and the check of the keymap's ids) and
+        lets a new cache entry be written (``first_paint``)."""
         self.painted.setdefault(name, time.perf_counter())
+        self.first_paint.set()
         if not self._findings_started and self.trace is not None:
             self._findings_started = True
             self._find()
