@@ -261,31 +261,16 @@ def _without_constants(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[list[Any
 
     A source holds such a column (a snapshot's device, pool, stream) as one value; writing
     it would write it out, 8 to 16 bytes a row, while the findings run beside the store.
-    Each column is asked by expressions (null count, first value, any other), which leave a
-    column of one value as it is; at least one column is always written (it holds the
-    frame's rows)."""
-    import polars as pl
+    Each column is asked by :func:`memtui.model.one_value_columns`; at least one column
+    is always written (it holds the frame's rows)."""
+    from memtui.model import one_value_columns
 
     if frame.height < CONSTANTS_FROM_ROWS:
         return frame, []
     candidates = [name for name, dtype in frame.schema.items()
                   if str(dtype) in _CONSTANT_DTYPES]
-    if not candidates:
-        return frame, []
-    # (each column against its first value: no ordering of millions of long texts)
-    firsts = [pl.col(c).drop_nulls().first() for c in candidates]
-    figures = frame.select(
-        [pl.col(c).null_count().alias(f"n{i}") for i, c in enumerate(candidates)]
-        + [first.alias(f"v{i}") for i, first in enumerate(firsts)]
-        + [(pl.col(c) != first).fill_null(False).any().alias(f"d{i}")
-           for i, (c, first) in enumerate(zip(candidates, firsts, strict=True))]).row(0)
-    count = len(candidates)
-    constants = []
-    for i, name in enumerate(candidates):
-        nulls, value, differs = figures[i], figures[count + i], figures[2 * count + i]
-        if nulls == frame.height or (nulls == 0 and not differs):
-            constants.append([frame.columns.index(name), name, str(frame.schema[name]),
-                              None if nulls else value])
+    constants = [[frame.columns.index(name), name, str(frame.schema[name]), value]
+                 for name, value in one_value_columns(frame, candidates).items()]
     if len(constants) == frame.width:
         constants = constants[1:]
     return frame.drop([name for _, name, _, _ in constants]), constants

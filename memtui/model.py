@@ -299,23 +299,37 @@ def conform(df: pl.DataFrame | None, name: str) -> pl.DataFrame:
 # by an expression instead, whose result alone is written out (and dropped after).
 # :func:`constants_as_scalars` is how a source makes such columns.
 
+def one_value_columns(frame: pl.DataFrame, names: list[str] | tuple[str, ...]) -> dict:
+    """Which of ``names`` hold one value in every row (or null in every row): column ->
+    that value (None: null throughout).  Asked by expressions in one pass (null count,
+    first value, any other), which order no texts and leave a column of one value as
+    it is."""
+    names = [name for name in names if name in frame.columns]
+    if not names or frame.height == 0:
+        return {}
+    firsts = [pl.col(name).drop_nulls().first() for name in names]
+    figures = frame.select(
+        [pl.col(name).null_count().alias(f"n{i}") for i, name in enumerate(names)]
+        + [first.alias(f"v{i}") for i, first in enumerate(firsts)]
+        + [(pl.col(name) != first).fill_null(False).any().alias(f"d{i}")
+           for i, (name, first) in enumerate(zip(names, firsts, strict=True))]).row(0)
+    count = len(names)
+    found = {}
+    for i, name in enumerate(names):
+        nulls, value, differs = figures[i], figures[count + i], figures[2 * count + i]
+        if nulls == frame.height or (nulls == 0 and not differs):
+            found[name] = None if nulls else value
+    return found
+
+
 def constants_as_scalars(frame: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
     """``frame`` with each of ``names`` that holds one value in every row (or null in
     every row) as a scalar column: polars keeps the one value, not millions of copies
     (8 to 16 bytes a row), and hands out the full column where a caller asks for it."""
     if frame.height < 2:
         return frame
-    scalars = []
-    for name in names:
-        if name not in frame.columns:
-            continue
-        column = frame[name]
-        nulls = column.null_count()
-        if nulls == frame.height:
-            scalars.append(pl.lit(None, column.dtype).alias(name))
-        elif nulls == 0 and (column.min() == column.max() if column.dtype.is_numeric()
-                             else column.n_unique() == 1):
-            scalars.append(pl.lit(column[0], column.dtype).alias(name))
+    scalars = [pl.lit(value, frame.schema[name]).alias(name)
+               for name, value in one_value_columns(frame, names).items()]
     return frame.with_columns(scalars) if scalars else frame
 
 

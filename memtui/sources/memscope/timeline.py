@@ -70,7 +70,8 @@ def markers_of(other: pl.DataFrame) -> pl.DataFrame:
                 "family": pl.String, "rule": pl.String, "fixed": pl.String}, orient="row",
     ).with_columns(pl.col("kind", "phase", "family", "rule", "fixed").cast(pl.Categorical))
     pair = other.select("event", etype).join(
-        kinds.select(pl.col("event", "etype").cast(pairs["event"].dtype),  # (categoricals)
+        kinds.select(pl.col("event").cast(pairs["event"].dtype),  # (the reader's categoricals)
+                     pl.col("etype").cast(pairs["etype"].dtype),
                      pair=pl.int_range(pl.len(), dtype=pl.UInt32)),
         on=["event", "etype"], how="left", maintain_order="left")["pair"]
     per_row = kinds.select("kind", "phase", "family", "rule", "fixed")[pair]
