@@ -25,10 +25,20 @@ FRAMES = ("events", "blocks", "segments", "frames", "stacks", "markers", "curves
 ROWS, CHUNK, PREVIEW_ROWS = 6_000, 1_000, 2_000
 
 
+def settled(path: Path) -> Path:
+    """``path`` (a DB the generator wrote in WAL mode) as a finished capture is: in
+    rollback-journal mode, so that no read leaves a ``-wal`` beside it (a companion
+    file: its coming and going would change the file's cache key)."""
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.close()
+    return path
+
+
 @pytest.fixture(scope="module")
 def db(tmp_path_factory) -> Path:
-    return generate_db(tmp_path_factory.mktemp("preview") / "memscope_dump_1.db", ROWS,
-                       seed=3, trace_rows=0)
+    return settled(generate_db(tmp_path_factory.mktemp("preview") / "memscope_dump_1.db",
+                               ROWS, seed=3, trace_rows=0))
 
 
 def small_chunks(monkeypatch) -> None:
@@ -45,16 +55,20 @@ def small_previews(monkeypatch):
 
 
 def _first_rows(db: Path, folder: Path, rows: int) -> Path:
-    """A DB of the first ``rows`` rows of ``db``'s dump table (its own schema)."""
+    """A DB of the first ``rows`` rows of ``db``'s dump table (its own schema).  ``db``
+    is opened read-only and closed here: a connection left to the collector could touch
+    it later (a WAL checkpoint), and a file that changes while it is read is not cached."""
     path = folder / "memscope_dump_first.db"
-    con = sqlite3.connect(path)
-    schema = sqlite3.connect(db).execute(
-        "SELECT sql FROM sqlite_master WHERE name = 'memscope_dump'").fetchone()[0]
+    con = sqlite3.connect(f"file:{path}", uri=True)
+    source = f"file:{db}?mode=ro"
+    con.execute("ATTACH DATABASE ? AS src", (source,))
+    schema = con.execute("SELECT sql FROM src.sqlite_master "
+                         "WHERE name = 'memscope_dump'").fetchone()[0]
     con.execute(schema)
-    con.execute("ATTACH DATABASE ? AS src", (str(db),))
-    con.execute("INSERT INTO memscope_dump SELECT * FROM src.memscope_dump "
+    con.execute("INSERT INTO main.memscope_dump SELECT * FROM src.memscope_dump "
                 "ORDER BY rowid LIMIT ?", (rows,))
     con.commit()
+    con.execute("DETACH DATABASE src")
     con.close()
     return path
 

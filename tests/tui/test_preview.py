@@ -18,13 +18,13 @@ from benchmarks.generate_memscope import generate_db
 from memtui.sources import open_capture
 from memtui.tui.app import MemtuiApp
 from memtui.tui.widgets.status import StatusBar
-from tests.sources.test_memscope_preview import PREVIEW_ROWS, ROWS, small_chunks
+from tests.sources.test_memscope_preview import PREVIEW_ROWS, ROWS, settled, small_chunks
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    return generate_db(tmp_path_factory.mktemp("preview_ui") / "memscope_dump_1.db", ROWS,
-                       seed=4, trace_rows=0, leak_bytes=1 << 20)
+    return settled(generate_db(tmp_path_factory.mktemp("preview_ui") / "memscope_dump_1.db",
+                               ROWS, seed=4, trace_rows=0, leak_bytes=1 << 20))
 
 
 @pytest.fixture

@@ -542,7 +542,7 @@ def _split_csv(source: Path | bytes, names: list[str]) -> tuple[pl.DataFrame, in
         df = pl.read_csv(io.BytesIO(source) if in_memory else source, has_header=False,
                          skip_rows=0 if in_memory else 1, schema=schema,
                          truncate_ragged_lines=True, missing_columns="insert",
-                         encoding="utf8-lossy", infer_schema=False)
+                         encoding="utf8-lossy", infer_schema=False, glob=False)
     except pl.exceptions.PolarsError:
         return _split_csv_slowly(source, names, complete)
     bad = 0
@@ -596,7 +596,8 @@ def _ends_with_newline(path: Path) -> bool:
 def read_trace_csv(path: Path) -> RawFile:
     """``FuncInfo`` is not quoted and may hold commas: split each line from the right."""
     lines = pl.read_csv(path, has_header=False, skip_rows=1, separator=_FIELD, quote_char=None,
-                        schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False)
+                        schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False,
+                        glob=False)  # a file name is never a pattern ("run[1].csv")
     pattern = r"^(?<func>.*),(?<start>[^,]*),(?<end>[^,]*),(?<tid>[^,]*),(?<pid>[^,]*?)\r?$"
     parts = lines.with_row_index("row").select(
         pl.col("row").cast(pl.Int64), pl.col("line").str.extract_groups(pattern).alias("g")
