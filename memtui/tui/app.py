@@ -261,6 +261,7 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         self.call_from_thread(self._start_preview, trace, self._first_timelines(trace))
 
     def _start_preview(self, trace: MemoryTrace, timelines: dict[str, Timeline]) -> None:
+        """Open on the preview as on a capture (the status bar says it is one)."""
         if self.trace is not None or initial_device(trace) is None:
             return
         self.preview = trace.meta.extra.get("preview")

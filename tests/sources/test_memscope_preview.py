@@ -112,9 +112,10 @@ def test_no_preview_from_the_cache_and_the_preview_prepared(db, small_previews):
     assert len(seen) == 1
 
 
-def test_a_preview_that_cannot_be_built_is_not_shown(db, small_previews, monkeypatch):
+@pytest.mark.parametrize("error", [CaptureError("x", "no rows"), KeyError("a bug")])
+def test_a_preview_that_cannot_be_built_is_not_shown(db, small_previews, monkeypatch, error):
     def broken(files, path, progress=None):
-        raise CaptureError(path, "no rows")
+        raise error
 
     real = memscope.build_trace
     calls = []
@@ -140,3 +141,10 @@ def test_a_preview_of_one_chunk_leaves_its_rows_to_the_whole_build(db, monkeypat
     assert len(seen) == 1 and seen[0].meta.extra["preview"] == {"rows": ROWS, "of": ROWS}
     _same_frames(whole, open_capture(db))
     _same_frames(seen[0], whole)
+
+
+def test_a_preview_the_viewer_cannot_take_leaves_the_read_alone(db, small_previews):
+    def refuse(trace):
+        raise RuntimeError("the app is gone")
+
+    _same_frames(open_capture(db, preview=refuse), open_capture(db))

@@ -149,7 +149,7 @@ class _Previewer:
     of those rows (built as a whole capture's is) goes to ``show``.  msMemScope writes a
     block's rows when it is freed, so the rows read first are the capture's first blocks
     freed: the preview lacks the blocks still held then.  A preview that cannot be built
-    is not shown; the read goes on either way."""
+    or shown is left out: the read goes on either way."""
 
     def __init__(self, path: Path, show: Callable[[MemoryTrace], None]) -> None:
         self.path = path
@@ -167,7 +167,7 @@ class _Previewer:
             return
         try:
             trace = build_trace([raw], self.path)
-        except CaptureError:
+            trace.meta.extra["preview"] = {"rows": self.done, "of": self.total}
+            self.show(trace)
+        except Exception:  # noqa: BLE001 - a preview is a courtesy; the whole read decides
             return
-        trace.meta.extra["preview"] = {"rows": self.done, "of": self.total}
-        self.show(trace)

@@ -6,10 +6,10 @@ It reads ``app.cursor`` and the device's :class:`~memtui.analysis.timeline.at_ti
 fields, in order: a long read's preview (``PREVIEW: R of N rows read``), what ``--follow``
 is doing, the run shown (compare mode), the device (and its memory layer), the cursor's
 time and ``event #K/N`` (always), the levels just after that event (``alloc``, ``active``
-where it differs, ``resv``), where the app put the cursor
-(``at peak``, ``at leak``, ``at oom``: said until the cursor moves to another event), the
-window, the warnings (``⚠ 2 warnings (A)``: the Capture facts list them; nothing pops up
-over the figures) and the findings count.  A terminal too narrow for one line gets a second
+where it differs, ``resv``), where the app put the cursor (``at peak``, ``at leak``,
+``at oom``: said until the cursor moves to another event), the window, the warnings
+(``⚠ 2 warnings (A)``: the Capture facts list them; nothing pops up over the figures) and
+the findings count.  A terminal too narrow for one line gets a second
 (a third at most), broken between fields: no field is ever dropped or shortened, and
 :data:`ABBREVIATIONS` (shown by ``?``) says what each short word means.  Every figure
 carries its name, so nothing relies on colour.
