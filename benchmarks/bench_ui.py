@@ -313,8 +313,11 @@ async def main():
     async with app.run_test(size=(120, 40)):
         while "trend" not in app.painted:
             await asyncio.sleep(0.002)
-        print(app.painted["trend"] - start, cpu["trend"],
-              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, flush=True)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        while app.whole_shown is None:  # a preview first: the whole capture after it
+            await asyncio.sleep(0.01)
+        print(app.painted["trend"] - start, cpu["trend"], rss,
+              max(app.whole_shown, app.painted["trend"]) - start, flush=True)
         measured.append(True)
 try:
     asyncio.run(main())
@@ -337,8 +340,10 @@ def process_paint(path: Path, cache: bool,
 
 def paint_figures(path: Path, cache: bool,
                   base_env: dict[str, str] | None = None) -> dict[str, float]:
-    """:func:`process_paint`'s ``wall`` and ``cpu``, and ``rss``: the process's peak
-    resident memory by the first paint (bytes)."""
+    """:func:`process_paint`'s ``wall`` and ``cpu``, ``rss``: the process's peak
+    resident memory by the first paint (bytes), and ``whole``: wall seconds until the
+    whole capture is shown (later than the first paint where that was a long read's
+    preview)."""
     env = {**(os.environ if base_env is None else base_env), "PYTHONPATH": str(REPO)}
     if not cache:
         env["MEMTUI_NO_CACHE"] = "1"
@@ -347,8 +352,8 @@ def paint_figures(path: Path, cache: bool,
     if done.returncode:
         raise RuntimeError(f"the paint of {path} exited {done.returncode}: "
                            f"{done.stderr[-4000:]}")
-    wall, cpu, rss = done.stdout.strip().splitlines()[-1].split()
-    return {"wall": float(wall), "cpu": float(cpu), "rss": float(rss)}
+    wall, cpu, rss, whole = done.stdout.strip().splitlines()[-1].split()
+    return {"wall": float(wall), "cpu": float(cpu), "rss": float(rss), "whole": float(whole)}
 
 
 def whole_process(path: Path, bare: float, rounds: int = 3) -> None:

@@ -522,7 +522,8 @@ def _read_arrow(file: Path, mapped: bool = True) -> pl.DataFrame:
     import polars as pl
 
     if not mapped:
-        return pl.read_ipc(file)
+        with open(file, "rb") as handle:  # a path would be a glob pattern to polars
+            return pl.read_ipc(handle)
     import pyarrow as pa
 
     # the file closed once read: its buffers keep the mapping alive as long as the

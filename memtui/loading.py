@@ -40,7 +40,8 @@ Progress = Callable[[float, str], None]
 def load_trace(path: str | Path, progress: Progress | None = None,
                thresholds: Thresholds = DEFAULT_THRESHOLDS, *,
                use_cache: bool | None = None, store_in_background: bool = False,
-               store_after: threading.Event | None = None) -> MemoryTrace:
+               store_after: threading.Event | None = None,
+               preview: Callable[[MemoryTrace], None] | None = None) -> MemoryTrace:
     """The capture at ``path`` with its load-time analyses applied.
 
     ``use_cache=False`` neither reads nor writes the reopen cache; ``None`` (the default)
@@ -49,6 +50,10 @@ def load_trace(path: str | Path, progress: Progress | None = None,
     (``memtui.cache.wait_for_stores`` joins it; the CLI does before it exits), once
     ``store_after`` is set where one is given (the UI's first paint; see
     :func:`memtui.cache.store_in_background`).
+
+    ``preview`` is handed a model of the rows read so far, its load-time analyses
+    applied, where the source makes one while a long read goes on (see
+    :func:`memtui.sources.open_capture`; never from the cache).
 
     A capture of nothing (no device has events, blocks or levels) is a CaptureError: the
     one rule of every command and the UI (:func:`require_a_device`).
@@ -66,10 +71,12 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         use_cache = cache.enabled()
     levels: dict = {}
     key, fresh = None, False
+    if preview is not None:
+        preview = _prepared(preview, thresholds)
     if use_cache:
-        trace, levels, key, fresh = _cached_or_loaded(path, progress)
+        trace, levels, key, fresh = _cached_or_loaded(path, progress, preview)
     else:
-        trace = open_capture(path, progress)
+        trace = open_capture(path, progress, preview)
     prepared = prepare_trace(trace, thresholds)
     prepared = replace(prepared, meta=replace(prepared.meta, cache_key=key))
     if levels:
@@ -81,6 +88,16 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         _store(key, trace, prepared, progress, store_in_background, store_after)
     require_a_device(prepared)
     return prepared
+
+
+def _prepared(show: Callable[[MemoryTrace], None],
+              thresholds: Thresholds) -> Callable[[MemoryTrace], None]:
+    """``show`` of a preview with its load-time analyses applied (one of nothing is not
+    shown)."""
+    def preview(trace: MemoryTrace) -> None:
+        if trace.meta.device_names:
+            show(prepare_trace(trace, thresholds))
+    return preview
 
 
 def _store(key: Any, trace: MemoryTrace, prepared: MemoryTrace, progress: Progress | None,
@@ -119,8 +136,9 @@ def prepare_trace(trace: MemoryTrace,
     return with_inefficient_flags(trace, thresholds)
 
 
-def _cached_or_loaded(path: str | Path,
-                      progress: Progress | None) -> tuple[MemoryTrace, dict, Any, bool]:
+def _cached_or_loaded(path: str | Path, progress: Progress | None,
+                      preview: Callable[[MemoryTrace], None] | None = None
+                      ) -> tuple[MemoryTrace, dict, Any, bool]:
     """The trace of ``path``, the levels kept beside it where it was reopened from the
     cache (device -> (allocated, reserved)), its cache key, taken once before it was
     read, and whether it was read afresh (the caller stores it for next time).  A file
@@ -136,7 +154,7 @@ def _cached_or_loaded(path: str | Path,
             if progress is not None:
                 progress(1.0, "opened from the cache")
             return trace, cache.lookup_levels(key), key, False
-    trace = open_capture(path, progress)
+    trace = open_capture(path, progress, preview)
     if key is not None and cache.key_of(path) != key:
         key = None  # replaced or written while it was read
     return trace, {}, key, True

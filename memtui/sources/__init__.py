@@ -54,8 +54,13 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'memtui.sources' has no attribute {name!r}")
 
 
-def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTrace:
+def open_capture(path: str | Path, progress: Progress | None = None,
+                 preview: Callable[[MemoryTrace], None] | None = None) -> MemoryTrace:
     """Load ``path`` with the first source whose sniff accepts it.
+
+    ``preview`` is handed a model of what was read so far, once, by a source that makes
+    one while a long read goes on (``PREVIEWS``: an msMemScope DB); its
+    ``meta.extra["preview"]`` says how many rows of how many.
 
     Raises :class:`CaptureError` for anything unreadable (see
     :func:`~memtui.sources.common.files.check_input` for missing, unreadable and
@@ -66,11 +71,12 @@ def open_capture(path: str | Path, progress: Progress | None = None) -> MemoryTr
     path = Path(path)
     check_input(path)
     if path.is_dir():
-        return _open_folder(path, progress)
-    return _open_sniffed(path, progress)
+        return _open_folder(path, progress, preview)
+    return _open_sniffed(path, progress, preview)
 
 
-def _open_folder(path: Path, progress: Progress | None) -> MemoryTrace:
+def _open_folder(path: Path, progress: Progress | None,
+                 preview: Callable[[MemoryTrace], None] | None = None) -> MemoryTrace:
     """A folder, as it means one capture (:func:`memtui.sources.folders.folder_target`:
     its layout, the one capture in it, or several that are one result); the warnings of
     its listing join the trace's."""
@@ -83,9 +89,9 @@ def _open_folder(path: Path, progress: Progress | None) -> MemoryTrace:
         trace = _loaded(ascend, path, lambda: ascend.load_roots(path, target.profiler_roots,
                                                                 progress))
     elif target.capture is not None and target.capture != path:
-        trace = open_capture(target.capture, progress)
+        trace = open_capture(target.capture, progress, preview)
     else:
-        trace = _open_sniffed(path, progress)
+        trace = _open_sniffed(path, progress, preview)
     trace.meta.warnings = [*trace.meta.warnings, *target.warnings]
     return trace
 
@@ -107,10 +113,14 @@ def _loaded(source: ModuleType, path: Path, load: Callable[[], MemoryTrace]) -> 
         ) from None
 
 
-def _open_sniffed(path: Path, progress: Progress | None) -> MemoryTrace:
+def _open_sniffed(path: Path, progress: Progress | None,
+                  preview: Callable[[MemoryTrace], None] | None = None) -> MemoryTrace:
     """``path`` loaded by the first source that claims it."""
     for source in _each_source():
         if _sniffs(source, path):
+            if preview is not None and getattr(source, "PREVIEWS", False):
+                return _loaded(source, path, lambda source=source: source.load(
+                    path, progress, preview=preview))
             return _loaded(source, path, lambda source=source: source.load(path, progress))
     packed = compression(path) if path.is_file() else None
     if packed is not None:

@@ -134,6 +134,12 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         self.trace: MemoryTrace = trace  # type: ignore[assignment]
         self.load_error: str | None = None
         self.loading = False  # the loader thread is still reading the file
+        #: a long read's preview is shown (``{"rows": read, "of": total}``): a model of the
+        #: rows read so far, replaced by the whole capture's when it is built
+        self.preview: dict | None = None
+        #: ``time.perf_counter()`` when the loaded capture was first shown (after its
+        #: preview where there was one; benchmarks read it)
+        self.whole_shown: float | None = None
         self.crash: BaseException | None = None
         self.crash_log: Path | None = None
         self.started_at = time.perf_counter()
@@ -232,16 +238,54 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
         try:
             trace = self._layered(self._with_rules(load_trace(
                 self.trace_path, progress, store_in_background=True,
-                store_after=self.first_paint)))
-            device = initial_device(trace)
-            if device is not None:
-                self._timelines[device] = Timeline.build(trace, device)
+                store_after=self.first_paint, preview=self._preview_from_thread)))
+            timelines = self._first_timelines(trace)
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
         finally:
             self.loading = False
-        self.call_from_thread(self._start, trace)
+        self.call_from_thread(self._start_loaded, trace, timelines)
+
+    def _first_timelines(self, trace: MemoryTrace) -> dict[str, Timeline]:
+        """The timeline of the device ``trace`` opens on, built in the loader thread."""
+        device = initial_device(trace)
+        return {} if device is None else {device: Timeline.build(trace, device)}
+
+    def _preview_from_thread(self, trace: MemoryTrace) -> None:
+        """Show a long read's preview (called once by the loader thread, which goes on
+        reading meanwhile): the rows read so far, until the whole capture replaces it."""
+        if not self.is_running:
+            return
+        trace = self._layered(self._with_rules(trace))
+        self.call_from_thread(self._start_preview, trace, self._first_timelines(trace))
+
+    def _start_preview(self, trace: MemoryTrace, timelines: dict[str, Timeline]) -> None:
+        """Open on the preview as on a capture (the status bar says it is one)."""
+        if self.trace is not None or initial_device(trace) is None:
+            return
+        self.preview = trace.meta.extra.get("preview")
+        self._timelines.update(timelines)
+        self._start(trace)
+
+    def _start_loaded(self, trace: MemoryTrace, timelines: dict[str, Timeline]) -> None:
+        """Show the loaded capture: in place of its preview where one is shown."""
+        self.whole_shown = time.perf_counter()
+        if self.preview is None or self.trace is None:
+            self._timelines.update(timelines)
+            self._start(trace)
+            return
+        self.preview = None
+        user_t = self.cursor.t if self.cursor is not None and self.user_acted else None
+        self.replace_trace(trace, timelines)
+        if self.cursor is not None:
+            timeline = self.timeline(self.cursor.device)
+            if user_t is not None:  # the user's time, in the whole capture
+                self.move_cursor(event=timeline.event_at(user_t))
+            else:  # as a first open shows it: the whole capture, the cursor at its peak
+                self._open_on(timeline)
+        if self.painted:  # the first paint was the preview's: the background work waits
+            self._start_background()
 
     def _load_failed(self, message: str) -> None:
         self.load_error = message
@@ -265,16 +309,20 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
             except CaptureError as exc:
                 self._load_failed(str(exc))
             return
-        timeline = self.timeline(device)
-        self.cursor = CursorState(device=device, t=timeline.start,
+        self._open_on(self.timeline(device))
+        self.sub_title = printable(Path(trace.meta.path).name)
+        self.switch_mode("trend")  # the status bar counts the capture's warnings (A: them)
+
+    def _open_on(self, timeline: Timeline) -> None:
+        """The cursor as a capture opens: the whole of ``timeline`` in view, at its peak
+        where the app opens at the answer (until the findings are in), else its start."""
+        self.cursor = CursorState(device=timeline.device, t=timeline.start,
                                   view=(timeline.start, max(timeline.end, timeline.start + 1)),
                                   event=0)
-        if self.open_at_answer and timeline.positions:  # the peak until the findings are in
+        if self.open_at_answer and timeline.positions:
             self.move_cursor(event=timeline.peak_event)
             self.cursor_note = peak_note(self.cursor)
         self._first_cursor = self.cursor
-        self.sub_title = printable(Path(trace.meta.path).name)
-        self.switch_mode("trend")  # the status bar counts the capture's warnings (A: them)
 
     def notify(self, message: str, *, title: str = "", severity="information",
                timeout: float | None = None, markup: bool = False) -> None:

@@ -70,6 +70,7 @@ class BackgroundWorkNeeds(HoldsTrace, Protocol):
     painted: dict[str, float]
     first_paint: threading.Event
     user_acted: bool
+    preview: dict | None
 
     def add_warning(self, text: str) -> None: ...
 

@@ -30,19 +30,27 @@ class BackgroundWork:
             self.findings = {}
     def mark_painted(self, name: str) -> None:
         """Screens call this after their first paint (benchmarks read ``painted``); the
-        first paint starts the findings worker (and the check of the keymap's ids) and
-        lets a new cache entry be written (``first_paint``)."""
+        first paint starts the background work (:meth:`_start_background`; a preview's
+        waits for the whole capture) and lets a new cache entry be written
+        (``first_paint``)."""
         self.painted.setdefault(name, time.perf_counter())
         self.first_paint.set()
-        if not self._findings_started and self.trace is not None:
-            self._findings_started = True
-            self._find()
-            if self.keymap_ids:
-                self._check_keymap_ids(frozenset(self.keymap_ids))
-            from memtui.tui.screens import linked
+        if self.preview is None:
+            self._start_background()
 
-            if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
-                self._warm_up(self.trace, self.cursor.device)
+    def _start_background(self) -> None:
+        """Start, once, the findings worker, the check of the keymap's ids and the other
+        screens' indexes."""
+        if self._findings_started or self.trace is None:
+            return
+        self._findings_started = True
+        self._find()
+        if self.keymap_ids:
+            self._check_keymap_ids(frozenset(self.keymap_ids))
+        from memtui.tui.screens import linked
+
+        if self.cursor is not None and self.trace.blocks.height > linked.BACKGROUND_BLOCKS:
+            self._warm_up(self.trace, self.cursor.device)
 
     # -- the other screens' indexes (after the first paint, in a thread) ----------------------
 

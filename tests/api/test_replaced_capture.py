@@ -105,8 +105,8 @@ def test_a_file_that_changes_while_read_is_not_kept(room, monkeypatch):
     shutil.copyfile(LEAK, path)
     real_open = loading.open_capture
 
-    def open_then_replace(p, progress=None):
-        trace = real_open(p, progress)
+    def open_then_replace(p, progress=None, preview=None):
+        trace = real_open(p, progress, preview)
         shutil.copyfile(OOM, path)  # written while it was being read
         return trace
 

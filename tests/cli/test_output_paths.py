@@ -220,7 +220,8 @@ def _valid(writer: str, out: Path) -> bool:
     if writer == "junit":
         return ET.fromstring(out.read_bytes()).tag == "testsuites"
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-    return all(pl.read_parquet(out / f).height >= 0 for f in meta["files"])
+    return all(pl.read_parquet(out / f, glob=False).height >= 0  # a "[" in the name
+               for f in meta["files"])
 
 
 @pytest.fixture(scope="module")

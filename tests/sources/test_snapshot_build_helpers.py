@@ -1,4 +1,5 @@
-"""The snapshot builder's gathers that stand where joins and sorts were: worked out by hand.
+"""The snapshot builder's helpers that stand where joins, sorts and loops were: worked out by
+hand.
 
 The whole models are held to their old selves by the readers' tests and the real captures'
 tests; here each helper meets the cases a whole capture rarely has (gaps in ``seq``, a
@@ -7,14 +8,19 @@ tests; here each helper meets the cases a whole capture rarely has (gaps in ``se
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import polars as pl
+import pytest
 
 from memtui.sources.torch_snapshot.build import (
+    _entry_texts,
     _gather_rows,
     _in_alloc_order,
     _rows_of_seq,
     _with_block_pools,
+    annotation_ranges,
 )
 
 
@@ -61,3 +67,95 @@ def test_alloc_order_puts_traced_ghosts_by_address_then_the_dumps_then_the_rest(
     # traced blocks out of alloc order take the full sort and end the same way
     shuffled = traced[[3, 0, 1, 2]]
     assert _in_alloc_order(shuffled, dumped)["addr"].to_list() == expected
+
+
+# -- annotations as ranges ----------------------------------------------------------------
+
+
+def _note(stage, name, time_us, device=0):
+    return {"stage": stage, "name": name, "device": device, "time_us": time_us}
+
+
+def _in_order(row):
+    return (row[0], row[1] is None, row[1] or 0, row[2], row[3])
+
+
+def _ranges(notes):
+    return sorted(annotation_ranges(notes, "cuda:").select("t", "t_end", "device", "name")
+                  .iter_rows(), key=_in_order)
+
+
+def test_nested_and_interleaved_scopes_pair_by_hand():
+    notes = [_note("START", "step", 1), _note("START", "fwd", 2), _note("START", "fwd", 3),
+             _note("END", "fwd", 4), _note("START", "opt", 5, device=1), _note("END", "fwd", 6),
+             _note("END", "step", 7), _note("END", "opt", 8)]
+    assert _ranges(notes) == [(1000, 7000, "cuda:0", "step"), (2000, 6000, "cuda:0", "fwd"),
+                              (3000, 4000, "cuda:0", "fwd"), (5000, None, "cuda:1", "opt")]
+
+
+def test_an_end_with_nothing_open_is_ignored_and_a_start_never_closed_stays_open():
+    notes = [_note("END", "a", 1), _note("END", "a", 2), _note("START", "a", 3),
+             _note("END", "a", 4), _note("END", "a", 5), _note("START", "a", 6),
+             _note("START", "a", 7), _note("other", "a", 8)]
+    assert _ranges(notes) == [(3000, 4000, "cuda:0", "a"), (6000, None, "cuda:0", "a"),
+                              (7000, 8000, "cuda:0", "a")]
+
+
+def test_a_note_without_a_time_is_left_out_and_defaults_fill_the_rest():
+    notes = [_note("START", "a", None), {"stage": "START", "time_us": 2},
+             {"stage": "END", "time_us": 3}, _note("START", "b", 4, device=None)]
+    assert _ranges(notes) == [(2000, 3000, "cuda:0", ""), (4000, None, "cuda:None", "b")]
+    assert annotation_ranges([], "cuda:").height == 0
+
+
+def _ranges_by_a_stack(notes):
+    """The rule the columns follow, one note at a time (the builder's old loop)."""
+    open_starts: dict[tuple, list[int]] = {}
+    rows = []
+    for note in notes:
+        key = (f"cuda:{note.get('device', 0)}", note.get("name", ""))
+        if note.get("time_us") is None:
+            continue
+        t = note["time_us"] * 1000
+        if note.get("stage") == "START":
+            open_starts.setdefault(key, []).append(t)
+        elif open_starts.get(key):
+            rows.append((open_starts[key].pop(), t, *key))
+    rows.extend((t, None, *key) for key, ts in open_starts.items() for t in ts)
+    return sorted(rows, key=_in_order)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_random_notes_pair_as_a_stack_per_scope_would(seed):
+    rnd = random.Random(seed)
+    notes = []
+    for i in range(rnd.randint(0, 60)):
+        note = {"time_us": rnd.choice([i, rnd.randint(0, 30), None])}
+        if rnd.random() < 0.95:
+            note["stage"] = rnd.choice(["START", "START", "END", "END", "other"])
+        if rnd.random() < 0.95:
+            note["name"] = rnd.choice("abc")
+        if rnd.random() < 0.9:
+            note["device"] = rnd.choice([0, 1, None])
+        notes.append(note)
+    assert _ranges(notes) == _ranges_by_a_stack(notes)
+
+
+# -- entry texts --------------------------------------------------------------------------
+
+
+def test_entry_texts_of_one_value_and_of_many():
+    def trace(**columns):
+        n = len(next(iter(columns.values())))
+        return [{key: values[i] for key, values in columns.items()} for i in range(n)]
+
+    none = _entry_texts(trace(compile_context=["N/A"] * 3, user_metadata=[""] * 3))
+    assert none == []
+    one = _entry_texts(trace(user_metadata=["x" * 2000] * 3,
+                             forward_frames=[["a.py:1\n", "b.py:2\n"]] * 3))
+    assert [(s.name, s.to_list()) for s in one] == [
+        ("user_metadata", ["x" * 1000] * 3), ("forward_frames", ["a.py:1\nb.py:2"] * 3)]
+    many = _entry_texts(trace(compile_context=["N/A", "g.py:4", "N/A"],
+                              user_metadata=["", "w", 7]))
+    assert [(s.name, s.to_list()) for s in many] == [
+        ("user_metadata", [None, "w", None]), ("compile_context", [None, "g.py:4", None])]

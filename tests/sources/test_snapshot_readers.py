@@ -113,6 +113,30 @@ def test_equal_frame_lists_share_a_code(tmp_path):
     assert fallback is None and compiled == python
 
 
+def test_equal_texts_in_a_row_are_held_once(tmp_path):
+    """A text equal to the one before it in its column (``compile_context``'s "N/A", each
+    entry's own object in the file) is held as that one object; other texts keep their
+    places, and a later reference to a text the memo held gets the same text back."""
+    texts = ["N/A", "N/A", "f.py:3", "N/A", "N/A"]
+    fresh = ["".join(list(text)) for text in texts]  # five objects, none shared
+    assert len(set(map(id, fresh))) == 5
+    trace = [{"action": "alloc", "addr": i, "size": 1, "compile_context": text}
+             for i, text in enumerate(fresh)]
+    later = [{"filename": fresh[1], "line": 1, "name": fresh[4]}]  # memo references
+    trace.append({"action": "alloc", "addr": 9, "size": 1, "frames": later})
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace]}, protocol=4))
+    with reader("compiled"):
+        column_trace = columnar.read_columnar(path)["device_traces"][0]
+    values = column_trace.values("compile_context")
+    assert values == [*texts, None]
+    assert values[0] is values[1] and values[3] is values[4]
+    assert values[2] is not values[1] and values[3] is not values[0]
+    assert column_trace[5]["frames"] == [{"filename": "N/A", "line": 1, "name": "N/A"}]
+    compiled, python, fallback = both(path)
+    assert fallback is None and compiled == python
+
+
 # -- generated snapshots --------------------------------------------------------------------------
 
 FRAME_POOL = [{"filename": f"/src/m{i}.py", "line": i, "name": f"f{i}"} for i in range(4)]

@@ -93,7 +93,7 @@ def _read_fast(path: Path, header: list[str]) -> CsvTable | None:
     """polars' own reader; None where a row has more cells than the header."""
     try:
         df = pl.read_csv(path, has_header=True, new_columns=header, infer_schema=False,
-                         encoding="utf8-lossy")
+                         encoding="utf8-lossy", glob=False)
     except pl.exceptions.ComputeError:
         return None
     except pl.exceptions.PolarsError as exc:
@@ -114,7 +114,7 @@ def _read_lines(path: Path, header: list[str]) -> CsvTable:
     try:
         lines = pl.read_csv(
             path, has_header=False, new_columns=["line"], separator="\x00", quote_char=None,
-            schema={"line": pl.String}, encoding="utf8-lossy",
+            schema={"line": pl.String}, encoding="utf8-lossy", glob=False,
         )
     except pl.exceptions.PolarsError as exc:
         raise CaptureError(path, f"cannot be read as CSV ({_first_line(exc)})") from None

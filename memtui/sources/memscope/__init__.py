@@ -14,6 +14,7 @@ thresholds are a user setting, not a property of the file).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from memtui.errors import CaptureError
@@ -88,7 +89,23 @@ def _holds_dumps(root: Path, folder: Path) -> bool:
     return not parts or parts[-1] == "dump"
 
 
-def load(path: Path, progress=None) -> MemoryTrace:
+#: A file of at least this many rows (by its rowids) is previewed while it is read ...
+PREVIEW_MIN_ROWS = 2_000_000
+#: ... from this many rows on: a model of them takes a few seconds to build.
+PREVIEW_ROWS = 800_000
+
+#: ``preview(trace)``: a model of the rows read so far (``trace.meta.extra["preview"]``
+#: says how many of how many), once, while a long read goes on.
+Preview = Callable[[MemoryTrace], None] | None
+
+#: Sources whose ``load`` takes ``preview`` (:func:`memtui.sources.open_capture`).
+PREVIEWS = True
+
+
+def load(path: Path, progress=None, preview: Preview = None) -> MemoryTrace:
+    """The capture at ``path`` (a DB, a CSV or a result folder).  ``preview`` is handed a
+    model of the rows read so far, once, where a single DB is long to read
+    (:class:`_Previewer`)."""
     path = Path(path)
     files = _folder_files(path) if path.is_dir() else [path, *memscope_traces(path)]
     if not files:
@@ -98,12 +115,17 @@ def load(path: Path, progress=None) -> MemoryTrace:
     for index, file in enumerate(files):
         share = (READ_SHARE * index / len(files), READ_SHARE * (index + 1) / len(files))
         reading = phases.start(f"reading rows of {file.name}", share)
+        previewer = (_Previewer(path, preview)
+                     if preview is not None and index == 0 and is_sqlite(file) else None)
 
-        def report(done: int, total: int, reading: Phase = reading) -> None:
+        def report(done: int, total: int, reading: Phase = reading,
+                   previewer: _Previewer | None = previewer) -> None:
             reading.total = total
             reading.update(done)
+            if previewer is not None:
+                previewer.done, previewer.total = done, total
 
-        raws.append(read_db(file, report) if is_sqlite(file) else read_csv(file))
+        raws.append(read_db(file, report, previewer) if is_sqlite(file) else read_csv(file))
         reading.finish(_rows_of(raws[-1]))
     if not any(_has_rows(raw) for raw in raws):
         raise CaptureError(path, "an msMemScope capture without a single row")
@@ -119,3 +141,33 @@ def _rows_of(raw: RawFile) -> int:
 
 def _has_rows(raw: RawFile) -> bool:
     return any(frame is not None and frame.height for frame in (raw.memory, raw.other, raw.trace))
+
+
+class _Previewer:
+    """The ``look`` of a DB's read (:func:`memscope_read.read_db`): once the rows read
+    reach :data:`PREVIEW_ROWS` of a file of :data:`PREVIEW_MIN_ROWS` or more, the model
+    of those rows (built as a whole capture's is) goes to ``show``.  msMemScope writes a
+    block's rows when it is freed, so the rows read first are the capture's first blocks
+    freed: the preview lacks the blocks still held then.  A preview that cannot be built
+    or shown is left out: the read goes on either way."""
+
+    def __init__(self, path: Path, show: Callable[[MemoryTrace], None]) -> None:
+        self.path = path
+        self.show = show
+        self.done = 0
+        self.total = 0
+        self.shown = False
+
+    def __call__(self, rows_so_far: Callable[[], RawFile]) -> None:
+        if self.shown or self.total < PREVIEW_MIN_ROWS or self.done < PREVIEW_ROWS:
+            return
+        self.shown = True
+        raw = rows_so_far()
+        if not _has_rows(raw):
+            return
+        try:
+            trace = build_trace([raw], self.path)
+            trace.meta.extra["preview"] = {"rows": self.done, "of": self.total}
+            self.show(trace)
+        except Exception:  # noqa: BLE001 - a preview is a courtesy; the whole read decides
+            return

@@ -182,16 +182,23 @@ def device_column(frame: pl.DataFrame) -> pl.Expr:
 Report = Callable[[int, int], None] | None
 
 
-def read_db(path: Path, report: Report = None) -> RawFile:
-    """Every msMemScope table of one SQLite file (``report`` as chunks come),
-    read again from a private copy if a writer changed the file meanwhile."""
+#: ``look(rows_so_far)``, called after each chunk of dump rows is read: ``rows_so_far()``
+#: makes a RawFile of the rows read until then (sharing their chunks), where the caller
+#: wants one (a preview of a long read).
+Look = Callable[[Callable[[], RawFile]], None] | None
+
+
+def read_db(path: Path, report: Report = None, look: Look = None) -> RawFile:
+    """Every msMemScope table of one SQLite file (``report`` as chunks come, ``look``
+    after each), read again from a private copy if a writer changed the file meanwhile."""
     try:
-        return read_consistently(path, lambda con: _read_db_tables(path, con, report))
+        return read_consistently(path, lambda con: _read_db_tables(path, con, report, look))
     except sqlite3.Error as exc:
         raise CaptureError(path, sqlite_problem(exc)) from None
 
 
-def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawFile:
+def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report,
+                    look: Look = None) -> RawFile:
     tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     dump = next((t for t in DUMP_TABLES if t in tables), None)
     traces = sorted(t for t in tables if TRACE_TABLE.fullmatch(t))
@@ -211,6 +218,8 @@ def _read_db_tables(path: Path, con: sqlite3.Connection, report: Report) -> RawF
         dump_rows = DumpRows(raw, micro="t_us" in mapping.values(), attr_json=True)
         for chunk in _read_table(con, dump, mapping, int_columns=INT_COLUMNS, report=report):
             dump_rows.add(chunk)
+            if look is not None:
+                look(dump_rows.so_far)
         unreadable = dump_rows.finish()
         if unreadable:
             raw.warnings.append(f"{Path(path).name}: {unreadable} rows without a readable "
@@ -533,7 +542,7 @@ def _split_csv(source: Path | bytes, names: list[str]) -> tuple[pl.DataFrame, in
         df = pl.read_csv(io.BytesIO(source) if in_memory else source, has_header=False,
                          skip_rows=0 if in_memory else 1, schema=schema,
                          truncate_ragged_lines=True, missing_columns="insert",
-                         encoding="utf8-lossy", infer_schema=False)
+                         encoding="utf8-lossy", infer_schema=False, glob=False)
     except pl.exceptions.PolarsError:
         return _split_csv_slowly(source, names, complete)
     bad = 0
@@ -587,7 +596,8 @@ def _ends_with_newline(path: Path) -> bool:
 def read_trace_csv(path: Path) -> RawFile:
     """``FuncInfo`` is not quoted and may hold commas: split each line from the right."""
     lines = pl.read_csv(path, has_header=False, skip_rows=1, separator=_FIELD, quote_char=None,
-                        schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False)
+                        schema={"line": pl.String}, encoding="utf8-lossy", infer_schema=False,
+                        glob=False)  # a file name is never a pattern ("run[1].csv")
     pattern = r"^(?<func>.*),(?<start>[^,]*),(?<end>[^,]*),(?<tid>[^,]*),(?<pid>[^,]*?)\r?$"
     parts = lines.with_row_index("row").select(
         pl.col("row").cast(pl.Int64), pl.col("line").str.extract_groups(pattern).alias("g")
@@ -708,6 +718,17 @@ class DumpRows:
         return pl.concat([parse_attr(memory.filter(~json_form.fill_null(False)), False),
                           parse_attr(memory.filter(json_form.fill_null(False)), True)]
                          ).sort("row")
+
+    def so_far(self) -> RawFile:
+        """The rows added so far as a RawFile of their own: new frames over the same
+        chunks (nothing copied; the builder empties the frames it is given, never these
+        ones), the warnings of :meth:`finish` not yet said."""
+        raw = RawFile(path=self.raw.path, device=self.raw.device, layout=self.raw.layout,
+                      warnings=list(self.raw.warnings))
+        if self.memory:
+            raw.memory = pl.concat(self.memory, rechunk=False).clone()
+            raw.other = pl.concat(self.other, rechunk=False).clone()
+        return raw
 
     def finish(self) -> int:
         name = self.raw.path.name

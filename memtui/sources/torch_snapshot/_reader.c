@@ -586,6 +586,27 @@ static int32_t stack_code(VM *vm, Val *v) {
     return code;
 }
 
+/* ``o`` (a new reference to ``v``'s object), or the text before it in the column where the
+ * two are equal texts: ``compile_context``'s "N/A" in every entry, each its own object in
+ * the file, is held once.  The memo's slot takes the kept one too where nothing else
+ * holds this one (the stack's value, the memo and ``o``), so this one is freed at once. */
+static PyObject *shared_text(VM *vm, PyObject *values, Val *v, PyObject *o) {
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (!n || !PyUnicode_CheckExact(o)) return o;
+    PyObject *last = PyList_GET_ITEM(values, n - 1);
+    if (last == o || !PyUnicode_CheckExact(last)
+        || PyUnicode_GET_LENGTH(last) != PyUnicode_GET_LENGTH(o)
+        || PyUnicode_Compare(last, o) != 0)
+        return o;
+    if (v->slot >= 0 && vm->memo[v->slot] == o && Py_REFCNT(o) == 3) {
+        Py_INCREF(last);
+        Py_SETREF(vm->memo[v->slot], last);
+    }
+    Py_INCREF(last);
+    Py_DECREF(o);
+    return last;
+}
+
 static int extra_value(VM *vm, ColumnTrace *ct, Py_ssize_t row, int key, Val *v) {
     PyObject *name = PyList_GET_ITEM(vm->extra_keys, key - N_FIELDS);
     PyObject *values = PyDict_GetItemWithError(ct->extras, name);
@@ -612,6 +633,7 @@ static int extra_value(VM *vm, ColumnTrace *ct, Py_ssize_t row, int key, Val *v)
         if (PyList_Append(values, Py_None)) { PyErr_Clear(); return bail(vm, "out of memory"); }
     PyObject *o = val_object(vm, v);
     if (!o) return -1;
+    o = shared_text(vm, values, v, o);
     int failed = PyList_Append(values, o);
     Py_DECREF(o);
     if (failed) { PyErr_Clear(); return bail(vm, "out of memory"); }

@@ -660,33 +660,65 @@ class _SnapshotBuilder:
         return reserved
 
     def _markers(self, has_time: bool) -> pl.DataFrame:
-        rows = [
-            {"t": time_us * 1000 if has_time else seq, "t_end": None, "device": device,
-             "kind": kind, "name": name}
-            for device, seq, time_us, kind, name in self.entry_markers
-        ]
-        if has_time:
-            rows.extend(self._annotation_ranges())
-        return pl.DataFrame(rows, schema={"t": pl.Int64, "t_end": pl.Int64, "device": pl.String,
-                                          "kind": pl.String, "name": pl.String}).sort("t")
+        entry_markers = pl.DataFrame(
+            [{"t": time_us * 1000 if has_time else seq, "t_end": None, "device": device,
+              "kind": kind, "name": name}
+             for device, seq, time_us, kind, name in self.entry_markers],
+            schema=_MARKER_SCHEMA)
+        if not has_time:
+            return entry_markers.sort("t")
+        notes = self.snapshot.get("external_annotations") or []
+        ranges = annotation_ranges(notes, self.device_name(""))
+        return pl.concat([entry_markers, ranges]).sort("t")
 
-    def _annotation_ranges(self) -> list[dict]:
-        """``external_annotations`` START/END pairs (record_function scopes) as ranges."""
-        open_starts: dict[tuple, list[int]] = {}
-        rows = []
-        for note in self.snapshot.get("external_annotations") or []:
-            device = self.device_name(note.get("device", 0))
-            key = (device, note.get("name", ""))
-            t = int(note.get("time_us", 0)) * 1000
-            if note.get("stage") == "START":
-                open_starts.setdefault(key, []).append(t)
-            elif open_starts.get(key):
-                rows.append({"t": open_starts[key].pop(), "t_end": t, "device": device,
-                             "kind": "annotation", "name": key[1]})
-        for (device, name), ts in open_starts.items():
-            rows.extend({"t": t, "t_end": None, "device": device, "kind": "annotation",
-                         "name": name} for t in ts)
-        return rows
+
+_MARKER_SCHEMA = {"t": pl.Int64, "t_end": pl.Int64, "device": pl.String, "kind": pl.String,
+                  "name": pl.String}
+
+
+def annotation_ranges(notes: list[dict], device_prefix: str) -> pl.DataFrame:
+    """``external_annotations`` START/END pairs (record_function scopes) as ranges (the
+    markers' columns; a START never closed keeps a null ``t_end``).
+
+    Each note other than a START closes the latest open START of the same device and name
+    (a stack per scope, as the profiler nests them); one with nothing open is ignored, as
+    is a note without a time.  Worked on the columns, with no pass per note in Python
+    beyond the four that take its fields: per scope, the depth after each note is the
+    running sum of +1 (START) and -1 (else) kept from going below zero (the sum less its
+    running minimum below zero); a START at depth d and the next closing note that leaves
+    depth d - 1 are a pair, so sorted by (scope, that depth, order) each START is followed
+    by its END, if any."""
+    if not notes:
+        return pl.DataFrame(schema=_MARKER_SCHEMA)
+    scope = ["device", "name"]
+    frame = pl.DataFrame({
+        "device": [note.get("device", 0) for note in notes],
+        "name": [note.get("name", "") for note in notes],
+        "start": [note.get("stage") == "START" for note in notes],
+        "time_us": [note.get("time_us", 0) for note in notes],
+    }, schema={"device": pl.Int64, "name": pl.String, "start": pl.Boolean,
+               "time_us": pl.Int64}).filter(pl.col("time_us").is_not_null())
+    depth = (
+        frame.with_row_index("order")
+        .with_columns(raw=pl.when("start").then(1).otherwise(-1).cum_sum().over(scope))
+        .with_columns(depth=pl.col("raw") - pl.min_horizontal(
+            pl.col("raw").cum_min().over(scope), 0))
+        .with_columns(before=pl.col("depth").shift(1, fill_value=0).over(scope)))
+    paired = (
+        depth.filter(pl.col("start") | (pl.col("before") > 0))
+        .with_columns(level=pl.when("start").then("depth").otherwise(pl.col("depth") + 1))
+        .sort([*scope, "level", "order"])
+        .with_columns(
+            closed=pl.col("start").shift(-1).over([*scope, "level"]).not_(),
+            t_next=pl.col("time_us").shift(-1).over([*scope, "level"]))
+        .filter("start"))
+    return paired.select(
+        t=pl.col("time_us") * 1000,
+        t_end=pl.when("closed").then(pl.col("t_next") * 1000),
+        device=pl.lit(device_prefix) + pl.col("device").cast(pl.String).fill_null("None"),
+        kind=pl.lit("annotation"),
+        name="name",
+    ).sort("t", maintain_order=True)
 
 
 #: Columns that are often one value for a whole snapshot (one stream, one device, one
@@ -736,6 +768,11 @@ def _entry_texts(trace: list[dict]) -> list[pl.Series]:
         if not any(key in entry for entry in head):
             continue
         values = _trace_values(trace, key)
+        if values and values.count(values[0]) == len(values):  # one value (one C pass)
+            column = _one_text_column(key, values[0], len(values))
+            if column is not None:
+                columns.append(column)
+            continue
         if key == "forward_frames":
             values = [_joined_lines(v) for v in values]
         elif key in _NO_TEXT:
@@ -744,6 +781,20 @@ def _entry_texts(trace: list[dict]) -> list[pl.Series]:
         if texts is not None:
             columns.append(pl.Series(key, texts, pl.String))
     return columns
+
+
+def _one_text_column(key: str, value: object, length: int) -> pl.Series | None:
+    """The :data:`ENTRY_TEXTS` column ``key`` of ``length`` entries that all hold
+    ``value`` (as :func:`_entry_texts` makes it of them, with no pass per entry), None
+    where that value is no text (most files: "", "N/A" or the key absent)."""
+    if key == "forward_frames":
+        value = _joined_lines(value)
+    elif key in _NO_TEXT and value == _NO_TEXT[key]:
+        return None
+    texts = text_values([value])
+    if texts is None:
+        return None
+    return pl.repeat(texts[0], length, dtype=pl.String, eager=True).alias(key)
 
 
 #: The pool an entry names (``segment_pool_id``, "owner,id"): an event column, dropped

@@ -3,12 +3,13 @@ and at every size.
 
 It reads ``app.cursor`` and the device's :class:`~memtui.analysis.timeline.at_time.Timeline`
 (``app.timeline(device)``) and redraws whenever the cursor or the findings change.  Its
-fields, in order: what ``--follow`` is doing, the run shown (compare mode), the device (and
-its memory layer), the cursor's time and ``event #K/N`` (always), the levels just after
-that event (``alloc``, ``active`` where it differs, ``resv``), where the app put the cursor
-(``at peak``, ``at leak``, ``at oom``: said until the cursor moves to another event), the
-window, the warnings (``⚠ 2 warnings (A)``: the Capture facts list them; nothing pops up
-over the figures) and the findings count.  A terminal too narrow for one line gets a second
+fields, in order: a long read's preview (``PREVIEW: R of N rows read``), what ``--follow``
+is doing, the run shown (compare mode), the device (and its memory layer), the cursor's
+time and ``event #K/N`` (always), the levels just after that event (``alloc``, ``active``
+where it differs, ``resv``), where the app put the cursor (``at peak``, ``at leak``,
+``at oom``: said until the cursor moves to another event), the window, the warnings
+(``⚠ 2 warnings (A)``: the Capture facts list them; nothing pops up over the figures) and
+the findings count.  A terminal too narrow for one line gets a second
 (a third at most), broken between fields: no field is ever dropped or shortened, and
 :data:`ABBREVIATIONS` (shown by ``?``) says what each short word means.  Every figure
 carries its name, so nothing relies on colour.
@@ -24,6 +25,7 @@ from textual.widget import Widget
 
 from memtui.analysis.tables import format_span, format_time
 from memtui.analysis.timeline.levels import reserved_is_floor
+from memtui.progress import counted as counted_short
 from memtui.units import at_least, counted, format_bytes
 
 SEPARATOR = " │ "
@@ -42,6 +44,9 @@ ABBREVIATIONS: list[tuple[str, str]] = [
     ("win", "the length of the selected window ([ and ] set it, x clears it)"),
     ("⚠ N warnings (A)", "what the loader or the keymap said: A lists them"),
     ("N found, H high", "findings, H of them of high severity (6: the Findings screen)"),
+    ("PREVIEW: R of N rows read", "a long read's first R rows, shown while the rest is read "
+                                  "(blocks still held then are not among them); the whole "
+                                  "capture takes their place, then the findings come"),
 ]
 
 
@@ -62,6 +67,12 @@ def findings_badge(findings: dict | None) -> str | None:
     items = [f for found in findings.values() for f in found]
     high = sum(f.severity == "high" for f in items)
     return f"{len(items)} found" + (f", {high} high" if high else "")
+
+
+def preview_badge(preview: dict) -> str:
+    """The status bar's part while a long read's preview is shown."""
+    return (f"PREVIEW: {counted_short(preview['rows'])} of {counted_short(preview['of'])} "
+            "rows read")
 
 
 def warnings_badge(count: int) -> str | None:
@@ -136,6 +147,9 @@ class StatusBar(Widget):
         badge = app.follow_badge() if hasattr(app, "follow_badge") else None
         if badge is not None:  # --follow: LIVE, paused, or what stopped the reading
             parts.insert(0, badge[0])
+        preview = getattr(app, "preview", None)
+        if preview is not None:  # a long read's first rows, until the whole is in
+            parts.insert(0, preview_badge(preview))
         note = getattr(app, "cursor_note", None)  # where the app opened it: the answer
         said = note.part(cursor) if note is not None else None
         if said is not None:
