@@ -17,9 +17,12 @@ allocs + frees).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -373,6 +376,9 @@ class _SnapshotBuilder:
         #: per device, the dumped segments whose blocks run past their end:
         #: (address, total_size, the blocks' extent)
         self.overflows: dict[str, list[tuple[int, int, int]]] = {}
+        # the annotations' ranges (polars, letting go of the GIL) beside the devices' build
+        ranges = _beside(annotation_ranges, self.snapshot.get("external_annotations") or [],
+                         self.device_name(""))
         raw = {}
         for name, trace in self._device_traces():
             raw[name] = self._device_trace_frame(name, trace)  # frees the trace's dicts
@@ -410,7 +416,7 @@ class _SnapshotBuilder:
                 segment_id=pl.int_range(0, pl.len(), dtype=pl.Int64)),
             frames=frames,
             stacks=stacks,
-            markers=conform(self._markers(has_time), "markers"),
+            markers=conform(self._markers(has_time, ranges), "markers"),
         )
 
     def _device(
@@ -659,17 +665,36 @@ class _SnapshotBuilder:
             self.warnings.append(f"{self.path.name} {name}: {info.reserved_floor}")
         return reserved
 
-    def _markers(self, has_time: bool) -> pl.DataFrame:
+    def _markers(self, has_time: bool, ranges: Future[pl.DataFrame]) -> pl.DataFrame:
+        """The entries' markers, and the annotations' ``ranges`` where the trace has times
+        (else annotations cannot be placed among its events)."""
         entry_markers = pl.DataFrame(
             [{"t": time_us * 1000 if has_time else seq, "t_end": None, "device": device,
               "kind": kind, "name": name}
              for device, seq, time_us, kind, name in self.entry_markers],
             schema=_MARKER_SCHEMA)
+        annotations = ranges.result()  # (waited for either way: its errors are said here)
         if not has_time:
             return entry_markers.sort("t")
-        notes = self.snapshot.get("external_annotations") or []
-        ranges = annotation_ranges(notes, self.device_name(""))
-        return pl.concat([entry_markers, ranges]).sort("t")
+        return pl.concat([entry_markers, annotations]).sort("t")
+
+
+T = TypeVar("T")
+
+
+def _beside(function: Callable[..., T], *args: Any) -> Future[T]:
+    """``function(*args)`` run in a thread of its own, its result (or error) in the future
+    returned."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function(*args))
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits for it
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="memtui-beside", daemon=True).start()
+    return future
 
 
 _MARKER_SCHEMA = {"t": pl.Int64, "t_end": pl.Int64, "device": pl.String, "kind": pl.String,
