@@ -236,48 +236,60 @@ class MemtuiApp(CursorMoves, CachedAnalyses, LayerChoice, Following, BackgroundW
                 screen.report_from_thread(fraction, message)
 
         try:
-            trace = self._layered(self._with_rules(load_trace(
+            shown = self._beside(self._with_rules(load_trace(
                 self.trace_path, progress, store_in_background=True,
                 store_after=self.first_paint, preview=self._preview_from_thread)))
-            timelines = self._first_timelines(trace)
         except CaptureError as exc:
             self.call_from_thread(self._load_failed, str(exc))
             return
         finally:
             self.loading = False
-        self.call_from_thread(self._start_loaded, trace, timelines)
+        self.call_from_thread(self._start_loaded, *shown)
 
-    def _first_timelines(self, trace: MemoryTrace) -> dict[str, Timeline]:
-        """The timeline of the device ``trace`` opens on, built in the loader thread."""
-        device = initial_device(trace)
-        return {} if device is None else {device: Timeline.build(trace, device)}
+    def _beside(self, trace: MemoryTrace) -> tuple[MemoryTrace, MemoryTrace | None, dict]:
+        """What the loader thread builds for the UI thread to take in (never touching what
+        the app shows meanwhile, a preview): ``trace``, its layer view (None without
+        layers) and the timeline of the device it opens on."""
+        view = self.view_beside(trace)
+        shown = view if view is not None else trace
+        device = initial_device(shown)
+        return trace, view, {} if device is None else {device: Timeline.build(shown, device)}
 
     def _preview_from_thread(self, trace: MemoryTrace) -> None:
         """Show a long read's preview (called once by the loader thread, which goes on
         reading meanwhile): the rows read so far, until the whole capture replaces it."""
         if not self.is_running:
             return
-        trace = self._layered(self._with_rules(trace))
-        self.call_from_thread(self._start_preview, trace, self._first_timelines(trace))
+        self.call_from_thread(self._start_preview, *self._beside(self._with_rules(trace)))
 
-    def _start_preview(self, trace: MemoryTrace, timelines: dict[str, Timeline]) -> None:
+    def _start_preview(self, trace: MemoryTrace, view: MemoryTrace | None,
+                       timelines: dict[str, Timeline]) -> None:
         """Open on the preview as on a capture (the status bar says it is one)."""
         if self.trace is not None or initial_device(trace) is None:
             return
         self.preview = trace.meta.extra.get("preview")
-        self._timelines.update(timelines)
-        self._start(trace)
+        self._start_with(trace, view, timelines)
 
-    def _start_loaded(self, trace: MemoryTrace, timelines: dict[str, Timeline]) -> None:
-        """Show the loaded capture: in place of its preview where one is shown."""
+    def _start_with(self, trace: MemoryTrace, view: MemoryTrace | None,
+                    timelines: dict[str, Timeline]) -> None:
+        """Open on ``trace`` as the chosen layers show it (``view`` where it still does)."""
+        shown = self._layered(trace, view)
+        if shown is view or view is None:  # (else the layers chosen changed meanwhile)
+            self._timelines.update(timelines)
+        self._start(shown)
+
+    def _start_loaded(self, trace: MemoryTrace, view: MemoryTrace | None,
+                      timelines: dict[str, Timeline]) -> None:
+        """Show the loaded capture (``trace``, its layer view, the timeline of the device
+        it opens on: :meth:`_beside`): in place of its preview where one is shown."""
         self.whole_shown = time.perf_counter()
         if self.preview is None or self.trace is None:
-            self._timelines.update(timelines)
-            self._start(trace)
+            self._start_with(trace, view, timelines)
             return
         self.preview = None
         user_t = self.cursor.t if self.cursor is not None and self.user_acted else None
-        self.replace_trace(trace, timelines)
+        shown = self._layered(trace, view)
+        self.replace_trace(shown, timelines if shown is view or view is None else None)
         if self.cursor is not None:
             timeline = self.timeline(self.cursor.device)
             if user_t is not None:  # the user's time, in the whole capture

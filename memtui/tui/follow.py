@@ -143,11 +143,10 @@ class FollowController:
         """In the worker: the load-time analyses, the layer view of a layered source, and
         the shown device's timeline, so that the UI thread only swaps them in."""
         from memtui.analysis.timeline.at_time import Timeline
-        from memtui.analysis.timeline.layers import has_layers, layer_view
         from memtui.loading import prepare_trace
 
         trace = update.trace = prepare_trace(update.trace)
-        view = layer_view(trace, self.app.layer_choice(trace)) if has_layers(trace) else None
+        view = self.app.view_beside(trace)
         shown = view if view is not None else trace
         cursor = self.app.cursor
         names = shown.meta.device_names

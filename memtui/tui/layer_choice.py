@@ -27,6 +27,14 @@ class LayerChoice:
                 chosen[device] = layer
         return chosen
 
+    def view_beside(self, trace: MemoryTrace) -> MemoryTrace | None:
+        """The view of a layered ``trace`` in the layers chosen now, None for a source
+        without layers.  Reads only: a worker or the loader builds it beside the trace
+        shown, and :meth:`_layered` takes it in the UI thread."""
+        if not layer_analysis.has_layers(trace) or "layers" in trace.meta.extra:
+            return None
+        return layer_analysis.layer_view(trace, self.layer_choice(trace))
+
     def _layered(self, trace: MemoryTrace, view: MemoryTrace | None = None) -> MemoryTrace:
         """``trace`` as the chosen memory layer of each device shows it (layered sources;
         others, or a view already, come back as they are); ``view``, built beside it in a

@@ -92,3 +92,37 @@ async def test_a_cursor_the_user_moved_on_the_preview_keeps_its_time(db, held_pr
         timeline = app.timeline(app.cursor.device)
         assert app.cursor.event == timeline.event_at(moved)
         assert app.cursor.event != timeline.peak_event
+
+
+async def test_the_loader_leaves_the_shown_preview_alone_until_it_hands_the_whole_over(
+        db, held_preview, monkeypatch):
+    """The whole capture's layer view is built in the loader thread while the preview is
+    on screen: the app's layered capture (which ``t`` cycles) stays the preview's until
+    the UI thread takes the whole one in."""
+    built, go = threading.Event(), threading.Event()
+    beside = MemtuiApp._beside
+    calls = []
+
+    def held(self, trace):
+        out = beside(self, trace)
+        calls.append(trace)
+        if len(calls) == 2:  # the whole capture's, after the preview's
+            built.set()
+            go.wait(30)
+        return out
+
+    monkeypatch.setattr(MemtuiApp, "_beside", held)
+    whole = open_capture(db)
+    app = MemtuiApp(db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(pilot, lambda: "trend" in app.painted)
+        preview_full = app.full_trace
+        assert preview_full is not None and preview_full.events.height < whole.events.height
+        held_preview.set()
+        await _until(pilot, built.is_set)
+        assert app.full_trace is preview_full and app.preview is not None
+        assert app.trace.events.height < whole.events.height
+        go.set()
+        await _until(pilot, lambda: app.preview is None)
+        assert app.full_trace.events.height == whole.events.height
+        assert app.trace.meta.extra["layers"] == {"npu:0": "PTA"}
