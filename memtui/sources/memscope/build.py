@@ -236,10 +236,22 @@ def _time_ordered(memory: pl.DataFrame) -> pl.DataFrame:
     # alone gives the same order, faster)
     keys = ["t"] if memory["seq"].is_sorted() else ["t", "seq"]
     order = memory.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
-    # (a column made one chunk first: a gather across the chunks of each read costs five
-    # times one from a single chunk)
-    return pl.DataFrame([memory.drop_in_place(name).rechunk().gather(order)
-                         for name in list(memory.columns)])
+    return gathered(memory, order)
+
+
+def gathered(frame: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
+    """``frame``'s rows at ``order``, its columns moved out one by one (``frame`` is left
+    empty) and gathered two at a time: one more column held at once than one by one, half
+    the time on two cores.  (Each column is made one chunk first: a gather across the
+    chunks of each read costs five times one from a single chunk.)"""
+    columns = [frame.drop_in_place(name) for name in list(frame.columns)]
+
+    def gather(index: int) -> pl.Series:
+        column, columns[index] = columns[index], None  # (the source goes once gathered)
+        return column.rechunk().gather(order)
+
+    with ThreadPoolExecutor(max_workers=2) as workers:
+        return pl.DataFrame(list(workers.map(gather, range(len(columns)))))
 
 
 def pair_blocks(memory: pl.DataFrame, start: int | None,
@@ -415,6 +427,8 @@ def in_time_order(rows: pl.DataFrame) -> bool:
     """Whether ``rows`` are already sorted by (t, seq), strictly (one pass, no sort)."""
     if rows.height < 2 or rows["t"].null_count() or rows["seq"].null_count():
         return rows.height < 2
+    if not rows["t"].is_sorted():  # (stops at the first row out of order)
+        return False
     dt = np.diff(rows["t"].to_numpy())
     ds = np.diff(rows["seq"].to_numpy())
     return bool(np.all((dt > 0) | ((dt == 0) & (ds > 0))))
@@ -438,8 +452,7 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
         events = memory.clone()
     else:  # (seq is unique: the order is total, as a sort by both would give)
         order = memory.select(pl.arg_sort_by("t", "seq")).to_series()
-        events = pl.DataFrame([memory.drop_in_place(name).gather(order)
-                               for name in list(memory.columns)])
+        events = gathered(memory, order)
     pool = pl.col("block_pool")
     sign = pl.when(pl.col("event") == "MALLOC").then(1).when(pl.col("event") == "FREE").then(
         -1).otherwise(0)
