@@ -152,10 +152,11 @@ def positions_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
 
 
 def aligned_positions(blocks: pl.DataFrame, positions: pl.DataFrame) -> pl.DataFrame:
-    """``positions`` (:func:`positions_of`) row for row with ``blocks``: the positions
-    themselves where their block ids are the blocks' own in the same order (they are
-    made from the device's blocks), else joined by block id (no copy of every column of
-    millions of blocks where none is needed)."""
+    """``positions`` (:func:`positions_of`, or any frame keyed by ``block_id``: the roles'
+    frame) row for row with ``blocks``: the positions themselves where their block ids
+    are the blocks' own in the same order (they are made from the device's blocks), else
+    joined by block id (no copy of every column of millions of blocks where none is
+    needed)."""
     ids = blocks["block_id"]
     if positions.height == blocks.height and ids.null_count() == 0 and \
             positions["block_id"].equals(ids):
