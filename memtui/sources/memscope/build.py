@@ -475,11 +475,11 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
     def running(expr: pl.Expr) -> pl.Expr:  # a running sum per device (one: no grouping)
         return expr.cum_sum() if facts.height == 1 else expr.cum_sum().over("device")
 
-    previous = pl.col("total").forward_fill().shift(1).over(["device", "pid", "pool"])
+    events = events.with_columns(pool=pl.col("pool").fill_null(pool))
+    previous = over(pl.col("total").forward_fill().shift(1),
+                    varying(events, ["device", "pid", "pool"]))
     total_delta = pl.when(reported).then(pl.col("total") - previous.fill_null(0)).otherwise(0)
     events = events.with_columns(
-        pool=pl.col("pool").fill_null(pool),
-    ).with_columns(
         allocated=per_device("start_alloc") + running(
             pl.when(framework).then(sign * pl.col("block_size")).otherwise(0)),
         reserved=pl.when(per_device("has_total")).then(
@@ -510,17 +510,40 @@ def _pool_curves(events: pl.DataFrame, ghosts: pl.DataFrame) -> pl.DataFrame:
     pool = pl.col("block_pool")
     sign = pl.when(pl.col("event") == "MALLOC").then(1).otherwise(-1)
     starts = ghosts.group_by("device", "pool").agg(start=pl.col("size").sum())
+    # (a key of one value in every event is one in any of their rows)
+    device_pool = varying(events, ["device", "block_pool"])
     allocated = events.filter(pl.col("event").is_in(["MALLOC", "FREE"])).select(
-        "t", "device", pool.alias("pool"), delta=sign * pl.col("block_size"),
-    ).join(starts, on=["device", "pool"], how="left", maintain_order="left").select(
-        "t", "device", series=pl.lit("Allocated"), component="pool",
-        bytes=pl.col("start").fill_null(0) + pl.col("delta").cum_sum().over("device", "pool"))
+        "t", "device", "block_pool", delta=sign * pl.col("block_size"),
+    ).join(starts, left_on=["device", "block_pool"], right_on=["device", "pool"], how="left",
+           maintain_order="left").select(
+        "t", "device", series=pl.lit("Allocated"), component="block_pool",
+        bytes=pl.col("start").fill_null(0) + over(pl.col("delta").cum_sum(), device_pool))
     reported = events.filter(pool.is_in(FRAMEWORK_POOLS) & pl.col("total").is_not_null())
-    previous = pl.col("total").shift(1).over("device", "process", "block_pool").fill_null(0)
+    previous = over(pl.col("total").shift(1),
+                    varying(events, ["device", "process", "block_pool"]))
     reserved = reported.select(
         "t", "device", series=pl.lit("Reserved"), component=pool,
-        bytes=(pl.col("total") - previous).cum_sum().over("device", "block_pool"))
+        bytes=over((pl.col("total") - previous.fill_null(0)).cum_sum(), device_pool))
     return pl.concat([allocated, reserved])
+
+
+def varying(frame: pl.DataFrame, keys: list[str]) -> list[str]:
+    """``keys`` but those of one value in ``frame`` (one device, one process: the usual
+    capture), which split no window."""
+    def one_value(column: pl.Series) -> bool:
+        nulls = column.null_count()
+        if nulls:
+            return nulls == column.len()
+        physical = column.to_physical()
+        return column.len() == 0 or physical.min() == physical.max()
+
+    return [key for key in keys if not one_value(frame[key])]
+
+
+def over(expr: pl.Expr, keys: list[str]) -> pl.Expr:
+    """``expr`` per group of ``keys`` (:func:`varying`), or over all rows where there are
+    none: the same values, and a window over three keys costs twice one over one."""
+    return expr.over(keys) if keys else expr
 
 
 # -- segments ---------------------------------------------------------------------------
