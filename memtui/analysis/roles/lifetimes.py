@@ -245,7 +245,7 @@ def like_its_line(facts: BlockFacts, verdicts: Verdicts, unsure: np.ndarray) -> 
     decided = ~unsure & (verdicts.role >= 0) & (facts.stack >= 0)
     stacks = facts.stack[decided]
     if stacks.size:
-        keys = stacks * len(ROLES) + verdicts.role[decided]
+        keys = stacks.astype(np.int64) * len(ROLES) + verdicts.role[decided]
         pairs, counts = np.unique(keys, return_counts=True)
         stack_of, role_of = pairs // len(ROLES), pairs % len(ROLES)
         order = np.lexsort((-counts, stack_of))
