@@ -58,3 +58,19 @@ def test_seqs_are_found_at_their_events(seqs, wanted):
     where = {s: i for i, s in enumerate(seqs)}
     assert found.tolist() == [where.get(w, -1) if w is not None else -1 for w in wanted]
     assert found.dtype == np.int64 and found.flags.writeable
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(-3, 1 << 40), st.integers(0, 40),
+       st.lists(st.one_of(st.none(), st.integers(-5, 50)), max_size=50))
+def test_seqs_rising_by_one_are_found_by_their_distance(first, count, offsets):
+    """Events whose seq rises by one (a snapshot's device) are found without a search: the
+    same positions as the search gives, -1 outside them."""
+    seqs = list(range(first, first + count))
+    events = pl.DataFrame({"seq": seqs}, schema={"seq": pl.Int64})
+    wanted = [None if o is None else first + o for o in offsets]
+    found = _seq_finder(events)(pl.Series(wanted, dtype=pl.Int64))
+    where = {s: i for i, s in enumerate(seqs)}
+    assert found.tolist() == [where.get(w, -1) if w is not None else -1 for w in wanted]
+    assert found.dtype == np.int64 and found.flags.writeable

@@ -96,3 +96,22 @@ def test_lengths_that_disagree_are_refused():
         pairing._rows.runs(keys[:1], nulls, event, t)
     with pytest.raises(ValueError):
         pairing._rows.runs(keys, nulls, event, t[:1])
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_many_keys_open_and_closed_give_the_reference_blocks(seed, monkeypatch):
+    """Thousands of keys open at once, freed and reused: the pass's table grows, and each
+    FREE takes its key out of probe runs that collide and wrap around the table's end."""
+    rng = np.random.default_rng(seed)
+    n = 60_000
+    keys = np.zeros((n, 5), dtype=np.int64)
+    keys[:, 0] = rng.integers(0, 2, n)
+    keys[:, 2] = rng.integers(0, 4_000, n)
+    keys[:, 3] = rng.integers(0, 3, n) << 40
+    nulls = rng.choice(np.array([0, 0, 0, 0, 2, 4], dtype=np.uint8), n)
+    event = rng.choice(np.array([MALLOC, MALLOC, FREE, FREE, ACCESS, 3], dtype=np.uint8), n)
+    t = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)
+    compiled = runs_with(True, keys, nulls, event, t, monkeypatch)
+    assert compiled == runs_with(False, keys, nulls, event, t, monkeypatch)
+    assert len(compiled["first_row"]) > 10_000

@@ -38,7 +38,7 @@ import polars as pl
 
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.roles import block_roles, by_role_at, levels_by_role
-from memtui.analysis.roles.assign import positions_of
+from memtui.analysis.roles.assign import aligned_positions, positions_of
 from memtui.analysis.roles.phases import PHASE_F, Phases
 from memtui.analysis.timeline.at_time import Timeline
 from memtui.model import MemoryTrace
@@ -92,15 +92,16 @@ class _Peak:
         """Every block alive just after the peak's event with its role (joined once: the
         findings ask for several roles' blocks)."""
         if self._alive is None:
-            frame = block_roles(self.trace, self.device).frame
             blocks = self.trace.device_blocks(self.device).select(
                 "block_id", "size", "requested_size", "ghost")
-            pos = positions_of(self.trace, self.device)
+            # (both made from the device's blocks: row for row with them, no join)
+            pos = aligned_positions(blocks, positions_of(self.trace, self.device))
+            frame = aligned_positions(blocks, block_roles(self.trace, self.device).frame)
             start = pl.when(pl.col("ghost").fill_null(False)).then(-1).otherwise(
                 pl.col("pos_alloc"))
-            self._alive = blocks.join(pos, on="block_id", how="left").filter(
-                (start <= self.event) & (pl.col("pos_free") > self.event)).join(
-                frame.select("block_id", "role"), on="block_id", how="left")
+            self._alive = blocks.hstack(pos.drop("block_id")).with_columns(
+                role=frame["role"]).filter((start <= self.event)
+                                           & (pl.col("pos_free") > self.event))
         return self._alive
 
     def evidence(self, role: str) -> Evidence:

@@ -113,23 +113,24 @@ def block_facts(trace: MemoryTrace, device: str,
     aligned = aligned_positions(blocks, positions_of(trace, device))
     ghost = blocks["ghost"].fill_null(False).to_numpy()
     pos_alloc = np.where(ghost, -1, aligned["pos_alloc"].fill_null(-1).to_numpy())
-    pos_free = aligned["pos_free"].fill_null(NEVER).to_numpy().astype(np.int64)
-    requested = (aligned["pos_free_requested"].fill_null(NEVER).to_numpy().astype(np.int64)
-                 if "pos_free_requested" in aligned.columns
-                 else np.full(blocks.height, NEVER, dtype=np.int64))
-    release = np.where(requested < pos_free, requested, pos_free)
+    # the free, or the free's request where it came first (one array, no copies of both)
+    frees = [pl.col(c).fill_null(NEVER) for c in ("pos_free", "pos_free_requested")
+             if c in aligned.columns]
+    release = aligned.select(pl.min_horizontal(frees).cast(pl.Int64)).to_series().to_numpy(
+        writable=True)
     stacks = events["stack_id"].fill_null(-1).to_numpy()  # int32: read per block, never widened
     allocs = (events["action"] == "alloc").fill_null(False).to_numpy()
     if allocs.any():
         alloc_stack = _event_stacks(events, pos_alloc, allocs, stacks)
     else:  # blocks without events of their own (profiler rows): their own stack
-        alloc_stack = blocks["stack_id"].fill_null(-1).to_numpy().astype(np.int64)
+        alloc_stack = blocks["stack_id"].fill_null(-1).to_numpy().astype(np.int32)
     free_stack = _event_stacks(events, release, None, stacks)
-    del pos_free, requested, stacks  # a block's worth each: freed as they go (issue 34)
+    del stacks  # an event's worth: freed as soon as read (issue 34)
     table = stack_kinds(trace)
     kind = kinds_of(alloc_stack, table)
     context = _context_kinds(blocks)
-    kind = np.where(np.isin(kind, (NEUTRAL, NO_STACK)) & (context >= 0), context, kind)
+    kind = np.where(np.isin(kind, (NEUTRAL, NO_STACK)) & (context >= 0), context,
+                    kind).astype(np.int8)  # (a kind of nine: a byte a block)
     facts = BlockFacts(
         block_id=blocks["block_id"].to_numpy().astype(np.int64, copy=False),
         size=blocks["requested_size"].fill_null(blocks["size"]).fill_null(0).to_numpy()
@@ -152,10 +153,11 @@ def positions_of(trace: MemoryTrace, device: str) -> pl.DataFrame:
 
 
 def aligned_positions(blocks: pl.DataFrame, positions: pl.DataFrame) -> pl.DataFrame:
-    """``positions`` (:func:`positions_of`) row for row with ``blocks``: the positions
-    themselves where their block ids are the blocks' own in the same order (they are
-    made from the device's blocks), else joined by block id (no copy of every column of
-    millions of blocks where none is needed)."""
+    """``positions`` (:func:`positions_of`, or any frame keyed by ``block_id``: the roles'
+    frame) row for row with ``blocks``: the positions themselves where their block ids
+    are the blocks' own in the same order (they are made from the device's blocks), else
+    joined by block id (no copy of every column of millions of blocks where none is
+    needed)."""
     ids = blocks["block_id"]
     if positions.height == blocks.height and ids.null_count() == 0 and \
             positions["block_id"].equals(ids):
@@ -168,7 +170,7 @@ def _event_stacks(events: pl.DataFrame, at: np.ndarray, allocs: np.ndarray | Non
                   stacks: np.ndarray) -> np.ndarray:
     """The stack id of the event at each position ``at`` (-1 where none, or, given
     ``allocs``, where that event is not an alloc)."""
-    out = np.full(at.size, -1, dtype=np.int64)
+    out = np.full(at.size, -1, dtype=stacks.dtype)  # (the events' own width: int32)
     inside = (at >= 0) & (at < stacks.size)
     if inside.any():
         hit = stacks[at[inside]]
@@ -182,11 +184,11 @@ def _context_kinds(blocks: pl.DataFrame) -> np.ndarray:
     """Per block: FORWARD inside a torch.compile region, BACKWARD where the region's name
     says backward, -1 outside any (``compile_context``)."""
     if "compile_context" not in blocks.columns:
-        return np.full(blocks.height, -1, dtype=np.int64)
+        return np.full(blocks.height, -1, dtype=np.int8)
     context = blocks["compile_context"]
     backward = context.str.contains("(?i)backward").fill_null(False).to_numpy()
     inside = context.is_not_null().to_numpy()
-    return np.where(inside, np.where(backward, BACKWARD, FORWARD), -1).astype(np.int64)
+    return np.where(inside, np.where(backward, BACKWARD, FORWARD), -1).astype(np.int8)
 
 
 def phases_of(trace: MemoryTrace, device: str, blocks: pl.DataFrame,
@@ -204,7 +206,7 @@ def phases_of(trace: MemoryTrace, device: str, blocks: pl.DataFrame,
         kinds = np.where(op_kinds >= 0, op_kinds, kinds)
         source = "operator names"
     kinds[traced] = resolve_kinds(kinds[traced])
-    facts.kind = kinds
+    facts.kind = kinds.astype(np.int8, copy=False)
     order = np.argsort(facts.pos_alloc[traced], kind="stable")
     phases = find_phases(facts.pos_alloc[traced][order], kinds[traced][order])
     return phases, (source if phases is not None else None)

@@ -157,7 +157,13 @@ def _steps(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> RoleSteps:
     """The running sum of +size at ``start`` and -size at ``end`` (end NEVER: never),
     one point per distinct position (the value after every change there)."""
     freed = end != _NEVER
-    pos = np.concatenate([start, end[freed]])
+    # positions as int32 where they fit (every one but NEVER counts events): the sort's
+    # keys and their reordered copy a block's worth of 4 bytes each, not 8 (issue 34)
+    kept = int(freed.sum())
+    wide = start.size and max(int(start.max()), int(end[freed].max(initial=0))) >= 2**31 - 1
+    pos = np.empty(start.size + kept, dtype=np.int64 if wide else np.int32)
+    pos[:start.size] = start
+    pos[start.size:] = end[freed]
     delta = np.concatenate([size, -size[freed]])
     del freed
     order = np.argsort(pos, kind="stable")

@@ -104,8 +104,9 @@ class Verdicts:
     """The role, rule and inferred flag of each block, filled rule by rule."""
 
     def __init__(self, n: int) -> None:
-        self.role = np.full(n, UNSET, dtype=np.int64)
-        self.rule = np.zeros(n, dtype=np.int64)
+        # (codes of a few roles and a few dozen rules: a byte or two a block, not eight)
+        self.role = np.full(n, UNSET, dtype=np.int8)
+        self.rule = np.zeros(n, dtype=np.int16)
         self.inferred = np.zeros(n, dtype=bool)
 
     @property
@@ -140,7 +141,7 @@ def assign_by_lifetime(facts: BlockFacts, phases: Phases | None, verdicts: Verdi
         verdicts.give(np.ones_like(facts.ghost), "other", "no_phases")
         return
     index = np.where(facts.ghost, -1, phases.index_at(facts.pos_alloc))
-    kind = np.where(index >= 0, phases.kind[np.clip(index, 0, None)], PHASE_G)
+    kind = np.where(index >= 0, phases.kind[np.clip(index, 0, None)], PHASE_G).astype(np.int8)
     next_f = phases.next_of(PHASE_F)
     next_b = phases.next_of(PHASE_B)
     f1 = next_f[index + 1]
@@ -244,7 +245,7 @@ def like_its_line(facts: BlockFacts, verdicts: Verdicts, unsure: np.ndarray) -> 
     decided = ~unsure & (verdicts.role >= 0) & (facts.stack >= 0)
     stacks = facts.stack[decided]
     if stacks.size:
-        keys = stacks * len(ROLES) + verdicts.role[decided]
+        keys = stacks.astype(np.int64) * len(ROLES) + verdicts.role[decided]
         pairs, counts = np.unique(keys, return_counts=True)
         stack_of, role_of = pairs // len(ROLES), pairs % len(ROLES)
         order = np.lexsort((-counts, stack_of))

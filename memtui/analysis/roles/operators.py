@@ -40,14 +40,18 @@ PROFILER = "ascend_profiler"
 
 
 def name_kinds(names: pl.Series) -> np.ndarray:
-    """The kind each operator name says (NEUTRAL for none)."""
-    names = names.cast(pl.String)
+    """The kind each operator name says (NEUTRAL for none); the rules run once per distinct
+    name (a capture repeats a few hundred operators over millions of allocations)."""
+    names = names.cast(pl.String).rename("n")
     kind = (pl.when(pl.col("n").is_null() | (pl.col("n") == "")).then(pl.lit(NEUTRAL))
             .when(pl.col("n").str.contains(_COMMUNICATION)).then(pl.lit(NEUTRAL))
             .when(pl.col("n").str.contains(_OPTIMIZER)).then(pl.lit(OPTIMIZER))
             .when(pl.col("n").str.contains(_BACKWARD)).then(pl.lit(BACKWARD))
-            .otherwise(pl.lit(FORWARD)))
-    return pl.DataFrame({"n": names}).select(kind)["literal"].to_numpy().astype(np.int64)
+            .otherwise(pl.lit(FORWARD)).cast(pl.Int64).alias("kind"))
+    table = names.drop_nulls().unique().to_frame().with_columns(kind)
+    by_name = dict(zip(table["n"].to_list(), table["kind"].to_list(), strict=True))
+    return names.replace_strict(by_name, default=NEUTRAL, return_dtype=pl.Int64) \
+        .fill_null(NEUTRAL).to_numpy(writable=True)
 
 
 def operator_names(trace: MemoryTrace, device: str, blocks: pl.DataFrame) -> pl.Series | None:

@@ -176,14 +176,15 @@ def stack_kinds(trace: MemoryTrace) -> pl.DataFrame:
 def kinds_of(stack_ids: np.ndarray, table: pl.DataFrame, column: str = "kind",
              missing: int = NO_STACK) -> np.ndarray:
     """``column`` of :func:`stack_kinds` for each stack id (-1: none), ``missing`` where
-    a block has no stack."""
-    out = np.full(stack_ids.size, missing, dtype=np.int64)
+    a block has no stack: int8 (kinds, flags and role codes are a few small numbers, and
+    this is a block's worth of them)."""
+    out = np.full(stack_ids.size, missing, dtype=np.int8)
     if table.is_empty() or stack_ids.size == 0:
         return out
     ids = table["stack_id"].to_numpy().astype(np.int64)
-    values = table[column].cast(pl.Int64).to_numpy()
+    values = table[column].cast(pl.Int64).to_numpy().astype(np.int8)
     lookup = np.full(int(max(ids.max(), stack_ids.max(initial=0))) + 2, missing,
-                     dtype=np.int64)
+                     dtype=np.int8)
     lookup[ids] = values
     known = stack_ids >= 0
     out[known] = lookup[stack_ids[known]]

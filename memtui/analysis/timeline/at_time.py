@@ -345,12 +345,19 @@ def _seq_finder(events: pl.DataFrame):
     seq = events["seq"].to_numpy().astype(np.int64, copy=False) if events.height \
         else np.zeros(0, dtype=np.int64)
     rising = events["seq"].null_count() == 0 and bool(np.all(seq[1:] > seq[:-1]))
+    # rising by one from event to event (a snapshot's device): a seq's position is its
+    # distance from the first, no search
+    contiguous = rising and seq.size > 0 and int(seq[-1]) - int(seq[0]) == seq.size - 1
 
     def find(values: pl.Series) -> np.ndarray:
         known = ~values.is_null().to_numpy()
         wanted = values.fill_null(-1).to_numpy().astype(np.int64, copy=False)
         if not seq.size:
             return np.full(wanted.size, -1, dtype=np.int64)
+        if contiguous:
+            at = wanted - seq[0]
+            at[~(known & (at >= 0) & (at < seq.size))] = -1
+            return at
         if rising:  # (in place where it can: a block's worth of int64 per temporary)
             at = np.searchsorted(seq, wanted).astype(np.int64, copy=False)
             hit = seq[np.minimum(at, seq.size - 1)] == wanted

@@ -312,11 +312,12 @@ done:
 
 #define KEY_WIDTH 5 /* int64s of a key: family, then four values */
 
+/* The keys of the blocks open now (a FREE takes its key out: the table holds the blocks
+ * alive at a time, not every block of the capture, and stays small enough for the cache). */
 typedef struct {
     int64_t *keys;   /* KEY_WIDTH per slot */
     uint8_t *nulls;  /* which of a slot's values are null */
-    int64_t *run;    /* the slot's current run, -1: empty slot */
-    uint8_t *ended;  /* the run ended with a FREE */
+    int64_t *run;    /* the slot's open run, -1: empty slot */
     size_t cap, len;
 } Keys;
 
@@ -339,8 +340,7 @@ static int keys_init(Keys *k, size_t cap) {
     k->keys = malloc(cap * KEY_WIDTH * sizeof(int64_t));
     k->nulls = malloc(cap);
     k->run = malloc(cap * sizeof(int64_t));
-    k->ended = malloc(cap);
-    if (!k->keys || !k->nulls || !k->run || !k->ended) return -1;
+    if (!k->keys || !k->nulls || !k->run) return -1;
     for (size_t i = 0; i < cap; i++) k->run[i] = -1;
     return 0;
 }
@@ -349,7 +349,6 @@ static void keys_free(Keys *k) {
     free(k->keys);
     free(k->nulls);
     free(k->run);
-    free(k->ended);
 }
 
 /* The slot of the key: where it is, or the empty slot where it goes (cap: a power of 2) */
@@ -364,8 +363,29 @@ static size_t keys_slot(const Keys *k, const int64_t *key, uint8_t nulls) {
     return slot;
 }
 
+/* Empty ``slot`` (linear probing's backward shift: each later key of the probe run whose
+ * home is not between the hole and itself moves into the hole, no tombstones). */
+static void keys_remove(Keys *k, size_t slot) {
+    size_t mask = k->cap - 1, hole = slot, next = (slot + 1) & mask;
+    while (k->run[next] >= 0) {
+        size_t home = (size_t)key_hash(k->keys + next * KEY_WIDTH, k->nulls[next]) & mask;
+        /* may move: its home is not cyclically in (hole, next] */
+        int stays = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next);
+        if (!stays) {
+            memcpy(k->keys + hole * KEY_WIDTH, k->keys + next * KEY_WIDTH,
+                   KEY_WIDTH * sizeof(int64_t));
+            k->nulls[hole] = k->nulls[next];
+            k->run[hole] = k->run[next];
+            hole = next;
+        }
+        next = (next + 1) & mask;
+    }
+    k->run[hole] = -1;
+    k->len--;
+}
+
 static int keys_grow(Keys *k) {
-    Keys bigger = {NULL, NULL, NULL, NULL, 0, 0};
+    Keys bigger = {NULL, NULL, NULL, 0, 0};
     if (k->cap > SIZE_MAX / 2 / (KEY_WIDTH * sizeof(int64_t)) || keys_init(&bigger, k->cap * 2)) {
         keys_free(&bigger);
         return -1;
@@ -377,7 +397,6 @@ static int keys_grow(Keys *k) {
                KEY_WIDTH * sizeof(int64_t));
         bigger.nulls[slot] = k->nulls[i];
         bigger.run[slot] = k->run[i];
-        bigger.ended[slot] = k->ended[i];
     }
     bigger.len = k->len;
     keys_free(k);
@@ -390,8 +409,8 @@ enum { E_MALLOC = 0, E_FREE = 1, E_ACCESS = 2 };
 PyDoc_STRVAR(runs_doc,
 "runs(keys, nulls, event, t) -> (run, first_row, last_row, first_access, last_access,\n"
 "                               max_gap, accesses)\n\n"
-"Memory rows in time order cut into blocks.  keys: int64, five per row (a family, then\n"
-"four values); nulls: uint8 per row, the bits of the values that are null; event: uint8\n"
+"Memory rows in time order cut into blocks.  keys: int64, five columns of n (a family,\n"
+"then four values: the key of row i is keys[i], keys[n + i], ... keys[4n + i]); nulls: uint8 per row, the bits of the values that are null; event: uint8\n"
 "per row, 0 MALLOC, 1 FREE, 2 ACCESS; t: int64 per row.  Within one key a block starts\n"
 "at the key's first row, at each MALLOC and after each FREE.  Returns bytearrays of\n"
 "int64: each row's block (numbered in the order of their first row) and per block its\n"
@@ -406,7 +425,7 @@ static PyObject *runs(PyObject *module, PyObject *args) {
     Py_buffer key_buf = {0}, null_buf = {0}, event_buf = {0}, t_buf = {0};
     PyObject *out[7] = {NULL};
     PyObject *result = NULL;
-    Keys table = {NULL, NULL, NULL, NULL, 0, 0};
+    Keys table = {NULL, NULL, NULL, 0, 0};
     if (PyObject_GetBuffer(key_obj, &key_buf, PyBUF_SIMPLE) < 0 ||
         PyObject_GetBuffer(null_obj, &null_buf, PyBUF_SIMPLE) < 0 ||
         PyObject_GetBuffer(event_obj, &event_buf, PyBUF_SIMPLE) < 0 ||
@@ -442,10 +461,11 @@ static PyObject *runs(PyObject *module, PyObject *args) {
             blocks = -1;
             break;
         }
-        const int64_t *key = keys + row * KEY_WIDTH;
+        int64_t key[KEY_WIDTH];
+        for (int i = 0; i < KEY_WIDTH; i++) key[i] = keys[i * n + row];
         size_t slot = keys_slot(&table, key, nulls[row]);
         int64_t block = table.run[slot];
-        if (block < 0 || event[row] == E_MALLOC || table.ended[slot]) {
+        if (block < 0 || event[row] == E_MALLOC) {
             block = blocks++;
             first_row[block] = row;
             first_access[block] = last_access[block] = max_gap[block] = accesses[block] = 0;
@@ -456,7 +476,7 @@ static PyObject *runs(PyObject *module, PyObject *args) {
             }
             table.run[slot] = block;
         }
-        table.ended[slot] = event[row] == E_FREE;
+        if (event[row] == E_FREE) keys_remove(&table, slot); /* the next row starts anew */
         run_of[row] = block;
         last_row[block] = row;
         if (event[row] == E_ACCESS) {

@@ -11,7 +11,8 @@ the next FREE closes).
 of them are null: :func:`row_keys`), and gives each row's block, numbered in the order of
 the blocks' first rows, and per block its first and last row and its ACCESS times.  Two
 paths with identical results (``tests/sources/test_memscope_pairing.py``): the compiled pass
-(``_rows.c``: a hash table from key to its open block, walked once), and the numpy
+(``_rows.c``: a hash table from key to its open block, walked once; a FREE takes its
+key out, so the table holds the blocks alive at a time), and the numpy
 reference (a stable sort by key: the rows of a block are then a run), used where the pass
 is not built or ``MEMTUI_PURE_PYTHON=1``.
 """
@@ -71,7 +72,7 @@ def row_keys(memory: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     device, device_null = values(memory["device"])
     addr, addr_null = values(memory["addr"])
     pool, pool_null = values(memory["pool"])
-    keys = np.empty((n, 5), dtype=np.int64)
+    keys = np.empty((n, 5), dtype=np.int64, order="F")  # (each key column written whole)
     keys[:, 0] = has_aid
     keys[:, 1] = pid
     keys[:, 2] = np.where(has_aid, aid, device)
@@ -86,14 +87,16 @@ def row_keys(memory: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def block_runs(keys: np.ndarray, nulls: np.ndarray, event: np.ndarray,
                t: np.ndarray) -> Runs:
-    """The blocks of rows in time order (see the module docstring)."""
-    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    """The blocks of rows in time order (see the module docstring); ``keys``: five int64 a
+    row, in either memory order (:func:`row_keys` makes it column by column)."""
+    keys = np.asfortranarray(keys, dtype=np.int64)
     nulls = np.ascontiguousarray(nulls, dtype=np.uint8)
     event = np.ascontiguousarray(event, dtype=np.uint8)
     t = np.ascontiguousarray(t, dtype=np.int64)
     if _rows is not None and not pure_python_forced():
+        columns = np.ascontiguousarray(keys.T)  # the pass reads the five columns
         return Runs(*(np.frombuffer(part, dtype=np.int64)
-                      for part in _rows.runs(keys, nulls, event, t)))
+                      for part in _rows.runs(columns, nulls, event, t)))
     return _runs_by_sorting(keys, nulls, event, t)
 
 

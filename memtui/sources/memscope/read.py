@@ -648,6 +648,7 @@ class DumpRows:
         self.impossible = 0  # memory rows with a negative, missing or non-number size
         self.no_device = 0  # rows whose Device Id is no device number (shifted columns)
         self.no_device_example: str | None = None
+        self.possible_devices: set[str | None] = set()  # Device Id values judged possible
         self.json_attr = 0  # CSV rows whose Attr has the DB's JSON form
 
     def add(self, rows: pl.DataFrame) -> None:
@@ -689,8 +690,11 @@ class DumpRows:
         """Rows whose ``Device Id`` is a number no device has (a timestamp where the id
         belongs: the columns of the row are shifted) dropped and counted."""
         values = rows["dev"].unique()  # (a chunk names a device or two: judged once each)
+        if self.possible_devices.issuperset(values.to_list()):
+            return rows
         number = values.str.strip_chars().cast(pl.Int64, strict=False)
         wrong = values.filter(((number < 0) | (number > MAX_DEVICE_ID)).fill_null(False))
+        self.possible_devices.update(set(values.to_list()) - set(wrong.to_list()))
         if wrong.len() == 0:
             return rows
         impossible = pl.col("dev").is_in(wrong.implode())
@@ -777,19 +781,32 @@ def memory_columns(memory: pl.DataFrame) -> pl.DataFrame:
     """Memory rows' device names (``Device Id``, else the file's folder's), addresses
     (``Ptr``, hex or decimal) and pools (``Event Type``, or the pool an ACCESS names);
     the texts they were read from dropped."""
-    ptr = pl.col("ptr").str.strip_chars()
+    pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
+    return memory.with_columns(
+        device=device_column(memory).fill_null(pl.col("file_device")),
+        addr=addresses(memory),
+        pool=pool.replace(_POOL_ALIASES),
+    ).select(MEMORY_COLUMNS)
+
+
+def addresses(memory: pl.DataFrame) -> pl.Series:
+    """The ``Ptr`` column as numbers: hex with ``0x`` (msMemScope's way) or decimal, blanks
+    around either ignored (null where it is neither)."""
+    raw = pl.col("ptr")
+    if memory.select(raw.str.starts_with("0x").all()).item():
+        # msMemScope's own notation, read without copying every text to trim it
+        addr = memory.select(raw.str.slice(2).str.to_integer(base=16, strict=False)
+                             .cast(pl.UInt64, strict=False)).to_series()
+        if addr.null_count() == memory["ptr"].null_count():
+            return addr.alias("addr")
+    ptr = raw.str.strip_chars()
     is_hex = ptr.str.starts_with("0x") | ptr.str.starts_with("0X")
     hexadecimal = ptr.str.slice(2).str.to_integer(base=16, strict=False)
     decimal = ptr.str.to_integer(base=10, strict=False)
     hex_rows = memory.select(is_hex.sum()).item()  # one notation per file, as a rule
     addr = (hexadecimal if hex_rows == memory.height else decimal if hex_rows == 0
             else pl.when(is_hex).then(hexadecimal).otherwise(decimal))
-    pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
-    return memory.with_columns(
-        device=device_column(memory).fill_null(pl.col("file_device")),
-        addr=addr.cast(pl.UInt64, strict=False),
-        pool=pool.replace(_POOL_ALIASES),
-    ).select(MEMORY_COLUMNS)
+    return memory.select(addr.cast(pl.UInt64, strict=False).alias("addr")).to_series()
 
 
 def drop_impossible_sizes(memory: pl.DataFrame) -> tuple[pl.DataFrame, int]:
