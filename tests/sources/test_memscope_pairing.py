@@ -115,3 +115,16 @@ def test_many_keys_open_and_closed_give_the_reference_blocks(seed, monkeypatch):
     compiled = runs_with(True, keys, nulls, event, t, monkeypatch)
     assert compiled == runs_with(False, keys, nulls, event, t, monkeypatch)
     assert len(compiled["first_row"]) > 10_000
+
+
+def test_a_build_from_before_the_keys_by_column_is_not_used():
+    """An in-place build of ``_rows`` older than its Python side read the keys row by row:
+    taken for none (the numpy reference pairs), never for a pass pairing the wrong rows."""
+    from types import SimpleNamespace
+
+    assert pairing.usable_pass(SimpleNamespace(runs=len)) is None
+    assert pairing.usable_pass(None) is None
+    current = SimpleNamespace(runs=len, RUNS_KEYS_BY_COLUMN=1)
+    assert pairing.usable_pass(current) is current
+    if pairing._rows is not None:
+        assert pairing._rows.RUNS_KEYS_BY_COLUMN == 1

@@ -569,5 +569,12 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__rows(void) {
     for (int k = 0; k < N_KEYS; k++) KEY_LEN[k] = (Py_ssize_t)strlen(KEYS[k]);
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    /* ``runs`` reads the keys column by column: a build from before did not (the Python
+     * side takes a stale build for none, not for a pass that pairs the wrong rows) */
+    if (module != NULL && PyModule_AddIntConstant(module, "RUNS_KEYS_BY_COLUMN", 1) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

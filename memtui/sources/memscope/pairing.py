@@ -20,16 +20,25 @@ is not built or ``MEMTUI_PURE_PYTHON=1``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from memtui.sources.common.compiled import pure_python_forced
 
+
+def usable_pass(module: Any) -> Any:
+    """``module`` (the compiled ``_rows``) where its ``runs`` reads the keys column by
+    column, else None: a stale in-place build from before would pair the wrong rows."""
+    return module if getattr(module, "RUNS_KEYS_BY_COLUMN", 0) else None
+
+
 try:
     from memtui.sources.memscope import _rows
 except ImportError:  # built without a compiler: the numpy reference only
     _rows = None
+_rows = usable_pass(_rows)
 
 #: Event codes of the pairing.
 MALLOC, FREE, ACCESS = 0, 1, 2
