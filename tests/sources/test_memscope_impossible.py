@@ -73,3 +73,20 @@ def test_a_negative_pool_total_is_skipped(tmp_path):
     assert trace.blocks.height == 5
     reserved = trace.events["reserved"].drop_nulls()
     assert reserved.is_empty() or int(reserved.min()) >= 0
+
+
+def test_shifted_rows_are_skipped_in_every_chunk_after_the_devices_are_known(tmp_path,
+                                                                             monkeypatch):
+    """The Device Ids a file names are judged once (then known possible): a shifted row in
+    any later chunk, its value seen before or not, is still skipped and counted."""
+    from memtui.sources.memscope import read
+
+    monkeypatch.setattr(read, "_CHUNK_ROWS", 3)
+    shifted = [mem(90 + i, "MALLOC", "PTA", 1500 + i, 90 + i, 0x9000 + i * 0x1000, 4096,
+                   dev="1764753365728889760", total=-18874368, used=4096) for i in range(6)]
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv_text(SCENARIO + shifted))
+    trace = open_capture(path)
+    assert not any("1764753365728889760" in name for name in trace.meta.device_names)
+    assert any("6 rows skipped whose Device Id is no device (1764753365728889760)" in w
+               for w in trace.meta.warnings)
+    assert trace.blocks.height == 5
