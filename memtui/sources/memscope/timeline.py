@@ -121,9 +121,9 @@ def _marker_ranges(rows: pl.DataFrame) -> pl.DataFrame:
     MSTX range ends name their range differently from its start (old ones say "Range end
     from id N"), and may come from another thread: they pair per (process, device).
 
-    Each key's rows get one number (the row of the key's first), and the n-th start of a
-    key pairs with its n-th end by one whole-number join key, ``number * 2**32 + n``: a
-    join on six mixed keys took twice as long.
+    Each key's rows get one number (the position of the key's first row), and the n-th
+    start of a key pairs with its n-th end on one whole-number join key, ``number * 2**32
+    + n``: a join on the six mixed keys took about twice as long.
     """
     is_mstx = pl.col("kind") == "mstx_range"
     key = [
