@@ -67,8 +67,10 @@ class Allowed:
         self.folders.extend(self.roots)
 
     def check(self, path: str) -> Path:
-        """``path`` (relative ones from the server's working folder) where it is allowed;
-        :class:`Refused` otherwise."""
+        """``path`` (relative ones from the server's working folder) resolved, where it is
+        allowed; :class:`Refused` otherwise.  The caller opens the resolved path, the one
+        judged: a link at ``path`` swapped between the check and the open (to a file
+        outside) is never followed."""
         if not isinstance(path, str) or not path.strip():
             raise Refused("give the path of a capture (the captures tool lists them)")
         given = Path(path).expanduser()
@@ -79,7 +81,7 @@ class Allowed:
         if self._inside(resolved):
             if resolved.is_dir():
                 self._no_link_out_of(resolved, path)
-            return given
+            return resolved
         raise Refused(f"{safe_line(path)}: not a capture this server may read (only the "
                       "paths memtui mcp was started with, and what lies under its --root "
                       "folders)")
@@ -126,17 +128,17 @@ class Captures:
     def get(self, path: str) -> Capture:
         from memtui.api import open as open_capture
 
-        given = self.allowed.check(path)
+        allowed = self.allowed.check(path)
         try:
-            stat = given.stat()
-            key = (given.resolve(), stat.st_size, stat.st_mtime_ns)
+            stat = allowed.stat()
+            key = (allowed, stat.st_size, stat.st_mtime_ns)
         except OSError:
             key = None  # let the loader say what is wrong with it, in its words
         with self._lock:
             if key is not None and key in self._open:
                 self._open.move_to_end(key)
                 return self._open[key]
-        capture = open_capture(given, use_cache=self.use_cache)
+        capture = open_capture(allowed, use_cache=self.use_cache)
         if key is not None:
             with self._lock:
                 self._open[key] = capture

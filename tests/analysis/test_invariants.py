@@ -266,6 +266,58 @@ def test_a_pool_total_below_its_blocks_is_a_floor_with_a_ceiling(tmp_path, capsy
     assert device["reserved_ceiling_bytes"] == 8192 + MiB and device["reserved_floor"]
 
 
+def _held_and_not(dev: str, shift: int) -> list:
+    """On device ``dev``: a HAL allocation of 8 KiB at 0x10000 (t 100-600) holds the PTA
+    block A (4 KiB, t 200-400); the PTA block B (2 KiB at 0x50000, t 300-500) lies in no
+    HAL allocation of the capture; the pool's rows say its total is 2 KiB.  ``shift``
+    moves the times and the allocation ids (two devices of one process interleaved: the
+    process numbers its allocations across its devices)."""
+    return [
+        mem(1 + shift, "MALLOC", "HAL", 100 + shift, 1 + shift, 0x10000, 8192, dev=dev, owner=""),
+        mem(2 + shift, "MALLOC", "PTA", 200 + shift, 3 + shift, 0x10000, 4096, dev=dev, total=2048,
+            used=4096, owner=""),
+        mem(3 + shift, "MALLOC", "PTA", 300 + shift, 4 + shift, 0x50000, 2048, dev=dev, total=2048,
+            used=6144, owner=""),
+        mem(4 + shift, "FREE", "PTA", 400 + shift, 3 + shift, 0x10000, 4096, dev=dev, total=2048,
+            used=2048),
+        mem(5 + shift, "FREE", "PTA", 500 + shift, 4 + shift, 0x50000, 2048, dev=dev, total=2048,
+            used=0),
+        mem(6 + shift, "FREE", "HAL", 600 + shift, 1 + shift, 0x10000, 8192, dev=dev),
+    ]
+
+
+@pytest.mark.parametrize("devices", [("0",), ("0", "1")])
+def test_blocks_no_driver_allocation_holds_add_to_what_is_held(tmp_path, devices):
+    """Worked out by hand, PTA layer of each device: allocated 4, 6, 2, 0 KiB; held is the
+    8 KiB HAL allocation holding A plus B, which none holds (0, 2, 2, 0 KiB): reserved
+    8, 10, 10, 8 KiB (above the pool's own 2 KiB).  On two devices whose rows interleave,
+    each device's levels are its own."""
+    rows = [r for i, dev in enumerate(devices) for r in _held_and_not(dev, shift=10 * i)]
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv(rows))
+    trace = load_trace(path, use_cache=False)
+    view = layer_view(trace, {f"npu:{dev}": "PTA" for dev in devices})
+    validate(view)
+    for dev in devices:
+        events = view.device_events(f"npu:{dev}")
+        assert events["allocated"].to_list() == [4096, 6144, 2048, 0]
+        assert events["reserved"].to_list() == [8192, 10240, 10240, 8192]
+
+
+def test_no_block_held_by_a_driver_allocation_is_reserved_at_its_blocks(tmp_path):
+    """The same blocks, the HAL allocation elsewhere (0x90000, holding neither): no
+    container, every block outside; reserved is the pool's 2 KiB total where it is at
+    least what is allocated, else the allocated bytes: 4, 6, 2, 2 KiB."""
+    rows = [r if "HAL" not in r else tuple(x.replace("0x0000000000010000", "0x0000000000090000")
+                                           if isinstance(x, str) else x for x in r)
+            for r in _held_and_not("0", shift=0)]
+    path = write_text(tmp_path / "memscope_dump_1.csv", _csv(rows))
+    view = layer_view(load_trace(path, use_cache=False), {"npu:0": "PTA"})
+    validate(view)
+    events = view.device_events("npu:0")
+    assert events["allocated"].to_list() == [4096, 6144, 2048, 0]
+    assert events["reserved"].to_list() == [4096, 6144, 2048, 2048]
+
+
 def test_a_consistent_pool_is_no_floor(tmp_path):
     """The same rows with the pool's totals true (8 KiB): exact figures, no warning."""
     rows = [tuple(r[:9]) + (r[9].replace('"total":"2048"', '"total":"8192"'),) + tuple(r[10:])

@@ -177,6 +177,30 @@ def test_only_the_captures_named_and_what_lies_under_a_root(folder, tmp_path):
     assert "give the path of a capture" in error(refused[-1])
 
 
+def test_a_link_swapped_after_the_check_is_not_followed(folder, tmp_path, monkeypatch):
+    """The server opens the path it judged (resolved), not the one given: a link inside
+    the root, pointing inside when checked and swapped to a capture outside before the
+    open, still reads the capture inside."""
+    from memtui.mcp_server import Captures
+
+    outside = write_loop(tmp_path / "outside.pickle", leak=MiB)  # its peak: not 6 MiB
+    link = folder / "swapped.pickle"
+    link.symlink_to(folder / "clean.pickle")
+    allowed = Allowed([], [folder])
+    judged = allowed.check
+
+    def check_then_swap(path: str):
+        result = judged(path)
+        link.unlink()
+        link.symlink_to(outside)  # the swap, between the check and the open
+        return result
+
+    monkeypatch.setattr(allowed, "check", check_then_swap)
+    capture = Captures(allowed, use_cache=False).get(str(link))
+    assert capture.summary().to_dict()["devices"][0]["peak_allocated_bytes"] == 6 * MiB
+    assert os.path.realpath(capture.path) == str((folder / "clean.pickle").resolve())
+
+
 def test_a_folder_named_is_a_capture_whose_content_may_be_read(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()

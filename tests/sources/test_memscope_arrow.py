@@ -107,6 +107,20 @@ def test_text_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
     assert_same(typed, text)
 
 
+def test_a_call_stack_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
+    """The call stacks are checked per distinct text (dictionary-encoded in the fetching
+    thread): one that is not UTF-8 still sends its chunk the text way."""
+    path = write_db(tmp_path / "memscope_dump_4.db", SCENARIO)
+    con = sqlite3.connect(path)
+    con.execute('UPDATE memscope_dump SET "Call Stack(Python)" = CAST(X\'61ff62\' AS TEXT) '
+                "WHERE Event = 'MALLOC'")
+    con.commit()
+    con.close()
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 0, "text": 1}
+    assert_same(typed, text)
+
+
 @pytest.mark.parametrize("wal", [False, True])
 def test_the_typed_read_writes_nothing_beside_the_input(tmp_path, wal):
     folder = tmp_path / "in"

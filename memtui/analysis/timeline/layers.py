@@ -142,8 +142,13 @@ def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame,
     them (``_containers``) plus the blocks no driver allocation holds (``outside``: they
     live in one the capture does not show); ``reported`` keeps the pool's own figure
     (dropped by :func:`layer_view` once :func:`_bound_reserved` has read it)."""
-    events = events.with_columns(allocated=_allocated(events, blocks),
-                                 outside=_allocated(events, outside))
+    allocated = _allocated(events, blocks)
+    # (outside is some of the blocks: all of them where no driver allocation holds one,
+    # as in a capture without the driver's rows; none where every block is held)
+    events = events.with_columns(
+        allocated=allocated,
+        outside=allocated if outside.height == blocks.height
+        else pl.lit(0, pl.Int64) if outside.is_empty() else _allocated(events, outside))
     reported = curves.filter(pl.col("series") == "Reserved").select(
         "device", "t", layer=pl.col("component"), pool_total=pl.col("bytes")).sort("t")
     if events.height and reported.height:
@@ -176,9 +181,20 @@ def _allocated(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:
     sign = pl.when(action == "alloc").then(1).when(action == "free").then(-1).otherwise(0)
     start = pl.col("device").replace_strict(starts, default=0, return_dtype=pl.Int64) \
         if starts else pl.lit(0, pl.Int64)
+    running = (sign * pl.col("block_size")).cum_sum()
     return events.with_columns(block_size=_block_sizes(events, blocks)).select(
-        start.fill_null(0) + (sign * pl.col("block_size")).cum_sum().over("device"))\
-        .to_series()
+        start.fill_null(0) + (running.over("device") if _several(events["device"])
+                              else running)).to_series()
+
+
+def _several(column: pl.Series) -> bool:
+    """Whether ``column`` holds more than one value (a null is a value): a window over
+    one group costs about twice the plain expression."""
+    nulls = column.null_count()
+    if nulls:
+        return nulls != column.len()
+    physical = column.to_physical()
+    return column.len() > 0 and physical.min() != physical.max()
 
 
 def _containers_level(events: pl.DataFrame, segments: pl.DataFrame) -> pl.Series:

@@ -467,7 +467,9 @@ def _events(memory: pl.DataFrame, blocks: pl.DataFrame):
         start_driver=pl.col("size").filter(pl.col("pool").is_in(DRIVER_POOLS)).sum(),
     ), on="device", how="left").with_columns(pl.col("start_alloc", "start_driver").fill_null(0))
 
-    def per_device(column: str) -> pl.Expr:
+    def per_device(column: str) -> pl.Expr:  # (one device: its value, not a lookup a row)
+        if facts.height == 1:
+            return pl.lit(facts[column][0], dtype=facts.schema[column])
         mapping = dict(zip(facts["device"].to_list(), facts[column].to_list(), strict=True))
         return pl.col("device").replace_strict(mapping, default=None,
                                                return_dtype=facts.schema[column])

@@ -361,7 +361,8 @@ class ChunkQuery:
         # Text columns kept long (not the call stacks, which become categoricals at once).
         self.kept_texts = frozenset(
             i for i, (name, dtype) in enumerate(self.schema.items())
-            if dtype == pl.String and name not in ("py_stack", "c_stack"))
+            if dtype == pl.String and name not in _STACKS)
+        self.stacks = frozenset(i for i, name in enumerate(self.schema) if name in _STACKS)
         self.arrow = connect_arrow(self.path) if typed else None  # None: text only
         self.attr_json = True  # Attr is JSON in every DB msMemScope writes
         self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
@@ -405,9 +406,9 @@ class ChunkQuery:
         where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
                                           f"{int(bounds[1])}"
         try:
-            table = arrow.table(
+            table = _interned(arrow.table(
                 f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
-                batch_rows=_CHUNK_ROWS, compact=self.kept_texts)
+                batch_rows=_CHUNK_ROWS, compact=self.kept_texts), self.stacks)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -420,7 +421,8 @@ class ChunkQuery:
             got = df.schema[name]
             if got == pl.Null or (got == dtype and dtype == pl.Int64):
                 columns.append(pl.col(name).cast(dtype))
-            elif dtype == pl.String and got == pl.String:
+            elif dtype == pl.String and (got == pl.String or (
+                    got == pl.Categorical and name in _STACKS)):
                 columns.append(_empty_as_null(name))  # as the text way reads ''
             else:
                 return None
@@ -463,6 +465,26 @@ class ChunkQuery:
              else _ints(n, col) for (n, dt), col in zip(self.schema.items(), columns,
                                                         strict=True)}
         ).with_columns(pl.col(pl.String).replace("", None))
+
+
+#: The call stack columns: long texts of few distinct values.
+_STACKS = ("py_stack", "c_stack")
+
+
+def _interned(table, positions: frozenset[int]):
+    """``table`` with the text columns at ``positions`` dictionary-encoded, in the fetching
+    thread (pyarrow's hashing lets go of the GIL): each distinct call stack is then
+    checked for UTF-8 and handed to polars once, as a categorical, instead of every row's
+    copy (the stacks are half of a DB's text)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not positions:
+        return table
+    columns = [pc.dictionary_encode(column) if index in positions and (
+        pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) else column
+        for index, column in enumerate(table.columns)]
+    return pa.Table.from_arrays(columns, names=table.column_names)
 
 
 def _empty_as_null(name: str) -> pl.Expr:
