@@ -1,6 +1,7 @@
-/* memtui.sources.memscope._rows: the two hot loops over an msMemScope capture's memory rows,
+/* memtui.sources.memscope._rows: the hot loops over an msMemScope capture's memory rows,
  * each one pass: the Attr keys the model needs out of a DB's JSON Attr column (``decode``),
- * and the rows paired into blocks (``runs``); and one over the python-trace calls of threads
+ * the Ptr column's hexadecimal addresses (``pointers``), and the rows paired into blocks
+ * (``runs``); and one over the python-trace calls of threads
  * whose calls do not nest: MindStudio Insight's stack replay for their depths (``depths``,
  * the reference is :func:`memtui.sources.memscope.timeline.replayed_depths`'s Python loop).
  *
@@ -404,6 +405,100 @@ static int keys_grow(Keys *k) {
     return 0;
 }
 
+/* The value of a hexadecimal digit, or -1 */
+static int hex_digit(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+PyDoc_STRVAR(pointers_doc,
+"pointers(data, offsets, validity, offset, length, wide) -> (values, bitmap)\n\n"
+"The Arrow buffers of a string array (as for decode) read as msMemScope writes a Ptr:\n"
+"``0x`` then hexadecimal digits, of a value below 2**63 (what polars' base-16\n"
+"parse into Int64 reads after the ``0x``), as uint64 values with a validity bitmap;\n"
+"any other text (or a null) is null: the caller reads those rows the general way.");
+
+static PyObject *pointers(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *data_obj, *offsets_obj, *validity_obj;
+    Py_ssize_t offset, length;
+    int wide;
+    if (!PyArg_ParseTuple(args, "OOOnnp:pointers", &data_obj, &offsets_obj, &validity_obj,
+                          &offset, &length, &wide))
+        return NULL;
+    if (offset < 0 || length < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative offset or length");
+        return NULL;
+    }
+    Py_buffer data = {0}, offsets = {0}, validity = {0};
+    int have_validity = validity_obj != Py_None;
+    PyObject *values = NULL, *bits = NULL, *result = NULL;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_SIMPLE) < 0 ||
+        (have_validity && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0))
+        goto done;
+    Py_ssize_t width = wide ? 8 : 4;
+    if (length > PY_SSIZE_T_MAX / 64 - offset ||
+        offsets.len < (offset + length + 1) * width ||
+        (have_validity && validity.len * 8 < offset + length)) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the array");
+        goto done;
+    }
+    values = zeroed(length * (Py_ssize_t)sizeof(uint64_t));
+    bits = zeroed((length + 7) / 8);
+    if (values == NULL || bits == NULL) goto done;
+    const unsigned char *base = data.buf;
+    const uint8_t *valid = have_validity ? validity.buf : NULL;
+    uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(values);
+    uint8_t *out_valid = (uint8_t *)PyByteArray_AS_STRING(bits);
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < length; i++) {
+        Py_ssize_t row = offset + i;
+        if (valid != NULL && !(valid[row >> 3] & (1u << (row & 7)))) continue;
+        int64_t lo, hi;
+        if (wide) {
+            lo = ((const int64_t *)offsets.buf)[row];
+            hi = ((const int64_t *)offsets.buf)[row + 1];
+        } else {
+            lo = ((const int32_t *)offsets.buf)[row];
+            hi = ((const int32_t *)offsets.buf)[row + 1];
+        }
+        if (lo < 0 || hi < lo || hi > (int64_t)data.len) {
+            bad = 1;
+            break;
+        }
+        const unsigned char *s = base + lo;
+        int64_t n = hi - lo;
+        if (n < 3 || s[0] != '0' || s[1] != 'x') continue;
+        uint64_t value = 0;
+        int64_t j = 2;
+        for (; j < n; j++) {
+            int digit = hex_digit(s[j]);
+            if (digit < 0 || value > ((uint64_t)INT64_MAX - (uint64_t)digit) / 16u) break;
+            value = value * 16u + (uint64_t)digit;
+        }
+        if (j < n) continue; /* not a digit, or past int64 */
+        out[i] = value;
+        SET_BIT(out_valid, i);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "string offsets outside the data");
+        goto done;
+    }
+    result = PyTuple_Pack(2, values, bits);
+done:
+    if (data.obj) PyBuffer_Release(&data);
+    if (offsets.obj) PyBuffer_Release(&offsets);
+    if (validity.obj) PyBuffer_Release(&validity);
+    Py_XDECREF(values);
+    Py_XDECREF(bits);
+    return result;
+}
+
 enum { E_MALLOC = 0, E_FREE = 1, E_ACCESS = 2 };
 
 PyDoc_STRVAR(runs_doc,
@@ -558,6 +653,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"pointers", pointers, METH_VARARGS, pointers_doc},
     {"runs", runs, METH_VARARGS, runs_doc},
     {"depths", depths, METH_VARARGS, depths_doc},
     {NULL, NULL, 0, NULL}};

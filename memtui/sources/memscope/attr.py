@@ -7,6 +7,10 @@ and ``apool`` (the pool an ACCESS row names).  The compiled pass (``_rows.c``, b
 install where a compiler was found) reads each text once; the polars reference,
 :func:`memtui.sources.memscope.read.parse_attr`, reads the rows where it is not built or
 ``MEMTUI_PURE_PYTHON=1`` is set, and tests hold both to the same columns.
+
+:func:`decode_pointers` reads the ``Ptr`` column the same way, where it holds msMemScope's
+own notation (``0x`` and hexadecimal digits); its reference is
+:func:`memtui.sources.memscope.read.addresses`.
 """
 
 from __future__ import annotations
@@ -60,7 +64,28 @@ def decode_json_attr(array: pa.Array | pa.ChunkedArray) -> pl.DataFrame | None:
     return parts[0] if len(parts) == 1 else pl.concat(parts)
 
 
-def _decode_chunk(chunk: pa.Array) -> pl.DataFrame:
+def decode_pointers(array: pa.Array | pa.ChunkedArray) -> pl.Series | None:
+    """The ``Ptr`` texts of ``array`` (string or large_string) that are ``0x`` and
+    hexadecimal digits of a value below 2**63, as UInt64, null elsewhere (those rows are read the
+    general way, :func:`memtui.sources.memscope.read.addresses`); None where the compiled
+    pass does not run."""
+    if not compiled_attr():
+        return None
+    import pyarrow as pa
+
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    parts = []
+    for chunk in chunks:
+        args = _string_buffers(chunk)
+        values, bits = _rows.pointers(*args)
+        parts.append(pa.Array.from_buffers(pa.uint64(), len(chunk),
+                                           [pa.py_buffer(bits), pa.py_buffer(values)]))
+    return pl.Series("addr", pa.chunked_array(parts, pa.uint64()), dtype=pl.UInt64)
+
+
+def _string_buffers(chunk: pa.Array) -> tuple:
+    """(data, offsets, validity, offset, length, wide): a string array's buffers as the
+    compiled pass takes them."""
     import pyarrow as pa
 
     if pa.types.is_string(chunk.type):
@@ -71,9 +96,14 @@ def _decode_chunk(chunk: pa.Array) -> pl.DataFrame:
         chunk = chunk.cast(pa.large_string())
         wide = True
     validity, offsets, data = chunk.buffers()
+    return data if data is not None else b"", offsets, validity, chunk.offset, len(chunk), wide
+
+
+def _decode_chunk(chunk: pa.Array) -> pl.DataFrame:
+    import pyarrow as pa
+
     n = len(chunk)
-    numbers, texts = _rows.decode(data if data is not None else b"", offsets,
-                                  validity, chunk.offset, n, wide)
+    numbers, texts = _rows.decode(*_string_buffers(chunk))
     columns = {}
     for index, name in enumerate(NUMBERS):
         values, bits = numbers[2 * index], numbers[2 * index + 1]

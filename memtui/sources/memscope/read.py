@@ -44,7 +44,7 @@ from memtui.sources.common.sqlite import (
     sqlite_problem,
     table_names,
 )
-from memtui.sources.memscope.attr import decode_json_attr
+from memtui.sources.memscope.attr import decode_json_attr, decode_pointers
 
 DUMP_TABLES = ("memscope_dump", "leaks_dump")
 TRACE_TABLE = re.compile(r"python_trace_(\d+)")
@@ -432,6 +432,10 @@ class ChunkQuery:
             decoded = decode_json_attr(table.column(list(self.schema).index("attr")))
             if decoded is not None:
                 typed = typed.hstack(decoded.rename({c: f"_{c}" for c in decoded.columns}))
+        if "ptr" in self.schema:
+            pointers = decode_pointers(table.column(list(self.schema).index("ptr")))
+            if pointers is not None:
+                typed = typed.with_columns(pointers.alias("_addr"))
         return typed
 
     def parse(self, fetched: pl.DataFrame | tuple[int, bytes | None], bounds) -> pl.DataFrame:
@@ -731,7 +735,8 @@ class DumpRows:
         rows the compiled pass read (``_aid``... beside them) take its columns."""
         if "_aid" in memory.columns:
             base = [c for c in memory.columns if c not in _DECODED]
-            return memory.select(*base, aid="_aid", size=pl.col("_raw_size").abs(),
+            pointers = ["_addr"] if "_addr" in memory.columns else []
+            return memory.select(*base, *pointers, aid="_aid", size=pl.col("_raw_size").abs(),
                                  raw_size="_raw_size", total="_total", owner="_owner",
                                  ineff="_ineff", apool="_apool")
         if self.attr_json:
@@ -790,8 +795,8 @@ def labels_as_texts(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col(labels).cast(pl.String)) if labels else frame
 
 
-#: The Attr columns the compiled pass adds to a fetched chunk of a DB.
-_DECODED = ("_aid", "_raw_size", "_total", "_owner", "_ineff", "_apool")
+#: The Attr columns the compiled pass adds to a fetched chunk of a DB (and ``Ptr`` read).
+_DECODED = ("_aid", "_raw_size", "_total", "_owner", "_ineff", "_apool", "_addr")
 _POOL_ALIASES = {"MindSpore": "MINDSPORE", "mindspore": "MINDSPORE"}
 #: The memory rows' columns, in order (see :class:`RawFile`).
 MEMORY_COLUMNS = ("id", "event", "etype", "name", "t", "pid", "tid", "attr", "py_stack",
@@ -806,9 +811,18 @@ def memory_columns(memory: pl.DataFrame) -> pl.DataFrame:
     pool = pl.when(pl.col("event") == "ACCESS").then(pl.col("apool")).otherwise(pl.col("etype"))
     return memory.with_columns(
         device=device_column(memory).fill_null(pl.col("file_device")),
-        addr=addresses(memory),
+        addr=_pointers_read(memory),
         pool=pool.replace(_POOL_ALIASES),
     ).select(MEMORY_COLUMNS)
+
+
+def _pointers_read(memory: pl.DataFrame) -> pl.Series:
+    """The addresses the compiled pass read in the fetching thread (``_addr``) where it
+    read every row's ``Ptr``, else :func:`addresses`."""
+    if "_addr" in memory.columns and memory.select(
+            (pl.col("_addr").is_not_null() | pl.col("ptr").is_null()).all()).item():
+        return memory["_addr"].alias("addr")
+    return addresses(memory)
 
 
 def addresses(memory: pl.DataFrame) -> pl.Series:
