@@ -1,4 +1,5 @@
-"""The Attr keys of an msMemScope DB's JSON Attr column, read by the compiled pass.
+"""The Attr keys of an msMemScope DB's JSON Attr column (and its Ptr addresses), read by
+the compiled pass.
 
 :func:`decode_json_attr` takes the Attr column as SQLite handed it over (an Arrow string
 array, in the thread that fetched it) and gives the columns the model needs: ``aid``
@@ -66,9 +67,9 @@ def decode_json_attr(array: pa.Array | pa.ChunkedArray) -> pl.DataFrame | None:
 
 def decode_pointers(array: pa.Array | pa.ChunkedArray) -> pl.Series | None:
     """The ``Ptr`` texts of ``array`` (string or large_string) that are ``0x`` and
-    hexadecimal digits of a value below 2**63, as UInt64, null elsewhere (those rows are read the
-    general way, :func:`memtui.sources.memscope.read.addresses`); None where the compiled
-    pass does not run."""
+    hexadecimal digits of a value below 2**63, as UInt64, null elsewhere (those rows are
+    read the general way, :func:`memtui.sources.memscope.read.addresses`); None where the
+    compiled pass does not run."""
     if not compiled_attr():
         return None
     import pyarrow as pa

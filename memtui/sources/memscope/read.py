@@ -15,6 +15,10 @@ polars' CSV reader then splits: no Python object per row.  A chunk whose text ho
 control characters falls back to a plain ``fetchall`` of that chunk.  Each chunk is its own
 short read transaction, bounded by the largest rowid seen first: msMemScope only appends,
 so rows written meanwhile are left out, and a writer's checkpoint never waits long on us.
+Where ``adbc-driver-sqlite`` is installed, a chunk is read as typed Arrow columns instead
+(:class:`ChunkQuery`), two at once in fetching threads, where the call stacks are
+dictionary-encoded and the compiled pass reads the Attr keys and the ``Ptr`` addresses
+(:mod:`memtui.sources.memscope.attr`); a chunk the typed read cannot take goes the text way.
 """
 
 from __future__ import annotations
