@@ -127,6 +127,69 @@ static PyObject *zeroed(Py_ssize_t size) {
 
 #define SET_BIT(bits, i) ((bits)[(i) >> 3] |= (uint8_t)(1u << ((i) & 7)))
 
+/* A string array handed over as its Arrow buffers: data, offsets (32-bit, or 64-bit where
+ * ``wide``), validity (None where no value is null), and the array's slice. */
+typedef struct {
+    Py_buffer data, offsets, validity;
+    int have_validity, wide;
+    Py_ssize_t offset, length;
+} Strings;
+
+/* Take the buffers of ``(data, offsets, validity, offset, length, wide)`` and check that
+ * the offsets and the validity cover the slice: 0, or -1 with an exception set (the caller
+ * always calls strings_release). */
+static int strings_take(PyObject *args, const char *format, Strings *in) {
+    PyObject *data_obj, *offsets_obj, *validity_obj;
+    memset(in, 0, sizeof(*in));
+    if (!PyArg_ParseTuple(args, format, &data_obj, &offsets_obj, &validity_obj, &in->offset,
+                          &in->length, &in->wide))
+        return -1;
+    if (in->offset < 0 || in->length < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative offset or length");
+        return -1;
+    }
+    in->have_validity = validity_obj != Py_None;
+    if (PyObject_GetBuffer(data_obj, &in->data, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(offsets_obj, &in->offsets, PyBUF_SIMPLE) < 0 ||
+        (in->have_validity && PyObject_GetBuffer(validity_obj, &in->validity, PyBUF_SIMPLE) < 0))
+        return -1;
+    Py_ssize_t width = in->wide ? 8 : 4;
+    if (in->length > PY_SSIZE_T_MAX / 64 - in->offset ||
+        in->offsets.len < (in->offset + in->length + 1) * width ||
+        (in->have_validity && in->validity.len * 8 < in->offset + in->length)) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the array");
+        return -1;
+    }
+    return 0;
+}
+
+static void strings_release(Strings *in) {
+    if (in->data.obj) PyBuffer_Release(&in->data);
+    if (in->offsets.obj) PyBuffer_Release(&in->offsets);
+    if (in->validity.obj) PyBuffer_Release(&in->validity);
+}
+
+/* Value i of the slice (no Python call: runs without the GIL): 1 with its text's bounds,
+ * 0 where it is null, -1 where its offsets lie outside the data buffer. */
+static int strings_value(const Strings *in, Py_ssize_t i, const char **start,
+                         const char **end) {
+    Py_ssize_t row = in->offset + i;
+    const uint8_t *valid = in->have_validity ? in->validity.buf : NULL;
+    if (valid != NULL && !(valid[row >> 3] & (1u << (row & 7)))) return 0;
+    int64_t lo, hi;
+    if (in->wide) {
+        lo = ((const int64_t *)in->offsets.buf)[row];
+        hi = ((const int64_t *)in->offsets.buf)[row + 1];
+    } else {
+        lo = ((const int32_t *)in->offsets.buf)[row];
+        hi = ((const int32_t *)in->offsets.buf)[row + 1];
+    }
+    if (lo < 0 || hi < lo || hi > (int64_t)in->data.len) return -1;
+    *start = (const char *)in->data.buf + lo;
+    *end = (const char *)in->data.buf + hi;
+    return 1;
+}
+
 PyDoc_STRVAR(decode_doc,
 "decode(data, offsets, validity, offset, length, wide) ->\n"
 "    ([values, bitmap] * 3, [offsets, data, bitmap] * 3)\n\n"
@@ -137,34 +200,14 @@ PyDoc_STRVAR(decode_doc,
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *data_obj, *offsets_obj, *validity_obj;
-    Py_ssize_t offset, length;
-    int wide;
-    if (!PyArg_ParseTuple(args, "OOOnnp:decode", &data_obj, &offsets_obj, &validity_obj,
-                          &offset, &length, &wide))
-        return NULL;
-    if (offset < 0 || length < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative offset or length");
-        return NULL;
-    }
-    Py_buffer data = {0}, offsets = {0}, validity = {0};
-    int have_validity = validity_obj != Py_None;
+    Strings in;
     PyObject *numbers[N_NUMBERS] = {NULL}, *number_bits[N_NUMBERS] = {NULL};
     PyObject *text_offsets[N_TEXTS] = {NULL}, *text_data[N_TEXTS] = {NULL},
              *text_bits[N_TEXTS] = {NULL};
     Py_ssize_t *spans = NULL; /* per row and text key: start, length (-1: null) */
     PyObject *result = NULL;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0 ||
-        PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_SIMPLE) < 0 ||
-        (have_validity && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0))
-        goto done;
-    Py_ssize_t width = wide ? 8 : 4;
-    if (length > PY_SSIZE_T_MAX / 64 - offset ||
-        offsets.len < (offset + length + 1) * width ||
-        (have_validity && validity.len * 8 < offset + length)) {
-        PyErr_SetString(PyExc_ValueError, "buffers shorter than the array");
-        goto done;
-    }
+    if (strings_take(args, "OOOnnp:decode", &in) < 0) goto done;
+    Py_ssize_t length = in.length;
     Py_ssize_t bitmap_size = (length + 7) / 8;
     for (int k = 0; k < N_NUMBERS; k++) {
         numbers[k] = zeroed(length * (Py_ssize_t)sizeof(int64_t));
@@ -181,8 +224,7 @@ static PyObject *decode(PyObject *module, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    const char *base = data.buf;
-    const uint8_t *valid = have_validity ? validity.buf : NULL;
+    const char *base = in.data.buf;
     int64_t *number_out[N_NUMBERS];
     uint8_t *number_valid[N_NUMBERS];
     for (int k = 0; k < N_NUMBERS; k++) {
@@ -193,22 +235,15 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     Py_ssize_t text_total[N_TEXTS] = {0};
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < length && !bad; i++) {
-        Py_ssize_t row = offset + i, *span = spans + 2 * N_TEXTS * i;
+        Py_ssize_t *span = spans + 2 * N_TEXTS * i;
         for (int k = 0; k < N_TEXTS; k++) span[2 * k] = span[2 * k + 1] = -1;
-        if (valid != NULL && !(valid[row >> 3] & (1u << (row & 7)))) continue;
-        int64_t lo, hi;
-        if (wide) {
-            lo = ((const int64_t *)offsets.buf)[row];
-            hi = ((const int64_t *)offsets.buf)[row + 1];
-        } else {
-            lo = ((const int32_t *)offsets.buf)[row];
-            hi = ((const int32_t *)offsets.buf)[row + 1];
-        }
-        if (lo < 0 || hi < lo || hi > (int64_t)data.len) {
+        const char *s, *end;
+        int got = strings_value(&in, i, &s, &end);
+        if (got == 0) continue;
+        if (got < 0) {
             bad = 1;
             break;
         }
-        const char *s = base + lo, *end = base + hi;
         const char *found[N_KEYS] = {NULL};
         int missing = N_KEYS;
         /* every key is first found at a double quote: one walk over the quotes finds all
@@ -303,9 +338,7 @@ done:
         Py_XDECREF(text_data[k]);
         Py_XDECREF(text_bits[k]);
     }
-    if (data.obj) PyBuffer_Release(&data);
-    if (offsets.obj) PyBuffer_Release(&offsets);
-    if (validity.obj) PyBuffer_Release(&validity);
+    strings_release(&in);
     return result;
 }
 
@@ -422,80 +455,47 @@ PyDoc_STRVAR(pointers_doc,
 
 static PyObject *pointers(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *data_obj, *offsets_obj, *validity_obj;
-    Py_ssize_t offset, length;
-    int wide;
-    if (!PyArg_ParseTuple(args, "OOOnnp:pointers", &data_obj, &offsets_obj, &validity_obj,
-                          &offset, &length, &wide))
-        return NULL;
-    if (offset < 0 || length < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative offset or length");
-        return NULL;
-    }
-    Py_buffer data = {0}, offsets = {0}, validity = {0};
-    int have_validity = validity_obj != Py_None;
+    Strings in;
     PyObject *values = NULL, *bits = NULL, *result = NULL;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0 ||
-        PyObject_GetBuffer(offsets_obj, &offsets, PyBUF_SIMPLE) < 0 ||
-        (have_validity && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0))
-        goto done;
-    Py_ssize_t width = wide ? 8 : 4;
-    if (length > PY_SSIZE_T_MAX / 64 - offset ||
-        offsets.len < (offset + length + 1) * width ||
-        (have_validity && validity.len * 8 < offset + length)) {
-        PyErr_SetString(PyExc_ValueError, "buffers shorter than the array");
-        goto done;
-    }
+    if (strings_take(args, "OOOnnp:pointers", &in) < 0) goto done;
+    Py_ssize_t length = in.length;
     values = zeroed(length * (Py_ssize_t)sizeof(uint64_t));
     bits = zeroed((length + 7) / 8);
     if (values == NULL || bits == NULL) goto done;
-    const unsigned char *base = data.buf;
-    const uint8_t *valid = have_validity ? validity.buf : NULL;
     uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(values);
     uint8_t *out_valid = (uint8_t *)PyByteArray_AS_STRING(bits);
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < length; i++) {
-        Py_ssize_t row = offset + i;
-        if (valid != NULL && !(valid[row >> 3] & (1u << (row & 7)))) continue;
-        int64_t lo, hi;
-        if (wide) {
-            lo = ((const int64_t *)offsets.buf)[row];
-            hi = ((const int64_t *)offsets.buf)[row + 1];
-        } else {
-            lo = ((const int32_t *)offsets.buf)[row];
-            hi = ((const int32_t *)offsets.buf)[row + 1];
-        }
-        if (lo < 0 || hi < lo || hi > (int64_t)data.len) {
+        const char *s, *end;
+        int got = strings_value(&in, i, &s, &end);
+        if (got == 0) continue;
+        if (got < 0) {
             bad = 1;
             break;
         }
-        const unsigned char *s = base + lo;
-        int64_t n = hi - lo;
-        if (n < 3 || s[0] != '0' || s[1] != 'x') continue;
+        if (end - s < 3 || s[0] != '0' || s[1] != 'x') continue;
         uint64_t value = 0;
-        int64_t j = 2;
-        for (; j < n; j++) {
-            int digit = hex_digit(s[j]);
+        const char *at = s + 2;
+        for (; at < end; at++) {
+            int digit = hex_digit((unsigned char)*at);
             if (digit < 0 || value > ((uint64_t)INT64_MAX - (uint64_t)digit) / 16u) break;
             value = value * 16u + (uint64_t)digit;
         }
-        if (j < n) continue; /* not a digit, or past int64 */
+        if (at < end) continue; /* not a digit, or past int64 */
         out[i] = value;
         SET_BIT(out_valid, i);
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "string offsets outside the data");
+        PyErr_SetString(PyExc_ValueError, "an offset outside the data buffer");
         goto done;
     }
     result = PyTuple_Pack(2, values, bits);
 done:
-    if (data.obj) PyBuffer_Release(&data);
-    if (offsets.obj) PyBuffer_Release(&offsets);
-    if (validity.obj) PyBuffer_Release(&validity);
     Py_XDECREF(values);
     Py_XDECREF(bits);
+    strings_release(&in);
     return result;
 }
 
