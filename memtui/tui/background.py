@@ -16,6 +16,7 @@ from textual.worker import Worker
 
 from memtui.model import MemoryTrace
 from memtui.tui.answer import evidence_changes, finding_note, top_finding
+from memtui.tui.exits import closing
 from memtui.tui.screens import SCREENS
 
 
@@ -109,10 +110,8 @@ class BackgroundWork:
 
     @property
     def shutting_down(self) -> bool:
-        """The app was asked to exit (q) or its message pump is closing: a worker's late
-        result must not change the screens any more (a mode switched during the close
-        broke textual's shutdown)."""
-        return bool(self._exit or self._closing or self._closed or not self.is_running)
+        """The app was asked to exit (q) or is closing (:func:`memtui.tui.exits.closing`)."""
+        return closing(self)
 
     def _findings_ready(self, trace: MemoryTrace, found: dict) -> None:
         if trace is not self.trace:  # replaced meanwhile (--follow): its own worker runs

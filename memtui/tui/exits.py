@@ -73,6 +73,14 @@ def _write_crash_log(error: BaseException) -> Path | None:
         return None
 
 
+def closing(app: App) -> bool:
+    """The app was asked to exit (q) or is closing: a worker's late result must not change
+    the screens any more (a mode switched during the close broke Textual's shutdown), and a
+    screen mounted meanwhile (a mode switched just before q) skips its ``on_mount``: its
+    widgets are being removed under it."""
+    return bool(app._exit or app._closing or app._closed or not app.is_running)
+
+
 def crash_line(app: App) -> str:
     """The one line said on stderr after a crash."""
     error = app.crash
@@ -113,5 +121,5 @@ def run_to_exit(app: App) -> int:
     return status
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "CrashHandling", "crash_line", "exit_status",
-           "run_to_exit"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "CrashHandling", "closing", "crash_line",
+           "exit_status", "run_to_exit"]
