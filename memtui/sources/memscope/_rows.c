@@ -502,35 +502,44 @@ done:
 enum { E_MALLOC = 0, E_FREE = 1, E_ACCESS = 2 };
 
 PyDoc_STRVAR(runs_doc,
-"runs(keys, nulls, event, t) -> (run, first_row, last_row, first_access, last_access,\n"
-"                               max_gap, accesses)\n\n"
-"Memory rows in time order cut into blocks.  keys: int64, five columns of n (a family,\n"
-"then four values: the key of row i is keys[i], keys[n + i], ... keys[4n + i]); nulls: uint8 per row, the bits of the values that are null; event: uint8\n"
-"per row, 0 MALLOC, 1 FREE, 2 ACCESS; t: int64 per row.  Within one key a block starts\n"
-"at the key's first row, at each MALLOC and after each FREE.  Returns bytearrays of\n"
-"int64: each row's block (numbered in the order of their first row) and per block its\n"
-"first and last row, its first and last ACCESS time, the longest time between two of its\n"
-"ACCESS rows in a row, and its count of ACCESS rows (the times are 0 where it has none).");
+"runs(family, pid, aid, device, addr, pool, nulls, event, t) -> (run, first_row, last_row,\n"
+"    first_access, last_access, max_gap, accesses)\n\n"
+"Memory rows in time order cut into blocks.  family: uint8 per row, 1 where the row has\n"
+"an allocation_id; pid, aid, device, addr, pool: int64 per row.  The key of a row is\n"
+"(1, pid, aid, 0, 0) in the family, else (0, pid, device, addr, pool); nulls: uint8 per\n"
+"row, the bits of the key's values that are null; event: uint8 per row, 0 MALLOC, 1 FREE,\n"
+"2 ACCESS; t: int64 per row.  Within one key a block starts at the key's first row, at\n"
+"each MALLOC and after each FREE.  Returns bytearrays of int64: each row's block\n"
+"(numbered in the order of their first row) and per block its first and last row, its\n"
+"first and last ACCESS time, the longest time between two of its ACCESS rows in a row,\n"
+"and its count of ACCESS rows (the times are 0 where it has none).");
+
+/* The key fields' buffers: family and nulls one byte a row, the five values 8 bytes */
+enum { F_FAMILY, F_PID, F_AID, F_DEVICE, F_ADDR, F_POOL, F_NULLS, F_EVENT, F_T, N_FIELDS };
 
 static PyObject *runs(PyObject *module, PyObject *args) {
     (void)module;
-    PyObject *key_obj, *null_obj, *event_obj, *t_obj;
-    if (!PyArg_ParseTuple(args, "OOOO:runs", &key_obj, &null_obj, &event_obj, &t_obj))
+    PyObject *objects[N_FIELDS];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:runs", &objects[0], &objects[1], &objects[2],
+                          &objects[3], &objects[4], &objects[5], &objects[6], &objects[7],
+                          &objects[8]))
         return NULL;
-    Py_buffer key_buf = {0}, null_buf = {0}, event_buf = {0}, t_buf = {0};
+    Py_buffer bufs[N_FIELDS];
+    memset(bufs, 0, sizeof(bufs));
     PyObject *out[7] = {NULL};
     PyObject *result = NULL;
     Keys table = {NULL, NULL, NULL, 0, 0};
-    if (PyObject_GetBuffer(key_obj, &key_buf, PyBUF_SIMPLE) < 0 ||
-        PyObject_GetBuffer(null_obj, &null_buf, PyBUF_SIMPLE) < 0 ||
-        PyObject_GetBuffer(event_obj, &event_buf, PyBUF_SIMPLE) < 0 ||
-        PyObject_GetBuffer(t_obj, &t_buf, PyBUF_SIMPLE) < 0)
-        goto done;
-    Py_ssize_t n = null_buf.len;
-    if (key_buf.len != n * KEY_WIDTH * (Py_ssize_t)sizeof(int64_t) || event_buf.len != n ||
-        t_buf.len != n * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "keys, nulls, event and t differ in length");
-        goto done;
+    for (int i = 0; i < N_FIELDS; i++)
+        if (PyObject_GetBuffer(objects[i], &bufs[i], PyBUF_SIMPLE) < 0) goto done;
+    Py_ssize_t n = bufs[F_NULLS].len;
+    for (int i = 0; i < N_FIELDS; i++) {
+        Py_ssize_t width = (i == F_FAMILY || i == F_NULLS || i == F_EVENT)
+                               ? 1 : (Py_ssize_t)sizeof(int64_t);
+        if (bufs[i].len != n * width) {
+            PyErr_SetString(PyExc_ValueError, "the key fields, nulls, event and t differ "
+                                              "in length");
+            goto done;
+        }
     }
     for (int i = 0; i < 7; i++) {
         out[i] = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
@@ -540,8 +549,11 @@ static PyObject *runs(PyObject *module, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    const int64_t *keys = key_buf.buf, *t = t_buf.buf;
-    const uint8_t *nulls = null_buf.buf, *event = event_buf.buf;
+    const uint8_t *family = bufs[F_FAMILY].buf, *nulls = bufs[F_NULLS].buf,
+                  *event = bufs[F_EVENT].buf;
+    const int64_t *pid = bufs[F_PID].buf, *aid = bufs[F_AID].buf,
+                  *device = bufs[F_DEVICE].buf, *addr = bufs[F_ADDR].buf,
+                  *pool = bufs[F_POOL].buf, *t = bufs[F_T].buf;
     int64_t *run_of = (int64_t *)PyByteArray_AS_STRING(out[0]);
     int64_t *first_row = (int64_t *)PyByteArray_AS_STRING(out[1]);
     int64_t *last_row = (int64_t *)PyByteArray_AS_STRING(out[2]);
@@ -556,8 +568,15 @@ static PyObject *runs(PyObject *module, PyObject *args) {
             blocks = -1;
             break;
         }
-        int64_t key[KEY_WIDTH];
-        for (int i = 0; i < KEY_WIDTH; i++) key[i] = keys[i * n + row];
+        int64_t key[KEY_WIDTH] = {0, pid[row], 0, 0, 0};
+        if (family[row]) {
+            key[0] = 1;
+            key[2] = aid[row];
+        } else {
+            key[2] = device[row];
+            key[3] = addr[row];
+            key[4] = pool[row];
+        }
         size_t slot = keys_slot(&table, key, nulls[row]);
         int64_t block = table.run[slot];
         if (block < 0 || event[row] == E_MALLOC) {
@@ -596,10 +615,8 @@ static PyObject *runs(PyObject *module, PyObject *args) {
 done:
     keys_free(&table);
     for (int i = 0; i < 7; i++) Py_XDECREF(out[i]);
-    if (key_buf.obj) PyBuffer_Release(&key_buf);
-    if (null_buf.obj) PyBuffer_Release(&null_buf);
-    if (event_buf.obj) PyBuffer_Release(&event_buf);
-    if (t_buf.obj) PyBuffer_Release(&t_buf);
+    for (int i = 0; i < N_FIELDS; i++)
+        if (bufs[i].obj) PyBuffer_Release(&bufs[i]);
     return result;
 }
 
@@ -666,9 +683,9 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__rows(void) {
     for (int k = 0; k < N_KEYS; k++) KEY_LEN[k] = (Py_ssize_t)strlen(KEYS[k]);
     PyObject *module = PyModule_Create(&module_def);
-    /* ``runs`` reads the keys column by column: a build from before did not (the Python
-     * side takes a stale build for none, not for a pass that pairs the wrong rows) */
-    if (module != NULL && PyModule_AddIntConstant(module, "RUNS_KEYS_BY_COLUMN", 1) < 0) {
+    /* ``runs`` makes each row's key from its fields: a build from before took the keys
+     * made (the Python side takes a stale build for none, not for a pass that fails) */
+    if (module != NULL && PyModule_AddIntConstant(module, "RUNS_KEYS_BY_FIELD", 1) < 0) {
         Py_DECREF(module);
         return NULL;
     }

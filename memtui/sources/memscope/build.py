@@ -261,10 +261,10 @@ def pair_blocks(memory: pl.DataFrame, start: int | None,
     device of is dropped with its rows (one warning counts them).  ``memory`` is consumed
     (its columns move into the rows returned: pass a ``clone()`` to keep it)."""
     memory = _time_ordered(memory)
-    keys, nulls = row_keys(memory)
+    keys = row_keys(memory)
     event = memory["event"].replace_strict(EVENT_CODES, default=3, return_dtype=pl.UInt8)
-    runs = block_runs(keys, nulls, event.to_numpy(), memory["t"].to_numpy())
-    del keys, nulls
+    runs = block_runs(keys, event.to_numpy(), memory["t"].to_numpy())
+    del keys
     blocks = _block_rows(memory, runs, start)
     block_device = blocks["device"].gather(pl.Series(runs.block))
     missing = int(block_device.null_count())

@@ -7,14 +7,14 @@ MALLOC and after each FREE: a FREE closes the open block or, with none open, is 
 from before the capture; ACCESS rows belong to the block open at their time (or to the one
 the next FREE closes).
 
-:func:`block_runs` takes the rows in time order, each with its key (five integers and which
-of them are null: :func:`row_keys`), and gives each row's block, numbered in the order of
-the blocks' first rows, and per block its first and last row and its ACCESS times.  Two
-paths with identical results (``tests/sources/test_memscope_pairing.py``): the compiled pass
-(``_rows.c``: a hash table from key to its open block, walked once; a FREE takes its
-key out, so the table holds the blocks alive at a time), and the numpy
-reference (a stable sort by key: the rows of a block are then a run), used where the pass
-is not built or ``MEMTUI_PURE_PYTHON=1``.
+:func:`block_runs` takes the rows in time order, each with its key (:func:`row_keys`: the
+fields a key is made of, and which of its values are null), and gives each row's block,
+numbered in the order of the blocks' first rows, and per block its first and last row and its
+ACCESS times.  Two paths with identical results (``tests/sources/test_memscope_pairing.py``):
+the compiled pass (``_rows.c``: a hash table from key to its open block, walked once, each
+key made from its fields as its row is read; a FREE takes its key out, so the table holds
+the blocks alive at a time), and the numpy reference (a stable sort by key: the rows of a
+block are then a run), used where the pass is not built or ``MEMTUI_PURE_PYTHON=1``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from memtui.sources.common.compiled import pure_python_forced
 
 
 def usable_pass(module: Any) -> Any:
-    """``module`` (the compiled ``_rows``) where its ``runs`` reads the keys column by
-    column, else None: a stale in-place build from before would pair the wrong rows."""
-    return module if getattr(module, "RUNS_KEYS_BY_COLUMN", 0) else None
+    """``module`` (the compiled ``_rows``) where its ``runs`` makes the keys from their
+    fields, else None: a stale in-place build from before took other arguments."""
+    return module if getattr(module, "RUNS_KEYS_BY_FIELD", 0) else None
 
 
 try:
@@ -61,11 +61,36 @@ class Runs:
     accesses: np.ndarray
 
 
-def row_keys(memory: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's key as five int64 (a row with an ``allocation_id``: 1, process, id, 0, 0;
-    one without: 0, process, device, pointer, pool, the texts as category codes) and a
-    byte whose bits say which of them are null."""
-    n = memory.height
+@dataclass
+class RowKeys:
+    """Each row's key, as its fields: ``family`` (uint8) is 1 where the row has an
+    ``allocation_id`` (its key: 1, process, id, 0, 0), else 0 (its key: 0, process, device,
+    pointer, pool, the texts as category codes); the values are int64 (0 where null), and
+    ``nulls`` a byte a row whose bits say which of the key's values are null."""
+
+    family: np.ndarray
+    pid: np.ndarray
+    aid: np.ndarray
+    device: np.ndarray
+    addr: np.ndarray
+    pool: np.ndarray
+    nulls: np.ndarray
+
+    def matrix(self) -> np.ndarray:
+        """The keys as five int64 a row (the numpy reference sorts by them)."""
+        has_aid = self.family.astype(bool)
+        keys = np.empty((self.family.size, 5), dtype=np.int64, order="F")
+        keys[:, 0] = has_aid
+        keys[:, 1] = self.pid
+        keys[:, 2] = np.where(has_aid, self.aid, self.device)
+        keys[:, 3] = np.where(has_aid, _NO_KEY, self.addr)
+        keys[:, 4] = np.where(has_aid, _NO_KEY, self.pool)
+        return keys
+
+
+def row_keys(memory: pl.DataFrame) -> RowKeys:
+    """Each row's key (:class:`RowKeys`), read from ``memory``'s columns (without a copy
+    where they are whole numbers without nulls)."""
     has_aid = memory["aid"].is_not_null().to_numpy()
 
     def values(series: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -81,32 +106,25 @@ def row_keys(memory: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     device, device_null = values(memory["device"])
     addr, addr_null = values(memory["addr"])
     pool, pool_null = values(memory["pool"])
-    keys = np.empty((n, 5), dtype=np.int64, order="F")  # (each key column written whole)
-    keys[:, 0] = has_aid
-    keys[:, 1] = pid
-    keys[:, 2] = np.where(has_aid, aid, device)
-    keys[:, 3] = np.where(has_aid, _NO_KEY, addr)
-    keys[:, 4] = np.where(has_aid, _NO_KEY, pool)
     nulls = (pid_null.astype(np.uint8)
              | (np.where(has_aid, aid_null, device_null).astype(np.uint8) << 1)
              | ((~has_aid & addr_null).astype(np.uint8) << 2)
              | ((~has_aid & pool_null).astype(np.uint8) << 3))
-    return keys, nulls
+    return RowKeys(has_aid.view(np.uint8), pid, aid, device, addr, pool, nulls)
 
 
-def block_runs(keys: np.ndarray, nulls: np.ndarray, event: np.ndarray,
-               t: np.ndarray) -> Runs:
-    """The blocks of rows in time order (see the module docstring); ``keys``: five int64 a
-    row, in either memory order (:func:`row_keys` makes it column by column)."""
-    keys = np.asfortranarray(keys, dtype=np.int64)
-    nulls = np.ascontiguousarray(nulls, dtype=np.uint8)
+def block_runs(keys: RowKeys, event: np.ndarray, t: np.ndarray) -> Runs:
+    """The blocks of rows in time order (see the module docstring)."""
     event = np.ascontiguousarray(event, dtype=np.uint8)
     t = np.ascontiguousarray(t, dtype=np.int64)
+    nulls = np.ascontiguousarray(keys.nulls, dtype=np.uint8)
     if _rows is not None and not pure_python_forced():
-        columns = np.ascontiguousarray(keys.T)  # the pass reads the five columns
+        fields = [np.ascontiguousarray(keys.family, dtype=np.uint8),
+                  *(np.ascontiguousarray(values, dtype=np.int64) for values in
+                    (keys.pid, keys.aid, keys.device, keys.addr, keys.pool))]
         return Runs(*(np.frombuffer(part, dtype=np.int64)
-                      for part in _rows.runs(columns, nulls, event, t)))
-    return _runs_by_sorting(keys, nulls, event, t)
+                      for part in _rows.runs(*fields, nulls, event, t)))
+    return _runs_by_sorting(keys.matrix(), nulls, event, t)
 
 
 def _runs_by_sorting(keys: np.ndarray, nulls: np.ndarray, event: np.ndarray,
