@@ -76,8 +76,8 @@ def _write_crash_log(error: BaseException) -> Path | None:
 def closing(app: App) -> bool:
     """The app was asked to exit (q) or is closing: a worker's late result must not change
     the screens any more (a mode switched during the close broke Textual's shutdown), and a
-    screen mounted meanwhile (a mode switched just before q) skips its ``on_mount``: its
-    widgets are being removed under it."""
+    screen mounted meanwhile (a mode switched just before q) skips its own mount, resume and
+    resize handlers (:mod:`memtui.tui.textual_fixes`): its widgets are being removed."""
     return bool(app._exit or app._closing or app._closed or not app.is_running)
 
 
