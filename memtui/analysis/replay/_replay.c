@@ -98,8 +98,8 @@ typedef struct {
     Pool *pools;
     Py_ssize_t n_pools;
     AddrMap seg_by_addr;
-    int32_t *pending;
-    Py_ssize_t n_pending, cap_pending;
+    int32_t *pending;      /* in the order listed; -1: a hole left by a discard */
+    Py_ssize_t n_pending, cap_pending, pending_holes;
     int64_t reserved, invented;
     int64_t *hint_size, *hint_addr;
     Py_ssize_t n_hints, cap_hints;
@@ -429,13 +429,28 @@ static int pending_add(Allocator *a, int32_t x) {
     return 0;
 }
 
+/* The pending list without its holes, the others in their order. */
+static void compact_pending(Allocator *a) {
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t k = 0; k < a->n_pending; k++) {
+        int32_t y = a->pending[k];
+        if (y < 0) continue;
+        a->blocks[y].pending_pos = (int32_t)kept;
+        a->pending[kept++] = y;
+    }
+    a->n_pending = kept;
+    a->pending_holes = 0;
+}
+
+/* A block out of the pending list, the others keeping their order (the reference's
+ * ordered set): a hole now, the list compacted once holes are half of it. */
 static void pending_discard(Allocator *a, int32_t x) {
     Block *b = &a->blocks[x];
     if (b->pending_pos < 0) return;
-    int32_t last = a->pending[--a->n_pending];
-    a->pending[b->pending_pos] = last;
-    a->blocks[last].pending_pos = b->pending_pos;
+    a->pending[b->pending_pos] = -1;
     b->pending_pos = -1;
+    a->pending_holes++;
+    if (a->pending_holes >= 64 && 2 * a->pending_holes >= a->n_pending) compact_pending(a);
 }
 
 static int log_event(Allocator *a, int8_t action, int64_t addr, int64_t size) {
@@ -538,7 +553,8 @@ static int free_pending(Allocator *a) {
     if (!listed) NOMEM(a);
     memcpy(listed, a->pending, (size_t)n * sizeof(int32_t));
     int status = 0;
-    for (Py_ssize_t k = 0; k < n && !status; k++) status = free_block(a, listed[k]);
+    for (Py_ssize_t k = 0; k < n && !status; k++)
+        if (listed[k] >= 0) status = free_block(a, listed[k]);
     PyMem_RawFree(listed);
     return status;
 }

@@ -126,6 +126,20 @@ class Block:
         return self.prev is not None or self.next is not None
 
 
+class PendingFrees(dict["Block", None]):
+    """The blocks whose frees wait for their stream events, in the order the frees were
+    requested (PyTorch's synchronize_and_free_events walks each stream's events in the
+    order recorded): a set that keeps its order.  A plain set's order follows where the
+    blocks sit in memory, and the order decides which block of two freed neighbours
+    survives their merge: a replay would not be the same twice."""
+
+    def add(self, block: Block) -> None:
+        self[block] = None
+
+    def discard(self, block: Block) -> None:
+        self.pop(block, None)
+
+
 @dataclass
 class Segment:
     """A cudaMalloc'd segment (or one expandable segment's address range)."""
@@ -199,7 +213,7 @@ class CachingAllocator:
         self.reserved = 0
         self.segment_events: list[SegmentEvent] = []
         self.segments: dict[int, Segment] = {}
-        self.pending: set[Block] = set()
+        self.pending = PendingFrees()
         #: addresses a cudaMalloc of a given size should return, oldest first (the proof
         #: hands the recording's segment_alloc addresses over; empty: invent one).
         self.address_hints: list[tuple[int, int]] = []
