@@ -284,3 +284,35 @@ def test_a_replay_whose_answer_turned_on_the_order_of_pending_frees(monkeypatch)
                             monkeypatch)) for _ in range(8)}
     assert len(answers) == 1  # the reference gives one answer, whatever the addresses
     assert same_runs(trace, monkeypatch, expect_core=False) == len(variants(recorded))
+
+
+def _completed_after_the_next_request(snapshot: dict) -> dict:
+    """Each free_completed moved to just after the next free_requested: two frees wait
+    at once, as when a stream's events complete late."""
+    entries, held, out = snapshot["device_traces"][0], None, []
+    for entry in entries:
+        if entry["action"] == "free_completed" and held is None:
+            held = entry
+            continue
+        out.append(entry)
+        if entry["action"] == "free_requested" and held is not None:
+            out.append(held)
+            held = None
+    out += [held] if held is not None else []
+    for i, entry in enumerate(out):
+        entry["time_us"] = i + 1
+    snapshot["device_traces"][0] = out
+    return snapshot
+
+
+def test_many_frees_waiting_then_completing_same_in_core_and_reference(monkeypatch):
+    """A hundred frees waiting for their streams' events, two at a time, with allocs
+    between: the core's pending list fills with holes and is compacted (from 64 holes)
+    with a block still waiting in it; then every block freed and the segments released
+    (which walks the pending list); the core runs it all and agrees."""
+    ops = [("alloc", 512, 0) for _ in range(120)]
+    for k in range(100):
+        ops += [("free_late", (7 * k) % 50), ("alloc", 512, 0)]
+    ops += [("free", 0)] * 240 + [("empty_cache",)]  # every segment released
+    trace = trace_of(_completed_after_the_next_request(run_ops(ops)))
+    assert same_runs(trace, monkeypatch, expect_core=True) > 0
