@@ -1,0 +1,117 @@
+"""The cache's file writer (``cache._HashingWriter``): direct I/O where the file system
+allows it, from an aligned buffer, the last block padded and cut off again; the ordinary
+way where direct I/O is refused at open or fails with EINVAL part way.  Every way, the file
+holds exactly the bytes written, and the size and digest count exactly those."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+import xxhash
+
+from memtui import cache
+
+BUFFER = cache._DIRECT_BUFFER
+SIZES = [0, 1, 4095, 4096, 4097, BUFFER - 1, BUFFER, BUFFER + 1, 2 * BUFFER + 12345]
+
+
+def payload(size: int) -> bytes:
+    return (bytes(range(251)) * (size // 251 + 1))[:size]
+
+
+def write_in_pieces(file, data: bytes, pieces: list[int]) -> cache._HashingWriter:
+    with cache._HashingWriter(file) as out:
+        at = 0
+        for piece in pieces:
+            out.write(memoryview(data)[at:at + piece])
+            at += piece
+        out.write(data[at:])
+    return out
+
+
+def assert_written(file, data: bytes, out: cache._HashingWriter) -> None:
+    assert file.read_bytes() == data
+    assert out.size == len(data) == file.stat().st_size
+    assert out.hexdigest() == xxhash.xxh3_128_hexdigest(data)
+
+
+def direct_allowed(folder) -> bool:
+    probe = folder / "probe"
+    with cache._HashingWriter(probe) as out:
+        direct = out._direct
+    probe.unlink()
+    return direct
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_size_is_written_exactly(tmp_path, size):
+    data = payload(size)
+    out = write_in_pieces(tmp_path / "f.arrow", data, [size // 3, 7, 1000])
+    assert_written(tmp_path / "f.arrow", data, out)
+
+
+def test_direct_io_is_used_where_the_file_system_allows_it(tmp_path):
+    if not hasattr(os, "O_DIRECT"):
+        pytest.skip("no O_DIRECT on this platform")
+    if not direct_allowed(tmp_path):
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
+    writes = []
+    real_write = os.write
+
+    def counted(fd, data):
+        writes.append(len(data))
+        return real_write(fd, data)
+
+    data = payload(BUFFER + 5000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "write", counted)
+        out = write_in_pieces(tmp_path / "d.arrow", data, [100, 200])
+    # two whole writes: the full buffer, then the last 5000 bytes padded to two blocks
+    assert writes == [BUFFER, 2 * 4096]
+    assert_written(tmp_path / "d.arrow", data, out)
+
+
+def test_a_file_system_refusing_direct_io_is_written_the_ordinary_way(tmp_path, monkeypatch):
+    real_open = os.open
+
+    def refusing(path, flags, mode=0o777):
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", refusing)
+    data = payload(BUFFER + 3)
+    out = write_in_pieces(tmp_path / "o.arrow", data, [10])
+    assert not out._direct
+    assert_written(tmp_path / "o.arrow", data, out)
+
+
+def test_a_direct_write_failing_part_way_goes_on_the_ordinary_way(tmp_path, monkeypatch):
+    if not hasattr(os, "O_DIRECT") or not direct_allowed(tmp_path):
+        pytest.skip("no direct I/O here to fail")
+    real_write = os.write
+    calls = {"n": 0}
+
+    def failing_second(fd, data):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", failing_second)
+    data = payload(2 * BUFFER + 777)
+    out = write_in_pieces(tmp_path / "p.arrow", data, [BUFFER // 2])
+    assert not out._direct and calls["n"] >= 3
+    assert_written(tmp_path / "p.arrow", data, out)
+
+
+def test_other_write_errors_are_raised(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError) as caught, cache._HashingWriter(tmp_path / "e.arrow") as out:
+        out.write(payload(BUFFER + 1))
+    assert caught.value.errno == errno.ENOSPC
