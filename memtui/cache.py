@@ -200,21 +200,83 @@ _READ_BLOCK = 1 << 22
 def _digest_file(file: Path) -> str:
     """XXH3-128 of a regular file's bytes, read a few MiB at a time (a mapping would count
     every page of a multi-GB file in the process's resident memory); OSError for a link or
-    other."""
+    other.  Blocks the kernel's file cache holds are read from it; a block it does not hold
+    (``RWF_NOWAIT`` says so) is read with direct I/O where the file system allows it, so
+    that checking an entry written direct does not first fill the file cache with every
+    page of it (the screens map and touch the pages they need)."""
+    import mmap
+
     import xxhash
 
-    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(file, flags)
+    direct = None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(file))
+        direct = _direct_twin(file, flags, info)
         digest = xxhash.xxh3_128()
-        with os.fdopen(os.dup(fd), "rb", buffering=0) as stream:
-            while block := stream.read(_READ_BLOCK):
-                digest.update(block)
+        with mmap.mmap(-1, _READ_BLOCK) as block, memoryview(block) as view:
+            offset = 0
+            while offset < info.st_size:
+                got = _read_block(fd, direct, view, offset)
+                if not got:
+                    break  # (cut short meanwhile: the digest tells)
+                digest.update(got)
+                offset += len(got)
+                got.release()
         return digest.hexdigest()
     finally:
         os.close(fd)
+        if direct is not None:
+            os.close(direct)
+
+
+def _direct_twin(file: Path, flags: int, info: os.stat_result) -> int | None:
+    """A second descriptor of the same file opened for direct I/O, or None."""
+    if not hasattr(os, "O_DIRECT") or not hasattr(os, "RWF_NOWAIT"):
+        return None
+    try:
+        fd = os.open(file, flags | os.O_DIRECT)
+    except OSError:
+        return None
+    twin = os.fstat(fd)
+    if (twin.st_dev, twin.st_ino) != (info.st_dev, info.st_ino):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read_block(fd: int, direct: int | None, view: memoryview, offset: int) -> memoryview:
+    """The file's next bytes at ``offset`` (a block at most, empty at its end): from the
+    file cache where it holds them, else through ``direct`` (see :func:`_digest_file`)."""
+    if direct is not None:
+        try:
+            got = os.preadv(fd, [view], offset, os.RWF_NOWAIT)
+            if got > 0:
+                return view[:got]
+        except BlockingIOError:
+            pass  # not in the file cache
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        aligned = offset - offset % _DIRECT_ALIGN
+        try:
+            got = os.preadv(direct, [view], aligned)
+            return view[offset - aligned:max(got, offset - aligned)]
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return view[:os.preadv(fd, [view], offset)]
+
+
+def _drop_direct(fd: int) -> None:
+    """Clear ``O_DIRECT`` on ``fd``: its reads or writes go through the file cache again."""
+    import fcntl
+
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~getattr(os, "O_DIRECT", 0))
 
 
 #: The size of :class:`_HashingWriter`'s staging buffer (a multiple of any block size).
@@ -299,10 +361,7 @@ class _HashingWriter(io.RawIOBase):
         self._filled = 0
 
     def _buffered_from_now(self) -> None:
-        import fcntl
-
-        direct = getattr(os, "O_DIRECT", 0)
-        fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) & ~direct)
+        _drop_direct(self._fd)
         self._direct = False
 
     def close(self) -> None:

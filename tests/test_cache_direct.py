@@ -115,3 +115,61 @@ def test_other_write_errors_are_raised(tmp_path, monkeypatch):
     with pytest.raises(OSError) as caught, cache._HashingWriter(tmp_path / "e.arrow") as out:
         out.write(payload(BUFFER + 1))
     assert caught.value.errno == errno.ENOSPC
+
+
+# -- reading back: the digest of a reopened entry's file ------------------------------------
+
+
+def test_the_digest_reads_a_file_written_direct_and_one_in_the_file_cache(tmp_path):
+    for size in (0, 5000, BUFFER, 3 * BUFFER + 99):
+        data = payload(size)
+        direct = write_in_pieces(tmp_path / f"w{size}", data, [])
+        (tmp_path / f"c{size}").write_bytes(data)  # (in the file cache)
+        assert cache._digest_file(tmp_path / f"w{size}") == direct.hexdigest()
+        assert cache._digest_file(tmp_path / f"c{size}") == xxhash.xxh3_128_hexdigest(data)
+
+
+def test_blocks_not_in_the_file_cache_are_read_direct_from_an_aligned_offset(tmp_path,
+                                                                               monkeypatch):
+    # The file cache "holds" the first 1000 bytes only: the rest is read through the
+    # direct descriptor from offset 0 (aligned), its first 1000 bytes skipped.
+    if not hasattr(os, "O_DIRECT") or not direct_allowed(tmp_path):
+        pytest.skip("no direct I/O here")
+    data = payload(2 * BUFFER + 4321)
+    (tmp_path / "f").write_bytes(data)
+    real = os.preadv
+    seen = []
+
+    def partly_cached(fd, buffers, offset, flags=0):
+        if flags & os.RWF_NOWAIT:
+            if offset == 0:
+                return real(fd, [memoryview(buffers[0])[:1000]], 0)
+            raise BlockingIOError(errno.EAGAIN, "not cached")
+        seen.append(offset)
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", partly_cached)
+    assert cache._digest_file(tmp_path / "f") == xxhash.xxh3_128_hexdigest(data)
+    assert seen[0] == 0 and all(offset % 4096 == 0 for offset in seen)
+
+
+def test_a_file_system_refusing_direct_reads_is_read_plainly(tmp_path, monkeypatch):
+    data = payload(BUFFER + 17)
+    (tmp_path / "f").write_bytes(data)
+    real = os.preadv
+
+    def no_direct(fd, buffers, offset, flags=0):
+        if flags & getattr(os, "RWF_NOWAIT", 0):
+            raise BlockingIOError(errno.EAGAIN, "not cached")
+        if fcntl_flags(fd) & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", no_direct)
+    assert cache._digest_file(tmp_path / "f") == xxhash.xxh3_128_hexdigest(data)
+
+
+def fcntl_flags(fd: int) -> int:
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_GETFL)
