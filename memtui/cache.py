@@ -365,13 +365,24 @@ class _HashingWriter(io.RawIOBase):
         self._direct = False
 
     def close(self) -> None:
-        if not self.closed:
-            try:
-                if self._buffer is not None:
-                    self._close_buffer()
-            finally:
-                os.close(self._fd)
-        super().close()
+        """Write what the buffer holds and close the file, once: a failed write (a full
+        disk) still closes it, and a second close (the collector's) does nothing, so no
+        descriptor number reused meanwhile (an SQLite connection's) is ever closed."""
+        if self._fd < 0:
+            return
+        try:
+            if self._buffer is not None:
+                self._close_buffer()
+        finally:
+            fd, self._fd = self._fd, -1
+            if self._buffer is not None:
+                # (a failed write's traceback may still hold a view of it: then the
+                # collector unmaps it later)
+                with contextlib.suppress(BufferError):
+                    self._buffer.close()
+                self._buffer = None
+            os.close(fd)
+            super().close()
 
     def _close_buffer(self) -> None:
         """The buffer's last bytes: padded to a whole block, written, and the padding cut

@@ -6,6 +6,7 @@ holds exactly the bytes written, and the size and digest count exactly those."""
 from __future__ import annotations
 
 import errno
+import gc
 import os
 
 import pytest
@@ -131,6 +132,19 @@ def test_other_write_errors_are_raised(tmp_path, monkeypatch):
     with pytest.raises(OSError) as caught, cache._HashingWriter(tmp_path / "e.arrow") as out:
         out.write(payload(BUFFER + 1))
     assert caught.value.errno == errno.ENOSPC
+    assert out.closed
+    # Closed once: closing again (as the collector does) touches no descriptor, not even
+    # one whose number another file took meanwhile.
+    other = os.open(tmp_path / "other", os.O_WRONLY | os.O_CREAT)
+    try:
+        monkeypatch.setattr(os, "write", real_write)
+        out.close()
+        del out
+        gc.collect()
+        os.write(other, b"still open")
+    finally:
+        os.close(other)
+    assert (tmp_path / "other").read_bytes() == b"still open"
 
 
 # -- reading back: the digest of a reopened entry's file ------------------------------------
