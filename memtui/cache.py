@@ -294,7 +294,8 @@ class _HashingWriter(io.RawIOBase):
     buffer to the disk, not through pages of the kernel's file cache taken for them one
     by one.  Measured on a 2-core VM, 2.5 GB written buffered cost 5.3-6.5 s of system
     time and direct 0.1 s (the entry of a 10M-row msMemScope DB: the first open's store
-    beside its findings).  A reopen reads the files back into the file cache once.
+    beside its findings).  A reopen's digests read what the file cache lacks directly too
+    (:func:`_digest_file`); the screens' mapped pages come in as they are touched.
     Where direct I/O is refused (tmpfs, some network file systems) or a direct write
     fails with EINVAL, the rest is written the ordinary way."""
 

@@ -234,8 +234,8 @@ class RowsConnection:
     def table(self, sql: str, kinds: str):
         """The rows of ``sql`` as an Arrow table, its columns of ``kinds`` (one letter a
         column: ``i`` int64, ``t`` text, ``d`` dictionary-encoded text), or None where a
-        value is not of its column's kind (a REAL, a BLOB, a text in a number column).
-        Raises OSError on an SQLite error."""
+        number column holds anything but whole numbers (a text column takes any value as
+        SQLite's text of it).  Raises OSError on an SQLite error."""
         import pyarrow as pa
 
         got = self._reader.query(sql, kinds)
