@@ -59,10 +59,11 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         from memtui.analysis.replay.compiled import replay_in_use
         from memtui.sources.common.compiled import pairing_in_use
+        from memtui.sources.common.sqlite import rows_in_use
         from memtui.sources.torch_snapshot.reader_choice import reader_in_use
 
         print(f"memtui {__version__}\n{reader_in_use()}\n{pairing_in_use()}\n"
-              f"{replay_in_use()}")
+              f"{replay_in_use()}\n{rows_in_use()}")
         parser.exit()
 
 

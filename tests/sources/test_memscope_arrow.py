@@ -1,6 +1,7 @@
-"""The typed (ADBC/Arrow) read of msMemScope DBs gives exactly what the text read gives,
-falls back to it chunk by chunk where a value is not of its column's type, and, like it,
-never writes beside the input."""
+"""The typed read of msMemScope DBs gives exactly what the text read gives, falls back to
+it chunk by chunk where a value is not of its column's type, and, like it, never writes
+beside the input.  Every test runs on both typed readers: the compiled rows reader
+(``_sqlite_rows.c``, skipped where it was not built) and the ADBC driver."""
 
 from __future__ import annotations
 
@@ -13,11 +14,22 @@ import pytest
 import memtui.sources.memscope.read as read
 from memtui.model import SCHEMAS, MemoryTrace
 from memtui.sources import open_capture
-from memtui.sources.common.sqlite import connect_arrow, readonly_uri
+from memtui.sources.common.sqlite import compiled_rows, connect_arrow, readonly_uri
 from tests.conftest import shared_files
 from tests.helpers.memscope_files import SCENARIO, SCENARIO_TRACE, T0, mem, row, write_db
 
 pytest.importorskip("adbc_driver_sqlite")
+
+
+@pytest.fixture(autouse=True, params=["compiled", "adbc"])
+def typed_reader(request, monkeypatch) -> str:
+    """Which typed reader the test runs on."""
+    if request.param == "compiled":
+        if not compiled_rows():
+            pytest.skip("the compiled rows reader was not built (no sqlite3.h) or is off")
+    else:
+        monkeypatch.setattr(read, "connect_rows", lambda path: None)
+    return request.param
 
 
 def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTrace, MemoryTrace, dict]:
@@ -33,6 +45,7 @@ def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTrace,
     monkeypatch.setattr(read.ChunkQuery, "_fetch_typed", counted)
     typed = open_capture(path)
     monkeypatch.setattr(read, "connect_arrow", lambda path: None)
+    monkeypatch.setattr(read, "connect_rows", lambda path: None)
     text = open_capture(path)
     return typed, text, counts
 

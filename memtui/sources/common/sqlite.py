@@ -2,7 +2,11 @@
 
 msMemScope DBs, Ascend profiler DBs and files MindStudio Insight has opened all go
 through :func:`connect_readonly`; the sniff helpers use :func:`table_names`, which never
-raises, whatever the file holds.
+raises, whatever the file holds.  Typed reads of whole tables take one of two read-only
+connections, opened by the same rules: :func:`connect_rows`, the compiled reader
+(``_sqlite_rows.c``, SQLite's own C API, where it was built), or :func:`connect_arrow`, the
+ADBC driver (the reference, and the way where the compiled one is not built or
+``MEMTUI_PURE_PYTHON=1`` is set).
 """
 
 from __future__ import annotations
@@ -16,7 +20,13 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TypeVar
 
+from memtui.sources.common.compiled import PURE_PYTHON_ENV, pure_python_forced
 from memtui.sources.common.files import read_head
+
+try:
+    from memtui.sources.common import _sqlite_rows  # type: ignore[attr-defined]  # (C)
+except ImportError:  # built without a compiler or without sqlite3.h: ADBC reads the rows
+    _sqlite_rows = None
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 T = TypeVar("T")
@@ -155,10 +165,9 @@ def _compacted(table, positions: Collection[int]):
     return pa.Table.from_arrays(columns, names=table.column_names)
 
 
-def connect_arrow(path: Path) -> ArrowConnection | None:
-    """An :class:`ArrowConnection` to ``path`` opened through :func:`readonly_uri` (the
-    read-only rules of :func:`connect_readonly`), or None where ``adbc-driver-sqlite`` is
-    missing or cannot open it (the sqlite3 path reads it then)."""
+def typed_uri(path: Path) -> str | None:
+    """The URI a typed reader opens ``path`` by (:func:`readonly_uri`'s rules), or None
+    where the file has a writer's rows in its ``-wal``: the sqlite3 text path reads it."""
     uri = readonly_uri(path)
     wal = Path(f"{path}-wal")
     if wal.exists():
@@ -174,6 +183,16 @@ def connect_arrow(path: Path) -> ArrowConnection | None:
         # ``immutable`` (no -shm mapped, nothing created); a write meanwhile changes the
         # file, which ``read_consistently`` sees.
         uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
+    return uri
+
+
+def connect_arrow(path: Path) -> ArrowConnection | None:
+    """An :class:`ArrowConnection` to ``path`` opened through :func:`typed_uri`, or None
+    where ``adbc-driver-sqlite`` is missing or cannot open it (the sqlite3 path reads it
+    then)."""
+    uri = typed_uri(path)
+    if uri is None:
+        return None
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite
@@ -187,6 +206,80 @@ def connect_arrow(path: Path) -> ArrowConnection | None:
     except Exception:  # noqa: BLE001 - any failure: the sqlite3 path reads it instead
         return None
     return con
+
+
+def compiled_rows() -> bool:
+    """Whether the compiled reader steps typed reads' rows in this process."""
+    return _sqlite_rows is not None and not pure_python_forced()
+
+
+def rows_in_use() -> str:
+    """One line for ``--version``: what reads an SQLite table's rows into columns."""
+    if _sqlite_rows is None:
+        return "SQLite rows: ADBC (the compiled reader was not built)"
+    if pure_python_forced():
+        return f"SQLite rows: ADBC ({PURE_PYTHON_ENV} is set)"
+    return f"SQLite rows: compiled (C, SQLite {_sqlite_rows.sqlite_version})"
+
+
+class RowsConnection:
+    """A read-only connection of the compiled reader: :meth:`table` steps a query's rows
+    through SQLite's C API into an Arrow table (int64, large text and dictionary columns),
+    without the GIL and without SQLite's per-value connection mutex.  One thread at a
+    time: each fetching thread opens its own."""
+
+    def __init__(self, reader) -> None:
+        self._reader = reader
+
+    def table(self, sql: str, kinds: str):
+        """The rows of ``sql`` as an Arrow table, its columns of ``kinds`` (one letter a
+        column: ``i`` int64, ``t`` text, ``d`` dictionary-encoded text), or None where a
+        number column holds anything but whole numbers (a text column takes any value as
+        SQLite's text of it).  Raises OSError on an SQLite error."""
+        import pyarrow as pa
+
+        got = self._reader.query(sql, kinds)
+        if got is None:
+            return None
+        rows, columns = got
+        return pa.Table.from_arrays([_arrow_column(kind, rows, buffers)
+                                     for kind, buffers in zip(kinds, columns, strict=True)],
+                                    names=[f"c{i}" for i in range(len(kinds))])
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+def _arrow_column(kind: str, rows: int, buffers: tuple):
+    import pyarrow as pa
+
+    def buf(data):
+        return None if data is None else pa.py_buffer(data)
+
+    if kind == "i":
+        values, validity, nulls = buffers
+        return pa.Array.from_buffers(pa.int64(), rows, [buf(validity), buf(values)], nulls)
+    if kind == "t":
+        offsets, data, validity, nulls = buffers
+        return pa.Array.from_buffers(pa.large_string(), rows,
+                                     [buf(validity), buf(offsets), buf(data)], nulls)
+    indices, offsets, data, validity, nulls = buffers
+    dictionary = pa.Array.from_buffers(pa.large_string(), len(offsets) // 8 - 1,
+                                       [None, buf(offsets), buf(data)])
+    codes = pa.Array.from_buffers(pa.int32(), rows, [buf(validity), buf(indices)], nulls)
+    return pa.DictionaryArray.from_arrays(codes, dictionary)
+
+
+def connect_rows(path: Path) -> RowsConnection | None:
+    """A :class:`RowsConnection` to ``path`` opened through :func:`typed_uri`, or None
+    where the compiled reader is not in use or cannot open it (ADBC reads it then)."""
+    uri = typed_uri(path) if compiled_rows() else None
+    if uri is None:
+        return None
+    try:
+        return RowsConnection(_sqlite_rows.Reader(uri))
+    except OSError:
+        return None
 
 
 def _size(path: Path) -> int | None:

@@ -15,7 +15,8 @@ polars' CSV reader then splits: no Python object per row.  A chunk whose text ho
 control characters falls back to a plain ``fetchall`` of that chunk.  Each chunk is its own
 short read transaction, bounded by the largest rowid seen first: msMemScope only appends,
 so rows written meanwhile are left out, and a writer's checkpoint never waits long on us.
-Where ``adbc-driver-sqlite`` is installed, a chunk is read as typed Arrow columns instead
+Where the compiled rows reader (``_sqlite_rows.c``) was built, or else where
+``adbc-driver-sqlite`` is installed, a chunk is read as typed Arrow columns instead
 (:class:`ChunkQuery`), two at once in fetching threads, where the call stacks are
 dictionary-encoded and the compiled pass reads the Attr keys and the ``Ptr`` addresses
 (:mod:`memtui.sources.memscope.attr`); a chunk the typed read cannot take goes the text way.
@@ -41,8 +42,10 @@ from memtui.errors import CaptureError
 from memtui.sources.common.files import read_head
 from memtui.sources.common.sqlite import (
     ArrowConnection,
+    RowsConnection,
     connect_arrow,
     connect_readonly,
+    connect_rows,
     is_sqlite,
     read_consistently,
     sqlite_problem,
@@ -293,7 +296,7 @@ def _chunks(con: sqlite3.Connection, table: str, query: ChunkQuery,
     total = sum(high - low + 1 for low, high in ranges) if None not in ranges else 0
     # Typed reads run on their own connections, two at once (one core reads while the
     # other turns a batch into columns); the text way shares one connection: one.
-    ahead = _TYPED_FETCHERS if query.arrow is not None else 1
+    ahead = _TYPED_FETCHERS if query.typed is not None else 1
     with ThreadPoolExecutor(max_workers=ahead) as workers:
         pending = deque(workers.submit(query.fetch, bounds) for bounds in ranges[:ahead])
         for index, bounds in enumerate(ranges):
@@ -362,29 +365,35 @@ class ChunkQuery:
         self.typed_select = ", ".join(
             f'"{c}"' if self.schema[mapping[c]] == pl.Int64
             else f"""COALESCE(CAST("{c}" AS TEXT), '')""" for c in sources)
+        # The compiled reader takes any value of a text column as its text, and a NULL as
+        # null, which the typed read makes of '' too: the bare columns.
+        self.rows_select = ", ".join(f'"{c}"' for c in sources)
         # Text columns kept long (not the call stacks, which become categoricals at once).
         self.kept_texts = frozenset(
             i for i, (name, dtype) in enumerate(self.schema.items())
             if dtype == pl.String and name not in _STACKS)
         self.stacks = frozenset(i for i, name in enumerate(self.schema) if name in _STACKS)
-        self.arrow = connect_arrow(self.path) if typed else None  # None: text only
+        self.typed = _connect_typed(self.path) if typed else None  # None: text only
+        # the compiled reader's kind of each column: int64, text, or dictionary (stacks)
+        self.kinds = "".join("i" if dtype == pl.Int64 else "d" if name in _STACKS else "t"
+                             for name, dtype in self.schema.items())
         self.attr_json = True  # Attr is JSON in every DB msMemScope writes
-        self._arrows: dict[int, ArrowConnection | None] = {}  # per fetching thread
-        self._arrows_lock = threading.Lock()
+        self._typed: dict[int, TypedConnection | None] = {}  # per fetching thread
+        self._typed_lock = threading.Lock()
 
-    def _thread_arrow(self) -> ArrowConnection | None:
-        """This thread's ADBC connection (the first thread takes ``self.arrow``)."""
+    def _thread_typed(self) -> TypedConnection | None:
+        """This thread's typed connection (the first thread takes ``self.typed``)."""
         ident = threading.get_ident()
-        with self._arrows_lock:
-            if ident not in self._arrows:
-                taken = any(con is self.arrow for con in self._arrows.values())
-                self._arrows[ident] = connect_arrow(self.path) if taken else self.arrow
-            return self._arrows[ident]
+        with self._typed_lock:
+            if ident not in self._typed:
+                taken = any(con is self.typed for con in self._typed.values())
+                self._typed[ident] = _connect_typed(self.path) if taken else self.typed
+            return self._typed[ident]
 
     def close(self) -> None:
-        with self._arrows_lock:
-            connections = {id(c): c for c in [self.arrow, *self._arrows.values()] if c}
-            self.arrow, self._arrows = None, {}
+        with self._typed_lock:
+            connections = {id(c): c for c in [self.typed, *self._typed.values()] if c}
+            self.typed, self._typed = None, {}
         for con in connections.values():
             with contextlib.suppress(Exception):
                 con.close()
@@ -394,9 +403,9 @@ class ChunkQuery:
         return ("", ()) if bounds is None else (" WHERE rowid BETWEEN ? AND ?", bounds)
 
     def fetch(self, bounds) -> pl.DataFrame | tuple[int, bytes | None]:
-        if self.arrow is not None:
-            arrow = self._thread_arrow()
-            typed = self._fetch_typed(bounds, arrow) if arrow is not None else None
+        if self.typed is not None:
+            con = self._thread_typed()
+            typed = self._fetch_typed(bounds, con) if con is not None else None
             if typed is not None:
                 return typed
         where, params = self._where(bounds)
@@ -404,15 +413,21 @@ class ChunkQuery:
             f"SELECT count(*), CAST(group_concat(printf('{self.fmt}', {self.select}), "
             f'char(30)) AS BLOB) FROM "{self.table}" NOT INDEXED{where}', params).fetchone()
 
-    def _fetch_typed(self, bounds, arrow: ArrowConnection) -> pl.DataFrame | None:
+    def _fetch_typed(self, bounds, con: TypedConnection) -> pl.DataFrame | None:
         """The range as typed columns, or None where a value is not of its column's type
         (a number column holding text, text that is not UTF-8...): the text way reads it."""
         where = "" if bounds is None else f" WHERE rowid BETWEEN {int(bounds[0])} AND " \
                                           f"{int(bounds[1])}"
+        rows = f' FROM "{self.table}" NOT INDEXED{where}'
         try:
-            table = _interned(arrow.table(
-                f'SELECT {self.typed_select} FROM "{self.table}" NOT INDEXED{where}',
-                batch_rows=_CHUNK_ROWS, compact=self.kept_texts), self.stacks)
+            if isinstance(con, RowsConnection):  # columns of their exact size, stacks encoded
+                table = con.table(f"SELECT {self.rows_select}{rows}", self.kinds)
+                if table is None:
+                    return None
+            else:
+                table = _interned(con.table(f"SELECT {self.typed_select}{rows}",
+                                            batch_rows=_CHUNK_ROWS, compact=self.kept_texts),
+                                  self.stacks)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -477,6 +492,14 @@ class ChunkQuery:
 
 #: The call stack columns: long texts of few distinct values.
 _STACKS = ("py_stack", "c_stack")
+
+#: A connection that reads a query's rows into an Arrow table.
+TypedConnection = RowsConnection | ArrowConnection
+
+
+def _connect_typed(path: Path) -> TypedConnection | None:
+    """The compiled rows reader where it is in use, else ADBC's, else None (text only)."""
+    return connect_rows(path) or connect_arrow(path)
 
 
 def _interned(table, positions: frozenset[int]):
