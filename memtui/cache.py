@@ -217,6 +217,11 @@ def _digest_file(file: Path) -> str:
             raise OSError(errno.EINVAL, "not a regular file", str(file))
         direct = _direct_twin(file, flags, info)
         digest = xxhash.xxh3_128()
+        if direct is None:  # (no direct I/O here, or no RWF_NOWAIT: macOS, Windows)
+            with os.fdopen(os.dup(fd), "rb", buffering=0) as stream:
+                while chunk := stream.read(_READ_BLOCK):
+                    digest.update(chunk)
+            return digest.hexdigest()
         with mmap.mmap(-1, _READ_BLOCK) as block, memoryview(block) as view:
             offset = 0
             while offset < info.st_size:
@@ -248,26 +253,26 @@ def _direct_twin(file: Path, flags: int, info: os.stat_result) -> int | None:
     return fd
 
 
-def _read_block(fd: int, direct: int | None, view: memoryview, offset: int) -> memoryview:
+def _read_block(fd: int, direct: int, view: memoryview, offset: int) -> memoryview:
     """The file's next bytes at ``offset`` (a block at most, empty at its end): from the
-    file cache where it holds them, else through ``direct`` (see :func:`_digest_file`)."""
-    if direct is not None:
-        try:
-            got = os.preadv(fd, [view], offset, os.RWF_NOWAIT)
-            if got > 0:
-                return view[:got]
-        except BlockingIOError:
-            pass  # not in the file cache
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-        aligned = offset - offset % _DIRECT_ALIGN
-        try:
-            got = os.preadv(direct, [view], aligned)
-            return view[offset - aligned:max(got, offset - aligned)]
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
+    file cache where it holds them, else through ``direct`` (see :func:`_digest_file`),
+    else plainly (direct reads refused)."""
+    try:
+        got = os.preadv(fd, [view], offset, os.RWF_NOWAIT)
+        if got > 0:
+            return view[:got]
+    except BlockingIOError:
+        pass  # not in the file cache
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    aligned = offset - offset % _DIRECT_ALIGN
+    try:
+        got = os.preadv(direct, [view], aligned)
+        return view[offset - aligned:max(got, offset - aligned)]
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
     return view[:os.preadv(fd, [view], offset)]
 
 

@@ -209,3 +209,13 @@ def fcntl_flags(fd: int) -> int:
     import fcntl
 
     return fcntl.fcntl(fd, fcntl.F_GETFL)
+
+
+def test_without_direct_io_the_digest_streams_the_file(tmp_path, monkeypatch):
+    # (macOS and Windows: no O_DIRECT or no RWF_NOWAIT)
+    monkeypatch.setattr(cache, "_direct_twin", lambda file, flags, info: None)
+    monkeypatch.delattr(os, "preadv", raising=False)  # (Windows has none)
+    for size in (0, 4097, BUFFER + 1):
+        data = payload(size)
+        (tmp_path / f"s{size}").write_bytes(data)
+        assert cache._digest_file(tmp_path / f"s{size}") == xxhash.xxh3_128_hexdigest(data)
