@@ -331,7 +331,7 @@ class _HashingWriter(io.RawIOBase):
         view = memoryview(data).cast("B")
         self._digest.update(view)
         if self._buffer is None:
-            self._write_all(view)
+            self._write_out(view)
         else:
             taken = 0
             while taken < len(view):
@@ -344,31 +344,25 @@ class _HashingWriter(io.RawIOBase):
         self.size += len(view)
         return len(view)
 
-    def _write_all(self, view: memoryview) -> None:
+    def _write_out(self, view: memoryview) -> None:
+        """Write all of ``view``; a direct write refused with EINVAL goes on the ordinary
+        way (nothing of a refused write was written)."""
         done = 0
         while done < len(view):
-            done += os.write(self._fd, view[done:])
+            try:
+                done += os.write(self._fd, view[done:])
+            except OSError as exc:
+                if exc.errno != errno.EINVAL or not self._direct:
+                    raise
+                _drop_direct(self._fd)
+                self._direct = False
 
     def _flush_buffer(self, length: int) -> None:
         """Write the buffer's first ``length`` bytes (whole blocks while direct)."""
         assert self._buffer is not None
-        view = memoryview(self._buffer)[:length]
-        try:
-            done = 0
-            while done < length:
-                try:
-                    done += os.write(self._fd, view[done:])
-                except OSError as exc:
-                    if exc.errno != errno.EINVAL or not self._direct:
-                        raise
-                    self._buffered_from_now()
-        finally:
-            view.release()
+        with memoryview(self._buffer) as whole, whole[:length] as view:
+            self._write_out(view)
         self._filled = 0
-
-    def _buffered_from_now(self) -> None:
-        _drop_direct(self._fd)
-        self._direct = False
 
     def close(self) -> None:
         """Write what the buffer holds and close the file, once: a failed write (a full
@@ -378,7 +372,7 @@ class _HashingWriter(io.RawIOBase):
             return
         try:
             if self._buffer is not None:
-                self._close_buffer()
+                self._write_last_block()
         finally:
             fd, self._fd = self._fd, -1
             if self._buffer is not None:
@@ -390,7 +384,7 @@ class _HashingWriter(io.RawIOBase):
             os.close(fd)
             super().close()
 
-    def _close_buffer(self) -> None:
+    def _write_last_block(self) -> None:
         """The buffer's last bytes: padded to a whole block, written, and the padding cut
         off the file again (direct), or written as they are."""
         assert self._buffer is not None
@@ -401,8 +395,6 @@ class _HashingWriter(io.RawIOBase):
             self._flush_buffer(padded)
             if padded != last:
                 os.ftruncate(self._fd, self.size)
-        self._buffer.close()
-        self._buffer = None
 
     def hexdigest(self) -> str:
         return self._digest.hexdigest()

@@ -35,10 +35,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"{shown}: {_entries(entries)}, {size / 1e6:.1f} MB (cap {cap:.1f} GB)")
     from memtui.analysis.replay.compiled import replay_in_use
     from memtui.sources.common.compiled import pairing_in_use
+    from memtui.sources.common.sqlite import rows_in_use
     from memtui.sources.torch_snapshot.reader_choice import reader_in_use
 
     print(reader_in_use())
     print(pairing_in_use())
+    print(rows_in_use())
     print(replay_in_use())
     return 0
 

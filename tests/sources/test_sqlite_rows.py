@@ -167,3 +167,7 @@ def test_version_line_says_which_reader_reads_the_rows(monkeypatch):
     monkeypatch.setenv("MEMTUI_PURE_PYTHON", "1")
     assert sq.rows_in_use() == "SQLite rows: ADBC (MEMTUI_PURE_PYTHON is set)"
     assert sq.connect_rows(Path("any.db")) is None
+    monkeypatch.delenv("MEMTUI_PURE_PYTHON")
+    monkeypatch.setattr(sq, "_sqlite_rows", None)
+    assert sq.rows_in_use() == "SQLite rows: ADBC (the compiled reader was not built)"
+    assert sq.connect_rows(Path("any.db")) is None

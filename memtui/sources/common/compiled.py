@@ -14,12 +14,22 @@ def pure_python_forced() -> bool:
     return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
 
 
+def in_use_line(what: str, built: bool, reference: str, part: str = "pass",
+                compiled: str = "compiled (C)") -> str:
+    """One line for ``--version`` and ``cache info``: ``what`` runs ``compiled``, or its
+    ``reference`` and why (the compiled ``part`` was not built, or the switch is set)."""
+    if not built:
+        return f"{what}: {reference} (the compiled {part} was not built)"
+    if pure_python_forced():
+        return f"{what}: {reference} ({PURE_PYTHON_ENV} is set)"
+    return f"{what}: {compiled}"
+
+
 def pairing_in_use() -> str:
-    """One line for ``--version`` and ``cache info``: how allocs and frees are paired."""
+    """How allocs and frees are paired (see :func:`in_use_line`)."""
     try:
         from memtui.sources.common import _pairing  # noqa: F401
+        built = True
     except ImportError:
-        return "lifetime pairing: numpy (the compiled pass was not built)"
-    if pure_python_forced():
-        return f"lifetime pairing: numpy ({PURE_PYTHON_ENV} is set)"
-    return "lifetime pairing: compiled (C)"
+        built = False
+    return in_use_line("lifetime pairing", built, "numpy")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TypeVar
 
-from memtui.sources.common.compiled import PURE_PYTHON_ENV, pure_python_forced
+from memtui.sources.common.compiled import in_use_line, pure_python_forced
 from memtui.sources.common.files import read_head
 
 try:
@@ -214,12 +214,10 @@ def compiled_rows() -> bool:
 
 
 def rows_in_use() -> str:
-    """One line for ``--version``: what reads an SQLite table's rows into columns."""
-    if _sqlite_rows is None:
-        return "SQLite rows: ADBC (the compiled reader was not built)"
-    if pure_python_forced():
-        return f"SQLite rows: ADBC ({PURE_PYTHON_ENV} is set)"
-    return f"SQLite rows: compiled (C, SQLite {_sqlite_rows.sqlite_version})"
+    """What reads an SQLite table's rows into columns (see :func:`in_use_line`)."""
+    version = getattr(_sqlite_rows, "sqlite_version", "")
+    return in_use_line("SQLite rows", _sqlite_rows is not None, "ADBC", "reader",
+                       f"compiled (C, SQLite {version})")
 
 
 class RowsConnection:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from memtui.sources.common.compiled import PURE_PYTHON_ENV, pure_python_forced
+from memtui.sources.common.compiled import in_use_line, pure_python_forced
 
 try:
     from memtui.sources.memscope import _rows
@@ -41,12 +41,8 @@ def compiled_attr() -> bool:
 
 
 def attr_in_use() -> str:
-    """One line for ``--version``: how msMemScope DB Attr is read."""
-    if _rows is None:
-        return "msMemScope Attr: polars (the compiled pass was not built)"
-    if pure_python_forced():
-        return f"msMemScope Attr: polars ({PURE_PYTHON_ENV} is set)"
-    return "msMemScope Attr: compiled (C)"
+    """How msMemScope DB Attr is read (see :func:`in_use_line`)."""
+    return in_use_line("msMemScope Attr", _rows is not None, "polars")
 
 
 def decode_json_attr(array: pa.Array | pa.ChunkedArray) -> pl.DataFrame | None:

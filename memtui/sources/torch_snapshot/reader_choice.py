@@ -7,7 +7,7 @@ which reader is in use without loading a capture's libraries.
 
 from __future__ import annotations
 
-from memtui.sources.common.compiled import PURE_PYTHON_ENV, pure_python_forced
+from memtui.sources.common.compiled import PURE_PYTHON_ENV, in_use_line, pure_python_forced
 
 try:
     from memtui.sources.torch_snapshot import _reader
@@ -32,9 +32,6 @@ def compiled_enabled() -> bool:
 
 
 def reader_in_use() -> str:
-    """One line for ``--version`` and ``cache info``: the snapshot reader this process uses."""
-    if _reader is None:
-        return "snapshot reader: Python (the compiled reader was not built)"
-    if not compiled_enabled():
-        return f"snapshot reader: Python ({PURE_PYTHON_ENV} is set)"
-    return "snapshot reader: compiled (C), the Python reader where a file needs it"
+    """The snapshot reader this process uses (see :func:`in_use_line`)."""
+    return in_use_line("snapshot reader", _reader is not None, "Python", "reader",
+                       "compiled (C), the Python reader where a file needs it")
