@@ -383,11 +383,11 @@ class ChunkQuery:
         # Text columns kept long (not the call stacks, which become categoricals at once).
         self.kept_texts = frozenset(
             i for i, (name, dtype) in enumerate(self.schema.items())
-            if dtype == pl.String and name not in _STACKS)
-        self.stacks = frozenset(i for i, name in enumerate(self.schema) if name in _STACKS)
+            if dtype == pl.String and name not in _ENCODED)
+        self.encoded = frozenset(i for i, name in enumerate(self.schema) if name in _ENCODED)
         self.typed = _connect_typed(self.path) if typed else None  # None: text only
         # the compiled reader's kind of each column: int64, text, or dictionary (stacks)
-        self.kinds = "".join("i" if dtype == pl.Int64 else "d" if name in _STACKS else "t"
+        self.kinds = "".join("i" if dtype == pl.Int64 else "d" if name in _ENCODED else "t"
                              for name, dtype in self.schema.items())
         self.attr_json = True  # Attr is JSON in every DB msMemScope writes
         self._typed: dict[int, TypedConnection | None] = {}  # per fetching thread
@@ -439,7 +439,7 @@ class ChunkQuery:
             else:
                 table = _interned(con.table(f"SELECT {self.typed_select}{rows}",
                                             batch_rows=_CHUNK_ROWS, compact=self.kept_texts),
-                                  self.stacks)
+                                  self.encoded)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -453,7 +453,7 @@ class ChunkQuery:
             if got == pl.Null or (got == dtype and dtype == pl.Int64):
                 columns.append(pl.col(name).cast(dtype))
             elif dtype == pl.String and (got == pl.String or (
-                    got == pl.Categorical and name in _STACKS)):
+                    got == pl.Categorical and name in _ENCODED)):
                 columns.append(_empty_as_null(name))  # as the text way reads ''
             else:
                 return None
@@ -504,6 +504,10 @@ class ChunkQuery:
 
 #: The call stack columns: long texts of few distinct values.
 _STACKS = ("py_stack", "c_stack")
+#: The columns a typed read hands over dictionary-encoded (categoricals from the chunk on:
+#: each distinct text once): the stacks, and the labels of a handful of values that the
+#: rows' reading casts to categoricals anyway (an event's kind, its Event Type, Device Id).
+_ENCODED = (*_STACKS, "event", "etype", "dev")
 
 #: A connection that reads a query's rows into an Arrow table.
 TypedConnection = RowsConnection | ArrowConnection
@@ -516,9 +520,9 @@ def _connect_typed(path: Path) -> TypedConnection | None:
 
 def _interned(table, positions: frozenset[int]):
     """``table`` with the text columns at ``positions`` dictionary-encoded, in the fetching
-    thread (pyarrow's hashing lets go of the GIL): each distinct call stack is then
-    checked for UTF-8 and handed to polars once, as a categorical, instead of every row's
-    copy (the stacks are half of a DB's text)."""
+    thread (pyarrow's hashing lets go of the GIL): each distinct call stack (or label) is
+    then checked for UTF-8 and handed to polars once, as a categorical, instead of every
+    row's copy (the stacks are half of a DB's text)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -754,7 +758,8 @@ class DumpRows:
     def _drop_impossible_devices(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Rows whose ``Device Id`` is a number no device has (a timestamp where the id
         belongs: the columns of the row are shifted) dropped and counted."""
-        values = rows["dev"].unique()  # (a chunk names a device or two: judged once each)
+        # (a chunk names a device or two: judged once each; a typed read's are categorical)
+        values = rows["dev"].unique().cast(pl.String)
         if self.possible_devices.issuperset(values.to_list()):
             return rows
         number = values.str.strip_chars().cast(pl.Int64, strict=False)
