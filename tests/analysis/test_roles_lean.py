@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from memtui.analysis.roles.assign import aligned_positions
 from memtui.analysis.roles.levels import _NEVER, _steps
+from memtui.analysis.timeline import at_time
 from memtui.analysis.timeline.at_time import _seq_finder
 
 
@@ -52,12 +53,18 @@ def test_a_roles_steps_are_the_bytes_alive_after_each_event(blocks):
 @given(st.lists(st.integers(0, 200), min_size=0, max_size=50, unique=True),
        st.lists(st.one_of(st.none(), st.integers(-5, 210)), max_size=50))
 def test_seqs_are_found_at_their_events(seqs, wanted):
+    """By a binary search, and by a table of seq to position (whatever the span)."""
     seqs = sorted(seqs)
     events = pl.DataFrame({"seq": seqs}, schema={"seq": pl.Int64})
-    found = _seq_finder(events)(pl.Series(wanted, dtype=pl.Int64))
     where = {s: i for i, s in enumerate(seqs)}
-    assert found.tolist() == [where.get(w, -1) if w is not None else -1 for w in wanted]
-    assert found.dtype == np.int64 and found.flags.writeable
+    for dense_span in (0, 10**6):
+        spans, at_time._DENSE_SPAN = at_time._DENSE_SPAN, dense_span
+        try:
+            found = _seq_finder(events)(pl.Series(wanted, dtype=pl.Int64))
+        finally:
+            at_time._DENSE_SPAN = spans
+        assert found.tolist() == [where.get(w, -1) if w is not None else -1 for w in wanted]
+        assert found.dtype == np.int64 and found.flags.writeable
 
 
 

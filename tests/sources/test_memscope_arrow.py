@@ -64,8 +64,9 @@ def test_the_scenario_reads_the_same_typed(tmp_path, monkeypatch):
     assert typed.events.height == 13  # the MALLOC, FREE and ACCESS rows
 
 
-def test_many_chunks_read_two_at_once_keep_their_order(tmp_path, monkeypatch):
-    # Chunks of 3 rows, fetched by two threads on two connections, parsed in rowid order.
+def test_many_chunks_read_several_at_once_keep_their_order(tmp_path, monkeypatch):
+    # Chunks of 3 rows, fetched by several threads (read.typed_fetchers) on a connection
+    # each, parsed in rowid order.
     path = write_db(tmp_path / "memscope_dump_9.db", SCENARIO, traces={100: SCENARIO_TRACE})
     whole = open_capture(path)  # (one chunk)
     chunked = read.rowid_chunks
@@ -84,7 +85,8 @@ def test_many_chunks_read_two_at_once_keep_their_order(tmp_path, monkeypatch):
     assert counts["text"] == 0 and counts["typed"] >= len(SCENARIO) // 3
     dump_reads = [fetchers for query, fetchers in threads.items()
                   if query.table == "memscope_dump"]
-    assert [len(fetchers) for fetchers in dump_reads] == [2, 1]  # typed: two; text: one
+    # typed: a thread each; text: one
+    assert [len(fetchers) for fetchers in dump_reads] == [read.typed_fetchers(), 1]
     assert_same(typed, text)
     assert_same(typed, whole)
 
@@ -197,4 +199,54 @@ def test_a_wal_with_rows_is_read_the_text_way(tmp_path, monkeypatch):
 def test_real_dbs_read_the_same_typed(path, monkeypatch):
     typed, text, counts = both_ways(path, monkeypatch)
     assert counts["typed"] >= 1
+    assert_same(typed, text)
+
+
+def test_labels_come_encoded_from_a_typed_read(tmp_path):
+    """A typed chunk's event, Event Type and Device Id come as categoricals (each distinct
+    label once, as the call stacks), with the text way's values: '' and NULL as null."""
+    path = write_db(tmp_path / "memscope_dump_7.db", SCENARIO)
+    con = sqlite3.connect(path)
+    query = read.ChunkQuery(con, "memscope_dump", read.map_columns(
+        path, "memscope_dump", read.table_columns(con, "memscope_dump"), read.DUMP_COLUMNS,
+        read.REQUIRED), read.INT_COLUMNS)
+    try:
+        typed = query.fetch(None)
+        text = query.parse(query.con.execute(
+            f'SELECT count(*), CAST(group_concat(printf(\'{query.fmt}\', {query.select}), '
+            'char(30)) AS BLOB) FROM memscope_dump').fetchone(), None)
+    finally:
+        query.close()
+        con.close()
+    for name in ("event", "etype", "dev", "py_stack", "c_stack"):
+        assert typed.schema[name] == read.pl.Categorical, name
+        assert typed[name].cast(read.pl.String).to_list() == text[name].to_list(), name
+    assert typed["dev"].null_count() == 0 and "N/A" in typed["dev"].cast(str).to_list()
+
+
+def test_odd_labels_read_the_same_typed(tmp_path, monkeypatch):
+    """Labels as SQLite may hold them: a Device Id stored as a number, an empty Event Type,
+    a NULL Device Id."""
+    path = write_db(tmp_path / "memscope_dump_8.db", SCENARIO)
+    con = sqlite3.connect(path)
+    con.execute('UPDATE memscope_dump SET "Device Id" = 0 WHERE ID IN (2, 5)')
+    con.execute("UPDATE memscope_dump SET \"Event Type\" = '' WHERE Event = 'MSTX'")
+    con.execute('UPDATE memscope_dump SET "Device Id" = NULL WHERE Event = \'SYSTEM\'')
+    con.commit()
+    con.close()
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 1, "text": 0}
+    assert_same(typed, text)
+
+
+def test_a_label_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
+    """A label is checked per distinct text too: one that is not UTF-8 sends its chunk the
+    text way."""
+    path = write_db(tmp_path / "memscope_dump_9.db", SCENARIO)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE memscope_dump SET \"Event Type\" = CAST(X'50ff41' AS TEXT) WHERE ID = 3")
+    con.commit()
+    con.close()
+    typed, text, counts = both_ways(path, monkeypatch)
+    assert counts == {"typed": 0, "text": 1}
     assert_same(typed, text)

@@ -339,6 +339,10 @@ def block_positions(trace: MemoryTrace, device: str) -> pl.DataFrame:
     return out
 
 
+#: A device's seqs spanning at most this many times its events are found by a table.
+_DENSE_SPAN = 4
+
+
 def _seq_finder(events: pl.DataFrame):
     """A function from a column of ``seq`` values to their event positions (-1 where no
     event of the device has it, or the value is null)."""
@@ -348,6 +352,19 @@ def _seq_finder(events: pl.DataFrame):
     # rising by one from event to event (a snapshot's device): a seq's position is its
     # distance from the first, no search
     contiguous = rising and seq.size > 0 and int(seq[-1]) - int(seq[0]) == seq.size - 1
+    # rising with gaps (an msMemScope device: its rows among the file's others): where
+    # the seqs span at most a few times the events, a table indexed by seq (4 bytes a
+    # seq) finds each position at once, made on the first search
+    span = int(seq[-1]) - int(seq[0]) + 1 if rising and seq.size else 0
+    dense = rising and not contiguous and seq.size > 0 and span <= _DENSE_SPAN * seq.size
+    made: list[np.ndarray] = []
+
+    def position_of() -> np.ndarray:
+        if not made:
+            table = np.full(span, -1, dtype=np.int32 if seq.size < 2**31 else np.int64)
+            table[seq - seq[0]] = np.arange(seq.size, dtype=table.dtype)
+            made.append(table)
+        return made[0]
 
     def find(values: pl.Series) -> np.ndarray:
         known = ~values.is_null().to_numpy()
@@ -358,6 +375,14 @@ def _seq_finder(events: pl.DataFrame):
             at = wanted - seq[0]
             at[~(known & (at >= 0) & (at < seq.size))] = -1
             return at
+        if dense:  # a table from seq to position: a lookup, not a binary search
+            table = position_of()
+            at = wanted - seq[0]
+            inside = known & (at >= 0) & (at < table.size)
+            at[~inside] = 0
+            found = table[at].astype(np.int64)
+            found[~inside] = -1
+            return found
         if rising:  # (in place where it can: a block's worth of int64 per temporary)
             at = np.searchsorted(seq, wanted).astype(np.int64, copy=False)
             hit = seq[np.minimum(at, seq.size - 1)] == wanted

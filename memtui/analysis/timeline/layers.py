@@ -79,7 +79,7 @@ def layer_view(trace: MemoryTrace, layers: dict[str, str] | None = None) -> Memo
     outside = blocks.filter(pl.col("device").is_in(list(contained))
                             & ~pl.col("block_id").is_in(sorted(
                                 {b for ids in contained.values() for b in ids})))
-    events = _levels(events, blocks, trace.curves, segments, outside)
+    events = _with_levels(events, blocks, trace.curves, segments, outside)
     curves = trace.curves.filter(~pl.col("device").is_in(list(layers)))
     devices = [_device_info(info, layers.get(info.name), events, blocks, segments)
                for info in trace.meta.devices]
@@ -111,9 +111,27 @@ def _in_layer(rows: pl.DataFrame, layers: dict[str, str]) -> pl.DataFrame:
         chosen = chosen | on_device
         keep = keep & (~on_device | (pl.col("pool") == layer).fill_null(False))
     if not rows.select(keep.all()).item():
-        rows = rows.filter(keep)
+        rows = _kept_rows(rows, keep)
     # (a kept row of a device with a choice is in the chosen layer: its pool)
     return rows.with_columns(layer=pl.when(chosen).then(pl.col("pool")))
+
+
+#: Rows of other layers that a view drops by slicing around them (no copy of the rows it
+#: keeps) rather than by a filter (a copy of every column).
+_FEW_DROPPED = 1024
+
+
+def _kept_rows(rows: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
+    """``rows.filter(keep)``; where only a few rows go (a device's other layer: tens of
+    driver allocations among millions of the framework's), the runs of rows between them
+    as slices of ``rows``, which share its buffers instead of copying every column."""
+    dropped = rows.select(pl.arg_where(~keep)).to_series().to_numpy()
+    if dropped.size > _FEW_DROPPED:
+        return rows.filter(keep)
+    starts = np.concatenate([[0], dropped + 1])
+    ends = np.concatenate([dropped, [rows.height]])
+    parts = [rows.slice(int(a), int(b - a)) for a, b in zip(starts, ends, strict=True) if b > a]
+    return pl.concat(parts, rechunk=False) if parts else rows.clear()
 
 
 def _block_sizes(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:
@@ -132,6 +150,33 @@ def _block_sizes(events: pl.DataFrame, blocks: pl.DataFrame) -> pl.Series:
     index = wanted.fill_null(-1).to_numpy()
     index = np.where((index < 0) | (index >= lookup.size - 1), lookup.size - 1, index)
     return pl.Series("block_size", lookup[index], dtype=pl.Int64)
+
+
+#: The event columns :func:`_levels` reads, and those it writes.
+_LEVEL_INPUTS = ("t", "seq", "device", "action", "block_id", "reserved", "layer")
+_LEVEL_OUTPUTS = ("allocated", "reserved", "reported", "active")
+
+
+def _with_levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame,
+                 segments: pl.DataFrame, outside: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_levels` of ``events``, computed from the columns it reads alone and put
+    beside the others in their own chunks: the rows :func:`_kept_rows` sliced are never
+    copied (polars makes a frame of unequal chunks one chunk, every column copied, at
+    its next expression over several columns)."""
+    chunks = events["t"].chunk_lengths() if events.width else []
+    if len(chunks) <= 1 or events["t"].null_count() or not events["t"].is_sorted():
+        return _levels(events, blocks, curves, segments, outside)  # (may sort the rows)
+    levels = _levels(events.select(_LEVEL_INPUTS).rechunk(), blocks, curves, segments,
+                     outside)
+    return events.drop("layer", *(c for c in _LEVEL_OUTPUTS if c in events.columns)
+                       ).with_columns(_chunked_as(levels[c], chunks) for c in _LEVEL_OUTPUTS)
+
+
+def _chunked_as(column: pl.Series, lengths: list[int]) -> pl.Series:
+    """``column`` (one chunk) as chunks of ``lengths``: slices, nothing copied."""
+    starts = np.cumsum([0, *lengths[:-1]])
+    return pl.concat([column.slice(int(start), int(length))
+                      for start, length in zip(starts, lengths, strict=True)], rechunk=False)
 
 
 def _levels(events: pl.DataFrame, blocks: pl.DataFrame, curves: pl.DataFrame,

@@ -17,9 +17,10 @@ short read transaction, bounded by the largest rowid seen first: msMemScope only
 so rows written meanwhile are left out, and a writer's checkpoint never waits long on us.
 Where the compiled rows reader (``_sqlite_rows.c``) was built, or else where
 ``adbc-driver-sqlite`` is installed, a chunk is read as typed Arrow columns instead
-(:class:`ChunkQuery`), two at once in fetching threads, where the call stacks are
-dictionary-encoded and the compiled pass reads the Attr keys and the ``Ptr`` addresses
-(:mod:`memtui.sources.memscope.attr`); a chunk the typed read cannot take goes the text way.
+(:class:`ChunkQuery`), several at once in fetching threads (:func:`typed_fetchers`),
+where the call stacks are dictionary-encoded and the compiled pass reads the Attr keys
+and the ``Ptr`` addresses (:mod:`memtui.sources.memscope.attr`); a chunk the typed read
+cannot take goes the text way.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import re
 import sqlite3
 import threading
@@ -77,9 +79,18 @@ _LEGACY_HEADER = "Record Index,"
 #: Timestamps below this are microseconds (2025 data); above, nanoseconds since 1970.
 _US_LIMIT = 10**17
 _CHUNK_ROWS = 65_536  # ~18 MB of text: small enough for malloc to reuse, not re-fault
-_TYPED_FETCHERS = 2
 _FIELD, _RECORD = "\x1f", "\x1e"
 _DEVICE_DIR = re.compile(r"device_(\d+|cpu)")
+
+
+def typed_fetchers() -> int:
+    """How many typed reads run at once: a core each and one more, at least three, at
+    most six (on two cores three were 2-3% quicker than two, and four no quicker)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # (no affinity on macOS, Windows)
+        cores = os.cpu_count() or 2
+    return max(3, min(cores + 1, 6))
 
 
 @dataclass
@@ -294,9 +305,10 @@ def _chunks(con: sqlite3.Connection, table: str, query: ChunkQuery,
     offset = 0
     # about: the rowids a range spans (none for a WITHOUT ROWID table or an empty one)
     total = sum(high - low + 1 for low, high in ranges) if None not in ranges else 0
-    # Typed reads run on their own connections, two at once (one core reads while the
-    # other turns a batch into columns); the text way shares one connection: one.
-    ahead = _TYPED_FETCHERS if query.typed is not None else 1
+    # Typed reads run on their own connections, several at once (one a core, and one more
+    # for the moments the others wait for the GIL while the caller turns a batch into
+    # columns); the text way shares one connection: one.
+    ahead = typed_fetchers() if query.typed is not None else 1
     with ThreadPoolExecutor(max_workers=ahead) as workers:
         pending = deque(workers.submit(query.fetch, bounds) for bounds in ranges[:ahead])
         for index, bounds in enumerate(ranges):
@@ -371,11 +383,11 @@ class ChunkQuery:
         # Text columns kept long (not the call stacks, which become categoricals at once).
         self.kept_texts = frozenset(
             i for i, (name, dtype) in enumerate(self.schema.items())
-            if dtype == pl.String and name not in _STACKS)
-        self.stacks = frozenset(i for i, name in enumerate(self.schema) if name in _STACKS)
+            if dtype == pl.String and name not in _ENCODED)
+        self.encoded = frozenset(i for i, name in enumerate(self.schema) if name in _ENCODED)
         self.typed = _connect_typed(self.path) if typed else None  # None: text only
         # the compiled reader's kind of each column: int64, text, or dictionary (stacks)
-        self.kinds = "".join("i" if dtype == pl.Int64 else "d" if name in _STACKS else "t"
+        self.kinds = "".join("i" if dtype == pl.Int64 else "d" if name in _ENCODED else "t"
                              for name, dtype in self.schema.items())
         self.attr_json = True  # Attr is JSON in every DB msMemScope writes
         self._typed: dict[int, TypedConnection | None] = {}  # per fetching thread
@@ -427,7 +439,7 @@ class ChunkQuery:
             else:
                 table = _interned(con.table(f"SELECT {self.typed_select}{rows}",
                                             batch_rows=_CHUNK_ROWS, compact=self.kept_texts),
-                                  self.stacks)
+                                  self.encoded)
             table.validate(full=True)  # SQLite text need not be UTF-8: the text way decodes it
             df = pl.from_arrow(table, rechunk=False)
         except Exception:  # noqa: BLE001 - the typed read is an optimisation only
@@ -441,7 +453,7 @@ class ChunkQuery:
             if got == pl.Null or (got == dtype and dtype == pl.Int64):
                 columns.append(pl.col(name).cast(dtype))
             elif dtype == pl.String and (got == pl.String or (
-                    got == pl.Categorical and name in _STACKS)):
+                    got == pl.Categorical and name in _ENCODED)):
                 columns.append(_empty_as_null(name))  # as the text way reads ''
             else:
                 return None
@@ -492,6 +504,10 @@ class ChunkQuery:
 
 #: The call stack columns: long texts of few distinct values.
 _STACKS = ("py_stack", "c_stack")
+#: The columns a typed read hands over dictionary-encoded (categoricals from the chunk on:
+#: each distinct text once): the stacks, and the labels of a handful of values that the
+#: rows' reading casts to categoricals anyway (an event's kind, its Event Type, Device Id).
+_ENCODED = (*_STACKS, "event", "etype", "dev")
 
 #: A connection that reads a query's rows into an Arrow table.
 TypedConnection = RowsConnection | ArrowConnection
@@ -504,9 +520,9 @@ def _connect_typed(path: Path) -> TypedConnection | None:
 
 def _interned(table, positions: frozenset[int]):
     """``table`` with the text columns at ``positions`` dictionary-encoded, in the fetching
-    thread (pyarrow's hashing lets go of the GIL): each distinct call stack is then
-    checked for UTF-8 and handed to polars once, as a categorical, instead of every row's
-    copy (the stacks are half of a DB's text)."""
+    thread (pyarrow's hashing lets go of the GIL): each distinct call stack (or label) is
+    then checked for UTF-8 and handed to polars once, as a categorical, instead of every
+    row's copy (the stacks are half of a DB's text)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -742,7 +758,8 @@ class DumpRows:
     def _drop_impossible_devices(self, rows: pl.DataFrame) -> pl.DataFrame:
         """Rows whose ``Device Id`` is a number no device has (a timestamp where the id
         belongs: the columns of the row are shifted) dropped and counted."""
-        values = rows["dev"].unique()  # (a chunk names a device or two: judged once each)
+        # (a chunk names a device or two: judged once each; a typed read's are categorical)
+        values = rows["dev"].unique().cast(pl.String)
         if self.possible_devices.issuperset(values.to_list()):
             return rows
         number = values.str.strip_chars().cast(pl.Int64, strict=False)
