@@ -22,9 +22,7 @@ stack of each finding's evidence and of each of the peak's stack groups (``findi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 from collections import Counter
 from typing import Any
 
@@ -74,11 +72,7 @@ def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding
     ``what_if``: OOM and fragmentation advice quotes a proven replay's prediction
     (:mod:`memtui.analysis.findings.quote`, a replay per device: seconds); callers that only
     count findings pass False."""
-    roles = _roles_meanwhile(trace)
-    try:
-        result = {name: device_findings(trace, name) for name in trace.meta.device_names}
-    finally:
-        roles.join()
+    result = {name: device_findings(trace, name) for name in trace.meta.device_names}
     for finding in find_capture_wide(trace):
         result[finding.device] = ranked(result[finding.device] + [finding])
     if not what_if:
@@ -87,24 +81,6 @@ def find_all(trace: MemoryTrace, what_if: bool = True) -> dict[str, list[Finding
     from memtui.analysis.findings.quote import quote_predictions
 
     return quote_predictions(trace, result)
-
-
-def _roles_meanwhile(trace: MemoryTrace) -> threading.Thread:
-    """A thread computing every device's bytes by role (cached: :func:`levels_by_role`)
-    while the finders before the savings run; the savings finder reads them, waiting for
-    them where they are not done yet.  Most of their work is numpy's and polars', which
-    let go of the GIL: on two cores the 10M-row DB's findings took 0.2-0.5 s less.  A
-    failure here is left to the finder, which computes them again and raises it."""
-    from memtui.analysis.roles import levels_by_role
-
-    def compute() -> None:
-        for name in trace.meta.device_names:
-            with contextlib.suppress(Exception):
-                levels_by_role(trace, name)
-
-    thread = threading.Thread(target=compute, name="memtui-roles", daemon=True)
-    thread.start()
-    return thread
 
 
 def flat(findings: dict[str, list[Finding]]) -> list[Finding]:
