@@ -75,9 +75,20 @@ def test_many_chunks_read_several_at_once_keep_their_order(tmp_path, monkeypatch
     # takes its id; a thread's ident may be reused by the next read's pool, or not)
     threads: dict[read.ChunkQuery, set[int]] = {}
     fetch = read.ChunkQuery.fetch
+    lock = threading.Lock()
+    # the typed read's first fetches wait for each other: they run at once, a thread each
+    # (a fetch done before the next is asked for would leave its thread to that one)
+    together = threading.Barrier(read.typed_fetchers())
+    waited = []
 
     def seen(self, bounds):
         threads.setdefault(self, set()).add(threading.get_ident())
+        if self.typed is not None and self.table == "memscope_dump":
+            with lock:
+                wait = len(waited) < together.parties
+                waited.append(bounds)
+            if wait:
+                together.wait(timeout=10)
         return fetch(self, bounds)
 
     monkeypatch.setattr(read.ChunkQuery, "fetch", seen)
