@@ -75,9 +75,20 @@ def test_many_chunks_read_several_at_once_keep_their_order(tmp_path, monkeypatch
     # takes its id; a thread's ident may be reused by the next read's pool, or not)
     threads: dict[read.ChunkQuery, set[int]] = {}
     fetch = read.ChunkQuery.fetch
+    lock = threading.Lock()
+    # the typed read's first fetches wait for each other: they run at once, a thread each
+    # (a fetch done before the next is asked for would leave its thread to that one)
+    together = threading.Barrier(read.typed_fetchers())
+    waited = []
 
     def seen(self, bounds):
         threads.setdefault(self, set()).add(threading.get_ident())
+        if self.typed is not None and self.table == "memscope_dump":
+            with lock:
+                wait = len(waited) < together.parties
+                waited.append(bounds)
+            if wait:
+                together.wait(timeout=10)
         return fetch(self, bounds)
 
     monkeypatch.setattr(read.ChunkQuery, "fetch", seen)
@@ -224,16 +235,25 @@ def test_labels_come_encoded_from_a_typed_read(tmp_path):
     assert typed["dev"].null_count() == 0 and "N/A" in typed["dev"].cast(str).to_list()
 
 
+def scenario_changed(path: Path, *updates: str) -> Path:
+    """The hand-worked scenario's DB at ``path``, then ``updates`` run on it."""
+    write_db(path, SCENARIO)
+    con = sqlite3.connect(path)
+    for update in updates:
+        con.execute(update)
+    con.commit()
+    con.close()
+    return path
+
+
 def test_odd_labels_read_the_same_typed(tmp_path, monkeypatch):
     """Labels as SQLite may hold them: a Device Id stored as a number, an empty Event Type,
     a NULL Device Id."""
-    path = write_db(tmp_path / "memscope_dump_8.db", SCENARIO)
-    con = sqlite3.connect(path)
-    con.execute('UPDATE memscope_dump SET "Device Id" = 0 WHERE ID IN (2, 5)')
-    con.execute("UPDATE memscope_dump SET \"Event Type\" = '' WHERE Event = 'MSTX'")
-    con.execute('UPDATE memscope_dump SET "Device Id" = NULL WHERE Event = \'SYSTEM\'')
-    con.commit()
-    con.close()
+    path = scenario_changed(
+        tmp_path / "memscope_dump_8.db",
+        'UPDATE memscope_dump SET "Device Id" = 0 WHERE ID IN (2, 5)',
+        "UPDATE memscope_dump SET \"Event Type\" = '' WHERE Event = 'MSTX'",
+        'UPDATE memscope_dump SET "Device Id" = NULL WHERE Event = \'SYSTEM\'')
     typed, text, counts = both_ways(path, monkeypatch)
     assert counts == {"typed": 1, "text": 0}
     assert_same(typed, text)
@@ -242,11 +262,9 @@ def test_odd_labels_read_the_same_typed(tmp_path, monkeypatch):
 def test_a_label_that_is_not_utf8_reads_the_same(tmp_path, monkeypatch):
     """A label is checked per distinct text too: one that is not UTF-8 sends its chunk the
     text way."""
-    path = write_db(tmp_path / "memscope_dump_9.db", SCENARIO)
-    con = sqlite3.connect(path)
-    con.execute("UPDATE memscope_dump SET \"Event Type\" = CAST(X'50ff41' AS TEXT) WHERE ID = 3")
-    con.commit()
-    con.close()
+    path = scenario_changed(
+        tmp_path / "memscope_dump_9.db",
+        "UPDATE memscope_dump SET \"Event Type\" = CAST(X'50ff41' AS TEXT) WHERE ID = 3")
     typed, text, counts = both_ways(path, monkeypatch)
     assert counts == {"typed": 0, "text": 1}
     assert_same(typed, text)

@@ -380,13 +380,13 @@ class ChunkQuery:
         # The compiled reader takes any value of a text column as its text, and a NULL as
         # null, which the typed read makes of '' too: the bare columns.
         self.rows_select = ", ".join(f'"{c}"' for c in sources)
-        # Text columns kept long (not the call stacks, which become categoricals at once).
+        # Text columns kept long (not the stacks and labels, categoricals at once).
         self.kept_texts = frozenset(
             i for i, (name, dtype) in enumerate(self.schema.items())
             if dtype == pl.String and name not in _ENCODED)
         self.encoded = frozenset(i for i, name in enumerate(self.schema) if name in _ENCODED)
         self.typed = _connect_typed(self.path) if typed else None  # None: text only
-        # the compiled reader's kind of each column: int64, text, or dictionary (stacks)
+        # the compiled reader's kind of each column: int64, text, or dictionary (_ENCODED)
         self.kinds = "".join("i" if dtype == pl.Int64 else "d" if name in _ENCODED else "t"
                              for name, dtype in self.schema.items())
         self.attr_json = True  # Attr is JSON in every DB msMemScope writes
