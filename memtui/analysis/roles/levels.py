@@ -136,7 +136,7 @@ def role_levels(trace: MemoryTrace, device: str, roles: BlockRoles,
     size = blocks["size"].fill_null(0).to_numpy().astype(np.int64, copy=False)
     ghost = blocks["ghost"].fill_null(False).to_numpy()
     start = np.where(ghost, -1, aligned["pos_alloc"].fill_null(_NEVER).to_numpy())
-    end = aligned["pos_free"].fill_null(_NEVER).to_numpy().astype(np.int64)
+    end = aligned["pos_free"].fill_null(_NEVER).to_numpy().astype(np.int64, copy=False)
     codes = roles.codes if roles.frame.height == blocks.height else np.full(
         blocks.height, OTHER, dtype=np.int64)
     steps: dict[str, RoleSteps] = {}
