@@ -243,9 +243,9 @@ def _gather(ops: pl.DataFrame, rows: np.ndarray, names: dict[str, str]) -> dict[
     """Columns of ``ops`` taken at ``rows`` (null where a row is -1), renamed."""
     if ops.is_empty():
         return {dst: pl.Series(dst, [], dtype=ops.schema[src]) for dst, src in names.items()}
-    index = pl.Series(np.where(rows >= 0, rows, 0))
-    valid = pl.Series(rows >= 0)
-    taken = ops.select(
-        pl.when(valid).then(pl.col(src).gather(index)).alias(dst) for dst, src in names.items()
-    )
+    # a null index gathers a null: one column written per column taken (a gather, then
+    # a when/then over it, wrote two, all columns at once)
+    index = pl.Series(rows, dtype=pl.Int64).to_frame("row").select(
+        pl.when(pl.col("row") >= 0).then(pl.col("row"))).to_series()
+    taken = ops.select(pl.col(src).gather(index).alias(dst) for dst, src in names.items())
     return {dst: taken[dst] for dst in names}

@@ -479,10 +479,11 @@ class _SnapshotBuilder:
         if broken:
             self.warnings.append(
                 f"{device}: {counted(broken, 'free')} of an address already freed ignored")
-        traced = lifetimes.filter(
+        pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
+        # the rest are traced: the frame itself where none is pending (no copy of it)
+        traced = lifetimes if pending.is_empty() else lifetimes.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
-        pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
         # Final blocks: the allocator's size for the traced ones still alive, ghosts for
         # the rest.  A ghost the dump shows pending whose free_requested is not in the
         # trace was already pending when the trace began.
@@ -541,10 +542,12 @@ class _SnapshotBuilder:
         blocks = _in_alloc_order(traced, final_ghosts).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("lifetime").is_not_null())
+        n_lifetimes = lifetimes.height
+        del lifetimes, traced, alive, pending, final, final_ghosts, lacking  # let go first
+        ids = blocks.select("lifetime", "block_id").filter(pl.col("lifetime").is_not_null())
         # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
         # where the dump repeats an address, its later block wins, as a join's last row
-        block_of = np.full(lifetimes.height, -1, dtype=np.int64)
+        block_of = np.full(n_lifetimes, -1, dtype=np.int64)
         block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
         block_id = np.full(events.height, -1, dtype=np.int64)
         block_id[taken["row"].to_numpy()] = block_of[taken["lifetime"].to_numpy()]
