@@ -52,6 +52,13 @@ def test_the_users_own_settings_are_kept():
     assert got["hugepage"] is True
 
 
+def test_polars_own_default_left_by_a_parent_is_not_the_users():
+    """A process that loaded polars (a notebook, a benchmark) leaves polars' default in
+    the environment of what it starts: the command still sets its own."""
+    got = _probe("--version", _RJEM_MALLOC_CONF="dirty_decay_ms:500,muzzy_decay_ms:1000")
+    assert got["env"] == process_memory.SETTINGS
+
+
 def test_a_program_importing_memtui_is_left_alone():
     clean = {k: v for k, v in os.environ.items() if k not in NAMES}
     code = ("import json, os, memtui; memtui.open; import memtui.api; "
