@@ -772,11 +772,14 @@ def _block_sizes(events: pl.DataFrame, sizes: np.ndarray, out: np.ndarray) -> No
     """Each event's size into ``out`` (int64, one per event): its block's one size
     (``sizes`` by block_id, the row within the device here) where it has a block, else
     its own."""
-    out[:] = events["size"].fill_null(0).to_numpy()
     ids = events["block_id"].fill_null(-1).to_numpy()
-    rows = np.flatnonzero(ids >= 0)
-    if rows.size and sizes.size:
-        out[rows] = sizes[ids[rows]]
+    # straight into ``out``: an event without a block (-1) takes the 0 put last, then its
+    # own size (few events: the segments'); no gathered copy of millions beside it
+    np.take(np.append(sizes.astype(np.int64, copy=False), 0), ids, out=out)
+    own = np.flatnonzero(ids < 0)
+    del ids
+    if own.size:
+        out[own] = events["size"].gather(own).fill_null(0).to_numpy()
 
 
 def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
