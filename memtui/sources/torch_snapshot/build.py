@@ -774,8 +774,9 @@ def _block_sizes(events: pl.DataFrame, sizes: np.ndarray, out: np.ndarray) -> No
     its own."""
     ids = events["block_id"].fill_null(-1).to_numpy()
     # straight into ``out``: an event without a block (-1) takes the 0 put last, then its
-    # own size (few events: the segments'); no gathered copy of millions beside it
-    np.take(np.append(sizes.astype(np.int64, copy=False), 0), ids, out=out)
+    # own size (few events: the segments'); no gathered copy of millions beside it (the
+    # ids are the blocks' rows, so "wrap" only ever wraps -1; "raise" buffers ``out``)
+    np.take(np.append(sizes.astype(np.int64, copy=False), 0), ids, out=out, mode="wrap")
     own = np.flatnonzero(ids < 0)
     del ids
     if own.size:
