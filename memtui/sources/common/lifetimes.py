@@ -38,8 +38,8 @@ try:
 except ImportError:  # built without a compiler: the numpy reference only
     _pairing = None
 
-_FROM_OPEN = {"open_action": "action", "seq_alloc": "seq", "t_alloc": "t", "size": "size",
-              "stack_id": "stack_id", "stream": "stream"}
+_FROM_OPEN = {"seq_alloc": "seq", "t_alloc": "t", "size": "size", "stack_id": "stack_id",
+              "stream": "stream"}
 _FROM_CLOSE = {"seq_free": "seq", "t_free": "t", "free_size": "size",
                "free_stack_id": "stack_id", "free_stream": "stream"}
 
@@ -87,8 +87,8 @@ def pair_by_address(
 
     ``ops`` needs ``addr, seq, t, action, size, stack_id, stream``.  Returns
     ``(lifetimes, ops)``.  One lifetime per row, keyed by ``lifetime`` (0..n-1 in the
-    order of the rows), with ``addr``; ``open_action, seq_alloc, t_alloc, size, stack_id,
-    stream`` from its open event (null for a ghost); ``seq_free, t_free, free_size,
+    order of the rows), with ``addr``; ``seq_alloc, t_alloc, size, stack_id, stream``
+    from its open event (null for a ghost); ``seq_free, t_free, free_size,
     free_stack_id, free_stream`` from its first close (null while alive);
     ``t_free_requested``, ``seq_free_requested`` from its first request; ``extra_closes``
     (closes after the first: a broken trace).  Lifetimes come in the order of their first
@@ -122,7 +122,7 @@ def pair_by_address(
     columns |= _gather(ops, runs.request_row,
                        {"t_free_requested": "t", "seq_free_requested": "seq"})
     columns["extra_closes"] = pl.Series(np.maximum(runs.closes - 1, 0).astype(np.int64))
-    lifetimes = pl.DataFrame(columns).with_columns(pl.col("open_action").cast(pl.String))
+    lifetimes = pl.DataFrame(columns)
     if rows is not None:
         return lifetimes, pl.DataFrame({"row": pl.Series(rows, dtype=pl.Int64),
                                         "lifetime": runs.lifetime})

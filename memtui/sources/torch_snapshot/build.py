@@ -430,6 +430,7 @@ class _SnapshotBuilder:
     ) -> tuple[DeviceInfo, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """One device's info, events, blocks and segments (block ids local to the device)."""
         events = self._events(name, raw, has_time)
+        del raw  # its clock (time_us, read into t) goes with it, not at the device's end
         start = int(events["t"].min()) if events.height else 0
         allocated = final_blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
         info = DeviceInfo(
@@ -458,8 +459,11 @@ class _SnapshotBuilder:
         # clock that steps back (a thread's late reading) is held at its latest time.
         t = _walked_times(raw["time_us"] if has_time else raw["seq"], 1000 if has_time else 1)
         self.times[name] = t  # the levels' times too (_levels)
-        return raw.with_columns(pl.Series("t", t[1:], dtype=pl.Int64),  # a view
-                                pl.lit(name, pl.String).alias("device")).drop("time_us")
+        events = raw.with_columns(pl.Series("t", t[1:], dtype=pl.Int64),  # a view
+                                  pl.lit(name, pl.String).alias("device")).drop("time_us")
+        # one stream throughout (as usual) held as one value from here on: the reader's
+        # column of it goes now, not when the trace is made
+        return constants_as_scalars(events, ("stream",))
 
     def _blocks(
         self, device: str, events: pl.DataFrame, final_blocks: pl.DataFrame, start: int
@@ -484,6 +488,8 @@ class _SnapshotBuilder:
         traced = lifetimes if pending.is_empty() else lifetimes.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
+        n_lifetimes = lifetimes.height
+        del lifetimes  # (traced may be it: it goes when traced is remade below)
         # Final blocks: the allocator's size for the traced ones still alive, ghosts for
         # the rest.  A ghost the dump shows pending whose free_requested is not in the
         # trace was already pending when the trace began.
@@ -542,8 +548,7 @@ class _SnapshotBuilder:
         blocks = _in_alloc_order(traced, final_ghosts).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        n_lifetimes = lifetimes.height
-        del lifetimes, traced, alive, pending, final, final_ghosts, lacking  # let go first
+        del traced, alive, pending, final, final_ghosts, lacking  # let go first
         ids = blocks.select("lifetime", "block_id").filter(pl.col("lifetime").is_not_null())
         # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
         # where the dump repeats an address, its later block wins, as a join's last row
