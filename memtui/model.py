@@ -1,6 +1,7 @@
 """The canonical data model every source produces and every analysis and screen reads.
 
-A :class:`MemoryTrace` is a handful of polars frames plus :class:`TraceMeta`.  The column
+A :class:`MemoryTrace` is a handful of polars frames plus :class:`TraceMeta` (and, from a
+source that walked its levels itself, their arrays: ``walked_levels``).  The column
 names and dtypes in the ``*_SCHEMA`` dicts below are the contract of DESIGN.md section 3;
 sources build their frames loosely and pass them through :func:`conform`, which adds the
 columns a source lacks as nulls and casts the rest, and tests call :func:`validate`.
