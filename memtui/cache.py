@@ -717,7 +717,9 @@ def store(key: CacheKey, trace: MemoryTrace, levels_of: MemoryTrace | None = Non
     """
     from memtui.model import SCHEMAS
 
-    fields = {f.name for f in dataclasses.fields(trace)}
+    # the source's own walk of the levels is not stored with the frames: the levels are
+    # kept in files of their own (store_levels)
+    fields = {f.name for f in dataclasses.fields(trace)} - {"walked_levels"}
     plain, extra_frames = _split_extra_frames(trace.meta)
     meta = meta_to_json(plain)
     if meta is None or fields != {"meta", *SCHEMAS}:

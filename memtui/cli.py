@@ -76,7 +76,13 @@ def entry() -> None:
     """The installed ``memtui`` command: :func:`main`, then, after a command that only
     prints (its module sets ``QUICK_EXIT``) and succeeded, the process ends at once
     instead of tearing the interpreter down, which frees the loaded capture object by
-    object (about 0.1 s per million events) for nothing.  Output is flushed first."""
+    object (about 0.1 s per million events) for nothing.  Output is flushed first.
+
+    Before anything else, the process's allocators are told to give freed memory back
+    promptly (:mod:`memtui.process_memory`)."""
+    from memtui import process_memory
+
+    process_memory.apply()
     code, module = _dispatch(None)
     if code or not getattr(module, "QUICK_EXIT", False):
         sys.exit(code)

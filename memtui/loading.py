@@ -7,7 +7,9 @@ source where the cache has none (and stores it for next time), then adds what de
 user settings rather than on the file: today the inefficient-block flags under the chosen
 thresholds (so the cache holds the source's trace, never the flags).  A reopened trace
 comes with the levels the cache kept for it (``memtui.analysis.timeline.levels.seed_levels``): the
-first screen draws them without walking the events again.  The findings too are kept
+first screen draws them without walking the events again; a freshly read one with the
+levels its source walked, where it did (``MemoryTrace.walked_levels``: held once, never
+copied out of the events' columns).  The findings too are kept
 beside the entry (:func:`keep_findings`) and handed back on reopen (:func:`kept_findings`):
 a reopened capture's Findings arrive with its first screen.
 """
@@ -77,8 +79,12 @@ def load_trace(path: str | Path, progress: Progress | None = None,
         trace, levels, key, fresh = _cached_or_loaded(path, progress, preview)
     else:
         trace = open_capture(path, progress, preview)
+    if not levels and trace.walked_levels:  # the source's own: held once, not copied
+        from memtui.analysis.timeline.levels import walked_levels
+
+        levels = walked_levels(trace)
     prepared = prepare_trace(trace, thresholds)
-    prepared = replace(prepared, meta=replace(prepared.meta, cache_key=key))
+    prepared = replace(prepared, meta=replace(prepared.meta, cache_key=key), walked_levels={})
     if levels:
         from memtui.analysis.timeline.levels import seed_levels
 

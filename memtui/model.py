@@ -1,6 +1,7 @@
 """The canonical data model every source produces and every analysis and screen reads.
 
-A :class:`MemoryTrace` is a handful of polars frames plus :class:`TraceMeta`.  The column
+A :class:`MemoryTrace` is a handful of polars frames plus :class:`TraceMeta` (and, from a
+source that walked its levels itself, their arrays: ``walked_levels``).  The column
 names and dtypes in the ``*_SCHEMA`` dicts below are the contract of DESIGN.md section 3;
 sources build their frames loosely and pass them through :func:`conform`, which adds the
 columns a source lacks as nulls and casts the rest, and tests call :func:`validate`.
@@ -364,6 +365,15 @@ class MemoryTrace:
     calls: pl.DataFrame = field(default_factory=lambda: empty_frame("calls"))
     curves: pl.DataFrame = field(default_factory=lambda: empty_frame("curves"))
     markers: pl.DataFrame = field(default_factory=lambda: empty_frame("markers"))
+    #: Per device, the source's own walk of its levels, where it made one: ``(t,
+    #: allocated, reserved)`` (reserved None where unknown), each with the level's start
+    #: point first and then one value per event of the device.  The events' ``t``,
+    #: ``allocated``, ``active`` and ``reserved`` columns are views of these arrays'
+    #: tails, so the levels (``memtui.analysis.timeline.levels``) are held once, not
+    #: copied from the columns: :func:`memtui.loading.load_trace` hands them over and
+    #: drops them (a trace whose events change must not carry them).
+    walked_levels: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def frame(self, name: str) -> pl.DataFrame:
         return getattr(self, name)
@@ -479,14 +489,24 @@ def segment_level(seq: np.ndarray, segments: pl.DataFrame) -> tuple[np.ndarray, 
     before the first: a segment counts from its ``seq_alloc`` (a ghost, or one without a
     ``seq_alloc``, from the start) up to its ``seq_free``; a ``seq`` between two events'
     (an event of another layer) counts from the next event on."""
+    level = segment_level_from_start(seq, segments)
+    return level[1:], int(level[0])
+
+
+def segment_level_from_start(seq: np.ndarray, segments: pl.DataFrame) -> np.ndarray:
+    """:func:`segment_level` in one int64 array, the level before the first event first
+    (a level's start point and its events' values, as a ``Level`` holds them)."""
     size = segments["size"].fill_null(0).to_numpy()
-    start = int(size[segments["seq_alloc"].is_null().to_numpy()].sum())
-    delta = np.zeros(seq.size + 1, dtype=np.int64)
+    # level[0] is the start; an event's change lands on the level after it (one on
+    # from its row), and a change past the last event in the one slot beyond the end
+    level = np.zeros(seq.size + 2, dtype=np.int64)
+    level[0] = int(size[segments["seq_alloc"].is_null().to_numpy()].sum())
     for column, sign in ((segments["seq_alloc"], 1), (segments["seq_free"], -1)):
         known = column.is_not_null().to_numpy()
         rows = np.searchsorted(seq, column.fill_null(0).to_numpy()[known])
-        np.add.at(delta, np.minimum(rows, seq.size), sign * size[known])
-    return start + np.cumsum(delta[:-1]), start
+        np.add.at(level, np.minimum(rows, seq.size) + 1, sign * size[known])
+    np.cumsum(level, out=level)
+    return level[:-1]
 
 
 def level_breaches(trace: MemoryTrace) -> list[str]:

@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from memtui import process_memory
+
 HELP = "run a PyTorch script with memory history recorded into snapshot dumps"
 
 
@@ -59,7 +61,7 @@ def child_environment(settings_json: str) -> dict[str, str]:
     from memtui.record.recorder import CONFIG_ENV
 
     site = Path(__file__).resolve().parent.parent / "record" / "site"
-    env = dict(os.environ)
+    env = process_memory.for_children(os.environ)  # the user's, not the viewer's settings
     paths = [str(site)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[CONFIG_ENV] = settings_json

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtui.analysis.roles.assign import aligned_positions
-from memtui.analysis.roles.levels import _NEVER, _steps
+from memtui.analysis.roles.levels import _NEVER, _steps, _steps_by_position, _steps_by_sort
 from memtui.analysis.timeline import at_time
 from memtui.analysis.timeline.at_time import _seq_finder
 
@@ -39,14 +39,36 @@ def test_positions_in_another_order_are_joined_row_for_row():
 @given(st.lists(st.tuples(st.integers(-1, 30), st.integers(0, 40), st.integers(1, 1 << 40)),
                 min_size=1, max_size=60))
 def test_a_roles_steps_are_the_bytes_alive_after_each_event(blocks):
+    """Both ways (a sum per position, a sort of the changes) give the bytes alive after
+    every event, and the same points: one per position where a change is."""
     start = np.array([b[0] for b in blocks], dtype=np.int64)
     end = np.array([b[1] if b[1] > b[0] else _NEVER for b in blocks], dtype=np.int64)
     size = np.array([b[2] for b in blocks], dtype=np.int64)
-    steps = _steps(start, end, size)
-    assert np.all(np.diff(steps.pos) > 0)
-    for event in range(-1, 42):
-        alive = (start <= event) & (end > event)
-        assert int(steps.at(event)) == int(size[alive].sum()), event
+    freed = end != _NEVER
+    span = max(int(start.max()), int(end[freed].max(initial=-1))) + 2
+    made = [_steps(start, end, size), _steps_by_sort(start, end, size, freed),
+            _steps_by_position(start, end, size, freed, span)]
+    changes = np.unique(np.concatenate([start, end[freed]]))
+    for steps in made:
+        assert steps.pos.tolist() == changes.tolist()
+        assert steps.pos.dtype == steps.values.dtype == np.int64
+        for event in range(-1, 42):
+            alive = (start <= event) & (end > event)
+            assert int(steps.at(event)) == int(size[alive].sum()), event
+    assert made[1].values.tolist() == made[2].values.tolist()
+
+
+def test_steps_worked_example():
+    """Blocks: A 10 bytes from before the first event (-1) to 2; B 5 from 0, never freed;
+    C 7 from 2 to 2 (alloc and free at one event: a point, no change).  After -1: 10; 0:
+    15; 2: A out, C in and out: 5."""
+    start = np.array([-1, 0, 2])
+    end = np.array([2, _NEVER, 2])
+    size = np.array([10, 5, 7])
+    freed = end != _NEVER
+    for steps in (_steps_by_sort(start, end, size, freed),
+                  _steps_by_position(start, end, size, freed, 4)):
+        assert (steps.pos.tolist(), steps.values.tolist()) == ([-1, 0, 2], [10, 15, 5])
 
 
 @settings(max_examples=150, deadline=None)

@@ -31,7 +31,13 @@ from memtui.analysis.findings.allocator import advice, settings_of
 from memtui.analysis.findings.frames import evidence_stack
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.findings.pool import pool_at_seq
-from memtui.analysis.layout.pool_state import PoolState, explain_oom, state_at, state_at_seq
+from memtui.analysis.layout.pool_state import (
+    PoolState,
+    explain_oom,
+    state_at,
+    state_at_seq,
+    time_after_seq,
+)
 from memtui.analysis.timeline.live import device_index
 from memtui.model import MemoryTrace
 from memtui.units import format_bytes
@@ -39,11 +45,17 @@ from memtui.units import format_bytes
 _REQ_SIZE = re.compile(r"req_?size\W{0,3}(\d+)", re.IGNORECASE)
 
 
+#: OOMs of a device read by masks over its blocks (findings.pool.pool_at_seq); more (an
+#: OOM loop's thousands) read through the device's interval indexes, built once.
+FEW_OOMS = 64
+
+
 def find_ooms(trace: MemoryTrace, device: str) -> list[Finding]:
     """One finding per OOM of ``device``, or one for an OOM dump without its event."""
     events = trace.device_events(device).filter(pl.col("action") == "oom")
     stacks: dict[int | None, tuple] = {}  # one evidence stack per stack (an OOM loop's
-    findings = [_oom_finding(trace, device, row, stacks)  # thousands share a few)
+    few = events.height <= FEW_OOMS  # thousands share a few)
+    findings = [_oom_finding(trace, device, row, stacks, by_masks=few)
                 for row in events.iter_rows(named=True)]
     findings += _marker_ooms(trace, device, set(events["t"].to_list()))
     if not findings and _looks_like_oom_dump(trace, device):
@@ -59,10 +71,19 @@ def oom_finding(trace: MemoryTrace, device: str, seq: int) -> Finding:
 
 
 def _oom_finding(trace: MemoryTrace, device: str, event: dict[str, Any],
-                 stacks: dict[int | None, tuple] | None = None) -> Finding:
+                 stacks: dict[int | None, tuple] | None = None,
+                 by_masks: bool = False) -> Finding:
+    """``by_masks``: the pool read by masks over the blocks (a few OOMs: the interval
+    indexes, a block's worth of arrays several times over, are not built for them), else
+    through the indexes (many OOMs, or a screen's, whose indexes are there)."""
     seq = int(event["seq"])
-    why = explain_oom(trace, device, seq)
-    state = state_at_seq(trace, device, seq)
+    if by_masks:
+        index = device_index(trace, device)
+        state = pool_at_seq(trace, device, seq, time_after_seq(trace, device, seq,
+                                                               index.t_start))
+    else:
+        state = state_at_seq(trace, device, seq)
+    why = explain_oom(trace, device, seq, state)
     return _finding(trace, device, why.requested, why.stream, event.get("pool"), why.device_free,
                     state, why.largest_usable_gap, int(event["t"]), seq, event.get("stack_id"),
                     stacks)

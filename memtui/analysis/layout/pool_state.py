@@ -505,11 +505,14 @@ def oom_events(trace: MemoryTrace, device: str) -> pl.DataFrame:
         "t", "seq", "size", "stream")
 
 
-def explain_oom(trace: MemoryTrace, device: str, seq: int) -> OomExplanation:
-    """The pool at the ``oom`` event ``seq`` of ``device``, against its request."""
+def explain_oom(trace: MemoryTrace, device: str, seq: int,
+                state: PoolState | None = None) -> OomExplanation:
+    """The pool at the ``oom`` event ``seq`` of ``device``, against its request
+    (``state``: that pool where the caller has it, else :func:`state_at_seq`)."""
     index = device_index(trace, device)
     event = trace.device_events(device).filter(pl.col("seq") == seq).row(0, named=True)
-    state = state_at_seq(trace, device, seq)
+    if state is None:
+        state = state_at_seq(trace, device, seq)
     requested = int(event["size"] or 0)
     stream = event["stream"]
     usable = np.ones(state.seg_id.size, dtype=bool)

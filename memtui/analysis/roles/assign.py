@@ -135,7 +135,7 @@ def block_facts(trace: MemoryTrace, device: str,
         block_id=blocks["block_id"].to_numpy().astype(np.int64, copy=False),
         size=blocks["requested_size"].fill_null(blocks["size"]).fill_null(0).to_numpy()
         .astype(np.int64, copy=False),
-        ghost=ghost, pos_alloc=pos_alloc.astype(np.int64), pos_release=release,
+        ghost=ghost, pos_alloc=pos_alloc.astype(np.int64, copy=False), pos_release=release,
         kind=kind,
         zero_grad=kinds_of(free_stack, table, "zero_grad", missing=0).astype(bool),
         accumulate_grad=kinds_of(alloc_stack, table, "accumulate_grad",

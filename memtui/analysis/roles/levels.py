@@ -136,7 +136,7 @@ def role_levels(trace: MemoryTrace, device: str, roles: BlockRoles,
     size = blocks["size"].fill_null(0).to_numpy().astype(np.int64, copy=False)
     ghost = blocks["ghost"].fill_null(False).to_numpy()
     start = np.where(ghost, -1, aligned["pos_alloc"].fill_null(_NEVER).to_numpy())
-    end = aligned["pos_free"].fill_null(_NEVER).to_numpy().astype(np.int64)
+    end = aligned["pos_free"].fill_null(_NEVER).to_numpy().astype(np.int64, copy=False)
     codes = roles.codes if roles.frame.height == blocks.height else np.full(
         blocks.height, OTHER, dtype=np.int64)
     steps: dict[str, RoleSteps] = {}
@@ -155,8 +155,39 @@ def role_levels(trace: MemoryTrace, device: str, roles: BlockRoles,
 
 def _steps(start: np.ndarray, end: np.ndarray, size: np.ndarray) -> RoleSteps:
     """The running sum of +size at ``start`` and -size at ``end`` (end NEVER: never),
-    one point per distinct position (the value after every change there)."""
+    one point per distinct position (the value after every change there): by a sum per
+    position where the positions span fewer than about a block's worth of values each
+    (an array over the span, no sort), else by sorting the changes."""
     freed = end != _NEVER
+    span = max(int(start.max(initial=-1)), int(end[freed].max(initial=-1))) + 2
+    # bytes at once: the sum's 9 a position, against the sort's ~56 a change (the changes'
+    # positions and sizes, the order, and both reordered)
+    if start.size and int(start.min()) >= -1 and span * 9 < 56 * (start.size + int(freed.sum())):
+        return _steps_by_position(start, end, size, freed, span)
+    return _steps_by_sort(start, end, size, freed)
+
+
+def _steps_by_position(start: np.ndarray, end: np.ndarray, size: np.ndarray,
+                       freed: np.ndarray, span: int) -> RoleSteps:
+    """:func:`_steps` by summing each position's changes into an array over the
+    positions (-1 in slot 0), then the running sum, kept where a change was."""
+    level = np.zeros(span, dtype=np.int64)
+    np.add.at(level, start + 1, size)
+    changed = np.zeros(span, dtype=bool)
+    changed[start + 1] = True
+    ends = end[freed] + 1
+    np.add.at(level, ends, -size[freed])
+    changed[ends] = True
+    del ends
+    np.cumsum(level, out=level)
+    at = np.flatnonzero(changed)
+    del changed
+    return RoleSteps(at - 1, level[at])
+
+
+def _steps_by_sort(start: np.ndarray, end: np.ndarray, size: np.ndarray,
+                   freed: np.ndarray) -> RoleSteps:
+    """:func:`_steps` by sorting the changes by position."""
     # positions as int32 where they fit (every one but NEVER counts events): the sort's
     # keys and their reordered copy a block's worth of 4 bytes each, not 8 (issue 34)
     kept = int(freed.sum())

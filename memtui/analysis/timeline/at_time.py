@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.timeline.downsample import value_at
-from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level, with_first
 from memtui.arrays import unique_sorted
 from memtui.model import MemoryTrace
 
@@ -51,11 +51,10 @@ def active_level(trace: MemoryTrace, device: str, allocated: Level) -> Level:
     active = trace.device_events(device)["active"].drop_nulls()
     if active.is_empty() or allocated.values.size != active.len() + 1:
         return allocated
-    values = active.to_numpy().astype(np.int64)
+    values = active.to_numpy()  # no copy: compared, and copied once where it differs
     if np.array_equal(values, allocated.values[1:]):
         return allocated
-    start = allocated.values[:1]
-    return Level(allocated.t, np.concatenate([start, values]))
+    return Level(allocated.t, with_first(allocated.values[0], values))
 
 
 @dataclass

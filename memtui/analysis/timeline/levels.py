@@ -43,6 +43,20 @@ def seed_levels(trace: MemoryTrace, device: str, allocated: Level,
     remember(trace, ("reserved_level", device), reserved)
 
 
+def walked_levels(trace: MemoryTrace) -> dict[str, tuple[Level, Level | None]]:
+    """The allocated and reserved levels of each device whose source walked them itself
+    (``MemoryTrace.walked_levels``), holding the source's arrays: the same figures
+    :func:`allocated_level` and :func:`reserved_level` would copy out of the events'
+    columns, which view them.  A device without events is left to those (its level may
+    come from its blocks)."""
+    out: dict[str, tuple[Level, Level | None]] = {}
+    for device, (t, allocated, reserved) in trace.walked_levels.items():
+        if t.size > 1:
+            out[device] = (Level(t, allocated),
+                           None if reserved is None else Level(t, reserved))
+    return out
+
+
 def _seeded(trace: MemoryTrace, kind: str, device: str) -> tuple[bool, Level | None]:
     found, level = held(trace, (f"{kind}_level", device))
     return found, level  # type: ignore[return-value]
@@ -80,12 +94,17 @@ def _allocated(trace: MemoryTrace, device: str) -> Level:
         if from_blocks is not None:
             return from_blocks
     t = events["t"].to_numpy()
-    values = events["allocated"].to_numpy()
-    start_t = t[:1] if t.size else np.zeros(1, dtype=np.int64)
-    return Level(
-        t=np.concatenate([start_t, t]).astype(np.int64),
-        values=np.concatenate([[info.start_allocated], values]).astype(np.int64),
-    )
+    return Level(t=with_first(t[0] if t.size else 0, t),
+                 values=with_first(info.start_allocated, events["allocated"].to_numpy()))
+
+
+def with_first(first: int, values: np.ndarray) -> np.ndarray:
+    """``[first, *values]`` as int64, in one copy (a level's start point before its
+    events' values; a concatenate and a cast wrote out two copies of millions)."""
+    out = np.empty(values.size + 1, dtype=np.int64)
+    out[0] = first
+    out[1:] = values
+    return out
 
 
 def reserved_level(trace: MemoryTrace, device: str) -> Level | None:
@@ -117,9 +136,8 @@ def _reserved(trace: MemoryTrace, device: str) -> Level | None:
         t = allocated.t  # the same events, the same times: one array for both levels
     else:
         t = events["t"].to_numpy()
-        t = np.concatenate([t[:1] if t.size else np.zeros(1, dtype=np.int64), t]).astype(
-            np.int64)
-    return Level(t=t, values=np.concatenate([[start], values]).astype(np.int64))
+        t = with_first(t[0] if t.size else 0, t)
+    return Level(t=t, values=with_first(start, values))
 
 
 def _steps_at_events(trace: MemoryTrace, device: str) -> bool:

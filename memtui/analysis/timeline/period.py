@@ -79,8 +79,12 @@ def transient_level(actions: np.ndarray, sizes: np.ndarray, freed: np.ndarray) -
     """The transient level after each row: ``+size`` at an allocation whose block is
     freed in the trace (``freed``), ``-size`` at a free of such a block, 0 otherwise
     (``actions``: 1 alloc, -1 free, 0 other)."""
-    signed = np.where(freed, actions * sizes, 0).astype(np.float64)
-    return np.cumsum(signed)
+    # one float array, worked in place (a product, a where and a cast wrote three more);
+    # a size times +-1 or 0 is exact in float64 as it was in int64
+    signed = actions.astype(np.float64)
+    signed *= sizes
+    signed[~freed] = 0.0
+    return np.cumsum(signed, out=signed)
 
 
 def _autocorrelation(x: np.ndarray, max_lag: int) -> np.ndarray:
@@ -147,8 +151,11 @@ def run_lows(x: np.ndarray, on: np.ndarray) -> np.ndarray:
         return rows
     begins = np.concatenate(([True], np.diff(rows) > 1))
     run = np.cumsum(begins) - 1
-    lowest = np.minimum.reduceat(x[rows], np.flatnonzero(begins))
-    at_low = np.flatnonzero(x[rows] == lowest[run])
+    values = x[rows]  # taken once, not twice
+    lowest = np.minimum.reduceat(values, np.flatnonzero(begins))
+    del begins
+    at_low = np.flatnonzero(values == lowest[run])
+    del values
     first = np.concatenate(([True], np.diff(run[at_low]) > 0))
     return rows[at_low[first]]
 
@@ -161,11 +168,17 @@ def troughs(x: np.ndarray, period: float) -> np.ndarray:
     within one and a half periods (a start-up, a pause), the next floor after that."""
     width = max(3, int(period / 2) | 1)
     series = pl.Series(x)
-    floor = series.rolling_min(window_size=width, center=True, min_samples=1).to_numpy()
     whole = max(3, int(period) | 1)
-    swing = float(np.median(series.rolling_max(window_size=whole, min_samples=1).to_numpy()
-                            - series.rolling_min(window_size=whole, min_samples=1).to_numpy()))
-    low = run_lows(x, x <= floor + NEAR_FLOOR * swing)
+    spread = series.rolling_max(window_size=whole, min_samples=1).to_numpy() \
+        - series.rolling_min(window_size=whole, min_samples=1).to_numpy()
+    swing = float(np.median(spread, overwrite_input=True))  # (sorted in place: no copy)
+    del spread
+    near = series.rolling_min(window_size=width, center=True, min_samples=1).to_numpy() \
+        + NEAR_FLOOR * swing
+    on = x <= near
+    del near
+    low = run_lows(x, on)
+    del on
     if low.size == 0:
         return np.zeros(0, dtype=np.int64)
     first = low[low < max(period, 1)]
@@ -302,9 +315,11 @@ def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
     if rows.size < MIN_PERIOD * MIN_PERIODS * 2:
         return None
     picked = events.select("block_id", "size")[rows]
-    x = _level_of(np.where(is_alloc[rows], 1, -1).astype(np.int8),
-                  picked["block_id"].fill_null(-1).to_numpy(),
-                  picked["size"].fill_null(0).to_numpy())
+    block = picked["block_id"].fill_null(-1).to_numpy()
+    sizes = picked["size"].fill_null(0).to_numpy()
+    del picked
+    x = _level_of(np.where(is_alloc[rows], 1, -1).astype(np.int8), block, sizes)
+    del block, sizes
     for period in candidate_periods(x):
         ends = troughs(x, period)
         if ends.size >= MIN_PERIODS and (ends[-1] - ends[0]) >= 0.5 * rows.size \

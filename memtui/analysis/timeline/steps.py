@@ -137,7 +137,9 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                          names=tuple(n for n, k in zip(names, keep, strict=True) if k),
                          last_finished=_last_finished(index[keep], t.size), **end)
     rows = _allocator_rows(events)
-    periodic = periodic_steps(events[rows])
+    # every row (as usual): the frame itself, not a gathered copy of every column
+    read = events if rows.size == events.height else events[rows]
+    periodic = periodic_steps(read)
     if periodic is not None:
         index, period = periodic
         index = rows[index]
@@ -145,7 +147,7 @@ def find_steps(trace: MemoryTrace, device: str) -> Steps | None:
                      source=f"the period of the allocations and frees (about "
                             f"{period:.0f} of them a step)", by_markers=False,
                      last_finished=_last_finished(index, t.size), **end)
-    rhythm = rhythm_steps(events[rows])
+    rhythm = rhythm_steps(read)
     if rhythm is not None:
         index, label, stack = rhythm
         index = rows[index]

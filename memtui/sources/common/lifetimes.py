@@ -38,8 +38,8 @@ try:
 except ImportError:  # built without a compiler: the numpy reference only
     _pairing = None
 
-_FROM_OPEN = {"open_action": "action", "seq_alloc": "seq", "t_alloc": "t", "size": "size",
-              "stack_id": "stack_id", "stream": "stream"}
+_FROM_OPEN = {"seq_alloc": "seq", "t_alloc": "t", "size": "size", "stack_id": "stack_id",
+              "stream": "stream"}
 _FROM_CLOSE = {"seq_free": "seq", "t_free": "t", "free_size": "size",
                "free_stack_id": "stack_id", "free_stream": "stream"}
 
@@ -87,8 +87,8 @@ def pair_by_address(
 
     ``ops`` needs ``addr, seq, t, action, size, stack_id, stream``.  Returns
     ``(lifetimes, ops)``.  One lifetime per row, keyed by ``lifetime`` (0..n-1 in the
-    order of the rows), with ``addr``; ``open_action, seq_alloc, t_alloc, size, stack_id,
-    stream`` from its open event (null for a ghost); ``seq_free, t_free, free_size,
+    order of the rows), with ``addr``; ``seq_alloc, t_alloc, size, stack_id, stream``
+    from its open event (null for a ghost); ``seq_free, t_free, free_size,
     free_stack_id, free_stream`` from its first close (null while alive);
     ``t_free_requested``, ``seq_free_requested`` from its first request; ``extra_closes``
     (closes after the first: a broken trace).  Lifetimes come in the order of their first
@@ -122,7 +122,7 @@ def pair_by_address(
     columns |= _gather(ops, runs.request_row,
                        {"t_free_requested": "t", "seq_free_requested": "seq"})
     columns["extra_closes"] = pl.Series(np.maximum(runs.closes - 1, 0).astype(np.int64))
-    lifetimes = pl.DataFrame(columns).with_columns(pl.col("open_action").cast(pl.String))
+    lifetimes = pl.DataFrame(columns)
     if rows is not None:
         return lifetimes, pl.DataFrame({"row": pl.Series(rows, dtype=pl.Int64),
                                         "lifetime": runs.lifetime})
@@ -243,9 +243,9 @@ def _gather(ops: pl.DataFrame, rows: np.ndarray, names: dict[str, str]) -> dict[
     """Columns of ``ops`` taken at ``rows`` (null where a row is -1), renamed."""
     if ops.is_empty():
         return {dst: pl.Series(dst, [], dtype=ops.schema[src]) for dst, src in names.items()}
-    index = pl.Series(np.where(rows >= 0, rows, 0))
-    valid = pl.Series(rows >= 0)
-    taken = ops.select(
-        pl.when(valid).then(pl.col(src).gather(index)).alias(dst) for dst, src in names.items()
-    )
+    # a null index gathers a null: one column written per column taken (a gather, then
+    # a when/then over it, wrote two, all columns at once)
+    index = pl.Series(rows, dtype=pl.Int64).to_frame("row").select(
+        pl.when(pl.col("row") >= 0).then(pl.col("row"))).to_series()
+    taken = ops.select(pl.col(src).gather(index).alias(dst) for dst, src in names.items())
     return {dst: taken[dst] for dst in names}

@@ -36,7 +36,7 @@ from memtui.model import (
     TraceMeta,
     conform,
     constants_as_scalars,
-    segment_level,
+    segment_level_from_start,
 )
 from memtui.progress import Phase, Phases
 from memtui.sources.common.collector import collector_paused
@@ -376,6 +376,10 @@ class _SnapshotBuilder:
         #: per device, the dumped segments whose blocks run past their end:
         #: (address, total_size, the blocks' extent)
         self.overflows: dict[str, list[tuple[int, int, int]]] = {}
+        #: per device, (t, allocated, reserved) with the start first (MemoryTrace's)
+        self.walked_levels: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+        #: per device, its events' times with room for the levels' start point first
+        self.times: dict[str, np.ndarray] = {}
         # the annotations' ranges (polars, letting go of the GIL) beside the devices' build
         ranges = _beside(annotation_ranges, self.snapshot.get("external_annotations") or [],
                          self.device_name(""))
@@ -417,6 +421,7 @@ class _SnapshotBuilder:
             frames=frames,
             stacks=stacks,
             markers=conform(self._markers(has_time, ranges), "markers"),
+            walked_levels=self.walked_levels,
         )
 
     def _device(
@@ -425,6 +430,7 @@ class _SnapshotBuilder:
     ) -> tuple[DeviceInfo, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """One device's info, events, blocks and segments (block ids local to the device)."""
         events = self._events(name, raw, has_time)
+        del raw  # its clock (time_us, read into t) goes with it, not at the device's end
         start = int(events["t"].min()) if events.height else 0
         allocated = final_blocks.filter(pl.col("state") == "active_allocated")["size"].sum()
         info = DeviceInfo(
@@ -447,15 +453,17 @@ class _SnapshotBuilder:
                 "action": ACTION_DTYPE, "addr": pl.UInt64, "size": pl.Int64, "stream": pl.Int64,
                 "seq": pl.Int64, "stack_id": pl.Int32, "pool": pl.String, "t": pl.Int64,
                 "device": pl.String})
-        # The trace's order is the allocator's (one lock): it is the event axis, and a
-        # clock that steps back (a thread's late reading) is held at its latest time.
-        t = (pl.col("time_us") * 1000).cum_max() if has_time else pl.col("seq")
         if raw["action"].null_count():  # unknown actions; else no filtered copy of every row
             raw = raw.filter(pl.col("action").is_not_null())
-        return (
-            raw.with_columns(t.cast(pl.Int64).alias("t"), pl.lit(name, pl.String).alias("device"))
-            .drop("time_us")
-        )
+        # The trace's order is the allocator's (one lock): it is the event axis, and a
+        # clock that steps back (a thread's late reading) is held at its latest time.
+        t = _walked_times(raw["time_us"] if has_time else raw["seq"], 1000 if has_time else 1)
+        self.times[name] = t  # the levels' times too (_levels)
+        events = raw.with_columns(pl.Series("t", t[1:], dtype=pl.Int64),  # a view
+                                  pl.lit(name, pl.String).alias("device")).drop("time_us")
+        # one stream throughout (as usual) held as one value from here on: the reader's
+        # column of it goes now, not when the trace is made
+        return constants_as_scalars(events, ("stream",))
 
     def _blocks(
         self, device: str, events: pl.DataFrame, final_blocks: pl.DataFrame, start: int
@@ -475,10 +483,13 @@ class _SnapshotBuilder:
         if broken:
             self.warnings.append(
                 f"{device}: {counted(broken, 'free')} of an address already freed ignored")
-        traced = lifetimes.filter(
+        pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
+        # the rest are traced: the frame itself where none is pending (no copy of it)
+        traced = lifetimes if pending.is_empty() else lifetimes.filter(
             pl.col("seq_alloc").is_not_null() | pl.col("seq_free").is_not_null())
         alive = traced.filter(pl.col("seq_alloc").is_not_null() & pl.col("seq_free").is_null())
-        pending = lifetimes.filter(pl.col("seq_alloc").is_null() & pl.col("seq_free").is_null())
+        n_lifetimes = lifetimes.height
+        del lifetimes  # (traced may be it: it goes when traced is remade below)
         # Final blocks: the allocator's size for the traced ones still alive, ghosts for
         # the rest.  A ghost the dump shows pending whose free_requested is not in the
         # trace was already pending when the trace began.
@@ -537,10 +548,11 @@ class _SnapshotBuilder:
         blocks = _in_alloc_order(traced, final_ghosts).with_columns(
             block_id=pl.int_range(0, pl.len(), dtype=pl.Int64), pool=pl.lit(self.pool)
         )
-        ids = blocks.filter(pl.col("lifetime").is_not_null())
+        del traced, alive, pending, final, final_ghosts, lacking  # let go first
+        ids = blocks.select("lifetime", "block_id").filter(pl.col("lifetime").is_not_null())
         # lifetime -> block_id as an array (lifetimes are 0..n-1): a gather, not a join;
         # where the dump repeats an address, its later block wins, as a join's last row
-        block_of = np.full(lifetimes.height, -1, dtype=np.int64)
+        block_of = np.full(n_lifetimes, -1, dtype=np.int64)
         block_of[ids["lifetime"].to_numpy()] = ids["block_id"].to_numpy()
         block_id = np.full(events.height, -1, dtype=np.int64)
         block_id[taken["row"].to_numpy()] = block_of[taken["lifetime"].to_numpy()]
@@ -611,32 +623,41 @@ class _SnapshotBuilder:
         so the segments listed at any event add up to it.  Sets the device's start levels,
         and adds the blocks the dump lacks to ``allocated_at_end``.
         """
-        code = events["action"].to_physical().to_numpy()
-        allocated = _block_sizes(events, blocks["size"].to_numpy())
-        allocated *= _ALLOC_SIGN[code]  # in place: one array per level, no temporaries
-        np.cumsum(allocated, out=allocated)  # events are in seq order here
+        # Each level is one array with its start point first (the Level the analyses
+        # read); the events' columns view its tail (MemoryTrace.walked_levels).
+        allocated = np.empty(events.height + 1, dtype=np.int64)
+        moves = allocated[1:]
+        _block_sizes(events, blocks["size"].to_numpy(), out=moves)
+        moves *= _ALLOC_SIGN[events["action"].to_physical().to_numpy()]  # in place
+        np.cumsum(moves, out=moves)  # events are in seq order here
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
         active_end = int(alive_at_end["size"].sum() or 0)
         info.allocated_at_end = (info.allocated_at_end or 0) + self.lacking_bytes
-        info.start_allocated = active_end - int(allocated[-1] if allocated.size else 0)
-        reserved, info.start_reserved = segment_level(events["seq"].to_numpy(), segments)
-        end_reserved = int(reserved[-1]) if reserved.size else info.start_reserved
+        info.start_allocated = active_end - int(moves[-1] if moves.size else 0)
+        reserved = segment_level_from_start(events["seq"].to_numpy(), segments)
+        info.start_reserved = int(reserved[0])
+        end_reserved = int(reserved[-1])
         if info.reserved_at_end is not None and end_reserved != info.reserved_at_end:
             self.warnings.append(
                 f"{info.name}: the trace's segments alive at the end hold "
                 f"{format_bytes(end_reserved)}, the dump's {format_bytes(info.reserved_at_end)}"
                 ": the reserved level follows the segments")
         info.reserved_at_end = end_reserved
-        allocated += info.start_allocated
-        reserved = self._at_least_the_blocks(info, allocated, reserved)
-        allocated = pl.Series(allocated, dtype=pl.Int64)
-        return events.with_columns(
-            allocated=allocated, reserved=pl.Series(reserved, dtype=pl.Int64),
-            active=allocated)
+        moves += info.start_allocated
+        allocated[0] = info.start_allocated
+        self._at_least_the_blocks(info, moves, reserved[1:])
+        t = self.times.pop(info.name, None)
+        if t is None or t.size != events.height + 1:  # no events (the dump's device alone)
+            t = _walked_times(events["t"], 1)
+        self.walked_levels[info.name] = (t, allocated, reserved)
+        ends = pl.Series(moves, dtype=pl.Int64)  # views, not copies
+        return events.with_columns(t=pl.Series(t[1:], dtype=pl.Int64), allocated=ends,
+                                   reserved=pl.Series(reserved[1:], dtype=pl.Int64),
+                                   active=ends)
 
     def _at_least_the_blocks(self, info: DeviceInfo, allocated: np.ndarray,
-                             reserved: np.ndarray) -> np.ndarray:
-        """Reserved as known: never below the bytes of the live blocks.  A dumped segment
+                             reserved: np.ndarray) -> None:
+        """Reserved as known (in place): never below the bytes of the live blocks.  A dumped segment
         whose blocks run past its end was widened to hold them (PyTorch's own ``segsum``
         refuses such a dump); blocks in no segment the trace or the dump knows raise
         reserved to allocated.  Either makes the device's reserved figures a floor, said
@@ -656,14 +677,13 @@ class _SnapshotBuilder:
                 f"at event {worst} {format_bytes(int(allocated[worst]))} allocated in "
                 f"{format_bytes(int(reserved[worst]))} of segments): reserved shown as at "
                 "least allocated")
-            reserved = np.maximum(reserved, allocated)
+            np.maximum(reserved, allocated, out=reserved)
             info.layout_complete = False
             if info.reserved_at_end is not None:
                 info.reserved_at_end = int(reserved[-1])
         if reasons:
             info.reserved_floor = "; ".join(reasons)
             self.warnings.append(f"{self.path.name} {name}: {info.reserved_floor}")
-        return reserved
 
     def _markers(self, has_time: bool, ranges: Future[pl.DataFrame]) -> pl.DataFrame:
         """The entries' markers, and the annotations' ``ranges`` where the trace has times
@@ -753,15 +773,19 @@ _BLOCK_CONSTANTS = ("device", "stream", "pool", "owner", "pool_id", "first_acces
                     "last_access", "max_access_gap")
 
 
-def _block_sizes(events: pl.DataFrame, sizes: np.ndarray) -> np.ndarray:
-    """Each event's size in a fresh int64 array: its block's one size (``sizes`` by
-    block_id, the row within the device here) where it has a block, else its own."""
-    out = events["size"].fill_null(0).to_numpy().astype(np.int64, copy=True)
+def _block_sizes(events: pl.DataFrame, sizes: np.ndarray, out: np.ndarray) -> None:
+    """Each event's size into ``out`` (int64, one per event): its block's one size
+    (``sizes`` by block_id, the row within the device here) where it has a block, else
+    its own."""
     ids = events["block_id"].fill_null(-1).to_numpy()
-    rows = np.flatnonzero(ids >= 0)
-    if rows.size and sizes.size:
-        out[rows] = sizes[ids[rows]]
-    return out
+    # straight into ``out``: an event without a block (-1) takes the 0 put last, then its
+    # own size (few events: the segments'); no gathered copy of millions beside it (the
+    # ids are the blocks' rows, so "wrap" only ever wraps -1; "raise" buffers ``out``)
+    np.take(np.append(sizes.astype(np.int64, copy=False), 0), ids, out=out, mode="wrap")
+    own = np.flatnonzero(ids < 0)
+    del ids
+    if own.size:
+        out[own] = events["size"].gather(own).fill_null(0).to_numpy()
 
 
 def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
@@ -969,6 +993,19 @@ def _trace_values(trace: list[dict], key: str) -> list:
         return list(map(itemgetter(key), trace))
     except (KeyError, TypeError):
         return [entry.get(key) for entry in trace]
+
+
+def _walked_times(values: pl.Series, per_unit: int) -> np.ndarray:
+    """``values`` times ``per_unit``, never stepping back, in an int64 array with room
+    for a level's start point first (the first time again; 0 where there are none)."""
+    t = np.empty(values.len() + 1, dtype=np.int64)
+    times = t[1:]
+    times[:] = values.to_numpy()
+    if per_unit != 1:
+        times *= per_unit
+        np.maximum.accumulate(times, out=times)
+    t[0] = times[0] if times.size else 0
+    return t
 
 
 def _null_below_zero(name: str, values: np.ndarray) -> pl.Series:
