@@ -169,6 +169,28 @@ def test_pending_free_at_dump_counts_as_allocated(tmp_path):
     assert trace.blocks["t_free_requested"].to_list() == [2_000]
 
 
+def test_a_free_requested_alone_is_one_ghost_pending(tmp_path):
+    """A (1 MiB) allocated before the trace, its free requested at 10 us and not done by
+    the dump: one block, a ghost pending from that request (not a traced block beside the
+    dump's ghost); B allocated at 20 us.  Levels: start = active at end (A pending 1 MiB +
+    B 1 MiB) - 1 MiB allocated = 1 MiB; after each event 1, then 2 MiB."""
+    a, b = SEG, SEG + MiB
+    data = {
+        "segments": [segment(SEG, [block(a, MiB, "active_pending_free", FRAMES_A),
+                                   block(b, MiB, "active_allocated", FRAMES_B)])],
+        "device_traces": [[entry("free_requested", a, MiB, 10, FRAMES_A),
+                           entry("alloc", b, MiB, 20, FRAMES_B)]],
+    }
+    trace = open_capture(write(tmp_path, data))
+    validate(trace)
+    blocks = trace.blocks.sort("addr")
+    assert blocks["addr"].to_list() == [a, b]
+    assert blocks["ghost"].to_list() == [True, False]
+    assert blocks["seq_free_requested"].to_list() == [0, None]
+    assert blocks["t_free"].to_list() == [None, None]
+    assert trace.events["allocated"].to_list() == [MiB, 2 * MiB]
+
+
 def test_expandable_segments_map_and_unmap(tmp_path):
     """segment_map/unmap move reserved; the final segment is the mapped size.
 

@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.timeline.downsample import value_at
-from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level, with_first
-from memtui.arrays import unique_sorted
+from memtui.analysis.timeline.levels import Level, allocated_level, reserved_level
+from memtui.arrays import unique_sorted, with_first
 from memtui.model import MemoryTrace
 
 PROFILER_ACTIVATED = "Operators Activated"

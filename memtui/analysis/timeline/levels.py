@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from memtui.analysis.timeline.live import held, remember
+from memtui.arrays import with_first
 from memtui.model import MemoryTrace
 
 #: The profiler curve that stands for "allocated" where a source reports curves.
@@ -96,15 +97,6 @@ def _allocated(trace: MemoryTrace, device: str) -> Level:
     t = events["t"].to_numpy()
     return Level(t=with_first(t[0] if t.size else 0, t),
                  values=with_first(info.start_allocated, events["allocated"].to_numpy()))
-
-
-def with_first(first: int, values: np.ndarray) -> np.ndarray:
-    """``[first, *values]`` as int64, in one copy (a level's start point before its
-    events' values; a concatenate and a cast wrote out two copies of millions)."""
-    out = np.empty(values.size + 1, dtype=np.int64)
-    out[0] = first
-    out[1:] = values
-    return out
 
 
 def reserved_level(trace: MemoryTrace, device: str) -> Level | None:

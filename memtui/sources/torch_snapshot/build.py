@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
+from memtui.arrays import with_first
 from memtui.errors import CaptureError
 from memtui.model import (
     ACTION_DTYPE,
@@ -774,18 +775,14 @@ _BLOCK_CONSTANTS = ("device", "stream", "pool", "owner", "pool_id", "first_acces
 
 
 def _block_sizes(events: pl.DataFrame, sizes: np.ndarray, out: np.ndarray) -> None:
-    """Each event's size into ``out`` (int64, one per event): its block's one size
-    (``sizes`` by block_id, the row within the device here) where it has a block, else
-    its own."""
+    """Each event's block's one size into ``out`` (int64, one per event; ``sizes`` by
+    block_id, the row within the device here), 0 where it has no block."""
     ids = events["block_id"].fill_null(-1).to_numpy()
-    # straight into ``out``: an event without a block (-1) takes the 0 put last, then its
-    # own size (few events: the segments'); no gathered copy of millions beside it (the
-    # ids are the blocks' rows, so "wrap" only ever wraps -1; "raise" buffers ``out``)
+    # straight into ``out``, no gathered copy of millions beside it: an event without a
+    # block (-1) takes the 0 put last (only allocs and frees move the level, and every
+    # one of them has its block); the ids are the blocks' rows, so "wrap" only ever
+    # wraps -1 ("raise" would buffer ``out``)
     np.take(np.append(sizes.astype(np.int64, copy=False), 0), ids, out=out, mode="wrap")
-    own = np.flatnonzero(ids < 0)
-    del ids
-    if own.size:
-        out[own] = events["size"].gather(own).fill_null(0).to_numpy()
 
 
 def _action_signs(up: tuple[str, ...], down: tuple[str, ...]) -> np.ndarray:
@@ -998,9 +995,8 @@ def _trace_values(trace: list[dict], key: str) -> list:
 def _walked_times(values: pl.Series, per_unit: int) -> np.ndarray:
     """``values`` times ``per_unit``, never stepping back, in an int64 array with room
     for a level's start point first (the first time again; 0 where there are none)."""
-    t = np.empty(values.len() + 1, dtype=np.int64)
+    t = with_first(0, values.to_numpy())
     times = t[1:]
-    times[:] = values.to_numpy()
     if per_unit != 1:
         times *= per_unit
         np.maximum.accumulate(times, out=times)
