@@ -38,7 +38,6 @@ only the candidate lags and the steps found are walked one by one.
 
 from __future__ import annotations
 
-
 import numpy as np
 import polars as pl
 

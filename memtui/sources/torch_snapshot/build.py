@@ -121,15 +121,15 @@ def _bytes_read(reading: Phase):
     return report
 
 
-def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:
+def _canonical_actions(columns: TraceColumns) -> pl.Series:
     """Each entry's canonical action (null where unknown); from the compiled reader, one
     lookup per distinct action name, gathered by code."""
     if columns.action_codes is None:
-        return pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
-                                               return_dtype=ACTION_DTYPE).alias("canonical")
+        return columns.actions().replace_strict(_ENUM_OF_TORCH, default=None,
+                                                return_dtype=ACTION_DTYPE).alias("action")
     table = pl.Series([_ENUM_OF_TORCH.get(name) for name in columns.action_names],
                       dtype=ACTION_DTYPE)
-    return table.gather(pl.Series(columns.action_codes)).alias("canonical")
+    return table.gather(pl.Series(columns.action_codes)).alias("action")
 
 
 def _report(progress, fraction: float, message: str) -> None:
@@ -225,39 +225,39 @@ class _SnapshotBuilder:
         their columns, never the dicts plus the frame).
         """
         columns = self._columns_of(device, trace)
-        self._collect_entry_markers(device, columns.action, trace)
-        self._collect_segment_pools(device, columns.action, trace)
+        self._collect_entry_markers(device, columns, trace)
+        self._collect_segment_pools(device, columns, trace)
         metadata = _entry_texts(trace)
         pools = _entry_pools(trace)
         if pools is not None:
             metadata.append(pools)
         trace.clear()
+        # the canonical Enum from here on: comparisons are integer ops, not strings
+        action = _canonical_actions(columns)
+        unknown = action.is_null().to_numpy()
+        if unknown.any():
+            names = columns.action_names_at(unknown)
+            self.warnings.append(f"{device}: {int(unknown.sum())} trace entries with unknown "
+                                 f"actions {names} ignored")
+        del unknown
         df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
-            # the canonical Enum from here on: comparisons are integer ops, not strings
-            _canonical_actions(columns),
+            action,
             self._stack_ids(columns),
         )
-        del columns
-        unknown = df.filter(pl.col("canonical").is_null())
-        if unknown.height:
-            names = sorted(unknown["action"].unique().to_list())
-            self.warnings.append(
-                f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
-            )
-        df = df.drop("action").rename({"canonical": "action"})
+        del columns, action
         if metadata:
             df = df.with_columns(metadata)
         return df.with_columns(pool=self._pool_column(df))
 
-    def _collect_segment_pools(self, device: str, actions: pl.Series, trace: list[dict]
+    def _collect_segment_pools(self, device: str, columns: TraceColumns, trace: list[dict]
                                ) -> None:
         """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
-        that name one (few rows: a loop is fine); ``actions`` as torch writes them."""
+        that name one (few rows: a loop is fine)."""
         rows = []
-        for index in actions.is_in(["segment_alloc", "segment_map", "segment_unmap"]
-                                   ).arg_true().to_list():
+        for index in columns.rows_with_action(("segment_alloc", "segment_map",
+                                               "segment_unmap")):
             entry = trace[index]
             pool = entry.get("segment_pool_id", entry.get("pool_id"))
             if pool is not None:
@@ -294,12 +294,11 @@ class _SnapshotBuilder:
             .otherwise(pl.lit(self.pool))
         )
 
-    def _collect_entry_markers(self, device: str, actions: pl.Series, trace: list[dict]
+    def _collect_entry_markers(self, device: str, columns: TraceColumns, trace: list[dict]
                                ) -> None:
-        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine);
-        ``actions`` as torch writes them."""
+        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine)."""
         rows = []
-        for index in actions.is_in(["annotate", "oom"]).arg_true().to_list():
+        for index in columns.rows_with_action(("annotate", "oom")):
             entry = trace[index]
             if entry["action"] == "annotate":
                 name = short_text(entry.get("user_metadata"), "annotation")
