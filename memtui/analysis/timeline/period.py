@@ -296,15 +296,18 @@ def _level_of(actions: np.ndarray, block: np.ndarray, sizes: np.ndarray) -> np.n
     """The transient level over rows of allocations (``actions`` 1) and frees (-1) of
     blocks ``block`` (-1: none) of ``sizes``: only blocks both allocated and freed in
     them count."""
-    known = block >= 0
     count = int(block.max(initial=-1)) + 1
-    allocated = np.zeros(count, dtype=bool)
-    freed = np.zeros(count, dtype=bool)
-    allocated[block[known & (actions > 0)]] = True
-    freed[block[known & (actions < 0)]] = True
-    both = np.zeros(block.size, dtype=bool)
-    both[known] = allocated[block[known]] & freed[block[known]]
-    return transient_level(actions, sizes, both)
+    known = block >= 0
+    # a row without a block reads the extra last entry, never both allocated and freed
+    ids = block if known.all() else np.where(known, block, count)
+    del known
+    both = np.zeros(count + 1, dtype=bool)  # allocated, then allocated and freed
+    freed = np.zeros(count + 1, dtype=bool)
+    both[ids[actions > 0]] = True
+    freed[ids[actions < 0]] = True
+    both &= freed
+    both[count] = False
+    return transient_level(actions, sizes, both[ids])
 
 
 def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
