@@ -150,9 +150,8 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
     end_col = "seq_free" if axis == "seq" else "t_free"
     # Blocks take their group's keys by stack id alone (an array lookup); the naming
     # frame's texts are joined per group (its first block's stack), never on every block.
-    # (pool and owner are read by expressions: a column of one value stays one value.)
-    # (a key of one value in every block is left out: it parts no group, and a column
-    # held as one value is not written out for it)
+    # (pool and owner are read by expressions: a column of one value stays one value;
+    # a key of one value in every block is left out: it parts no group)
     keyed = blocks.with_columns(pool=pl.col("pool").fill_null(""))
     one_value = one_value_columns(blocks, ("pool", "owner"))
     group, firsts = _groups_by_first_block([

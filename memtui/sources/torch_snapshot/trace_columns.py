@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from memtui.arrays import unique_sorted
+
 
 @dataclass
 class TraceColumns:
@@ -49,13 +51,13 @@ class TraceColumns:
             return self.action.is_in(list(names)).arg_true().to_list()
         return np.flatnonzero(self._codes_in(names)[self.action_codes]).tolist()
 
-    def action_names_at(self, rows: np.ndarray) -> list[str]:
-        """The distinct actions (as written) of the entries where ``rows`` holds, sorted."""
+    def action_names_at(self, where: np.ndarray) -> list[str]:
+        """The distinct actions (as written) of the entries where ``where`` holds, sorted."""
         if self.action is not None:
-            return sorted(self.action.filter(pl.Series(rows)).unique().to_list())
+            return sorted(self.action.filter(pl.Series(where)).unique().to_list())
         assert self.action_codes is not None and self.action_names is not None
         return sorted({self.action_names[code]
-                       for code in np.unique(self.action_codes[rows]).tolist()})
+                       for code in unique_sorted(self.action_codes[where]).tolist()})
 
     def _codes_in(self, names: tuple[str, ...]) -> np.ndarray:
         """Per action code, whether its name is one of ``names``."""
