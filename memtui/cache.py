@@ -65,13 +65,13 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -852,18 +852,14 @@ def save_derived(key: CacheKey, name: str, value: Any, *, wait: bool = True) -> 
         return
 
 
-def _write_atomically(entry: Path, name: str, data: bytes | Callable[[Any], None]) -> Path:
+def _write_atomically(entry: Path, name: str, data: bytes) -> Path:
     """``data`` as ``entry/name`` through a temporary file renamed into place (which
     replaces a link of that name rather than writing through it); the temporary file is
-    removed where the write fails (a full disk).  ``data`` may be a function that writes
-    into the open file (an array saved without a copy of its bytes)."""
+    removed where the write fails (a full disk)."""
     fd, staging = tempfile.mkstemp(prefix=".tmp-", dir=entry)
     try:
         with os.fdopen(fd, "wb") as fh:
-            if callable(data):
-                data(fh)
-            else:
-                fh.write(data)
+            fh.write(data)
         os.replace(staging, entry / name)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -891,13 +887,15 @@ def store_levels(key: CacheKey, trace: MemoryTrace) -> bool:
         return False
     names: dict[str, dict[str, Any]] = {}
     try:
+        saved: dict[int, tuple[Any, list]] = {}
         for index, info in enumerate(trace.meta.devices):
             device = info.name
             kept = {}
-            for kind, level in (("allocated", allocated_level(trace, device)),
-                                ("reserved", reserved_level(trace, device))):
+            levels = (("allocated", allocated_level(trace, device)),
+                      ("reserved", reserved_level(trace, device)))
+            for kind, level in levels:
                 kept[kind] = None if level is None else _save_level(
-                    entry, f"level-{index}-{kind}", level)
+                    entry, f"level-{index}-{kind}", level, saved)
             names[device] = kept
     except Exception as exc:  # noqa: BLE001 - no levels kept: the screens compute them
         _say_if_disk_full(exc, entry.parent)
@@ -906,23 +904,44 @@ def store_levels(key: CacheKey, trace: MemoryTrace) -> bool:
     return True
 
 
-def _save_level(entry: Path, stem: str, level: Any) -> dict[str, Any]:
+def _save_level(entry: Path, stem: str, level: Any,
+                saved: dict[int, tuple[Any, list]]) -> dict[str, Any]:
+    """The files of ``level``'s times and values; an array already saved (``saved``: by
+    identity, each with its array held meanwhile; a source's allocated and reserved
+    levels share one array of times) is named again, not written twice."""
     import numpy as np
 
-    return {part: _save_npy(entry, f"{stem}-{part}",
-                            np.ascontiguousarray(getattr(level, part), dtype=np.int64))
-            for part in ("t", "values")}
+    files = {}
+    for part in ("t", "values"):
+        array = getattr(level, part)
+        if id(array) not in saved:
+            saved[id(array)] = array, _save_npy(
+                entry, f"{stem}-{part}", np.ascontiguousarray(array, dtype=np.int64))
+        files[part] = saved[id(array)][1]
+    return files
 
 
 def _save_npy(entry: Path, stem: str, array: Any) -> list:
-    """``array`` as ``entry/stem.npy`` (atomically, written straight from the array: no
-    copy of its bytes in memory); its file name, size and digest."""
+    """``array`` as ``entry/stem.npy``: its file name, size and digest.  Written
+    atomically, straight from the array (no copy of its bytes in memory), through
+    :class:`_HashingWriter` (direct I/O where allowed; digested on the way, not read
+    back)."""
     import numpy as np
 
     array = np.ascontiguousarray(array)
-    target = _write_atomically(entry, f"{stem}.npy",
-                               lambda fh: np.save(fh, array, allow_pickle=False))
-    return [target.name, target.stat().st_size, _digest_file(target)]
+    staging = entry / f".tmp-{stem}-{secrets.token_hex(8)}.npy"
+    try:
+        with _HashingWriter(staging) as out:
+            np.lib.format.write_array_header_1_0(
+                out, np.lib.format.header_data_from_array_1_0(array))
+            out.write(array.data)
+        target = entry / f"{stem}.npy"
+        os.replace(staging, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+        raise
+    return [target.name, out.size, out.hexdigest()]
 
 
 def _load_npy(entry: Path, kept: list) -> Any:

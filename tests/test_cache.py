@@ -290,6 +290,29 @@ def test_levels_are_kept_and_a_reopen_draws_them(snapshot, isolated_cache):
     assert_same_levels(again, fresh)
 
 
+def test_a_shared_array_of_times_is_kept_once(snapshot, isolated_cache):
+    """A snapshot's allocated and reserved levels share the walked times: one file is
+    named for both, each file holds what ``np.save`` would write, and no staging file
+    is left beside them."""
+    load_trace(snapshot)
+    entry = only_entry(isolated_cache)
+    names = json.loads((entry / "derived-levels.json").read_text())["value"]
+    device = next(iter(names))
+    allocated, reserved = names[device]["allocated"], names[device]["reserved"]
+    assert allocated["t"] == reserved["t"] and allocated["values"] != reserved["values"]
+    fresh = open_capture(snapshot)
+    level = allocated_level(fresh, device)
+    for part in ("t", "values"):
+        name, size, _ = allocated[part]
+        saved = isolated_cache / "want.npy"
+        np.save(saved, getattr(level, part).astype(np.int64))
+        assert (entry / name).read_bytes() == saved.read_bytes()
+        assert size == saved.stat().st_size
+    assert not list(entry.glob(".tmp-*"))
+    assert sorted(p.name for p in entry.glob("level-*")) == sorted(
+        {allocated["t"][0], allocated["values"][0], reserved["values"][0]})
+
+
 def kept_level(trace: MemoryTrace, device: str):
     from memtui.analysis.timeline.levels import _seeded
 

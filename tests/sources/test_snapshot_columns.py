@@ -87,4 +87,6 @@ def test_the_columns_by_hand():
     assert columns.stream.to_list() == [0, 3]
     assert columns.time_us.to_list() == [7, None]
     assert columns.frames == [GOOD["frames"], None]
-    assert columns.frame().columns == ["action", "addr", "size", "stream", "time_us"]
+    assert columns.frame().columns == ["addr", "size", "stream", "time_us"]
+    assert columns.actions() is columns.action  # the Python reader's own texts
+    assert columns.rows_with_action(("free_completed",)) == [1]

@@ -147,7 +147,7 @@ def reserved_peak_row(events: pl.DataFrame) -> int | None:
         return None
     values = reserved.fill_null(-1).to_numpy()
     row = int(np.argmax(values))
-    actions = events["action"].cast(pl.String)
+    actions = events["action"]  # (each row read as text: no column of texts made)
     while row + 1 < values.size and values[row + 1] == values[row] and \
             actions[row] in ("segment_alloc", "segment_map"):
         row += 1

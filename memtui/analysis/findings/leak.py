@@ -48,7 +48,7 @@ from memtui.analysis.findings.leak_growth import (
 from memtui.analysis.findings.model import Evidence, Finding
 from memtui.analysis.timeline.intervals import INT64_MAX, INT64_MIN
 from memtui.analysis.timeline.steps import Steps, find_steps
-from memtui.model import MemoryTrace, column_where, distinct_values
+from memtui.model import MemoryTrace, column_where, distinct_values, one_value_columns
 from memtui.units import format_bytes
 
 MIN_RISES = 3
@@ -150,10 +150,13 @@ def _leak_blocks(trace: MemoryTrace, device: str, axis: str) -> _Blocks | None:
     end_col = "seq_free" if axis == "seq" else "t_free"
     # Blocks take their group's keys by stack id alone (an array lookup); the naming
     # frame's texts are joined per group (its first block's stack), never on every block.
-    # (pool and owner are read by expressions: a column of one value stays one value.)
+    # (pool and owner are read by expressions: a column of one value stays one value;
+    # a key of one value in every block is left out: it parts no group)
     keyed = blocks.with_columns(pool=pl.col("pool").fill_null(""))
+    one_value = one_value_columns(blocks, ("pool", "owner"))
     group, firsts = _groups_by_first_block([
-        column_where(keyed, pl.col("pool")), column_where(blocks, pl.col("owner").fill_null("")),
+        *(column_where(blocks, pl.col(name).fill_null(""))
+          for name in ("pool", "owner") if name not in one_value),
         pl.Series(_frame_of_stack(blocks["stack_id"], names))])
     info = keyed[firsts].select("pool", "owner", "stack_id").with_row_index("group").join(
         names, on="stack_id", how="left", maintain_order="left").select(

@@ -38,8 +38,6 @@ only the candidate lags and the steps found are walked one by one.
 
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 import polars as pl
 
@@ -181,26 +179,29 @@ def troughs(x: np.ndarray, period: float) -> np.ndarray:
     del on
     if low.size == 0:
         return np.zeros(0, dtype=np.int64)
-    first = low[low < max(period, 1)]
-    at = int(first[np.argmin(x[first])]) if first.size else int(low[0])
-    ends = [at]
+    first = np.flatnonzero(low < max(period, 1))
+    at = int(first[np.argmin(x[low[first]])]) if first.size else 0  # (an index into low)
+    # each floor's window for the next one, for every floor at once (the walk below
+    # visits one a step: nearly always a window of one floor, taken as it is)
     lo_share, hi_share = NEXT_TROUGH
-    rows, level = low.tolist(), x[low].tolist()  # bisect on lists: no array call a step
+    lo_of = np.searchsorted(low, low + lo_share * period, side="left").tolist()
+    hi_of = np.searchsorted(low, low + hi_share * period, side="right").tolist()
+    rows, level = low.tolist(), x[low].tolist()
     same = SAME_FLOOR * swing
+    ends = [at]
     while True:  # one pass per step found, never per event
-        lo = bisect.bisect_left(rows, at + lo_share * period)
-        hi = bisect.bisect_right(rows, at + hi_share * period)
+        lo, hi = lo_of[at], hi_of[at]
         if lo >= len(rows):
             break
-        if lo < hi:  # the lowest floor, of floors as low the one nearest a period on
+        if hi - lo > 1:  # the lowest floor, of floors as low the one nearest a period on
             lowest = min(level[lo:hi])
-            goal = at + period
-            at = min((rows[i] for i in range(lo, hi) if level[i] <= lowest + same),
-                     key=lambda row: abs(row - goal))
-        else:
-            at = rows[lo]
+            goal = rows[at] + period
+            at = min((i for i in range(lo, hi) if level[i] <= lowest + same),
+                     key=lambda i: abs(rows[i] - goal))
+        else:  # one floor in the window, or none before the next floor
+            at = lo
         ends.append(at)
-    return np.asarray(ends, dtype=np.int64)
+    return low[ends]
 
 
 def returns_to_floor(x: np.ndarray, ends: np.ndarray) -> bool:
@@ -295,15 +296,18 @@ def _level_of(actions: np.ndarray, block: np.ndarray, sizes: np.ndarray) -> np.n
     """The transient level over rows of allocations (``actions`` 1) and frees (-1) of
     blocks ``block`` (-1: none) of ``sizes``: only blocks both allocated and freed in
     them count."""
-    known = block >= 0
     count = int(block.max(initial=-1)) + 1
-    allocated = np.zeros(count, dtype=bool)
-    freed = np.zeros(count, dtype=bool)
-    allocated[block[known & (actions > 0)]] = True
-    freed[block[known & (actions < 0)]] = True
-    both = np.zeros(block.size, dtype=bool)
-    both[known] = allocated[block[known]] & freed[block[known]]
-    return transient_level(actions, sizes, both)
+    known = block >= 0
+    # a row without a block reads the extra last entry, never both allocated and freed
+    ids = block if known.all() else np.where(known, block, count)
+    del known
+    both = np.zeros(count + 1, dtype=bool)  # allocated, then allocated and freed
+    freed = np.zeros(count + 1, dtype=bool)
+    both[ids[actions > 0]] = True
+    freed[ids[actions < 0]] = True
+    both &= freed
+    both[count] = False
+    return transient_level(actions, sizes, both[ids])
 
 
 def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
@@ -318,7 +322,10 @@ def periodic_steps(events: pl.DataFrame) -> tuple[np.ndarray, float] | None:
     block = picked["block_id"].fill_null(-1).to_numpy()
     sizes = picked["size"].fill_null(0).to_numpy()
     del picked
-    x = _level_of(np.where(is_alloc[rows], 1, -1).astype(np.int8), block, sizes)
+    signs = is_alloc[rows].view(np.int8)  # 1 an allocation, -1 a free (in place)
+    signs *= 2
+    signs -= 1
+    x = _level_of(signs, block, sizes)
     del block, sizes
     for period in candidate_periods(x):
         ends = troughs(x, period)

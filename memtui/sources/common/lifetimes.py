@@ -132,7 +132,11 @@ def pair_by_address(
 def _rows_of(runs: Runs, rows: np.ndarray) -> Runs:
     """``runs`` found over the rows taken, with their rows as positions in the frame."""
     def mapped(found: np.ndarray) -> np.ndarray:
-        return np.where(found >= 0, rows[np.maximum(found, 0)] if rows.size else 0, -1)
+        if not rows.size:
+            return np.full_like(found, -1)
+        out = rows.take(found, mode="wrap")  # (-1 wraps: set below; no temporaries)
+        out[found < 0] = -1
+        return out
 
     return Runs(runs.lifetime, mapped(runs.open_row), mapped(runs.close_row),
                 mapped(runs.request_row), runs.closes)
@@ -140,13 +144,18 @@ def _rows_of(runs: Runs, rows: np.ndarray) -> Runs:
 
 def _kinds(action: pl.Series, open_actions: Sequence[str], close_actions: Sequence[str],
            request_actions: Sequence[str]) -> np.ndarray:
-    """Each event's kind (:data:`_OPEN`, ...) as uint8."""
-    kind = np.zeros(len(action), dtype=np.uint8)
+    """Each event's kind (:data:`_OPEN`, ...) as uint8, in one expression (an open's
+    name wins over a close's, a close's over a request's)."""
+    kind: pl.Expr | None = None
     for code, names in ((_REQUEST, request_actions), (_CLOSE, close_actions),
                         (_OPEN, open_actions)):
         if names:
-            kind[action.is_in(list(names)).fill_null(False).to_numpy()] = code
-    return kind
+            kind = pl.when(pl.col("action").is_in(list(names))).then(
+                pl.lit(code, pl.UInt8)).otherwise(kind if kind is not None else _OTHER)
+    if kind is None:
+        return np.full(len(action), _OTHER, dtype=np.uint8)
+    return action.rename("action").to_frame().select(kind.cast(pl.UInt8)).to_series(
+        ).to_numpy()
 
 
 def compiled_pairing() -> bool:

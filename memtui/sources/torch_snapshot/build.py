@@ -121,15 +121,15 @@ def _bytes_read(reading: Phase):
     return report
 
 
-def _canonical_actions(columns: TraceColumns) -> pl.Expr | pl.Series:
+def _canonical_actions(columns: TraceColumns) -> pl.Series:
     """Each entry's canonical action (null where unknown); from the compiled reader, one
     lookup per distinct action name, gathered by code."""
     if columns.action_codes is None:
-        return pl.col("action").replace_strict(_ENUM_OF_TORCH, default=None,
-                                               return_dtype=ACTION_DTYPE).alias("canonical")
+        return columns.actions().replace_strict(_ENUM_OF_TORCH, default=None,
+                                                return_dtype=ACTION_DTYPE).alias("action")
     table = pl.Series([_ENUM_OF_TORCH.get(name) for name in columns.action_names],
                       dtype=ACTION_DTYPE)
-    return table.gather(pl.Series(columns.action_codes)).alias("canonical")
+    return table.gather(pl.Series(columns.action_codes)).alias("action")
 
 
 def _report(progress, fraction: float, message: str) -> None:
@@ -225,39 +225,39 @@ class _SnapshotBuilder:
         their columns, never the dicts plus the frame).
         """
         columns = self._columns_of(device, trace)
-        self._collect_entry_markers(device, columns.action, trace)
-        self._collect_segment_pools(device, columns.action, trace)
+        self._collect_entry_markers(device, columns, trace)
+        self._collect_segment_pools(device, columns, trace)
         metadata = _entry_texts(trace)
         pools = _entry_pools(trace)
         if pools is not None:
             metadata.append(pools)
         trace.clear()
+        # the canonical Enum from here on: comparisons are integer ops, not strings
+        action = _canonical_actions(columns)
+        unknown = action.is_null().to_numpy()
+        if unknown.any():
+            names = columns.action_names_at(unknown)
+            self.warnings.append(f"{device}: {int(unknown.sum())} trace entries with unknown "
+                                 f"actions {names} ignored")
+        del unknown
         df = columns.frame().with_columns(
             pl.lit(device, pl.String).alias("device"),
             pl.int_range(0, pl.len(), dtype=pl.Int64).alias("seq"),
-            # the canonical Enum from here on: comparisons are integer ops, not strings
-            _canonical_actions(columns),
+            action,
             self._stack_ids(columns),
         )
-        del columns
-        unknown = df.filter(pl.col("canonical").is_null())
-        if unknown.height:
-            names = sorted(unknown["action"].unique().to_list())
-            self.warnings.append(
-                f"{device}: {unknown.height} trace entries with unknown actions {names} ignored"
-            )
-        df = df.drop("action").rename({"canonical": "action"})
+        del columns, action
         if metadata:
             df = df.with_columns(metadata)
         return df.with_columns(pool=self._pool_column(df))
 
-    def _collect_segment_pools(self, device: str, actions: pl.Series, trace: list[dict]
+    def _collect_segment_pools(self, device: str, columns: TraceColumns, trace: list[dict]
                                ) -> None:
         """The pool (``segment_pool_id``, or torch_npu's ``pool_id``) of segment events
-        that name one (few rows: a loop is fine); ``actions`` as torch writes them."""
+        that name one (few rows: a loop is fine)."""
         rows = []
-        for index in actions.is_in(["segment_alloc", "segment_map", "segment_unmap"]
-                                   ).arg_true().to_list():
+        for index in columns.rows_with_action(("segment_alloc", "segment_map",
+                                               "segment_unmap")):
             entry = trace[index]
             pool = entry.get("segment_pool_id", entry.get("pool_id"))
             if pool is not None:
@@ -275,7 +275,8 @@ class _SnapshotBuilder:
         firsts = pl.Series(codes[codes >= 0]).unique(maintain_order=True).to_numpy()
         lists = columns.frame_lists
         ids = self.interner.stack_ids([lists[code] for code in firsts.tolist()])
-        id_of_code = np.full(len(lists) + 1, -1, dtype=np.int64)  # code -1 (no frames): -1
+        # (int32: the column's own type, gathered straight into it)
+        id_of_code = np.full(len(lists) + 1, -1, dtype=np.int32)  # code -1 (no frames): -1
         id_of_code[firsts] = ids.fill_null(-1).to_numpy()
         stack_id = pl.Series("stack_id", id_of_code[codes], dtype=pl.Int32)
         return stack_id.to_frame().select(
@@ -294,12 +295,11 @@ class _SnapshotBuilder:
             .otherwise(pl.lit(self.pool))
         )
 
-    def _collect_entry_markers(self, device: str, actions: pl.Series, trace: list[dict]
+    def _collect_entry_markers(self, device: str, columns: TraceColumns, trace: list[dict]
                                ) -> None:
-        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine);
-        ``actions`` as torch writes them."""
+        """``annotate`` entries and ``oom`` entries become markers (few: a loop is fine)."""
         rows = []
-        for index in actions.is_in(["annotate", "oom"]).arg_true().to_list():
+        for index in columns.rows_with_action(("annotate", "oom")):
             entry = trace[index]
             if entry["action"] == "annotate":
                 name = short_text(entry.get("user_metadata"), "annotation")
@@ -440,11 +440,11 @@ class _SnapshotBuilder:
             reserved_at_end=int(final_segments["size"].sum() or 0),
             segments_at_end=final_segments.height,
         )
-        blocks, events = self._blocks(name, events, final_blocks, start)
+        blocks, events, block_rows = self._blocks(name, events, final_blocks, start)
         segments = self._segments(name, events, final_segments, start)
         blocks = _with_block_pools(blocks, events, final_segments)
-        events = self._levels(events, info, blocks, segments).drop(*ENTRY_TEXTS, EVENT_POOL,
-                                                                   strict=False)
+        events = self._levels(events, info, blocks, segments, block_rows).drop(
+            *ENTRY_TEXTS, EVENT_POOL, strict=False)
         device = pl.lit(name, pl.String).alias("device")
         return info, events, blocks.with_columns(device), segments.with_columns(device)
 
@@ -468,11 +468,12 @@ class _SnapshotBuilder:
 
     def _blocks(
         self, device: str, events: pl.DataFrame, final_blocks: pl.DataFrame, start: int
-    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    ) -> tuple[pl.DataFrame, pl.DataFrame, np.ndarray]:
         """Blocks from alloc/free pairs, ghosts, and final-state blocks with no alloc.
 
-        Returns the blocks (``block_id`` numbered within the device) and the events with
-        the ``block_id`` of their block.
+        Returns the blocks (``block_id`` numbered within the device), the events with
+        the ``block_id`` of their block, and those ids as an array (-1: none; the levels
+        read it, not the column again).
         """
         # the block events by their rows: a filtered copy of every column of millions of
         # events was the open's peak
@@ -558,8 +559,8 @@ class _SnapshotBuilder:
         block_id = np.full(events.height, -1, dtype=np.int64)
         block_id[taken["row"].to_numpy()] = block_of[taken["lifetime"].to_numpy()]
         del taken, block_of
-        return blocks.drop("lifetime"), events.with_columns(_null_below_zero("block_id",
-                                                                             block_id))
+        return blocks.drop("lifetime"), events.with_columns(
+            _null_below_zero("block_id", block_id)), block_id
 
     def _segments(
         self, device: str, events: pl.DataFrame, final_segments: pl.DataFrame, start: int
@@ -614,8 +615,9 @@ class _SnapshotBuilder:
                             orient="row")
 
     def _levels(self, events: pl.DataFrame, info: DeviceInfo, blocks: pl.DataFrame,
-                segments: pl.DataFrame) -> pl.DataFrame:
-        """allocated/active/reserved after each event, walked back from the final state.
+                segments: pl.DataFrame, block_rows: np.ndarray) -> pl.DataFrame:
+        """allocated/active/reserved after each event, walked back from the final state
+        (``block_rows``: each event's block_id, -1 where none).
 
         Allocs and frees move the level by their block's one size (``blocks.size``), and
         the end level is the bytes of the blocks alive at the end (allocated plus pending
@@ -628,7 +630,8 @@ class _SnapshotBuilder:
         # read); the events' columns view its tail (MemoryTrace.walked_levels).
         allocated = np.empty(events.height + 1, dtype=np.int64)
         moves = allocated[1:]
-        _block_sizes(events, blocks["size"].to_numpy(), out=moves)
+        _block_sizes(block_rows, blocks["size"].to_numpy(), out=moves)
+        del block_rows
         moves *= _ALLOC_SIGN[events["action"].to_physical().to_numpy()]  # in place
         np.cumsum(moves, out=moves)  # events are in seq order here
         alive_at_end = blocks.filter(pl.col("t_free").is_null())
@@ -774,10 +777,10 @@ _BLOCK_CONSTANTS = ("device", "stream", "pool", "owner", "pool_id", "first_acces
                     "last_access", "max_access_gap")
 
 
-def _block_sizes(events: pl.DataFrame, sizes: np.ndarray, out: np.ndarray) -> None:
-    """Each event's block's one size into ``out`` (int64, one per event; ``sizes`` by
-    block_id, the row within the device here), 0 where it has no block."""
-    ids = events["block_id"].fill_null(-1).to_numpy()
+def _block_sizes(ids: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
+    """Each event's block's one size into ``out`` (int64, one per event; ``ids``: each
+    event's block_id, the row within the device here, -1 where it has none; ``sizes``
+    by block_id), 0 where it has no block."""
     # straight into ``out``, no gathered copy of millions beside it: an event without a
     # block (-1) takes the 0 put last (only allocs and frees move the level, and every
     # one of them has its block); the ids are the blocks' rows, so "wrap" only ever
@@ -904,7 +907,11 @@ def _with_block_pools(blocks: pl.DataFrame, events: pl.DataFrame,
     holder = np.searchsorted(starts, addr, side="right") - 1  # the last start <= addr
     inside = (holder >= 0) & blocks["addr"].is_not_null().to_numpy()
     inside &= addr < holders["end"].to_numpy()[np.maximum(holder, 0)]
-    held = _gather_rows(holders["pool"], np.where(inside, holder, -1))
+    pools = holders["pool"].unique()
+    if pools.len() == 1:  # one pool (as usual): no column of texts gathered for it
+        held = pl.when(pl.Series(inside)).then(pl.lit(pools[0], pl.String))
+    else:
+        held = _gather_rows(holders["pool"], np.where(inside, holder, -1))
     return blocks.with_columns(pool_id=pl.col("pool_id").fill_null(held))
 
 

@@ -144,25 +144,33 @@ class ColumnTrace:
             array = self._arrays[field] = np.frombuffer(getattr(self._raw, field), dtype=dtype)
         return array
 
-    def _number_series(self, field: str) -> pl.Series:
+    def _number_series(self, field: str, all_valid: bool = False) -> pl.Series:
         values = pl.Series(field, self._array(field), _NUMBERS[field][1])
+        if all_valid:
+            return values
         valid = self._state(field) == _STATE_VALUE
         if valid.all():
             return values
         return pl.select(pl.when(pl.Series(valid)).then(values).alias(field)).to_series()
 
-    def _action_series(self) -> pl.Series:
-        names = pl.Series("action", self._raw.names, pl.Categorical)
-        return names.gather(pl.Series(self._array("action")))
+    def _all_values(self, fields: tuple[str, ...] | list[str]) -> bool:
+        """Whether every entry has a value in every one of ``fields`` (one pass over the
+        states, not one per field: the usual file)."""
+        mask = want = 0
+        for field in fields:
+            mask |= 3 << (2 * _FIELDS.index(field))
+            want |= _STATE_VALUE << (2 * _FIELDS.index(field))
+        return bool(np.all((self._array("state") & np.uint16(mask)) == want))
 
     def columns(self) -> TraceColumns:
         """The checked columns (every entry was checked while read: a bad one sends the
         file to the Python reader), stacks as codes into the distinct frame lists."""
         from memtui.sources.torch_snapshot.trace_columns import TraceColumns
 
+        all_valid = self._all_values(list(_NUMBERS))
         return TraceColumns(
-            action=self._action_series(),
-            **{field: self._number_series(field) for field in _NUMBERS},
+            action=None,  # (the texts where wanted: TraceColumns.actions)
+            **{field: self._number_series(field, all_valid) for field in _NUMBERS},
             frames=[],
             frame_codes=self._array("frames"),
             frame_lists=self._raw.stacks,
@@ -211,7 +219,7 @@ class ColumnTrace:
         if key not in _FIELDS:
             return [None] * self._len
         if key == "action":
-            return self._action_series().cast(pl.String).to_list()
+            return [self._raw.names[code] for code in self._array("action").tolist()]
         if key == "frames":
             stacks = self._raw.stacks
             return [None if code < 0 else stacks[code] for code in self._array(key).tolist()]
