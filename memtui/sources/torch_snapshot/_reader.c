@@ -586,17 +586,38 @@ static int32_t stack_code(VM *vm, Val *v) {
     return code;
 }
 
-/* ``o`` (a new reference to ``v``'s object), or the text before it in the column where the
- * two are equal texts: ``compile_context``'s "N/A" in every entry, each its own object in
- * the file, is held once.  The memo's slot takes the kept one too where nothing else
- * holds this one (the stack's value, the memo and ``o``), so this one is freed at once. */
-static PyObject *shared_text(VM *vm, PyObject *values, Val *v, PyObject *o) {
+/* Whether ``a`` and ``b`` are equal texts or integers, or equal tuples of them (a
+ * ``pool_id`` in every entry): values the reader made itself, compared without running
+ * any code of theirs, one level deep. */
+static int same_plain(PyObject *a, PyObject *b, int depth) {
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b))
+        return PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b)
+            && PyUnicode_Compare(a, b) == 0;
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) {
+        int equal = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (equal < 0) { PyErr_Clear(); return 0; }
+        return equal;
+    }
+    if (depth == 0 && PyTuple_CheckExact(a) && PyTuple_CheckExact(b)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(a);
+        if (n != PyTuple_GET_SIZE(b) || n > 8) return 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!same_plain(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i), 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* ``o`` (a new reference to ``v``'s object), or the value before it in the column where
+ * the two are equal texts, integers or tuples of them: ``compile_context``'s "N/A" and
+ * ``pool_id``'s ``(0, 0)`` in every entry, each its own object in the file, are held
+ * once.  The memo's slot takes the kept one too where nothing else holds this one (the
+ * stack's value, the memo and ``o``), so this one is freed at once. */
+static PyObject *shared_value(VM *vm, PyObject *values, Val *v, PyObject *o) {
     Py_ssize_t n = PyList_GET_SIZE(values);
-    if (!n || !PyUnicode_CheckExact(o)) return o;
+    if (!n) return o;
     PyObject *last = PyList_GET_ITEM(values, n - 1);
-    if (last == o || !PyUnicode_CheckExact(last)
-        || PyUnicode_GET_LENGTH(last) != PyUnicode_GET_LENGTH(o)
-        || PyUnicode_Compare(last, o) != 0)
+    if (last == o || !same_plain(last, o, 0))
         return o;
     if (v->slot >= 0 && vm->memo[v->slot] == o && Py_REFCNT(o) == 3) {
         Py_INCREF(last);
@@ -633,7 +654,7 @@ static int extra_value(VM *vm, ColumnTrace *ct, Py_ssize_t row, int key, Val *v)
         if (PyList_Append(values, Py_None)) { PyErr_Clear(); return bail(vm, "out of memory"); }
     PyObject *o = val_object(vm, v);
     if (!o) return -1;
-    o = shared_text(vm, values, v, o);
+    o = shared_value(vm, values, v, o);
     int failed = PyList_Append(values, o);
     Py_DECREF(o);
     if (failed) { PyErr_Clear(); return bail(vm, "out of memory"); }
