@@ -174,3 +174,19 @@ def test_period_agrees_with_the_markers_of_a_real_loop(name, count):
     trace = open_capture(REPO / name)
     marked, beats = _marker_and_rhythm(trace, "cuda:0")
     assert beats.size == marked.count == count
+
+
+
+@pytest.mark.parametrize(("actions", "block", "sizes", "want"), [
+    # every row has its block: block 0 allocated and freed counts; block 1, allocated
+    # twice and never freed here, does not
+    ([1, 1, -1, 1], [0, 1, 0, 1], [10, 5, 10, 5], [10, 10, 0, 0]),
+    # a row without a block (-1) never counts, whatever its size; block 1 only freed
+    ([1, 1, -1, -1], [0, -1, 0, 1], [10, 5, 10, 7], [10, 10, 0, 0]),
+])
+def test_the_transient_level_by_hand(actions, block, sizes, want):
+    """Only blocks both allocated and freed among the rows move the transient level."""
+    from memtui.analysis.timeline.period import _level_of
+
+    got = _level_of(np.array(actions, dtype=np.int8), np.array(block), np.array(sizes))
+    assert got.tolist() == want
