@@ -6,6 +6,7 @@ threshold (``linked.BACKGROUND_BLOCKS``) so the demo capture does."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -48,11 +49,15 @@ async def test_indexes_are_built_after_the_first_paint_before_any_visit(demo, mo
 async def test_a_key_pressed_while_indexing_is_replayed_when_ready(demo, monkeypatch):
     monkeypatch.setattr(linked, "BACKGROUND_BLOCKS", 0)
     original = blocks_screen.block_analyses
-    slow = {"on": True}
+    # the screen's analyses wait while the gate is shut: the keys surely reach it while it
+    # indexes, however long they take to arrive on a busy machine (a 0.5 s sleep here did
+    # not always outlast them under CI's load)
+    gate = threading.Event()
+    gate.set()
 
     def slow_analyses(trace, device):
-        if slow["on"]:
-            time.sleep(0.5)
+        time.sleep(0.1)
+        gate.wait(30)
         return original(trace, device)
 
     monkeypatch.setattr(blocks_screen, "block_analyses", slow_analyses)
@@ -61,10 +66,12 @@ async def test_a_key_pressed_while_indexing_is_replayed_when_ready(demo, monkeyp
         await pilot.pause()
         await app.workers.wait_for_complete()
         app.move_cursor(t=app.timeline(app.cursor.device).end)
+        gate.clear()
         await pilot.press("2", "down")  # down reaches the screen while it is indexing
         screen = app.screen
         assert not screen._ready
         assert "keys held" in str(screen.query_one("#status-line").render())
+        gate.set()
         for _ in range(100):
             await app.workers.wait_for_complete()
             await pilot.pause()
